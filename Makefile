@@ -1,0 +1,46 @@
+# Developer entry points. Everything runs inside .venv, created on demand.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: dev run test check lint typecheck pytest codegen codegen-check diagrams bench clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+dev: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/mind
+
+## test: everything CI checks — lint, mypy --strict, codegen drift, the test suite.
+test: $(STAMP) lint typecheck codegen-check pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check mind codegen tests
+	$(BIN)/ruff format --check mind codegen tests
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/pytest -q -n 2
+
+codegen: $(STAMP)
+	$(BIN)/python -m codegen
+
+codegen-check: $(STAMP)
+	$(BIN)/python -m codegen --check
+
+diagrams: $(STAMP)
+	$(BIN)/python -m codegen --diagrams
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,165 @@
+"""Provider-neutral conversation types: what a model request is made of.
+
+These are pure data (frozen msgspec Structs). The request builder
+(:mod:`mind.history`) turns journal records into a list of :data:`Message`;
+each provider adapter in :mod:`mind.shell.providers` serialises a
+:class:`ModelRequest` into its wire shape and parses its stream back into
+:data:`StreamEvent` values.
+
+Shapes::
+
+    ModelRequest(model, system, messages: list[Message], tools: list[ToolSpec])
+    Message = UserMessage | AssistantMessage | ToolResultMessage
+    StreamEvent = TextDelta | ReasoningDelta | ToolCallStarted | StreamDone
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "other"]
+"""Why a model round ended, normalised across providers."""
+
+
+class Usage(msgspec.Struct, frozen=True, kw_only=True):
+    """Token counts of one model round (or a sum of rounds).
+
+    Attributes:
+        input_tokens: prompt tokens billed, >= 0.
+        output_tokens: completion tokens billed (reasoning included), >= 0.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+        )
+
+
+class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
+    """One tool call requested by the model.
+
+    Attributes:
+        call_id: the provider's id for the call (``call_...``, ``toolu_...``);
+            the matching tool result must carry the same id.
+        name: tool name as the model sent it (may be unknown to mind).
+        arguments: the raw JSON text of the arguments exactly as assembled
+            from the stream; ``""`` is normalised to ``"{}"`` by adapters.
+        provider_fields: provider-specific extras that must be sent back
+            unchanged (e.g. Responses ``id`` of the item, Gemini
+            ``extra_content``); opaque to the core.
+    """
+
+    call_id: str
+    name: str
+    arguments: str
+    provider_fields: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool offered to the model: name, description, JSON Schema of args."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+class UserMessage(msgspec.Struct, frozen=True, kw_only=True, tag="user"):
+    """Text from the person (a prompt or a steering message)."""
+
+    text: str
+
+
+class AssistantMessage(msgspec.Struct, frozen=True, kw_only=True, tag="assistant"):
+    """One model round as it must be replayed to the same provider.
+
+    Attributes:
+        text: visible answer text ("" when the round only called tools).
+        tool_calls: calls in the order the model emitted them.
+        provider_items: opaque provider items to carry back statelessly
+            (Responses reasoning items with ``encrypted_content``, Anthropic
+            thinking blocks with ``signature``). Adapters ignore items of
+            another provider. Each item is ``{"provider": str, "item": {...}}``.
+    """
+
+    text: str = ""
+    tool_calls: list[ToolCall] = msgspec.field(default_factory=list)
+    provider_items: list[dict[str, Any]] = msgspec.field(default_factory=list)
+
+
+class ToolResultMessage(msgspec.Struct, frozen=True, kw_only=True, tag="tool_result"):
+    """The single result answering ``call_id``; ``is_error`` marks failures."""
+
+    call_id: str
+    output: str
+    is_error: bool = False
+
+
+Message = UserMessage | AssistantMessage | ToolResultMessage
+
+
+class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything a provider adapter needs to build one HTTP request.
+
+    Invariant (enforced by :func:`mind.history.build_messages`): every
+    ``AssistantMessage`` with tool calls is immediately followed by exactly
+    one ``ToolResultMessage`` per call, in call order, before anything else.
+    """
+
+    model: str
+    system: str
+    messages: list[Message]
+    tools: list[ToolSpec] = msgspec.field(default_factory=list)
+    max_output_tokens: int | None = None
+
+
+# ---- stream events (adapter -> runtime) ---------------------------------
+
+
+class TextDelta(msgspec.Struct, frozen=True, kw_only=True, tag="text_delta"):
+    """A piece of visible answer text."""
+
+    text: str
+
+
+class ReasoningDelta(msgspec.Struct, frozen=True, kw_only=True, tag="reasoning_delta"):
+    """A piece of reasoning / thinking text: kept, never shown as answer."""
+
+    text: str
+
+
+class ToolCallStarted(msgspec.Struct, frozen=True, kw_only=True, tag="tool_call_started"):
+    """The model began a tool call (name known, arguments still streaming)."""
+
+    call_id: str
+    name: str
+
+
+class StreamDone(msgspec.Struct, frozen=True, kw_only=True, tag="stream_done"):
+    """The clean end of one model round, with everything assembled.
+
+    Attributes:
+        text: the whole visible text of the round.
+        reasoning: the whole reasoning text ("" if none).
+        tool_calls: assembled calls (arguments parsed-checked once at the end,
+            ``""`` → ``"{}"``; see PROVIDER-RULES 14–17).
+        finish: normalised finish reason; ``"tool_calls"`` whenever any call
+            was assembled (PROVIDER-RULES 15).
+        usage: token usage wherever the server put it (zeros if absent).
+        provider_items: opaque items to carry back (see AssistantMessage).
+    """
+
+    text: str
+    reasoning: str
+    tool_calls: list[ToolCall]
+    finish: FinishReason
+    usage: Usage
+    provider_items: list[dict[str, Any]] = msgspec.field(default_factory=list)
+
+
+StreamEvent = TextDelta | ReasoningDelta | ToolCallStarted | StreamDone

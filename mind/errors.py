@@ -1,0 +1,170 @@
+"""Every error mind raises, in one tree.
+
+::
+
+    MindError                         base of everything mind raises on purpose
+    ├── ConfigError                   bad/missing configuration (user fixes config; not retried)
+    ├── StateDirError                 state root cannot be created/written (startup stops; no fallback)
+    ├── JournalError                  journal damage; carries path and 1-based line
+    │   └── JournalCorruptError       a non-final line fails its integrity check or schema
+    ├── ProviderError                 a model request failed; ``kind`` is a FailureKind
+    ├── ToolArgumentsError            tool arguments failed their JSON Schema (becomes a tool result)
+    ├── ScriptError                   a scripted-provider script is malformed; path and detail
+    └── SessionError                  session-level misuse or refusal; carries session_id
+        └── SessionBusyError          a turn is already running (RuntimeError misuse)
+
+Who raises what is said on each class. Provider failures are a closed enum
+(:data:`FailureKind`) with one canonical message each; raw provider text is
+kept only in ``detail`` for logs, never in journal records or public events.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, get_args
+
+FailureKind = Literal[
+    "auth",
+    "not_found",
+    "invalid_request",
+    "rate_limited",
+    "overloaded",
+    "server",
+    "network",
+    "stream_cut",
+    "context_length",
+]
+"""The finite set of model-request failures (issue #2, DESIGN §3.1)."""
+
+FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
+
+TRANSIENT_KINDS: frozenset[FailureKind] = frozenset(
+    {"rate_limited", "overloaded", "server", "network", "stream_cut"}
+)
+"""Failure kinds that are retried with bounded backoff."""
+
+CANONICAL_MESSAGES: dict[FailureKind, str] = {
+    "auth": "The provider rejected the credentials (check the API key).",
+    "not_found": "The provider does not know this model or endpoint.",
+    "invalid_request": "The provider rejected the request as invalid.",
+    "rate_limited": "The provider is rate limiting requests.",
+    "overloaded": "The provider is overloaded.",
+    "server": "The provider had a server error.",
+    "network": "The provider could not be reached.",
+    "stream_cut": "The provider's stream ended before the answer was complete.",
+    "context_length": "The conversation is longer than the model's context window.",
+}
+"""One canonical, provider-independent message per failure kind."""
+
+
+class MindError(Exception):
+    """Base class of every error mind raises on purpose."""
+
+
+class ConfigError(MindError):
+    """Configuration is missing or invalid. Raised at startup; never retried."""
+
+
+class StateDirError(MindError):
+    """The state root cannot be created or written.
+
+    Raised at startup; mind never falls back to another location (DESIGN §4).
+    """
+
+    def __init__(self, path: Path, detail: str) -> None:
+        super().__init__(f"state directory {path} is not usable: {detail}")
+        self.path = path
+        self.detail = detail
+
+
+class JournalError(MindError):
+    """A journal cannot be read or written as required.
+
+    Attributes:
+        path: the journal file.
+        line: 1-based line number concerned (0 when not line-specific).
+    """
+
+    def __init__(self, path: Path, line: int, detail: str) -> None:
+        where = f"{path}:{line}" if line else str(path)
+        super().__init__(f"{where}: {detail}")
+        self.path = path
+        self.line = line
+        self.detail = detail
+
+
+class JournalCorruptError(JournalError):
+    """A line other than a torn last line fails its integrity check or schema.
+
+    Raised when a session is opened; the file is left untouched (fail closed).
+    """
+
+
+class ProviderError(MindError):
+    """A model request failed.
+
+    Raised by provider adapters; the runtime retries it when ``kind`` is in
+    :data:`TRANSIENT_KINDS` (bounded backoff, honouring ``retry_after_s``).
+
+    Attributes:
+        kind: the failure kind (closed enum).
+        message: the canonical message of ``kind``.
+        detail: raw provider text for logs only (never journaled).
+        status: HTTP status if any.
+        retry_after_s: server-requested delay in seconds, if any.
+    """
+
+    def __init__(
+        self,
+        kind: FailureKind,
+        *,
+        detail: str = "",
+        status: int | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
+        self.kind: FailureKind = kind
+        self.message = CANONICAL_MESSAGES[kind]
+        self.detail = detail
+        self.status = status
+        self.retry_after_s = retry_after_s
+        super().__init__(f"{kind}: {self.message}" + (f" ({detail})" if detail else ""))
+
+    @property
+    def transient(self) -> bool:
+        """True when the failure is retried (rate_limited, overloaded, server, network, stream_cut)."""
+        return self.kind in TRANSIENT_KINDS
+
+
+class ToolArgumentsError(MindError):
+    """Tool arguments are not valid JSON or fail the tool's JSON Schema.
+
+    Raised by tool contracts; the runtime turns it into an error tool result
+    the model sees (never a crash).
+    """
+
+    def __init__(self, tool: str, detail: str) -> None:
+        super().__init__(f"invalid arguments for tool {tool!r}: {detail}")
+        self.tool = tool
+        self.detail = detail
+
+
+class ScriptError(MindError):
+    """A scripted-provider script file is malformed or exhausted."""
+
+    def __init__(self, path: Path, detail: str) -> None:
+        super().__init__(f"{path}: {detail}")
+        self.path = path
+        self.detail = detail
+
+
+class SessionError(MindError):
+    """A session-level refusal or misuse; carries the session id."""
+
+    def __init__(self, session_id: str, detail: str) -> None:
+        super().__init__(f"session {session_id}: {detail}")
+        self.session_id = session_id
+        self.detail = detail
+
+
+class SessionBusyError(SessionError, RuntimeError):
+    """A turn was submitted while another turn of the session is running (misuse)."""
