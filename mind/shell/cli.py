@@ -1,0 +1,185 @@
+"""The ``mind`` command: the REPL, ``mind exec`` and ``mind sessions``.
+
+Exit codes: 0 the turn completed; 1 the turn failed or was aborted, or a
+session/journal error; 2 bad usage or configuration; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+import anyio
+import msgspec
+
+from mind import __version__
+from mind.errors import ConfigError, MindError, ScriptError, StateDirError
+from mind.generated import events as ev
+from mind.shell.config import CliOverrides, ResolvedConfig, resolve
+from mind.shell.runtime import Runtime, Session
+from mind.shell.store import mind_home
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+_STATUS_EXIT = {"completed": EXIT_OK, "failed": EXIT_FAILED, "aborted": EXIT_FAILED,
+                "interrupted": EXIT_INTERRUPTED}
+
+
+def _add_provider_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--provider", choices=["openai-chat", "openai-responses", "anthropic", "scripted"],
+                   help="model provider (default: from config.toml or the API key in the environment)")
+    p.add_argument("--model", help="model name")
+    p.add_argument("--base-url", help="provider base URL (any OpenAI-compatible server for openai-chat)")
+    p.add_argument("--script", help="script file for --provider scripted (YAML list of replies)")
+    p.add_argument("--approval", choices=["untrusted", "on-request", "never"],
+                   help="when to ask before running a tool (default on-request)")
+    p.add_argument("--cwd", help="working directory of a new session (default: current directory)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``mind`` (sub-commands ``exec``, ``sessions``)."""
+    parser = argparse.ArgumentParser(prog="mind", description="A coding agent whose sessions cannot be lost.")
+    parser.add_argument("--version", action="version", version=f"mind {__version__}")
+    _add_provider_options(parser)
+    parser.add_argument("--session", help="open this session in the REPL")
+    sub = parser.add_subparsers(dest="command")
+    ex = sub.add_parser("exec", help="run one turn non-interactively and print the final answer")
+    _add_provider_options(ex)
+    ex.add_argument("--session", help="continue this session (created if absent)")
+    ex.add_argument("--json", action="store_true", help="print one JSON event per line on stdout")
+    ex.add_argument("prompt", nargs="?", help="the prompt ('-' or absent with piped stdin: read stdin)")
+    sub.add_parser("sessions", help="list sessions, most recent first")
+    return parser
+
+
+def _overrides(args: argparse.Namespace) -> CliOverrides:
+    return CliOverrides(provider=args.provider, model=args.model, base_url=args.base_url,
+                        script=args.script, approval=args.approval)
+
+
+def _resolve(args: argparse.Namespace) -> ResolvedConfig:
+    env = os.environ
+    return resolve(_overrides(args), env, mind_home(env) / "config.toml")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``mind`` console script; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "exec":
+            return anyio.run(_exec, args)
+        if args.command == "sessions":
+            return anyio.run(_sessions)
+        from mind.shell.repl import run_repl
+
+        return anyio.run(run_repl, _resolve(args), args.cwd, args.session)
+    except ConfigError as exc:
+        print(f"mind: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (StateDirError, ScriptError) as exc:
+        print(f"mind: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except MindError as exc:
+        print(f"mind: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _read_prompt(args: argparse.Namespace) -> str:
+    if args.prompt not in (None, "-"):
+        return str(args.prompt)
+    if args.prompt == "-" or not sys.stdin.isatty():
+        return sys.stdin.read()
+    raise ConfigError("mind exec needs a PROMPT argument (or '-' to read it from stdin)")
+
+
+async def _exec(args: argparse.Namespace) -> int:
+    config = _resolve(args)
+    prompt = _read_prompt(args)
+    if not prompt.strip():
+        raise ConfigError("the prompt is empty")
+    cwd = Path(args.cwd).expanduser() if args.cwd else Path.cwd()
+    if not cwd.is_dir():
+        raise ConfigError(f"--cwd {cwd} is not a directory")
+    out = sys.stdout
+    async with Runtime.open() as rt:
+        if args.session:
+            session = rt.open_session(args.session, config=config, create=True, cwd=cwd)
+        else:
+            session = rt.create_session(cwd=cwd, config=config)
+        if args.json:
+            _emit_json(out, session.started_event())
+        else:
+            print(f"session {session.session_id} · {session.provider.label}", file=sys.stderr)
+        return await _run_exec_turn(session, prompt, json_mode=args.json, out=out)
+
+
+async def _run_exec_turn(session: Session, prompt: str, *, json_mode: bool, out: TextIO) -> int:
+    turn = session.submit(prompt)
+    async with anyio.create_task_group() as tg:
+
+        async def on_sigint() -> None:
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for _ in signals:
+                    turn.interrupt()
+
+        tg.start_soon(on_sigint)
+        async for event in turn:
+            if json_mode:
+                if not isinstance(event, ev.ReasoningDeltaEvent):
+                    _emit_json(out, event)
+            else:
+                _human_progress(event)
+        tg.cancel_scope.cancel()
+    outcome = turn.outcome
+    done = outcome.event
+    if not json_mode and outcome.final_text:
+        out.write(outcome.final_text.rstrip("\n") + "\n")
+        out.flush()
+    if done.status != ev.TurnStatus.completed:
+        reason = done.failure.message if isinstance(done.failure, ev.Failure) else done.status.value
+        kind = f" ({done.failure.kind.value})" if isinstance(done.failure, ev.Failure) else ""
+        print(f"mind: turn {done.status.value}{kind}: {reason}", file=sys.stderr)
+    return _STATUS_EXIT[done.status.value]
+
+
+def _emit_json(out: TextIO, event: ev.Event) -> None:
+    out.write(msgspec.json.encode(event).decode("utf-8") + "\n")
+    out.flush()
+
+
+def _human_progress(event: ev.Event) -> None:
+    err = sys.stderr
+    if isinstance(event, ev.ToolCallEvent):
+        print(f"→ {event.name} {_short(msgspec.json.encode(event.arguments).decode())}", file=err)
+    elif isinstance(event, ev.ToolResultEvent):
+        first = event.output.strip().splitlines()[:1]
+        print(f"  {event.status.value}: {_short(first[0] if first else '')}", file=err)
+    elif isinstance(event, ev.TurnRetryingEvent):
+        print(f"  retrying in {event.delay_s:.1f}s: {event.failure.message}", file=err)
+
+
+def _short(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+async def _sessions() -> int:
+    async with Runtime.open() as rt:
+        rows = rt.list_sessions()
+    if not rows:
+        print("no sessions yet")
+        return EXIT_OK
+    for s in rows:
+        print(f"{s.session_id}  {s.last_status or '-':<11}  {s.cwd}  {s.title}")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""Resolve which model provider a session talks to.
+
+Precedence, highest first: command-line flags, environment
+(``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``OPENAI_BASE_URL``,
+``MIND_PROVIDER``, ``MIND_MODEL``), ``$MIND_HOME/config.toml``, then
+defaults. API keys come from the environment or the OS keyring (service
+``mind``, user = provider kind), never from the journal or logs.
+
+``config.toml``::
+
+    provider = "openai-chat"        # openai-chat | openai-responses | anthropic | scripted
+    model = "gpt-4.1"
+    base_url = "http://127.0.0.1:11434/v1"   # optional
+    approval = "on-request"         # untrusted | on-request | never
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, cast, get_args
+
+import msgspec
+
+from mind.effects.policy import ApprovalPolicy
+from mind.errors import ConfigError
+from mind.shell.providers import ProviderSettings
+
+ProviderKind = Literal["openai-chat", "openai-responses", "anthropic", "scripted"]
+PROVIDER_KINDS: tuple[str, ...] = get_args(ProviderKind)
+APPROVAL_POLICIES: tuple[str, ...] = ("untrusted", "on-request", "never")
+
+DEFAULT_MODELS: dict[str, str] = {
+    "openai-chat": "gpt-4.1",
+    "openai-responses": "gpt-5",
+    "anthropic": "claude-sonnet-4-5",
+    "scripted": "scripted",
+}
+OFFICIAL_BASE_URLS: dict[str, str] = {
+    "openai-chat": "https://api.openai.com/v1",
+    "openai-responses": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+}
+
+NOT_CONFIGURED = (
+    "No model provider is configured. Set OPENAI_API_KEY (OpenAI) or ANTHROPIC_API_KEY "
+    "(Anthropic), or choose one explicitly with --provider openai-chat|openai-responses|"
+    "anthropic [--model NAME] [--base-url URL] (any OpenAI-compatible server such as Ollama "
+    "or vLLM works with --provider openai-chat --base-url http://127.0.0.1:11434/v1), or put "
+    'provider = "...", model = "..." in {config}. To run offline without any model, use '
+    "--provider scripted --script FILE, where FILE is a YAML list of replies such as "
+    '`- text: "Hello"` or `- tool_calls: [{name: shell, arguments: {command: ls}}]`.'
+)
+
+
+class CliOverrides(msgspec.Struct, frozen=True, kw_only=True):
+    """Values given on the command line (None = not given)."""
+
+    provider: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    script: str | None = None
+    approval: str | None = None
+
+
+class ResolvedConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """The provider settings and approval policy a session runs with."""
+
+    provider: ProviderSettings
+    approval: ApprovalPolicy
+
+
+def load_config_file(path: Path) -> dict[str, Any]:
+    """Read ``config.toml``; a missing file is ``{}``.
+
+    Raises:
+        ConfigError: the file is not valid TOML or has a key of the wrong type
+            (message names the path).
+    """
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    for key in ("provider", "model", "base_url", "approval"):
+        if key in data and not isinstance(data[key], str):
+            raise ConfigError(f"{path}: `{key}` must be a string")
+    return data
+
+
+def resolve(
+    cli: CliOverrides, env: Mapping[str, str], config_path: Path
+) -> ResolvedConfig:
+    """Combine flags, environment and config file into settings.
+
+    Raises:
+        ConfigError: nothing configured (message :data:`NOT_CONFIGURED`), an
+            unknown provider or approval policy, a scripted provider without a
+            script, or an official endpoint without an API key.
+    """
+    file = load_config_file(config_path)
+    kind = cli.provider or env.get("MIND_PROVIDER") or file.get("provider")
+    if kind is None:
+        if env.get("OPENAI_API_KEY"):
+            kind = "openai-chat"
+        elif env.get("ANTHROPIC_API_KEY"):
+            kind = "anthropic"
+        elif cli.script:
+            kind = "scripted"
+        else:
+            raise ConfigError(NOT_CONFIGURED.format(config=config_path))
+    if kind not in PROVIDER_KINDS:
+        raise ConfigError(
+            f"unknown provider {kind!r}; choose one of {', '.join(PROVIDER_KINDS)}"
+        )
+    approval = cli.approval or file.get("approval") or "on-request"
+    if approval not in APPROVAL_POLICIES:
+        raise ConfigError(
+            f"unknown approval policy {approval!r}; choose one of {', '.join(APPROVAL_POLICIES)}"
+        )
+    model = cli.model or env.get("MIND_MODEL") or file.get("model") or DEFAULT_MODELS[kind]
+    base_url = cli.base_url or file.get("base_url")
+    if base_url is None and kind.startswith("openai"):
+        base_url = env.get("OPENAI_BASE_URL") or None
+    script = cli.script or file.get("script")
+    if kind == "scripted":
+        if not script:
+            raise ConfigError("--provider scripted needs --script FILE (a YAML list of replies)")
+        script = str(Path(script).expanduser().resolve())
+    api_key = _api_key(kind, env)
+    if kind != "scripted" and api_key is None and base_url in (None, OFFICIAL_BASE_URLS[kind]):
+        var = "ANTHROPIC_API_KEY" if kind == "anthropic" else "OPENAI_API_KEY"
+        raise ConfigError(
+            f"provider {kind} needs an API key: set {var} (or store one in the OS keyring "
+            f"under service 'mind', user '{kind}'), or point --base-url at a local server"
+        )
+    settings = ProviderSettings(
+        kind=cast(ProviderKind, kind),
+        model=model,
+        base_url=base_url,
+        api_key=api_key,
+        script_path=script if kind == "scripted" else None,
+    )
+    return ResolvedConfig(provider=settings, approval=cast(ApprovalPolicy, approval))
+
+
+_SECURE_KEYRING_MODULES = (
+    "keyring.backends.SecretService",
+    "keyring.backends.libsecret",
+    "keyring.backends.kwallet",
+    "keyring.backends.macOS",
+    "keyring.backends.Windows",
+)
+
+
+def _api_key(kind: str, env: Mapping[str, str]) -> str | None:
+    if kind == "scripted":
+        return None
+    var = "ANTHROPIC_API_KEY" if kind == "anthropic" else "OPENAI_API_KEY"
+    if env.get(var):
+        return env[var]
+    return _keyring_key(kind)
+
+
+def _keyring_key(kind: str) -> str | None:
+    """Look the key up in a *secure* OS keyring only; anything else is None.
+
+    Fails closed (LIBRARY-NOTES, keyring): the headless fail backend and
+    plaintext backends such as keyrings.alt are never used.
+    """
+    try:
+        import keyring
+        from keyring.backends import chainer
+
+        backend = keyring.get_keyring()
+        leaves = backend.backends if isinstance(backend, chainer.ChainerBackend) else [backend]
+        if not leaves or not all(
+            type(b).__module__.startswith(_SECURE_KEYRING_MODULES) for b in leaves
+        ):
+            return None
+        value = keyring.get_password("mind", kind)
+    except Exception:  # any keyring failure means "no key there"
+        return None
+    return value or None

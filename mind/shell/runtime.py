@@ -1,0 +1,661 @@
+"""The library API: a runtime hosting sessions, and the turn loop.
+
+``mind exec``, the REPL and embedders all use this one code path::
+
+    async with Runtime.open() as rt:                       # state root from MIND_STATE_HOME
+        session = rt.create_session(cwd=Path.cwd(), config=resolved)
+        turn = session.submit("fix the failing test")
+        async for event in turn:                            # typed mind.generated.events structs
+            if isinstance(event, ApprovalRequestedEvent):
+                turn.decide(event.call_id, "yes")
+        print(turn.outcome.status)
+
+A turn is driven by :class:`mind.machines.turn.TurnMachine` (the machine
+decides which transitions are legal; this module performs the I/O and feeds
+results back as events). Durable boundaries (DESIGN §3.1, §4): ``turn_started``
+and the user's message are fsynced before the first model request; every model
+round and tool result is journaled as it completes; the terminal
+``turn_completed`` record (which also acknowledges the consumed inputs) is
+fsynced last.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Literal, final
+
+import anyio
+import msgspec
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from mind import __version__
+from mind.conversation import ModelRequest, ReasoningDelta, StreamDone, TextDelta, ToolCall
+from mind.conversation import Usage as RoundUsage
+from mind.effects.policy import ApprovalPolicy, approval_reason
+from mind.effects.retry import RetryPolicy
+from mind.effects.tools import parse_arguments, tool_specs
+from mind.errors import ProviderError, SessionBusyError, SessionError, ToolArgumentsError
+from mind.generated import events as ev
+from mind.generated import journal as jr
+from mind.history import build_messages
+from mind.machines.turn import TurnMachine
+from mind.shell.config import ResolvedConfig
+from mind.shell.ids import new_id, new_session_id
+from mind.shell.journal import Journal
+from mind.shell.providers import Provider, make_provider
+from mind.shell.store import SessionSummary, Store, state_home
+from mind.shell.tools import ToolOutcome, ToolRunner
+
+Decision = Literal["yes", "no", "always"]
+"""An answer to an approval request: run once, refuse, or run and stop asking
+for this tool for the rest of the session."""
+
+SYSTEM_PROMPT = """\
+You are mind, a coding agent working in a terminal on the user's machine.
+The working directory is {cwd}. Use the tools to inspect and change files and to run
+commands; prefer apply_patch for edits to existing files. Keep answers short and concrete,
+and say what you changed. Never claim to have run something you did not run."""
+
+DEFAULT_MAX_ROUNDS = 200
+"""Model rounds per turn before the turn fails (guards a tool loop that never ends)."""
+
+
+@final
+class TurnOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """How a turn ended: the terminal event plus the final answer text."""
+
+    event: ev.TurnCompletedEvent
+    final_text: str
+
+    @property
+    def status(self) -> str:
+        """``completed`` | ``interrupted`` | ``failed`` | ``aborted``."""
+        return str(self.event.status)
+
+
+@final
+class Turn:
+    """A running turn: async-iterate its events; decide approvals; interrupt.
+
+    Iteration yields :data:`mind.generated.events.Event` structs in order and
+    ends after the ``turn.completed`` event. Created by :meth:`Session.submit`.
+    """
+
+    def __init__(self, session: Session, turn_id: str, text: str, message_id: str) -> None:
+        self.session = session
+        self.turn_id = turn_id
+        self._text = text
+        self._message_id = message_id
+        send, recv = anyio.create_memory_object_stream[ev.Event](max_buffer_size=math.inf)
+        self._send: MemoryObjectSendStream[ev.Event] = send
+        self._recv: MemoryObjectReceiveStream[ev.Event] = recv
+        self._scope = anyio.CancelScope()
+        self._interrupt_requested = False
+        self._decisions: dict[str, Decision] = {}
+        self._decision_events: dict[str, anyio.Event] = {}
+        self._done = anyio.Event()
+        self._outcome: TurnOutcome | None = None
+
+    # ---- consumer side -----------------------------------------------------
+
+    def __aiter__(self) -> AsyncIterator[ev.Event]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[ev.Event]:
+        async with self._recv:
+            async for event in self._recv:
+                yield event
+
+    def decide(self, call_id: str, decision: Decision) -> None:
+        """Answer the approval request of ``call_id``. The first decision wins."""
+        if call_id in self._decisions:
+            return
+        self._decisions[call_id] = decision
+        waiter = self._decision_events.get(call_id)
+        if waiter is not None:
+            waiter.set()
+
+    def interrupt(self) -> None:
+        """Stop the turn as soon as possible; it ends with status ``interrupted``.
+
+        A running tool's process group is killed; a streaming model response is
+        dropped (partial text is journaled). Idempotent.
+        """
+        self._interrupt_requested = True
+        self._scope.cancel()
+
+    @property
+    def done(self) -> bool:
+        """True once the terminal record is durable."""
+        return self._done.is_set()
+
+    async def wait(self) -> TurnOutcome:
+        """Wait for the end of the turn (without consuming events)."""
+        await self._done.wait()
+        assert self._outcome is not None
+        return self._outcome
+
+    @property
+    def outcome(self) -> TurnOutcome:
+        """The outcome; raises RuntimeError before the turn has ended."""
+        if self._outcome is None:
+            raise RuntimeError(f"turn {self.turn_id} has not ended")
+        return self._outcome
+
+    # ---- producer side -----------------------------------------------------
+
+    def _emit(self, event: ev.Event) -> None:
+        # The buffer is unbounded so a slow consumer never stalls the turn;
+        # a consumer that went away simply stops receiving.
+        try:
+            self._send.send_nowait(event)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass
+
+    async def _await_decision(self, call_id: str) -> Decision:
+        if call_id not in self._decisions:
+            waiter = self._decision_events.setdefault(call_id, anyio.Event())
+            await waiter.wait()
+        return self._decisions[call_id]
+
+    def _finish(self, outcome: TurnOutcome) -> None:
+        self._outcome = outcome
+        self._emit(outcome.event)
+        self._send.close()
+        self._done.set()
+
+
+@final
+class Session:
+    """One session: its journal, settings and at most one running turn.
+
+    Create with :meth:`Runtime.create_session` or :meth:`Runtime.open_session`.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        session_id: str,
+        journal: Journal,
+        cwd: Path,
+        config: ResolvedConfig,
+        *,
+        interactive: bool,
+    ) -> None:
+        self.runtime = runtime
+        self.session_id = session_id
+        self.journal = journal
+        self.cwd = cwd
+        self.config = config
+        self.interactive = interactive
+        self.provider: Provider = make_provider(config.provider)
+        self.tools = ToolRunner(cwd)
+        self.always_allowed: set[str] = set()
+        self.retry_policy = RetryPolicy()
+        self.current: Turn | None = None
+
+    @property
+    def approval(self) -> ApprovalPolicy:
+        """The session's approval policy."""
+        return self.config.approval
+
+    def started_event(self) -> ev.SessionStartedEvent:
+        """The ``session.started`` event for this session."""
+        return ev.SessionStartedEvent(session_id=self.session_id)
+
+    def submit(self, text: str, *, message_id: str | None = None) -> Turn:
+        """Start a turn for ``text`` and return its handle at once.
+
+        Args:
+            text: the user's prompt (kept verbatim).
+            message_id: caller-chosen id of the input (default: a fresh id).
+
+        Raises:
+            SessionBusyError: a turn of this session is still running.
+        """
+        if self.current is not None and not self.current.done:
+            raise SessionBusyError(self.session_id, "a turn is already running")
+        turn = Turn(self, new_id("turn"), text, message_id or new_id("msg"))
+        self.current = turn
+        self.runtime._spawn(self._run_turn, turn)
+        return turn
+
+    async def run(self, text: str) -> TurnOutcome:
+        """Submit ``text`` and wait for the end of the turn, dropping events."""
+        turn = self.submit(text)
+        async for _ in turn:
+            pass
+        return turn.outcome
+
+    # ---- the turn loop -----------------------------------------------------
+
+    async def _run_turn(self, turn: Turn) -> None:
+        machine = TurnMachine(max_retries=self.retry_policy.max_retries)
+        usage = RoundUsage()
+        failure: ev.Failure | None = None
+        final_text = ""
+        j = self.journal
+        try:
+            j.append(
+                jr.TurnStarted(
+                    seq=0,
+                    recorded_at_ms=0,
+                    turn_id=turn.turn_id,
+                    provider=self.provider.name,
+                    model=self.config.provider.model,
+                    approval=jr.Approval(self.approval),
+                )
+            )
+            j.append(
+                jr.UserMessage(
+                    seq=0,
+                    recorded_at_ms=0,
+                    turn_id=turn.turn_id,
+                    message_id=turn._message_id,
+                    text=turn._text,
+                    kind=jr.Kind.prompt,
+                ),
+                sync=True,
+            )
+            turn._emit(ev.TurnStartedEvent(turn_id=turn.turn_id))
+            machine.start()
+            with turn._scope:
+                final_text, usage, failure = await self._loop(turn, machine)
+        except Exception as exc:  # a bug or I/O failure: the turn still gets its terminal
+            if not machine.is_terminal:
+                machine.fail()
+            failure = ev.Failure(kind=ev.FailureKind.internal, message=f"internal error: {exc}")
+        if not machine.is_terminal:
+            if turn._interrupt_requested:
+                self._close_open_calls(turn.turn_id, "interrupted by the user")
+                machine.interrupt()
+            else:  # cancelled from outside (runtime closing) without an interrupt
+                self._close_open_calls(turn.turn_id, "the turn was aborted")
+                machine.abort()
+        status = ev.TurnStatus(machine.status)
+        acknowledged = [turn._message_id] if status == ev.TurnStatus.completed else []
+        record_usage = jr.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)
+        j.append(
+            jr.TurnCompleted(
+                seq=0,
+                recorded_at_ms=0,
+                turn_id=turn.turn_id,
+                status=jr.TurnStatus(status.value),
+                usage=record_usage,
+                acknowledged=acknowledged,
+                **({"failure": jr.Failure(kind=jr.FailureKind(failure.kind.value), message=failure.message)} if failure else {}),
+            ),
+            sync=True,
+        )
+        done = ev.TurnCompletedEvent(
+            turn_id=turn.turn_id,
+            status=status,
+            usage=ev.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens),
+            **({"failure": failure} if failure else {}),
+        )
+        turn._finish(TurnOutcome(event=done, final_text=final_text))
+
+    async def _loop(
+        self, turn: Turn, machine: TurnMachine
+    ) -> tuple[str, RoundUsage, ev.Failure | None]:
+        usage = RoundUsage()
+        final_text = ""
+        rounds = 0
+        while True:
+            rounds += 1
+            if rounds > DEFAULT_MAX_ROUNDS:
+                machine.fail()
+                return final_text, usage, ev.Failure(
+                    kind=ev.FailureKind.internal,
+                    message=f"the turn exceeded {DEFAULT_MAX_ROUNDS} model rounds",
+                )
+            request = ModelRequest(
+                model=self.config.provider.model,
+                system=SYSTEM_PROMPT.format(cwd=self.cwd),
+                messages=build_messages(self.journal.records),
+                tools=tool_specs(),
+            )
+            done: StreamDone | None = None
+            partial: list[str] = []
+            try:
+                opened = False
+                async for item in self.provider.stream(request):
+                    if not opened:
+                        opened = True
+                        machine.stream_opened()
+                    if isinstance(item, TextDelta):
+                        partial.append(item.text)
+                        turn._emit(ev.MessageDeltaEvent(turn_id=turn.turn_id, text=item.text))
+                    elif isinstance(item, ReasoningDelta):
+                        turn._emit(ev.ReasoningDeltaEvent(turn_id=turn.turn_id, text=item.text))
+                    elif isinstance(item, StreamDone):
+                        done = item
+                if done is None:
+                    raise ProviderError("stream_cut", detail="stream ended without a final event")
+            except ProviderError as exc:
+                failure = ev.Failure(kind=ev.FailureKind(exc.kind), message=exc.message)
+                if machine.round_failed(transient=exc.transient):
+                    delay_s = self.retry_policy.delay_s(machine.retries_used, exc.retry_after_s)
+                    turn._emit(
+                        ev.TurnRetryingEvent(
+                            turn_id=turn.turn_id,
+                            attempt=machine.retries_used,
+                            delay_s=delay_s,
+                            failure=failure,
+                        )
+                    )
+                    await anyio.sleep(delay_s)
+                    machine.retry_due()
+                    continue
+                return final_text, usage, failure
+            except anyio.get_cancelled_exc_class():
+                if partial:  # keep what the person already saw
+                    self._journal_round(turn.turn_id, rounds - 1, "".join(partial), "", [], "other", RoundUsage(), [])
+                raise
+            usage = usage + done.usage
+            self._journal_round(
+                turn.turn_id,
+                rounds - 1,
+                done.text,
+                done.reasoning,
+                done.tool_calls,
+                done.finish,
+                done.usage,
+                done.provider_items,
+            )
+            if done.text:
+                final_text = done.text
+                turn._emit(ev.MessageCompletedEvent(turn_id=turn.turn_id, text=done.text))
+            if not done.tool_calls:
+                machine.round_final()
+                machine.seal()
+                return final_text, usage, None
+            machine.round_tools()
+            for call in done.tool_calls:
+                await self._run_tool_call(turn, machine, call)
+            machine.tools_done()
+
+    def _journal_round(
+        self,
+        turn_id: str,
+        index: int,
+        text: str,
+        reasoning: str,
+        calls: list[ToolCall],
+        finish: str,
+        usage: RoundUsage,
+        provider_items: list[dict[str, Any]],
+    ) -> None:
+        self.journal.append(
+            jr.ModelRound(
+                seq=0,
+                recorded_at_ms=0,
+                turn_id=turn_id,
+                round=index,
+                text=text,
+                reasoning=reasoning,
+                tool_calls=[
+                    jr.RecordedToolCall(
+                        call_id=c.call_id,
+                        name=c.name,
+                        arguments=c.arguments,
+                        provider_fields=dict(c.provider_fields),
+                    )
+                    for c in calls
+                ],
+                finish=jr.Finish(finish),
+                usage=jr.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens),
+                provider=self.provider.name,
+                provider_items=list(provider_items),
+            )
+        )
+
+    async def _run_tool_call(self, turn: Turn, machine: TurnMachine, call: ToolCall) -> None:
+        turn._emit(
+            ev.ToolCallEvent(
+                turn_id=turn.turn_id,
+                call_id=call.call_id,
+                name=call.name,
+                arguments=_display_arguments(call.arguments),
+            )
+        )
+        outcome = await self._execute(turn, machine, call)
+        self.journal.append(
+            jr.ToolResult(
+                seq=0,
+                recorded_at_ms=0,
+                turn_id=turn.turn_id,
+                call_id=call.call_id,
+                name=call.name,
+                status=jr.ToolStatus(outcome[0]),
+                output=outcome[1],
+                synthetic=False,
+            )
+        )
+        turn._emit(
+            ev.ToolResultEvent(
+                turn_id=turn.turn_id,
+                call_id=call.call_id,
+                status=ev.ToolStatus(outcome[0]),
+                output=outcome[1],
+            )
+        )
+
+    async def _execute(
+        self, turn: Turn, machine: TurnMachine, call: ToolCall
+    ) -> tuple[str, str]:
+        """Validate, ask if required, run. Returns ``(status, output)``."""
+        try:
+            args = parse_arguments(call.name, call.arguments)
+        except ToolArgumentsError as exc:
+            return "error", str(exc)
+        reason = approval_reason(self.approval, call.name, args, cwd=str(self.cwd))
+        if reason is not None and call.name not in self.always_allowed:
+            if not self.interactive:
+                return "denied", (
+                    f"Refused without running: this call needs approval ({reason}) and this "
+                    f"session cannot ask (non-interactive, approval policy {self.approval}). "
+                    "Do not retry it; tell the user what you wanted to run, or rerun mind "
+                    "with --approval never to allow it."
+                )
+            machine.approval_needed()
+            turn._emit(
+                ev.ApprovalRequestedEvent(
+                    turn_id=turn.turn_id,
+                    call_id=call.call_id,
+                    name=call.name,
+                    arguments=_display_arguments(call.arguments),
+                    reason=reason,
+                )
+            )
+            decision = await turn._await_decision(call.call_id)
+            machine.approval_answered()
+            if decision == "no":
+                return "denied", "The user refused this tool call; it was not run."
+            if decision == "always":
+                self.always_allowed.add(call.name)
+        result: ToolOutcome = await self.tools.run(call.name, args)
+        return result.status, result.output
+
+    def _close_open_calls(self, turn_id: str, why: str) -> None:
+        """Give every unanswered call of ``turn_id`` a durable synthetic result."""
+        answered = {
+            r.call_id for r in self.journal.records if isinstance(r, jr.ToolResult)
+        }
+        for rec in list(self.journal.records):
+            if isinstance(rec, jr.ModelRound) and rec.turn_id == turn_id:
+                for call in rec.tool_calls:
+                    if call.call_id not in answered:
+                        self.journal.append(
+                            jr.ToolResult(
+                                seq=0,
+                                recorded_at_ms=0,
+                                turn_id=turn_id,
+                                call_id=call.call_id,
+                                name=call.name,
+                                status=jr.ToolStatus.interrupted,
+                                output=f"[not completed: {why}; the call was not run again]",
+                                synthetic=True,
+                            )
+                        )
+
+
+def _display_arguments(raw: str) -> Any:
+    """Arguments for events: the parsed JSON value when valid, else the raw text."""
+    try:
+        return json.loads(raw or "{}")
+    except ValueError:
+        return raw
+
+
+@final
+class Runtime:
+    """Hosts sessions of one state root and runs their turns in a task group.
+
+    Use :meth:`open` as an async context manager; leaving it cancels running
+    turns (they end ``aborted``) and closes providers.
+    """
+
+    def __init__(self, store: Store, tg: anyio.abc.TaskGroup) -> None:
+        self.store = store
+        self._tg = tg
+        self._sessions: dict[str, Session] = {}
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls, *, state_root: Path | None = None, env: Mapping[str, str] | None = None
+    ) -> AsyncIterator[Runtime]:
+        """Open the runtime on ``state_root`` (default from ``MIND_STATE_HOME``).
+
+        Raises:
+            StateDirError: the state root cannot be created or written.
+        """
+        root = state_root if state_root is not None else state_home(env or os.environ)
+        store = Store(root)
+        async with anyio.create_task_group() as tg:
+            rt = cls(store, tg)
+            try:
+                yield rt
+            finally:
+                tg.cancel_scope.cancel()
+                for s in rt._sessions.values():
+                    with anyio.CancelScope(shield=True):
+                        await s.provider.aclose()
+
+    def _spawn(self, fn: Callable[[Turn], Any], turn: Turn) -> None:
+        self._tg.start_soon(fn, turn)
+
+    def list_sessions(self) -> list[SessionSummary]:
+        """Summaries of every session of the state root, most recent first."""
+        return self.store.summaries()
+
+    def create_session(
+        self,
+        *,
+        cwd: Path,
+        config: ResolvedConfig,
+        session_id: str | None = None,
+        interactive: bool = False,
+    ) -> Session:
+        """Create a new session (journal + ``session_started``) and host it.
+
+        Args:
+            cwd: working directory, frozen for the session (made absolute).
+            config: provider settings and approval policy.
+            session_id: caller-chosen id (default: a fresh UUIDv7).
+            interactive: whether approvals can be asked (False: refused).
+
+        Raises:
+            SessionError: a session with that id already exists.
+            ValueError: the id is not a safe directory name.
+        """
+        sid = session_id or new_session_id()
+        path = self.store.journal_path(sid)
+        if path.exists():
+            raise SessionError(sid, "already exists")
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        journal = Journal.open(path, create=True)
+        journal.append(
+            jr.SessionStarted(
+                seq=0,
+                recorded_at_ms=0,
+                session_id=sid,
+                cwd=str(cwd.resolve()),
+                mind_version=__version__,
+            ),
+            sync=True,
+        )
+        session = Session(self, sid, journal, cwd.resolve(), config, interactive=interactive)
+        self._sessions[sid] = session
+        return session
+
+    def open_session(
+        self,
+        session_id: str,
+        *,
+        config: ResolvedConfig,
+        interactive: bool = False,
+        create: bool = False,
+        cwd: Path | None = None,
+    ) -> Session:
+        """Open an existing session (or create it when ``create``).
+
+        Unterminated turns left by a crash are closed as ``aborted`` and
+        orphan tool calls get a synthetic result (never re-run).
+
+        Raises:
+            SessionError: no such session and not ``create``.
+            JournalCorruptError: the journal is damaged (path and line named).
+        """
+        if session_id in self._sessions:
+            return self._sessions[session_id]
+        path = self.store.journal_path(session_id)
+        if not path.exists():
+            if create:
+                return self.create_session(
+                    cwd=cwd or Path.cwd(), config=config, session_id=session_id,
+                    interactive=interactive,
+                )
+            raise SessionError(session_id, "no such session")
+        journal = Journal.open(path)
+        started = next((r for r in journal.records if isinstance(r, jr.SessionStarted)), None)
+        session_cwd = Path(started.cwd) if started else (cwd or Path.cwd())
+        session = Session(self, session_id, journal, session_cwd, config, interactive=interactive)
+        _recover(session)
+        self._sessions[session_id] = session
+        return session
+
+
+def _recover(session: Session) -> None:
+    """Close what a crash left open (seed 000 recoverInterruptedTurn, minimal form).
+
+    Orphan tool calls get a durable synthetic result; a turn without a
+    terminal record is closed ``aborted`` (its input is not acknowledged).
+    """
+    records = session.journal.records
+    open_turns = [r.turn_id for r in records if isinstance(r, jr.TurnStarted)]
+    closed = {r.turn_id for r in records if isinstance(r, jr.TurnCompleted)}
+    for turn_id in open_turns:
+        if turn_id in closed:
+            continue
+        session._close_open_calls(turn_id, "mind stopped before the call finished")
+        session.journal.append(
+            jr.TurnCompleted(
+                seq=0,
+                recorded_at_ms=0,
+                turn_id=turn_id,
+                status=jr.TurnStatus.aborted,
+                usage=jr.Usage(input_tokens=0, output_tokens=0),
+                acknowledged=[],
+            ),
+            sync=True,
+        )
+
+
+__all__ = ["Decision", "Runtime", "Session", "Turn", "TurnOutcome"]
