@@ -1,3 +1,31 @@
-"""mind — a terminal coding agent and Python library whose sessions cannot be lost."""
+"""mind — a terminal coding agent and Python library whose sessions cannot be lost.
 
-__version__ = "0.1.0"
+The public API (everything else is internal)::
+
+    Runtime            open a state root; create/open sessions; list them
+    Session            submit(text) -> Turn; run(text) -> TurnOutcome
+    Turn               async-iterate typed events; decide(call_id, ...); interrupt()
+    TurnOutcome        the terminal event and the final answer text
+    resolve_config     provider + approval settings from keywords, env and config.toml
+    events             the typed event structs (``mind.events.MessageDeltaEvent`` ...)
+    errors             the error tree (``mind.errors.MindError`` ...)
+"""
+
+from mind import errors
+from mind._version import __version__
+from mind.generated import events
+from mind.shell.config import ResolvedConfig, resolve_config
+from mind.shell.runtime import Decision, Runtime, Session, Turn, TurnOutcome
+
+__all__ = [
+    "Decision",
+    "ResolvedConfig",
+    "Runtime",
+    "Session",
+    "Turn",
+    "TurnOutcome",
+    "__version__",
+    "errors",
+    "events",
+    "resolve_config",
+]

@@ -17,7 +17,7 @@ from typing import TextIO
 import anyio
 import msgspec
 
-from mind import __version__
+from mind._version import __version__
 from mind.errors import ConfigError, MindError, ScriptError, StateDirError
 from mind.generated import events as ev
 from mind.shell.config import CliOverrides, ResolvedConfig, resolve

@@ -12,6 +12,7 @@ defaults. API keys come from the environment or the OS keyring (service
     model = "gpt-4.1"
     base_url = "http://127.0.0.1:11434/v1"   # optional
     approval = "on-request"         # untrusted | on-request | never
+    max_retries = 4                 # retries of a transient model failure per turn
 """
 
 from __future__ import annotations
@@ -69,6 +70,9 @@ class ResolvedConfig(msgspec.Struct, frozen=True, kw_only=True):
 
     provider: ProviderSettings
     approval: ApprovalPolicy
+    max_retries: int = 4
+    """Retries of a transient model-request failure per turn (``max_retries`` in
+    config.toml, env ``MIND_MAX_RETRIES``)."""
 
 
 def load_config_file(path: Path) -> dict[str, Any]:
@@ -147,7 +151,22 @@ def resolve(
         api_key=api_key,
         script_path=script if kind == "scripted" else None,
     )
-    return ResolvedConfig(provider=settings, approval=cast(ApprovalPolicy, approval))
+    return ResolvedConfig(
+        provider=settings,
+        approval=cast(ApprovalPolicy, approval),
+        max_retries=_max_retries(env, file, config_path),
+    )
+
+
+def _max_retries(env: Mapping[str, str], file: Mapping[str, Any], path: Path) -> int:
+    raw: object = env.get("MIND_MAX_RETRIES", file.get("max_retries", 4))
+    try:
+        value = int(str(raw))
+    except ValueError:
+        raise ConfigError(f"max_retries must be an integer >= 0, got {raw!r}") from None
+    if not 0 <= value <= 100:
+        raise ConfigError(f"max_retries must be between 0 and 100, got {value} ({path})")
+    return value
 
 
 _SECURE_KEYRING_MODULES = (
@@ -188,3 +207,32 @@ def _keyring_key(kind: str) -> str | None:
     except Exception:  # any keyring failure means "no key there"
         return None
     return value or None
+
+
+def resolve_config(
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    script: str | None = None,
+    approval: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ResolvedConfig:
+    """Library form of :func:`resolve`: keyword overrides over env and config.toml.
+
+    Args:
+        env: environment to read (default ``os.environ``); ``MIND_HOME`` in it
+            locates ``config.toml``.
+
+    Raises:
+        ConfigError: as :func:`resolve`.
+    """
+    import os
+
+    from mind.shell.store import mind_home
+
+    environ = os.environ if env is None else env
+    cli = CliOverrides(
+        provider=provider, model=model, base_url=base_url, script=script, approval=approval
+    )
+    return resolve(cli, environ, mind_home(environ) / "config.toml")

@@ -33,7 +33,7 @@ import anyio
 import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from mind import __version__
+from mind._version import __version__
 from mind.conversation import ModelRequest, ReasoningDelta, StreamDone, TextDelta, ToolCall
 from mind.conversation import Usage as RoundUsage
 from mind.effects.policy import ApprovalPolicy, approval_reason
@@ -196,7 +196,7 @@ class Session:
         self.provider: Provider = make_provider(config.provider)
         self.tools = ToolRunner(cwd)
         self.always_allowed: set[str] = set()
-        self.retry_policy = RetryPolicy()
+        self.retry_policy = RetryPolicy(max_retries=config.max_retries)
         self.current: Turn | None = None
 
     @property
