@@ -1,0 +1,598 @@
+"""The session journal: ``sessions/<session_id>/journal.jsonl`` (DESIGN §4).
+
+The journal is the authority of a session: an append-only file, one
+:data:`~mind.generated.journal.JournalRecord` per line, ``seq`` numbered
+0, 1, 2, ... without gaps, every line carrying its own integrity check. This
+module is the only reader and writer of the file.
+
+Line format
+-----------
+
+Every line is one JSON object followed by ``\\n``::
+
+    line  = body ',"crc32":"' HEX8 '"}' '\\n'
+    body  = record[:-1] [ ',"torn":{"bytes":' N ',"crc32":"' HEX8 '"}' ]
+
+``record`` is the msgspec JSON encoding of the record (a JSON object, so
+``record[:-1]`` is the object without its closing brace). ``HEX8`` after
+``crc32`` is ``zlib.crc32(body)`` as 8 lowercase hex digits: the check covers
+the exact bytes of the line up to the integrity field, including the optional
+``torn`` field. A reader verifies the check over the bytes, then decodes
+``record[:-1] + b"}"`` with the typed decoder. The whole line stays valid JSON
+(the record's fields plus ``torn``/``crc32``), so ``jq`` can read it.
+
+Lines are split on ``b"\\n"`` only. msgspec escapes every control character
+inside strings (``\\n``, ``\\r``, NUL as ``\\u0000``), so a string value can
+never break a line; U+2028/U+2029 are written as raw UTF-8 and are harmless
+because nothing splits on them. Python strings that cannot be encoded as
+UTF-8 (lone surrogates, e.g. from ``errors="surrogateescape"`` decoding of
+invalid UTF-8 tool output) are sanitized deterministically before encoding:
+every surrogate code point U+D800..U+DFFF becomes U+FFFD, in keys and values
+at any depth. A line longer than :data:`MAX_LINE_BYTES` is never written.
+
+Torn tails
+----------
+
+A crash in the middle of an append leaves a *torn* last line: bytes with no
+trailing newline, or a line that fails its check. On open such a tail (all
+bytes after the last verified line) is dropped and reported in
+:class:`JournalOpenReport`; the file is not modified: nothing is truncated or
+overwritten when a journal is opened or read.
+
+The next append must not glue a record onto the torn bytes, and the torn
+bytes must stay recognisable as a historic tail once they are no longer last.
+So the first append after a torn tail
+
+1. writes a ``\\n`` first when the file does not end with one, and
+2. adds ``"torn":{"bytes":N,"crc32":"HEX8"}`` to its line, *vouching* for
+   the exact N bytes between the end of the last verified line and its own
+   start (the torn bytes plus the separator), with their CRC-32.
+
+A reader accepts damaged bytes between two verified lines only when the
+second line vouches for exactly those bytes (same length, same CRC-32); any
+other damage before a verified line raises :class:`JournalCorruptError` with
+the 1-based number of the first damaged line. A verified line that vouches
+for bytes that are not there, fails the schema, or breaks the ``seq`` order is
+corruption too, even when it is the last line (a torn write cannot produce a
+valid check). The torn tail may span several lines: a torn line followed by
+an interrupted first append leaves two.
+
+Writes go through one ``O_APPEND`` descriptor, one ``os.write`` per record, so
+a line is never interleaved with another write. The runtime calls
+:meth:`Journal.append` with ``sync=True`` at turn boundaries (``turn_started``,
+the terminal record) and ``fsync`` makes them durable. After a failed write
+or fsync the :class:`Journal` refuses further appends: the caller reopens it,
+and the open path classifies whatever reached the disk.
+
+Files are created 0600 in directories created 0700.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import stat
+import time
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Final, final
+
+import msgspec
+
+from mind.errors import JournalCorruptError, JournalError
+from mind.generated.journal import JournalRecord
+
+__all__ = [
+    "MAX_LINE_BYTES",
+    "Journal",
+    "JournalOpenReport",
+    "read_records",
+]
+
+MAX_LINE_BYTES: Final = 16 * 1024 * 1024
+"""Longest line (without its newline) written or accepted, in bytes."""
+
+_CRC_KEY: Final = b',"crc32":"'
+_CRC_SUFFIX_LEN: Final = len(_CRC_KEY) + 8 + 2  # ,"crc32":"HHHHHHHH"}
+_TORN_RE: Final = re.compile(rb',"torn":\{"bytes":(0|[1-9][0-9]{0,18}),"crc32":"([0-9a-f]{8})"\}\Z')
+_HEX8_RE: Final = re.compile(rb"[0-9a-f]{8}\Z")
+_SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
+_READ_BUFFER_BYTES: Final = 1 << 20
+_FILE_MODE: Final = 0o600
+_DIR_MODE: Final = 0o700
+
+_ENCODER: Final = msgspec.json.Encoder()
+_DECODER: Final[msgspec.json.Decoder[JournalRecord]] = msgspec.json.Decoder(JournalRecord)
+
+
+class JournalOpenReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What opening a journal found.
+
+    Attributes:
+        torn_tail_dropped: True when bytes after the last verified line were
+            dropped (a torn tail; the file itself is unchanged).
+        torn_tail_bytes: size of the dropped tail in bytes (0 when none).
+        records: number of verified records loaded.
+        torn_tail_line: 1-based line number where the dropped tail starts
+            (0 when none).
+        earlier_torn_spans: number of historic torn tails inside the file that
+            later records vouch for (informational; they are skipped).
+    """
+
+    torn_tail_dropped: bool
+    torn_tail_bytes: int
+    records: int
+    torn_tail_line: int = 0
+    earlier_torn_spans: int = 0
+
+
+class _Scan:
+    """Result of reading a journal file (internal)."""
+
+    __slots__ = (
+        "earlier_torn_spans",
+        "ends_with_newline",
+        "records",
+        "size",
+        "tail_bytes",
+        "tail_crc",
+        "tail_line",
+    )
+
+    def __init__(self) -> None:
+        self.records: list[JournalRecord] = []
+        self.size = 0
+        self.tail_bytes = 0
+        self.tail_crc = 0
+        self.tail_line = 0
+        self.ends_with_newline = True
+        self.earlier_torn_spans = 0
+
+    def report(self) -> JournalOpenReport:
+        return JournalOpenReport(
+            torn_tail_dropped=self.tail_bytes > 0,
+            torn_tail_bytes=self.tail_bytes,
+            records=len(self.records),
+            torn_tail_line=self.tail_line,
+            earlier_torn_spans=self.earlier_torn_spans,
+        )
+
+
+class _Sound(msgspec.Struct, frozen=True):
+    """A line whose integrity check passed: its record bytes and vouch."""
+
+    record_bytes: bytes
+    torn_bytes: int | None
+    torn_crc: int | None
+
+
+def _check_line(line: bytes) -> _Sound | str:
+    """Verify one complete line (without its newline).
+
+    Returns:
+        The sound line, or a short reason why the line is damaged (the check
+        fails: such a line may be a torn write).
+    """
+    if len(line) > MAX_LINE_BYTES:
+        return f"line longer than {MAX_LINE_BYTES} bytes"
+    if len(line) < _CRC_SUFFIX_LEN + 2 or not line.startswith(b"{"):
+        return "not a journal line"
+    if line[-_CRC_SUFFIX_LEN : -_CRC_SUFFIX_LEN + len(_CRC_KEY)] != _CRC_KEY or line[-2:] != b'"}':
+        return "missing integrity field"
+    hex8 = line[-10:-2]
+    if _HEX8_RE.match(hex8) is None:
+        return "malformed integrity field"
+    body = line[:-_CRC_SUFFIX_LEN]
+    if zlib.crc32(body) != int(hex8, 16):
+        return "integrity check failed"
+    match = _TORN_RE.search(body)
+    if match is None:
+        return _Sound(body + b"}", None, None)
+    return _Sound(body[: match.start()] + b"}", int(match[1]), int(match[2], 16))
+
+
+def _decode(record_bytes: bytes) -> JournalRecord:
+    """Decode record bytes with the typed decoder.
+
+    Raises:
+        ValueError: the bytes do not hold a schema record (message says why).
+    """
+    try:
+        return _DECODER.decode(record_bytes)
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"not a valid journal record: {exc}") from None
+    except RecursionError:
+        raise ValueError("not a valid journal record: nested too deeply") from None
+
+
+def _read_line(stream: IO[bytes], crc_seed: int) -> tuple[bytes | None, int, int, bool] | None:
+    """Read one line, never holding more than ``MAX_LINE_BYTES + 2`` bytes.
+
+    Args:
+        stream: the journal, positioned at the start of a line.
+        crc_seed: CRC-32 to continue (of the damaged bytes before this line).
+
+    Returns:
+        ``None`` at end of file, else ``(content, length, crc, terminated)``:
+        the line without its newline (``None`` when too long to be a journal
+        line), its length in bytes including the newline, the CRC-32 of those
+        bytes continued from ``crc_seed``, and whether it ended with ``\\n``.
+    """
+    chunk = stream.readline(MAX_LINE_BYTES + 2)
+    if not chunk:
+        return None
+    length = len(chunk)
+    crc = zlib.crc32(chunk, crc_seed)
+    if chunk.endswith(b"\n"):
+        return chunk[:-1], length, crc, True
+    if length <= MAX_LINE_BYTES + 1:
+        return chunk, length, crc, False
+    # Too long to be a journal line: consume it without keeping it.
+    while chunk := stream.readline(_READ_BUFFER_BYTES):
+        length += len(chunk)
+        crc = zlib.crc32(chunk, crc)
+        if chunk.endswith(b"\n"):
+            return None, length, crc, True
+    return None, length, crc, False
+
+
+def _scan(stream: IO[bytes], path: Path) -> _Scan:
+    """Read and verify a whole journal (see the module docstring for rules).
+
+    Raises:
+        JournalCorruptError: damage other than a torn tail, with the 1-based
+            line of the first damaged line.
+        OSError: reading failed.
+    """
+    scan = _Scan()
+    offset = 0  # start of the current line
+    span_start = 0  # end of the last verified line
+    span_crc = 0  # CRC-32 of the damaged bytes [span_start, offset)
+    span_line = 0  # first line of the damaged run (0: none)
+    span_reason = ""
+    line_no = 0
+    terminated = True
+    while (got := _read_line(stream, span_crc)) is not None:
+        content, length, crc, terminated = got
+        line_no += 1
+        checked: _Sound | str
+        if not terminated:
+            checked = "last line has no newline (torn write)"
+        elif content is None:
+            checked = f"line longer than {MAX_LINE_BYTES} bytes"
+        else:
+            checked = _check_line(content)
+        if isinstance(checked, str):
+            if span_line == 0:
+                span_line, span_reason = line_no, checked
+            span_crc = crc
+            offset += length
+            continue
+        # A sound line: everything about it must now hold.
+        damaged = offset - span_start
+        if damaged:
+            if checked.torn_bytes != damaged or checked.torn_crc != span_crc:
+                raise JournalCorruptError(path, span_line, span_reason)
+            scan.earlier_torn_spans += 1
+        elif checked.torn_bytes is not None:
+            raise JournalCorruptError(
+                path,
+                line_no,
+                f"line vouches for {checked.torn_bytes} torn bytes that are not there",
+            )
+        try:
+            record = _decode(checked.record_bytes)
+        except ValueError as exc:
+            raise JournalCorruptError(path, line_no, str(exc)) from None
+        expected = len(scan.records)
+        if record.seq != expected:
+            raise JournalCorruptError(
+                path, line_no, f"seq {record.seq} where {expected} was expected"
+            )
+        scan.records.append(record)
+        offset += length
+        span_start, span_crc, span_line, span_reason = offset, 0, 0, ""
+    scan.size = offset
+    scan.tail_bytes = offset - span_start
+    scan.tail_crc = span_crc
+    scan.tail_line = span_line
+    scan.ends_with_newline = terminated
+    return scan
+
+
+def _sanitize(value: Any) -> Any:
+    """Replace every surrogate code point in strings (keys too) by U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE_RE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_sanitize(k): _sanitize(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_sanitize(v) for v in value]
+    return value
+
+
+def _encode(record: JournalRecord) -> tuple[bytes, JournalRecord]:
+    """Encode a record and prove it reads back.
+
+    Returns:
+        ``(json_bytes, record_as_read_back)``; the second differs from the
+        input only where encoding is lossy (surrogates → U+FFFD, NaN → null).
+
+    Raises:
+        ValueError: the record cannot be encoded or fails the schema.
+    """
+    try:
+        try:
+            raw = _ENCODER.encode(record)
+        except UnicodeEncodeError:
+            raw = _ENCODER.encode(_sanitize(msgspec.to_builtins(record)))
+    except (TypeError, ValueError, OverflowError, RecursionError, msgspec.EncodeError) as exc:
+        raise ValueError(f"record cannot be encoded: {exc}") from None
+    return raw, _decode(raw)
+
+
+def _make_private_dirs(directory: Path) -> None:
+    """Create ``directory`` and missing parents with mode 0700."""
+    missing: list[Path] = []
+    current = directory
+    while not current.exists():
+        missing.append(current)
+        current = current.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir(mode=_DIR_MODE)
+        except FileExistsError:
+            continue
+        os.chmod(d, _DIR_MODE)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _open_reader(fd: int) -> io.BufferedReader:
+    return io.BufferedReader(io.FileIO(fd, "rb", closefd=False), buffer_size=_READ_BUFFER_BYTES)
+
+
+def read_records(path: Path) -> tuple[list[JournalRecord], JournalOpenReport]:
+    """Read and verify a journal without opening it for writing.
+
+    Args:
+        path: the ``journal.jsonl`` file.
+
+    Returns:
+        The verified records in order and the open report (torn tail).
+
+    Raises:
+        JournalError: the file does not exist or cannot be read (line 0).
+        JournalCorruptError: damage other than a torn tail (path, 1-based line).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise JournalError(path, 0, "journal does not exist") from None
+    except OSError as exc:
+        raise JournalError(path, 0, f"cannot open journal: {exc.strerror}") from None
+    try:
+        with _open_reader(fd) as reader:
+            scan = _scan(reader, path)
+    except OSError as exc:
+        raise JournalError(path, 0, f"cannot read journal: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    return scan.records, scan.report()
+
+
+@final
+class Journal:
+    """An open session journal: verified records in memory, appends to disk.
+
+    Obtain one with :meth:`Journal.open`. One process writes a journal at a
+    time (the session lease guarantees it); the object is not thread-safe.
+
+    Attributes:
+        path: the ``journal.jsonl`` file.
+        records: every verified record, loaded then appended, in ``seq`` order
+            (``records[i].seq == i``).
+        report: what :meth:`open` found (torn tail, record count).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        fd: int,
+        scan: _Scan,
+        clock_ms: Callable[[], int],
+    ) -> None:
+        """Internal: use :meth:`Journal.open`."""
+        self.path = path
+        self.records: list[JournalRecord] = scan.records
+        self.report: JournalOpenReport = scan.report()
+        self._fd: int | None = fd
+        self._clock_ms = clock_ms
+        self._tail_bytes = scan.tail_bytes
+        self._tail_crc = scan.tail_crc
+        self._ends_with_newline = scan.ends_with_newline
+        self._broken: str | None = None
+
+    @classmethod
+    def open(
+        cls,
+        path: Path,
+        *,
+        create: bool = False,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> Journal:
+        """Open a journal for appending, reading and verifying all of it.
+
+        Args:
+            path: the ``sessions/<id>/journal.jsonl`` file.
+            create: create the file (0600) and missing directories (0700)
+                when it does not exist; the new file and its directory entry
+                are fsynced.
+            clock_ms: wall clock in Unix epoch milliseconds used to stamp
+                ``recorded_at_ms`` (default: the system clock).
+
+        Returns:
+            The open journal. A torn tail is reported in :attr:`report`; the
+            file is never modified by opening.
+
+        Raises:
+            JournalError: missing and ``create`` is false, or the file cannot
+                be opened/read (line 0).
+            JournalCorruptError: damage other than a torn tail, with the
+                1-based line (DESIGN §4: fail closed).
+        """
+        flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
+        created = False
+        try:
+            try:
+                fd = os.open(path, flags)
+            except FileNotFoundError:
+                if not create:
+                    raise JournalError(path, 0, "journal does not exist") from None
+                _make_private_dirs(path.parent)
+                try:
+                    fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, _FILE_MODE)
+                    created = True
+                except FileExistsError:
+                    fd = os.open(path, flags)
+        except OSError as exc:
+            raise JournalError(path, 0, f"cannot open journal: {exc.strerror}") from None
+        try:
+            if created:
+                os.fchmod(fd, _FILE_MODE)
+                os.fsync(fd)
+                _fsync_dir(path.parent)
+            elif not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise JournalError(path, 0, "journal is not a regular file")
+            with _open_reader(fd) as reader:
+                scan = _scan(reader, path)
+        except OSError as exc:
+            os.close(fd)
+            raise JournalError(path, 0, f"cannot read journal: {exc.strerror}") from None
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, fd, scan, clock_ms or _now_ms)
+
+    @property
+    def next_seq(self) -> int:
+        """The ``seq`` the next appended record gets (= ``len(records)``)."""
+        return len(self.records)
+
+    def append(self, record: JournalRecord, *, sync: bool = False) -> JournalRecord:
+        """Stamp and append one record as one line.
+
+        The record's ``seq`` and ``recorded_at_ms`` are replaced (callers pass
+        0 for both) with :attr:`next_seq` and the clock. Strings that are not
+        encodable as UTF-8 are sanitized (surrogates → U+FFFD). The record is
+        encoded, decoded back with the schema decoder (constraints such as
+        ``>= 0`` only apply on decode) and written with one ``os.write`` on
+        the ``O_APPEND`` descriptor; after a torn tail the line vouches for it
+        (see the module docstring).
+
+        Args:
+            record: the record to append.
+            sync: fsync the file after writing (turn start and terminal
+                records, DESIGN §3.1).
+
+        Returns:
+            The record exactly as it will read back from the file.
+
+        Raises:
+            JournalError: the record cannot be encoded, fails the schema or is
+                longer than :data:`MAX_LINE_BYTES` (nothing written; the
+                journal stays usable); or the write/fsync failed, or an
+                earlier one did, or the journal is closed (line 0). After a
+                failed write or fsync the journal refuses appends until it is
+                reopened with :meth:`open`.
+        """
+        fd = self._usable_fd()
+        stamped = msgspec.structs.replace(
+            record, seq=self.next_seq, recorded_at_ms=max(0, self._clock_ms())
+        )
+        try:
+            raw, read_back = _encode(stamped)
+        except ValueError as exc:
+            raise JournalError(self.path, 0, str(exc)) from None
+        prefix = b"" if self._ends_with_newline else b"\n"
+        body = raw[:-1]
+        if self._tail_bytes:
+            span_bytes = self._tail_bytes + len(prefix)
+            span_crc = zlib.crc32(prefix, self._tail_crc)
+            body += b',"torn":{"bytes":%d,"crc32":"%08x"}' % (span_bytes, span_crc)
+        line = body + b',"crc32":"%08x"}' % zlib.crc32(body)
+        if len(line) > MAX_LINE_BYTES:
+            raise JournalError(
+                self.path, 0, f"record is {len(line)} bytes; the limit is {MAX_LINE_BYTES}"
+            )
+        data = memoryview(prefix + line + b"\n")
+        try:
+            while data:
+                written = os.write(fd, data)
+                data = data[written:]
+        except OSError as exc:
+            self._broken = f"a write failed ({exc.strerror}); reopen the journal"
+            raise JournalError(self.path, 0, f"cannot append: {exc.strerror}") from None
+        self._tail_bytes = 0
+        self._tail_crc = 0
+        self._ends_with_newline = True
+        self.records.append(read_back)
+        if sync:
+            self.sync()
+        return read_back
+
+    def sync(self) -> None:
+        """fsync the file: every appended record is durable on return.
+
+        Raises:
+            JournalError: fsync failed (the journal then refuses appends until
+                reopened), or the journal is closed or broken.
+        """
+        fd = self._usable_fd()
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            self._broken = f"fsync failed ({exc.strerror}); reopen the journal"
+            raise JournalError(self.path, 0, f"cannot sync: {exc.strerror}") from None
+
+    def close(self) -> None:
+        """Close the file descriptor. Idempotent; does not fsync."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close`."""
+        return self._fd is None
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _usable_fd(self) -> int:
+        if self._fd is None:
+            raise JournalError(self.path, 0, "journal is closed")
+        if self._broken is not None:
+            raise JournalError(self.path, 0, self._broken)
+        return self._fd
