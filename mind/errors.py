@@ -9,6 +9,7 @@
     │   └── JournalCorruptError       a non-final line fails its integrity check or schema
     ├── ProviderError                 a model request failed; ``kind`` is a FailureKind
     ├── ToolArgumentsError            tool arguments failed their JSON Schema (becomes a tool result)
+    ├── PatchError                    an apply_patch envelope is malformed or a hunk does not match
     ├── ScriptError                   a scripted-provider script is malformed; path and detail
     └── SessionError                  session-level misuse or refusal; carries session_id
         └── SessionBusyError          a turn is already running (RuntimeError misuse)
@@ -146,6 +147,15 @@ class ToolArgumentsError(MindError):
         super().__init__(f"invalid arguments for tool {tool!r}: {detail}")
         self.tool = tool
         self.detail = detail
+
+
+class PatchError(MindError):
+    """An ``apply_patch`` envelope is malformed or one of its hunks does not match.
+
+    Raised by :mod:`mind.effects.patch` (parse and pure apply); the tool runner
+    turns it into an error tool result the model sees. Never retried; nothing
+    was written when it is raised.
+    """
 
 
 class ScriptError(MindError):

@@ -1,0 +1,1 @@
+"""Pure effect contracts: tool schemas, approval policy, patch format, retry policy."""

@@ -1,0 +1,231 @@
+"""Approval policy: which tool calls may run without asking the person.
+
+Pure: decided from the policy, the tool name, the checked arguments and the
+session's working directory — no file system, no environment. Paths are
+compared lexically (``os.path.normpath``), so a symlink inside the working
+directory that points outside it counts as inside.
+
+Policies (DESIGN §6, the same names as Codex CLI's ``--ask-for-approval``):
+
+===============  ===============  ===================  ==========================
+policy           read-only tools  shell                write_file / apply_patch
+===============  ===============  ===================  ==========================
+``never``        run              run                  run
+``on-request``   run              ask unless known-safe run inside cwd, else ask
+``untrusted``    run              ask unless known-safe ask
+===============  ===============  ===================  ==========================
+
+"Known-safe" is :func:`is_known_safe_command`: a small allowlist of commands
+that only read, checked conservatively (a command string with any shell
+metacharacter is never known-safe).
+"""
+
+from __future__ import annotations
+
+import os.path
+import shlex
+from collections.abc import Sequence
+from typing import Any, Literal, get_args
+
+from mind.effects.patch import parse_patch, patch_paths
+from mind.effects.tools import BUILTIN_TOOLS
+from mind.errors import PatchError
+
+ApprovalPolicy = Literal["untrusted", "on-request", "never"]
+"""When tool calls need the person's approval (see the module table)."""
+
+APPROVAL_POLICIES: tuple[ApprovalPolicy, ...] = get_args(ApprovalPolicy)
+
+_PLAIN_SAFE = frozenset(
+    {
+        "basename",
+        "cat",
+        "df",
+        "dirname",
+        "du",
+        "echo",
+        "egrep",
+        "fgrep",
+        "grep",
+        "head",
+        "id",
+        "ls",
+        "nl",
+        "pwd",
+        "realpath",
+        "stat",
+        "tail",
+        "true",
+        "uname",
+        "wc",
+        "which",
+        "whoami",
+    }
+)
+"""Commands that only read, whatever their arguments."""
+
+_FIND_UNSAFE = frozenset(
+    {"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fls", "-fprint", "-fprint0", "-fprintf"}
+)
+"""``find`` actions that run commands or write files."""
+
+_RG_UNSAFE = frozenset({"--pre", "--hostname-bin", "--search-zip"})
+"""``rg`` options that run other programs (``-z`` is checked separately)."""
+
+_GIT_READ = frozenset({"status", "log", "diff", "show"})
+"""``git`` subcommands that only read (checked further for ``--output``)."""
+
+_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "/bin/sh", "/bin/bash"})
+
+_METACHARACTERS = frozenset(";|&<>$`\\(){}[]*?#!~\n\r")
+"""Characters that make a command string more than one plain command.
+
+Conservative on purpose: besides separators, pipes, redirections and
+expansions, glob characters are refused too (a file named ``--output=x``
+would otherwise become an option).
+"""
+
+_SHOWN_CHARS = 120
+"""Longest command quoted in an approval reason."""
+
+
+def approval_reason(
+    policy: ApprovalPolicy, name: str, args: dict[str, Any], *, cwd: str
+) -> str | None:
+    """Decide whether one tool call needs approval.
+
+    Args:
+        policy: the session's approval policy.
+        name: the tool name.
+        args: the arguments, already checked by
+            :func:`mind.effects.tools.parse_arguments`.
+        cwd: the session's working directory (absolute).
+
+    Returns:
+        None when the call runs without asking; otherwise one line saying
+        why the person must approve it.
+
+    Raises:
+        ValueError: ``policy`` is not an :data:`ApprovalPolicy` (misuse).
+    """
+    if policy not in APPROVAL_POLICIES:
+        raise ValueError(f"unknown approval policy {policy!r}")
+    if policy == "never":
+        return None
+    contract = BUILTIN_TOOLS.get(name)
+    if contract is None:
+        return f"unknown tool {name!r}"
+    if contract.read_only:
+        return None
+    if name == "shell":
+        command = args.get("command")
+        if is_known_safe_command(command):
+            return None
+        return f"runs `{_shown(command)}`, which is not a known read-only command"
+    paths = _written_paths(name, args)
+    if policy == "untrusted":
+        what = ", ".join(paths) if paths else "files"
+        return f"changes {what} (untrusted mode asks before every change)"
+    if paths is None:
+        # Unparseable patch: the runner refuses it before writing anything.
+        return None
+    outside = [path for path in paths if not _inside(path, cwd)]
+    if outside:
+        return f"writes outside the working directory: {', '.join(outside)}"
+    return None
+
+
+def is_known_safe_command(command: object) -> bool:
+    """Whether a shell command only reads, by a small conservative allowlist.
+
+    Args:
+        command: an argv list of strings, or a command string for
+            ``/bin/sh -c``. Anything else is not safe.
+
+    Returns:
+        True for commands such as ``ls -la``, ``cat a.txt``, ``grep -n x f``,
+        ``rg foo`` (without ``--pre``/``--search-zip``), ``find . -name x``
+        (without ``-exec``/``-delete``/``-fprint``), ``sed -n 1,20p f``,
+        ``git status|log|diff|show`` (without ``--output``), and
+        ``bash -c``/``-lc`` wrappers around one such command. A string is
+        safe only when it has no shell metacharacter (``; | & < > $ `` and
+        friends, globs included) and splits into such an argv. Program
+        names must be bare (``/tmp/x/ls`` is not ``ls``).
+    """
+    if isinstance(command, str):
+        if not command.strip() or any(c in _METACHARACTERS for c in command):
+            return False
+        try:
+            argv = shlex.split(command)
+        except ValueError:
+            return False
+        return _safe_argv(argv)
+    if isinstance(command, list) and all(isinstance(a, str) for a in command):
+        return _safe_argv(command)
+    return False
+
+
+def _safe_argv(argv: Sequence[str]) -> bool:
+    if not argv:
+        return False
+    program, args = argv[0], argv[1:]
+    if program in _SHELLS:
+        return len(args) == 2 and args[0] in ("-c", "-lc") and is_known_safe_command(args[1])
+    if program in _PLAIN_SAFE:
+        return True
+    if program == "find":
+        return not any(a in _FIND_UNSAFE for a in args)
+    if program == "rg":
+        return not any(
+            a.split("=", 1)[0] in _RG_UNSAFE
+            or (a.startswith("-") and not a.startswith("--") and "z" in a)
+            for a in args
+        )
+    if program == "sed":
+        return (
+            len(args) >= 2
+            and args[0] == "-n"
+            and _is_print_range(args[1])
+            and all(not a.startswith("-") for a in args[2:])
+        )
+    if program == "git":
+        return (
+            bool(args)
+            and args[0] in _GIT_READ
+            and not any(a.startswith(("--output", "--ext-diff")) for a in args[1:])
+        )
+    return False
+
+
+def _is_print_range(script: str) -> bool:
+    """``Np`` or ``N,Mp`` with decimal line numbers."""
+    if not script.endswith("p"):
+        return False
+    parts = script[:-1].split(",")
+    return 1 <= len(parts) <= 2 and all(p.isdecimal() and p.isascii() for p in parts)
+
+
+def _written_paths(name: str, args: dict[str, Any]) -> list[str] | None:
+    """Paths a file tool writes, or None when they cannot be told (bad patch)."""
+    if name == "write_file":
+        path = args.get("path")
+        return [path] if isinstance(path, str) else None
+    patch = args.get("patch")
+    if not isinstance(patch, str):
+        return None
+    try:
+        return patch_paths(parse_patch(patch))
+    except PatchError:
+        return None
+
+
+def _inside(path: str, cwd: str) -> bool:
+    root = os.path.normpath(cwd)
+    target = os.path.normpath(os.path.join(root, path))
+    return target == root or target.startswith(root.rstrip("/") + "/")
+
+
+def _shown(command: object) -> str:
+    text = shlex.join(command) if isinstance(command, list) else str(command)
+    text = " ".join(text.split())
+    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 1] + "…"

@@ -1,0 +1,11 @@
+"""Built-in tool implementations: the I/O side of :mod:`mind.effects.tools`.
+
+:class:`ToolRunner` runs one already-checked tool call in a session's
+working directory and returns a :class:`ToolOutcome`; failures are outcomes,
+never exceptions (DESIGN §6). Only cancellation propagates, after a running
+command's process group has been killed.
+"""
+
+from mind.shell.tools._runner import ToolOutcome, ToolRunner
+
+__all__ = ["ToolOutcome", "ToolRunner"]

@@ -1,0 +1,287 @@
+"""File tools: read_file, write_file, list_dir, apply_patch (blocking; run in a worker thread).
+
+Every function returns ``(ok, text)`` for the model and raises nothing but
+programming errors: a missing file, a bad patch or a refused write is a
+failed result with a message that names the path.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+from pathlib import Path
+
+from mind.effects.patch import AddFile, DeleteFile, UpdateFile, apply_hunks, parse_patch
+from mind.errors import PatchError
+from mind.shell.tools._text import REPLACEMENT, cap_text
+
+MAX_LINE_CHARS = 2000
+"""Longest line ``read_file`` shows; the rest of the line is cut with a note."""
+
+MAX_DIR_ENTRIES = 1000
+"""Most entries ``list_dir`` shows."""
+
+_BINARY_SNIFF_BYTES = 8192
+
+Result = tuple[bool, str]
+"""``(ok, text)``: whether the tool succeeded and what the model is told."""
+
+
+def resolve(cwd: Path, path: str) -> Path:
+    """``path`` as given when absolute, else relative to ``cwd``; ``~`` is not expanded."""
+    return cwd / path
+
+
+def read_file(cwd: Path, path: str, offset: int, limit: int, max_bytes: int) -> Result:
+    """Lines ``offset .. offset+limit-1`` of a file, numbered like ``cat -n``.
+
+    Lines are split on ``\\n`` only (U+2028 and other Unicode line breaks are
+    kept inside their line). Undecodable bytes and NUL become U+FFFD and a
+    note says so. Output stops before ``max_bytes`` (UTF-8) with a note
+    giving the offset to continue from; lines longer than
+    :data:`MAX_LINE_CHARS` are cut.
+    """
+    target = resolve(cwd, path)
+    try:
+        handle = target.open("rb")
+    except FileNotFoundError:
+        return False, f"{path}: no such file"
+    except IsADirectoryError:
+        return False, f"{path}: is a directory (use list_dir)"
+    except OSError as exc:
+        return False, f"{path}: cannot read: {exc.strerror or exc}"
+    with handle:
+        if target.is_dir():
+            return False, f"{path}: is a directory (use list_dir)"
+        sniff = handle.read(_BINARY_SNIFF_BYTES)
+        handle.seek(0)
+        lines: list[str] = []
+        used = 0
+        number = 0
+        next_offset: int | None = None
+        undecodable = b"\x00" in sniff
+        for raw in handle:
+            number += 1
+            if number < offset:
+                continue
+            if number >= offset + limit:
+                next_offset = number
+                break
+            raw = raw.removesuffix(b"\n")
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                text = raw.decode("utf-8", errors="replace")
+                undecodable = True
+            text = text.replace("\x00", REPLACEMENT)
+            if len(text) > MAX_LINE_CHARS:
+                cut = len(text) - MAX_LINE_CHARS
+                text = text[:MAX_LINE_CHARS] + f" [... line cut, {cut} more characters]"
+            line = f"{number:6d}\t{text}\n"
+            size = len(line.encode("utf-8"))
+            if lines and used + size > max_bytes:
+                next_offset = number
+                break
+            lines.append(line)
+            used += size
+    notes: list[str] = []
+    if undecodable:
+        notes.append("[the file is not valid UTF-8 text; undecodable bytes are shown as U+FFFD]")
+    if next_offset is not None:
+        notes.append(f"[more lines follow; continue with offset={next_offset}]")
+    if not lines:
+        if number == 0:
+            return True, f"{path}: empty file"
+        return True, f"{path}: no lines at offset {offset}; the file has {number} lines"
+    body = cap_text("".join(lines), max_bytes)
+    return True, body + "".join(f"{note}\n" for note in notes)
+
+
+def write_file(cwd: Path, path: str, content: str) -> Result:
+    """Replace or create a whole file atomically; report the bytes written."""
+    target = resolve(cwd, path)
+    data = content.encode("utf-8", errors="replace")
+    existed = target.exists()
+    try:
+        _atomic_write(target, data)
+    except IsADirectoryError:
+        return False, f"{path}: is a directory"
+    except OSError as exc:
+        return False, f"{path}: cannot write: {exc.strerror or exc}"
+    verb = "overwrote" if existed else "created"
+    return True, f"{verb} {path} ({len(data)} bytes)"
+
+
+def list_dir(cwd: Path, path: str, max_bytes: int) -> Result:
+    """Entries of one directory, sorted by name, dirs with ``/``, links as ``name -> target``."""
+    target = resolve(cwd, path)
+    try:
+        with os.scandir(target) as scan:
+            entries = sorted(scan, key=lambda e: e.name)
+    except FileNotFoundError:
+        return False, f"{path}: no such directory"
+    except NotADirectoryError:
+        return False, f"{path}: not a directory (use read_file)"
+    except OSError as exc:
+        return False, f"{path}: cannot list: {exc.strerror or exc}"
+    if not entries:
+        return True, f"{path}: empty directory"
+    lines: list[str] = []
+    for entry in entries[:MAX_DIR_ENTRIES]:
+        name = entry.name
+        try:
+            if entry.is_symlink():
+                name = f"{name} -> {os.readlink(entry.path)}"
+            elif entry.is_dir():
+                name += "/"
+        except OSError:
+            pass
+        lines.append(name + "\n")
+    text = cap_text("".join(lines), max_bytes)
+    if len(entries) > MAX_DIR_ENTRIES:
+        text += f"[... {len(entries) - MAX_DIR_ENTRIES} more entries not shown]\n"
+    return True, text
+
+
+def apply_patch(cwd: Path, patch: str) -> Result:
+    """Apply an ``apply_patch`` envelope all-or-nothing.
+
+    Every operation is computed in memory first (files read, hunks matched,
+    existence checked); only when all succeed are files written (atomically,
+    one by one). If a write fails midway, files already changed are put back
+    as they were.
+    """
+    try:
+        ops = parse_patch(patch)
+    except PatchError as exc:
+        return False, f"patch not applied: {exc}"
+    originals: dict[Path, bytes | None] = {}
+    planned: dict[Path, str | None] = {}
+    summary: list[str] = []
+
+    def current(path: Path) -> str | None:
+        if path in planned:
+            return planned[path]
+        if path not in originals:
+            try:
+                originals[path] = path.read_bytes()
+            except FileNotFoundError:
+                originals[path] = None
+        raw = originals[path]
+        if raw is None:
+            return None
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise PatchError(f"{path}: not UTF-8 text; cannot patch it") from None
+
+    try:
+        for op in ops:
+            target = resolve(cwd, op.path)
+            if isinstance(op, AddFile):
+                if current(target) is not None:
+                    raise PatchError(f"{op.path}: already exists (use Update File to change it)")
+                planned[target] = op.content
+                summary.append(f"A {op.path}")
+            elif isinstance(op, DeleteFile):
+                if current(target) is None:
+                    raise PatchError(f"{op.path}: cannot delete, no such file")
+                planned[target] = None
+                summary.append(f"D {op.path}")
+            elif isinstance(op, UpdateFile):
+                old = current(target)
+                if old is None:
+                    raise PatchError(f"{op.path}: cannot update, no such file")
+                new = apply_hunks(op.path, old, op.hunks)
+                if op.move_to is not None and resolve(cwd, op.move_to) != target:
+                    destination = resolve(cwd, op.move_to)
+                    if current(destination) is not None:
+                        raise PatchError(f"{op.move_to}: cannot move there, the file exists")
+                    planned[target] = None
+                    planned[destination] = new
+                    summary.append(f"R {op.path} -> {op.move_to}")
+                else:
+                    planned[target] = new
+                    summary.append(f"M {op.path}")
+    except PatchError as exc:
+        return False, f"patch not applied (no file was changed): {exc}"
+    except IsADirectoryError as exc:
+        return False, f"patch not applied (no file was changed): {exc.filename}: is a directory"
+    except OSError as exc:
+        return False, f"patch not applied (no file was changed): {exc}"
+
+    done: list[Path] = []
+    try:
+        for path, content in planned.items():
+            if content is None:
+                if originals.get(path) is not None:
+                    path.unlink()
+            else:
+                _atomic_write(path, content.encode("utf-8", errors="replace"))
+            done.append(path)
+    except OSError as exc:
+        _restore(done, originals)
+        return False, f"patch not applied (changes were rolled back): {exc}"
+    return True, "applied patch:\n" + "\n".join(summary) + "\n"
+
+
+def _restore(paths: list[Path], originals: dict[Path, bytes | None]) -> None:
+    for path in reversed(paths):
+        before = originals.get(path)
+        try:
+            if before is None:
+                path.unlink(missing_ok=True)
+            else:
+                _atomic_write(path, before)
+        except OSError:
+            continue
+
+
+def _atomic_write(target: Path, data: bytes) -> None:
+    """Write ``data`` to ``target`` via a temporary file, fsync and rename.
+
+    Parent directories are created. A symlink is written through (the link
+    stays, its target changes). An existing file keeps its permission bits;
+    a new one gets ``0o666`` minus the umask.
+
+    Raises:
+        OSError: the file cannot be written; ``target`` is unchanged.
+    """
+    if target.is_symlink():
+        target = Path(os.path.realpath(target))
+    if target.is_dir():
+        raise IsADirectoryError(21, "Is a directory", str(target))
+    parent = target.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode: int | None = stat.S_IMODE(target.stat().st_mode)
+    except FileNotFoundError:
+        mode = None
+    temporary = parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            if mode is not None:
+                os.fchmod(handle.fileno(), mode)
+            os.fsync(handle.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    _fsync_dir(parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

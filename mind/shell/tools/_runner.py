@@ -1,0 +1,133 @@
+"""ToolRunner: dispatch a checked tool call to its implementation."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, final
+
+import anyio.to_thread
+import msgspec
+
+from mind.effects.tools import (
+    READ_FILE_DEFAULT_LIMIT,
+    SHELL_DEFAULT_TIMEOUT_S,
+    SHELL_MAX_TIMEOUT_S,
+)
+from mind.shell.tools import _files
+from mind.shell.tools._process import run_command
+
+
+class ToolOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """The result of running one tool call, as the model will see it.
+
+    Attributes:
+        status: ``"ok"``, or ``"error"`` when the tool failed (missing file,
+            patch that does not apply, command that exited nonzero, timed
+            out or could not start).
+        output: text for the model; for errors, a message naming what failed.
+    """
+
+    status: Literal["ok", "error"]
+    output: str
+
+
+@final
+class ToolRunner:
+    """Runs built-in tools in one session's working directory and environment.
+
+    Decisions (DESIGN §6):
+
+    - ``shell``: a nonzero exit, a kill by signal, a timeout, or a failure to
+      start is ``status="error"``; the output always ends with the exit
+      status line (``exit code: N``) so the model sees it either way. Output
+      is capped at ``max_output_bytes`` (stdout and stderr together, UTF-8),
+      keeping the head and tail of each stream.
+    - ``read_file`` and ``list_dir`` output is capped at ``max_output_bytes``
+      with a note saying how to continue.
+    - Arguments are trusted to have passed
+      :func:`mind.effects.tools.parse_arguments`.
+    """
+
+    def __init__(
+        self,
+        cwd: Path,
+        *,
+        env: Mapping[str, str] | None = None,
+        max_output_bytes: int = 32_000,
+    ) -> None:
+        """Create a runner.
+
+        Args:
+            cwd: the session's working directory; relative tool paths and
+                commands resolve against it.
+            env: the complete environment for commands, or None to inherit
+                this process's environment at each call.
+            max_output_bytes: most bytes (UTF-8) of tool output returned to
+                the model, > 0; a short note about the cut comes on top.
+
+        Raises:
+            ValueError: ``max_output_bytes`` is not positive (misuse).
+        """
+        if max_output_bytes <= 0:
+            raise ValueError("max_output_bytes must be > 0")
+        self.cwd = Path(os.path.abspath(cwd))
+        self.env: Mapping[str, str] | None = dict(env) if env is not None else None
+        self.max_output_bytes = max_output_bytes
+
+    async def run(self, name: str, args: dict[str, Any]) -> ToolOutcome:
+        """Run one tool call.
+
+        Args:
+            name: a built-in tool name (anything else is an error outcome).
+            args: the call's arguments, already checked against its schema.
+
+        Returns:
+            The outcome; every failure is ``status="error"`` with a message.
+
+        Raises:
+            The backend's cancellation exception when the caller's scope is
+            cancelled; a running command's process group is killed first.
+            File tools finish their current (short) step before the
+            cancellation is delivered.
+        """
+        try:
+            ok, text = await self._dispatch(name, args)
+        except Exception as exc:  # a bug in a tool must not end the turn
+            return ToolOutcome(status="error", output=f"internal error in tool {name!r}: {exc!r}")
+        return ToolOutcome(status="ok" if ok else "error", output=text)
+
+    async def _dispatch(self, name: str, args: dict[str, Any]) -> tuple[bool, str]:
+        limit = self.max_output_bytes
+        if name == "shell":
+            timeout_s = min(
+                float(args.get("timeout_s", SHELL_DEFAULT_TIMEOUT_S)), SHELL_MAX_TIMEOUT_S
+            )
+            result = await run_command(
+                args["command"],
+                cwd=self.cwd,
+                env=self.env,
+                timeout_s=timeout_s,
+                max_output_bytes=limit,
+            )
+            return result.ok, result.text
+        if name == "read_file":
+            call = functools.partial(
+                _files.read_file,
+                self.cwd,
+                args["path"],
+                int(args.get("offset", 1)),
+                int(args.get("limit", READ_FILE_DEFAULT_LIMIT)),
+                limit,
+            )
+        elif name == "write_file":
+            call = functools.partial(_files.write_file, self.cwd, args["path"], args["content"])
+        elif name == "apply_patch":
+            call = functools.partial(_files.apply_patch, self.cwd, args["patch"])
+        elif name == "list_dir":
+            call = functools.partial(_files.list_dir, self.cwd, args.get("path", "."), limit)
+        else:
+            return False, f"unknown tool {name!r}"
+        return await anyio.to_thread.run_sync(call)
