@@ -43,7 +43,9 @@ The next append must not glue a record onto the torn bytes, and the torn
 bytes must stay recognisable as a historic tail once they are no longer last.
 So the first append after a torn tail
 
-1. writes a ``\\n`` first when the file does not end with one, and
+1. ends the torn bytes with ``~\\n`` when the file does not end with a
+   newline (the ``~`` guarantees the torn line keeps failing its check even
+   when only its newline was missing, so it is never resurrected), and
 2. adds ``"torn":{"bytes":N,"crc32":"HEX8"}`` to its line, *vouching* for
    the exact N bytes between the end of the last verified line and its own
    start (the torn bytes plus the separator), with their CRC-32.
@@ -101,6 +103,8 @@ _TORN_RE: Final = re.compile(rb',"torn":\{"bytes":(0|[1-9][0-9]{0,18}),"crc32":"
 _HEX8_RE: Final = re.compile(rb"[0-9a-f]{8}\Z")
 _SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
 _READ_BUFFER_BYTES: Final = 1 << 20
+_SEPARATOR: Final = b"~\n"
+"""Ends an unterminated torn line; ``~`` keeps it failing its check."""
 _FILE_MODE: Final = 0o600
 _DIR_MODE: Final = 0o700
 
@@ -527,7 +531,7 @@ class Journal:
             raw, read_back = _encode(stamped)
         except ValueError as exc:
             raise JournalError(self.path, 0, str(exc)) from None
-        prefix = b"" if self._ends_with_newline else b"\n"
+        prefix = b"" if self._ends_with_newline else _SEPARATOR
         body = raw[:-1]
         if self._tail_bytes:
             span_bytes = self._tail_bytes + len(prefix)
