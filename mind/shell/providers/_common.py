@@ -1,0 +1,152 @@
+"""Pieces shared by the HTTP adapters: argument finalisation, history sequencing.
+
+Pure functions only; no I/O.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from mind.conversation import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+
+SYNTHETIC_RESULT = "[no result: the tool call was interrupted before it finished]"
+"""Output of a synthetic result for a call whose result is missing."""
+
+
+def parses_as_json(text: str) -> bool:
+    """Return True when ``text`` is one complete JSON value."""
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def finalize_arguments(fragments: list[str]) -> str:
+    """Assemble a call's raw argument text from its fragments (PROVIDER-RULES 17).
+
+    Concatenate once at the end. Empty (or whitespace) means ``"{}"``. Only
+    when the concatenation is not valid JSON, every non-empty fragment is a
+    prefix of the next and the last one parses (a server resending the
+    cumulative string, hermes-agent#35718), the last fragment is used. Never
+    applied per fragment (hermes-agent#35860 reverted exactly that).
+
+    Args:
+        fragments: argument fragments in arrival order.
+
+    Returns:
+        Raw JSON text (may still be invalid JSON when the server sent
+        garbage; the tool contract reports that to the model).
+    """
+    joined = "".join(fragments)
+    if not joined.strip():
+        return "{}"
+    if parses_as_json(joined):
+        return joined
+    parts = [f for f in fragments if f]
+    cumulative = len(parts) >= 2 and all(b.startswith(a) for a, b in itertools.pairwise(parts))
+    if cumulative and parses_as_json(parts[-1]):
+        return parts[-1]
+    return joined
+
+
+@dataclass
+class CallSlot:
+    """A tool call being assembled from stream fragments.
+
+    Attributes:
+        call_id: provider id ("" until known).
+        name: tool name ("" until known).
+        fragments: argument fragments in arrival order.
+        extra: unknown per-call fields kept verbatim (PROVIDER-RULES 14).
+        started: True once ToolCallStarted was emitted.
+        closed: True when the server marked the call complete.
+    """
+
+    call_id: str = ""
+    name: str = ""
+    fragments: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+    started: bool = False
+    closed: bool = False
+
+
+def sequence_messages(messages: list[Message]) -> list[Message]:
+    """Make a message list valid for every provider's tool-call sequencing.
+
+    The request builder (:mod:`mind.history`) already guarantees the
+    invariant of :class:`~mind.conversation.ModelRequest`; adapters apply this
+    again so a body they build is valid whatever they are given (DESIGN §5):
+    each assistant tool call is followed by exactly one result, in call order,
+    before any other message; a missing result becomes a synthetic error
+    result; results with no open call (orphans, duplicates) are dropped.
+
+    Args:
+        messages: messages in conversation order.
+
+    Returns:
+        A new list (the input is not modified).
+    """
+    out: list[Message] = []
+    pending: list[ToolCall] = []
+    pending_results: dict[str, ToolResultMessage] = {}
+
+    def close_round() -> None:
+        for call in pending:
+            out.append(
+                pending_results.get(call.call_id)
+                or ToolResultMessage(call_id=call.call_id, output=SYNTHETIC_RESULT, is_error=True)
+            )
+        pending.clear()
+        pending_results.clear()
+
+    for msg in messages:
+        if isinstance(msg, ToolResultMessage):
+            ids = {c.call_id for c in pending}
+            if msg.call_id in ids and msg.call_id not in pending_results:
+                pending_results[msg.call_id] = msg
+            continue
+        close_round()
+        if isinstance(msg, AssistantMessage):
+            seen: set[str] = set()
+            calls = []
+            for c in msg.tool_calls:
+                if c.call_id not in seen:
+                    seen.add(c.call_id)
+                    calls.append(c)
+            if len(calls) != len(msg.tool_calls):
+                msg = AssistantMessage(
+                    text=msg.text, tool_calls=calls, provider_items=msg.provider_items
+                )
+            out.append(msg)
+            pending.extend(calls)
+        else:
+            assert isinstance(msg, UserMessage)
+            out.append(msg)
+    close_round()
+    return out
+
+
+def provider_items_of(msg: AssistantMessage, provider: str) -> list[dict[str, Any]]:
+    """Return the opaque items of ``provider`` carried by ``msg`` (others ignored)."""
+    items: list[dict[str, Any]] = []
+    for entry in msg.provider_items:
+        if entry.get("provider") == provider and isinstance(entry.get("item"), dict):
+            items.append(entry)
+    return items
+
+
+def as_int(value: Any) -> int:
+    """Return ``value`` as a non-negative int (0 for null / non-numbers)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    return max(0, int(value))

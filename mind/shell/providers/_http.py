@@ -1,0 +1,208 @@
+"""The HTTP half shared by the adapters: one POST, status and content-type checks,
+SSE or JSON body, transport errors mapped to failure kinds.
+
+Each adapter supplies a pure :class:`StreamParser` (events in, stream events
+out) and a pure body builder; this module does the I/O around them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
+
+import httpx
+
+from mind.conversation import ModelRequest, StreamDone, StreamEvent
+from mind.errors import FailureKind, ProviderError
+from mind.shell.providers.failures import MAX_DETAIL_CHARS, error_from_http, error_from_payload
+from mind.shell.providers.sse import SSEDecoder, SSEEvent
+
+
+class StreamParser(Protocol):
+    """Turns one provider response into stream events; pure and single-use."""
+
+    @property
+    def done(self) -> bool:
+        """True once a terminal event was handled (StreamDone already returned)."""
+        ...
+
+    def feed_event(self, event: SSEEvent) -> list[StreamEvent]:
+        """Handle one SSE event; the list ends with StreamDone on a terminal event.
+
+        Raises:
+            ProviderError: the stream carries an error.
+        """
+        ...
+
+    def finish(self, *, transport_cut: bool) -> StreamDone:
+        """Handle EOF (clean close, or a transport error when ``transport_cut``).
+
+        Raises:
+            ProviderError: ``stream_cut`` when the stream ended before its end.
+        """
+        ...
+
+    def parse_json(self, body: Any) -> list[StreamEvent]:
+        """Handle a non-streaming JSON body; the list ends with StreamDone.
+
+        Raises:
+            ProviderError: the body is an error or malformed.
+        """
+        ...
+
+
+def content_type_of(headers: httpx.Headers) -> str:
+    """Return the bare lower-case media type of a response ("" if absent)."""
+    value: str = headers.get("content-type", "")
+    return value.partition(";")[0].strip().lower()
+
+
+class HttpProvider:
+    """Base of the HTTP adapters: one ``stream`` call = one HTTP request.
+
+    Subclasses set ``name`` and implement ``_url``, ``_headers``, ``_body``
+    and ``_parser``. No retries here: the runtime retries with
+    :mod:`mind.effects.retry`.
+
+    Attributes:
+        name: the provider kind.
+        label: human label, ``"<kind> <model> @ <base_url>"`` (no secrets).
+    """
+
+    name: str = ""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str,
+        api_key: str | None,
+        timeout_s: float,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self._api_key = api_key
+        self._timeout_s = timeout_s
+        self._client = client
+        self._owns_client = client is None
+        self.label = f"{self.name} {model} @ {self.base_url}"
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.label}>"
+
+    # ---- to implement ------------------------------------------------------
+
+    def _url(self) -> str:
+        raise NotImplementedError
+
+    def _headers(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def _body(self, request: ModelRequest) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _parser(self) -> StreamParser:
+        raise NotImplementedError
+
+    # ---- shared ------------------------------------------------------------
+
+    def _get_client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=httpx.Timeout(self._timeout_s))
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this provider created it."""
+        if self._client is not None and self._owns_client:
+            await self._client.aclose()
+            self._client = None
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Send ``request`` and yield its stream events; StreamDone comes last.
+
+        Args:
+            request: the frozen model request (reused unchanged on retries).
+
+        Yields:
+            TextDelta / ReasoningDelta / ToolCallStarted, then one StreamDone.
+
+        Raises:
+            ProviderError: ``network`` (no response: connect/read errors,
+                timeouts), any kind from the status/body (PROVIDER-RULES 7),
+                an in-stream error (rules 9, 20, 21), ``stream_cut`` when the
+                body ends or breaks before its end (rule 19), ``server`` for an
+                unexpected content type or malformed JSON body.
+        """
+        body = self._body(request)
+        parser = self._parser()
+        headers = {
+            "content-type": "application/json",
+            "accept": "text/event-stream, application/json",
+            **self._headers(),
+        }
+        client = self._get_client()
+        body_started = False
+        try:
+            async with client.stream("POST", self._url(), json=body, headers=headers) as resp:
+                if not 200 <= resp.status_code < 300:
+                    raw = await resp.aread()
+                    raise error_from_http(
+                        resp.status_code, raw, resp.headers, api_key=self._api_key
+                    )
+                ctype = content_type_of(resp.headers)
+                body_started = True
+                if ctype in ("", "text/event-stream"):
+                    async for ev in self._sse(resp, parser):
+                        yield ev
+                elif ctype == "application/json" or ctype.endswith("+json"):
+                    raw = await resp.aread()
+                    try:
+                        payload = json.loads(raw)
+                    except ValueError as exc:
+                        raise ProviderError(
+                            "server", detail=f"malformed JSON body: {exc}", status=resp.status_code
+                        ) from None
+                    for ev in parser.parse_json(payload):
+                        yield ev
+                else:
+                    raw = await resp.aread()
+                    text = raw[:MAX_DETAIL_CHARS].decode("utf-8", errors="replace")
+                    raise ProviderError(
+                        "server",
+                        detail=f"unexpected content-type {ctype!r}: {text}",
+                        status=resp.status_code,
+                    )
+        except httpx.DecodingError as exc:
+            raise ProviderError("server", detail=f"undecodable body: {exc}") from None
+        except httpx.TransportError as exc:
+            kind: FailureKind = "stream_cut" if body_started else "network"
+            raise ProviderError(kind, detail=f"{type(exc).__name__}: {exc}") from None
+
+    async def _sse(self, resp: httpx.Response, parser: StreamParser) -> AsyncIterator[StreamEvent]:
+        decoder = SSEDecoder()
+        cut = False
+        try:
+            async for chunk in resp.aiter_bytes():
+                for sse in decoder.feed(chunk):
+                    for ev in parser.feed_event(sse):
+                        yield ev
+                    if parser.done:
+                        return
+        except (httpx.ReadError, httpx.RemoteProtocolError, httpx.ReadTimeout):
+            # The body broke mid-way: whatever was decoded stays; the parser
+            # decides whether the stream had already reached a clean end.
+            cut = True
+        if not cut:
+            for sse in decoder.finish():
+                for ev in parser.feed_event(sse):
+                    yield ev
+                if parser.done:
+                    return
+        yield parser.finish(transport_cut=cut)
+
+
+def error_event(payload: Any, *, api_key: str | None) -> ProviderError:
+    """An in-stream error (HTTP status 200) as a ProviderError."""
+    return error_from_payload(payload, status=None, api_key=api_key)

@@ -1,0 +1,395 @@
+"""OpenAI Chat Completions adapter (``openai-chat``): OpenAI and every compatible server.
+
+Request: ``POST {base}/chat/completions`` with ``stream: true`` and
+``stream_options.include_usage``. Response: SSE ``chat.completion.chunk``
+events (or one ``chat.completion`` JSON body), parsed by
+:class:`ChatStreamParser` following PROVIDER-RULES 4, 5, 9–19.
+
+Body shape (:func:`build_body`)::
+
+    {"model", "stream": true, "stream_options": {"include_usage": true},
+     "messages": [{"role": "system"|"user"|"assistant"|"tool", ...}],
+     "tools": [{"type": "function", "function": {"name", "description", "parameters"}}],
+     "max_tokens"?: int}
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mind.conversation import (
+    AssistantMessage,
+    FinishReason,
+    ModelRequest,
+    ReasoningDelta,
+    StreamDone,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallStarted,
+    ToolResultMessage,
+    Usage,
+)
+from mind.errors import ProviderError
+from mind.shell.providers._common import (
+    CallSlot,
+    as_int,
+    finalize_arguments,
+    parses_as_json,
+    sequence_messages,
+)
+from mind.shell.providers._http import HttpProvider, StreamParser, error_event
+from mind.shell.providers.sse import SSEEvent
+
+PROVIDER = "openai-chat"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop",
+    "eos": "stop",
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "tool_use": "tool_calls",
+    "length": "length",
+    "max_tokens": "length",
+    "model_length": "length",
+    "content_filter": "content_filter",
+    "safety": "content_filter",
+}
+
+
+def build_body(request: ModelRequest) -> dict[str, Any]:
+    """Serialise ``request`` as a Chat Completions request body (pure).
+
+    The message list is re-sequenced first (each assistant tool call answered
+    by exactly one ``role: "tool"`` message before anything else). Assistant
+    messages omit ``content`` when they only call tools; arguments that are
+    not valid JSON are sent as ``"{}"`` (compatible servers reject them in
+    history). Per-call extras kept by this adapter (Gemini ``extra_content``)
+    are sent back unchanged.
+
+    Args:
+        request: the provider-neutral request.
+
+    Returns:
+        A JSON-ready dict (see module docstring for the shape).
+    """
+    messages: list[dict[str, Any]] = []
+    if request.system:
+        messages.append({"role": "system", "content": request.system})
+    for msg in sequence_messages(request.messages):
+        if isinstance(msg, AssistantMessage):
+            out: dict[str, Any] = {"role": "assistant"}
+            if msg.text or not msg.tool_calls:
+                out["content"] = msg.text
+            if msg.tool_calls:
+                calls = []
+                for call in msg.tool_calls:
+                    entry: dict[str, Any] = {
+                        "id": call.call_id,
+                        "type": "function",
+                        "function": {
+                            "name": call.name,
+                            "arguments": call.arguments if parses_as_json(call.arguments) else "{}",
+                        },
+                    }
+                    extra = call.provider_fields.get(PROVIDER)
+                    if isinstance(extra, dict):
+                        for key, value in extra.items():
+                            entry.setdefault(key, value)
+                    calls.append(entry)
+                out["tool_calls"] = calls
+            messages.append(out)
+        elif isinstance(msg, ToolResultMessage):
+            messages.append({"role": "tool", "tool_call_id": msg.call_id, "content": msg.output})
+        else:
+            messages.append({"role": "user", "content": msg.text})
+    body: dict[str, Any] = {
+        "model": request.model,
+        "messages": messages,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if request.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                },
+            }
+            for t in request.tools
+        ]
+    if request.max_output_tokens is not None:
+        body["max_tokens"] = request.max_output_tokens
+    return body
+
+
+def _usage(raw: Any) -> Usage | None:
+    if not isinstance(raw, dict):
+        return None
+    return Usage(
+        input_tokens=as_int(raw.get("prompt_tokens", raw.get("input_tokens"))),
+        output_tokens=as_int(raw.get("completion_tokens", raw.get("output_tokens"))),
+    )
+
+
+def _text(value: Any) -> str:
+    """Content/reasoning value as text: null → "" (never the string "null")."""
+    return value if isinstance(value, str) else ""
+
+
+class ChatStreamParser(StreamParser):
+    """Assembles one Chat Completions stream (PROVIDER-RULES 4, 5, 9–19).
+
+    Args:
+        api_key: a secret to redact from error details.
+    """
+
+    def __init__(self, *, api_key: str | None = None) -> None:
+        self._api_key = api_key
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self._calls: list[CallSlot] = []
+        self._by_index: dict[int, CallSlot] = {}
+        self._last: CallSlot | None = None
+        self._finish_raw: str | None = None
+        self._usage_top: Usage | None = None
+        self._usage_groq: Usage | None = None
+        self._done = False
+        self._saw_done_sentinel = False
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    # ---- SSE ---------------------------------------------------------------
+
+    def feed_event(self, event: SSEEvent) -> list[StreamEvent]:
+        if event.error:
+            # Non-standard `error:` field (old llama.cpp, PROVIDER-RULES 5).
+            raise error_event(_maybe_json(event.error), api_key=self._api_key)
+        # Only unnamed / "message" events, plus "error" (PROVIDER-RULES 4).
+        if event.event not in ("", "message", "error"):
+            return []
+        data = event.data.strip()
+        if not data:
+            return []
+        if data == "[DONE]":
+            self._saw_done_sentinel = True
+            self._done = True
+            return [self._finish_clean()]
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            if event.at_eof:
+                return []  # torn last event: EOF logic decides (rule 19)
+            raise ProviderError("server", detail=f"malformed stream event: {data[:200]}") from None
+        if event.event == "error":
+            raise error_event(chunk, api_key=self._api_key)
+        return self._chunk(chunk)
+
+    def _chunk(self, chunk: Any) -> list[StreamEvent]:
+        if not isinstance(chunk, dict):
+            return []
+        # Top-level error first, object or plain string (PROVIDER-RULES 9).
+        if chunk.get("error") is not None:
+            raise error_event(chunk, api_key=self._api_key)
+        # Usage: top-level, else x_groq.usage; last value wins (rule 10).
+        usage = _usage(chunk.get("usage"))
+        if usage is not None:
+            self._usage_top = usage
+        x_groq = chunk.get("x_groq")
+        if isinstance(x_groq, dict):
+            groq = _usage(x_groq.get("usage"))
+            if groq is not None:
+                self._usage_groq = groq
+        out: list[StreamEvent] = []
+        choices = chunk.get("choices")
+        if not isinstance(choices, list):
+            return out  # usage/metadata/ping chunk (rules 10, 11)
+        for choice in choices:
+            if not isinstance(choice, dict) or choice.get("index", 0) not in (0, None):
+                continue
+            delta = choice.get("delta")
+            out.extend(
+                self._delta(delta if isinstance(delta, dict) else {})
+            )  # delta before finish_reason (rule 13)
+            self._note_finish(choice.get("finish_reason"))
+        return out
+
+    def _note_finish(self, raw: Any) -> None:
+        if not isinstance(raw, str) or raw == "":
+            return  # "" is null (PROVIDER-RULES 12)
+        if raw == "error":
+            raise ProviderError("server", detail='finish_reason "error"')
+        self._finish_raw = raw  # the last non-empty value wins
+
+    def _delta(self, delta: dict[str, Any]) -> list[StreamEvent]:
+        out: list[StreamEvent] = []
+        # Reasoning is kept apart from content (PROVIDER-RULES 16).
+        reasoning = _text(delta.get("reasoning_content")) or _text(delta.get("reasoning"))
+        if reasoning:
+            self._reasoning.append(reasoning)
+            out.append(ReasoningDelta(text=reasoning))
+        content = _text(delta.get("content"))
+        if content:
+            # Tool-call JSON inside content stays text (PROVIDER-RULES 18).
+            self._text.append(content)
+            out.append(TextDelta(text=content))
+        tool_calls = delta.get("tool_calls")
+        if isinstance(tool_calls, list):
+            for frag in tool_calls:
+                if isinstance(frag, dict):
+                    out.extend(self._tool_fragment(frag))
+        return out
+
+    def _tool_fragment(self, frag: dict[str, Any]) -> list[StreamEvent]:
+        """Route one tool-call fragment to its slot (PROVIDER-RULES 14)."""
+        raw_index = frag.get("index")
+        index = (
+            raw_index if isinstance(raw_index, int) and not isinstance(raw_index, bool) else None
+        )
+        raw_id = frag.get("id")
+        frag_id = raw_id if isinstance(raw_id, str) and raw_id else ""  # "" is absent
+        fn = frag.get("function")
+        fn = fn if isinstance(fn, dict) else {}
+
+        current = self._by_index.get(index) if index is not None else self._last
+        if current is None or (frag_id and current.call_id and frag_id != current.call_id):
+            current = CallSlot()
+            self._calls.append(current)
+            if index is not None:
+                self._by_index[index] = current
+        self._last = current
+
+        if frag_id and not current.call_id:
+            current.call_id = frag_id  # set once; a repeat is a no-op
+        name = fn.get("name")
+        if isinstance(name, str) and name and not current.name:
+            current.name = name
+        args = fn.get("arguments")
+        if isinstance(args, str):
+            current.fragments.append(args)  # only arguments concatenate
+        elif isinstance(args, dict | list):
+            current.fragments.append(json.dumps(args))
+        for key, value in frag.items():
+            if key not in ("index", "id", "type", "function"):
+                current.extra.setdefault(key, value)  # e.g. Gemini extra_content
+        if current.name and not current.started:
+            current.started = True
+            if not current.call_id:
+                current.call_id = f"call_{len(self._calls) - 1}"
+            return [ToolCallStarted(call_id=current.call_id, name=current.name)]
+        return []
+
+    # ---- end ---------------------------------------------------------------
+
+    def _assembled(self, *, length_cut: bool) -> list[ToolCall]:
+        calls: list[ToolCall] = []
+        for i, slot in enumerate(self._calls):
+            if not slot.name:
+                continue  # a call with no name cannot be run
+            args = finalize_arguments(slot.fragments)
+            if length_cut and not parses_as_json(args):
+                continue  # cut by the token limit: not an assembled call
+            calls.append(
+                ToolCall(
+                    call_id=slot.call_id or f"call_{i}",
+                    name=slot.name,
+                    arguments=args,
+                    provider_fields={PROVIDER: dict(slot.extra)} if slot.extra else {},
+                )
+            )
+        return calls
+
+    def _finish_clean(self) -> StreamDone:
+        finish_raw = self._finish_raw
+        text = "".join(self._text)
+        reasoning = "".join(self._reasoning)
+        if finish_raw is None and not (text or reasoning or self._calls):
+            # [DONE] with no finish_reason and no output (PROVIDER-RULES 5).
+            raise ProviderError("server", detail="stream ended with no output and no finish_reason")
+        mapped = _FINISH.get(finish_raw, "other") if finish_raw is not None else "stop"
+        calls = self._assembled(length_cut=mapped == "length")
+        finish: FinishReason = "tool_calls" if calls else mapped  # PROVIDER-RULES 15
+        if finish == "tool_calls" and not calls:
+            finish = "other"
+        usage = self._usage_top or self._usage_groq or Usage()
+        return StreamDone(
+            text=text,
+            reasoning=reasoning,
+            tool_calls=calls,
+            finish=finish,
+            usage=usage,
+        )
+
+    def finish(self, *, transport_cut: bool) -> StreamDone:
+        # EOF after a finish_reason is a clean end; without one it is a
+        # truncation. [DONE] is not required (PROVIDER-RULES 19).
+        if self._finish_raw is None:
+            raise ProviderError("stream_cut", detail="EOF before finish_reason or [DONE]")
+        self._done = True
+        return self._finish_clean()
+
+    # ---- non-streaming -----------------------------------------------------
+
+    def parse_json(self, body: Any) -> list[StreamEvent]:
+        if not isinstance(body, dict):
+            raise ProviderError("server", detail="JSON body is not an object")
+        if body.get("error") is not None:
+            raise error_event(body, api_key=self._api_key)
+        usage = _usage(body.get("usage"))
+        if usage is not None:
+            self._usage_top = usage
+        out: list[StreamEvent] = []
+        choices = body.get("choices")
+        if isinstance(choices, list):
+            for choice in choices:
+                if not isinstance(choice, dict) or choice.get("index", 0) not in (0, None):
+                    continue
+                message = choice.get("message")
+                message = message if isinstance(message, dict) else {}
+                tool_calls = message.get("tool_calls")
+                if isinstance(tool_calls, list):
+                    message = dict(message)
+                    message["tool_calls"] = [
+                        {**tc, "index": i}
+                        for i, tc in enumerate(tool_calls)
+                        if isinstance(tc, dict)
+                    ]
+                out.extend(self._delta(message))
+                self._note_finish(choice.get("finish_reason"))
+        self._done = True
+        out.append(self._finish_clean())
+        return out
+
+
+def _maybe_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+class OpenAIChatProvider(HttpProvider):
+    """``openai-chat``: Chat Completions over SSE (see module docstring)."""
+
+    name = PROVIDER
+
+    def _url(self) -> str:
+        return f"{self.base_url}/chat/completions"
+
+    def _headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+
+    def _body(self, request: ModelRequest) -> dict[str, Any]:
+        return build_body(request)
+
+    def _parser(self) -> StreamParser:
+        return ChatStreamParser(api_key=self._api_key)
