@@ -29,21 +29,27 @@ only then writes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from mind.errors import PatchError
 
 BEGIN = "*** Begin Patch"
 END = "*** End Patch"
-ADD = "*** Add File: "
-DELETE = "*** Delete File: "
-UPDATE = "*** Update File: "
-MOVE = "*** Move to: "
+ADD = "*** Add File:"
+DELETE = "*** Delete File:"
+UPDATE = "*** Update File:"
+MOVE = "*** Move to:"
 END_OF_FILE = "*** End of File"
 
 _SHOWN_LINES = 8
 """Lines of a failing hunk quoted back in an error message."""
+
+
+HunkLine = tuple[Literal[" ", "-", "+"], str]
+"""One hunk line: its kind (context, removed, added) and its text."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,17 +58,25 @@ class Hunk:
 
     Attributes:
         anchor: the text after ``@@`` (a line to find before matching), or None.
-        old_lines: context and removed lines, in order (what must match).
-        new_lines: context and added lines, in order (what replaces it).
+        lines: the hunk's lines in order.
         end_of_file: the hunk was followed by ``*** End of File``.
         line: 1-based line of the hunk's first line in the patch text.
     """
 
     anchor: str | None
-    old_lines: tuple[str, ...]
-    new_lines: tuple[str, ...]
+    lines: tuple[HunkLine, ...]
     end_of_file: bool
     line: int
+
+    @property
+    def old_lines(self) -> tuple[str, ...]:
+        """Context and removed lines, in order: what must match the file."""
+        return tuple(text for kind, text in self.lines if kind != "+")
+
+    @property
+    def new_lines(self) -> tuple[str, ...]:
+        """Context and added lines, in order: what replaces the match."""
+        return tuple(text for kind, text in self.lines if kind != "-")
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,8 +167,7 @@ def parse_patch(text: str) -> list[PatchOp]:
             i += 1  # blank line between file sections
         else:
             raise PatchError(
-                f"patch line {number}: expected '*** Add File: ', '*** Delete File: ' or "
-                f"'*** Update File: ', got {body[i]!r}"
+                f"patch line {number}: expected {ADD!r}, {DELETE!r} or {UPDATE!r}, got {body[i]!r}"
             )
     if not ops:
         raise PatchError("the patch contains no file operations")
@@ -181,8 +194,9 @@ def apply_hunks(path: str, original: str, hunks: Sequence[Hunk]) -> str:
     the end of the file first. A hunk without old lines inserts after its
     anchor, or at the end of the file when it has none.
 
-    CRLF files keep CRLF line ends; the presence or absence of a final
-    newline is kept (an empty file gains one).
+    Context lines keep the file's own text (a tolerant match does not strip
+    the file's trailing whitespace). CRLF files keep CRLF line ends; the
+    presence or absence of a final newline is kept (an empty file gains one).
 
     Args:
         path: the file's path as written in the patch (for messages only).
@@ -204,26 +218,28 @@ def apply_hunks(path: str, original: str, hunks: Sequence[Hunk]) -> str:
     if eol == "\r\n":
         lines = [line.removesuffix("\r") for line in lines]
 
-    edits: list[tuple[int, int, tuple[str, ...]]] = []
+    edits: list[tuple[int, int, list[str]]] = []
     cursor = 0
     for number, hunk in enumerate(hunks, 1):
         where = f"{path}: hunk {number} (patch line {hunk.line})"
-        if hunk.anchor is not None and hunk.anchor.strip():
-            found = _find(lines, (hunk.anchor,), cursor, end_of_file=False)
+        if hunk.anchor is not None:
+            found = _find(lines, (hunk.anchor,), cursor, end_of_file=False, strip=True)
             if found is None:
                 raise PatchError(f"{where}: the '@@ {hunk.anchor}' line was not found")
             cursor = found + 1
-        old, new = hunk.old_lines, hunk.new_lines
+        body = list(hunk.lines)
+        old = [text for kind, text in body if kind != "+"]
         if not old:
-            at = cursor if hunk.anchor is not None and hunk.anchor.strip() else len(lines)
-            edits.append((at, 0, new))
+            at = cursor if hunk.anchor is not None else len(lines)
+            edits.append((at, 0, [text for _, text in body]))
             cursor = at
             continue
         found = _find(lines, old, cursor, end_of_file=hunk.end_of_file)
-        if found is None and old[-1] == "":
-            # A trailing blank context line the model added after the last line.
-            while old and old[-1] == "" and new and new[-1] == "":
-                old, new = old[:-1], new[:-1]
+        if found is None and body[-1] == (" ", ""):
+            # Trailing blank context lines the model added after the file's last line.
+            while body and body[-1] == (" ", ""):
+                body.pop()
+            old = [text for kind, text in body if kind != "+"]
             if old:
                 found = _find(lines, old, cursor, end_of_file=hunk.end_of_file)
         if found is None:
@@ -232,7 +248,7 @@ def apply_hunks(path: str, original: str, hunks: Sequence[Hunk]) -> str:
             raise PatchError(
                 f"{where} did not match the file; expected these lines:\n{shown}{more}"
             )
-        edits.append((found, len(old), new))
+        edits.append((found, len(old), _replacement(lines, found, body)))
         cursor = found + len(old)
 
     for start, length, new in reversed(edits):
@@ -241,6 +257,21 @@ def apply_hunks(path: str, original: str, hunks: Sequence[Hunk]) -> str:
         return ""
     text = eol.join(lines)
     return text + eol if final_newline else text
+
+
+def _replacement(lines: Sequence[str], at: int, body: Sequence[HunkLine]) -> list[str]:
+    """The new lines for a match at ``at``: context from the file, additions from the hunk."""
+    out: list[str] = []
+    position = at
+    for kind, text in body:
+        if kind == " ":
+            out.append(lines[position])
+            position += 1
+        elif kind == "-":
+            position += 1
+        else:
+            out.append(text)
+    return out
 
 
 def _is_header(line: str) -> bool:
@@ -261,48 +292,44 @@ def _only_blank_until_header(body: list[str], i: int) -> bool:
 def _path(header: str, marker: str, number: int) -> str:
     path = header[len(marker) :].strip()
     if not path:
-        raise PatchError(f"patch line {number}: {marker.strip()!r} needs a path")
+        raise PatchError(f"patch line {number}: {marker!r} needs a path")
     return path
 
 
 def _parse_hunks(body: list[str], *, first_line: int) -> list[Hunk]:
     hunks: list[Hunk] = []
     anchor: str | None = None
-    old: list[str] = []
-    new: list[str] = []
+    lines: list[HunkLine] = []
     start = first_line
     open_hunk = False
 
     def close(end_of_file: bool) -> None:
-        if not old and not new:
+        if not lines:
             raise PatchError(f"patch line {start}: empty hunk")
-        hunks.append(Hunk(anchor, tuple(old), tuple(new), end_of_file, start))
+        hunks.append(Hunk(anchor, tuple(lines), end_of_file, start))
 
     for offset, line in enumerate(body):
         number = first_line + offset
         if line.startswith("@@"):
             if open_hunk:
                 close(end_of_file=False)
-            anchor = line[2:].strip() or None
-            old, new = [], []
+            anchor = _anchor(line)
+            lines = []
             start, open_hunk = number, True
             continue
         if line.strip() == END_OF_FILE:
             if not open_hunk:
                 raise PatchError(f"patch line {number}: {END_OF_FILE!r} outside a hunk")
             close(end_of_file=True)
-            anchor, old, new, open_hunk = None, [], [], False
+            anchor, lines, open_hunk = None, [], False
             continue
         if not open_hunk:
-            anchor, old, new = None, [], []
+            anchor, lines = None, []
             start, open_hunk = number, True
-        if line == "" or line.startswith(" "):
-            old.append(line[1:])
-            new.append(line[1:])
-        elif line.startswith("-"):
-            old.append(line[1:])
-        elif line.startswith("+"):
-            new.append(line[1:])
+        if line == "":
+            lines.append((" ", ""))
+        elif line[0] in " -+":
+            lines.append((_kind(line[0]), line[1:]))
         else:
             raise PatchError(
                 f"patch line {number}: a hunk line must start with ' ', '-' or '+', got {line!r}"
@@ -312,17 +339,43 @@ def _parse_hunks(body: list[str], *, first_line: int) -> list[Hunk]:
     return hunks
 
 
+def _kind(char: str) -> Literal[" ", "-", "+"]:
+    return "-" if char == "-" else "+" if char == "+" else " "
+
+
+_UNIFIED_RANGE = re.compile(r"-\d+(,\d+)? \+\d+(,\d+)? @@.*")
+
+
+def _anchor(line: str) -> str | None:
+    """The text after ``@@``; None when empty or a unified-diff range (``@@ -1,2 +1,3 @@``)."""
+    text = line[2:].strip()
+    if not text or _UNIFIED_RANGE.fullmatch(text):
+        return None
+    return text
+
+
 def _find(
-    lines: Sequence[str], sought: Sequence[str], start: int, *, end_of_file: bool
+    lines: Sequence[str],
+    sought: Sequence[str],
+    start: int,
+    *,
+    end_of_file: bool,
+    strip: bool = False,
 ) -> int | None:
-    """First index >= ``start`` where ``sought`` matches, exact pass before the rstrip pass."""
+    """First index >= ``start`` where ``sought`` matches.
+
+    Passes, each over every candidate position: exact, then ignoring
+    trailing whitespace, then (``strip``, for ``@@`` anchors) ignoring
+    whitespace at both ends.
+    """
     n = len(sought)
     last = len(lines) - n
     if last < 0:
         return None
     candidates = [last] if end_of_file and last >= start else []
     candidates += range(start, last + 1)
-    for same in (_exact, _same_rstrip):
+    passes = (_exact, _same_rstrip, _same_strip) if strip else (_exact, _same_rstrip)
+    for same in passes:
         for at in candidates:
             if all(same(lines[at + k], sought[k]) for k in range(n)):
                 return at
@@ -335,3 +388,7 @@ def _exact(a: str, b: str) -> bool:
 
 def _same_rstrip(a: str, b: str) -> bool:
     return a.rstrip() == b.rstrip()
+
+
+def _same_strip(a: str, b: str) -> bool:
+    return a.strip() == b.strip()

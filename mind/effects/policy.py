@@ -77,7 +77,7 @@ _GIT_READ = frozenset({"status", "log", "diff", "show"})
 
 _SHELLS = frozenset({"sh", "bash", "zsh", "dash", "/bin/sh", "/bin/bash"})
 
-_METACHARACTERS = frozenset(";|&<>$`\\(){}[]*?#!~\n\r")
+_METACHARACTERS = frozenset(";|&<>$`\\(){}[]*?#!\n\r")
 """Characters that make a command string more than one plain command.
 
 Conservative on purpose: besides separators, pipes, redirections and
