@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
@@ -88,10 +89,26 @@ async def test_read_file_cuts_very_long_lines(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_files, "MAX_LINE_CHARS", 5)
-    (project / "a.txt").write_text("abcdefghij\n")
+    # 5 characters fit; the reader keeps at most 4 * 5 bytes of a line in memory.
+    (project / "a.txt").write_text("abcdefghij\n" + "é" * 30 + "\nabcde\n" + "x" * 20 + "\nend")
     outcome = await ToolRunner(project).run("read_file", {"path": "a.txt"})
     assert outcome == ToolOutcome(
-        status="ok", output="     1\tabcde [... line cut, 5 more characters]\n"
+        status="ok",
+        output=(
+            "     1\tabcde [... line cut at 5 characters]\n"
+            "     2\tééééé [... line cut at 5 characters]\n"
+            "     3\tabcde\n"
+            "     4\txxxxx [... line cut at 5 characters]\n"
+            "     5\tend\n"
+        ),
+    )
+
+
+async def test_read_file_refuses_a_fifo(project: Path) -> None:
+    os.mkfifo(project / "pipe")
+    outcome = await ToolRunner(project).run("read_file", {"path": "pipe"})
+    assert outcome == ToolOutcome(
+        status="error", output="pipe: not a regular file (a device, FIFO or socket); not read"
     )
 
 

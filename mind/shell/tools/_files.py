@@ -7,10 +7,13 @@ failed result with a message that names the path.
 
 from __future__ import annotations
 
+import codecs
 import os
 import secrets
 import stat
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from mind.effects.patch import AddFile, DeleteFile, UpdateFile, apply_hunks, parse_patch
 from mind.errors import PatchError
@@ -40,44 +43,44 @@ def read_file(cwd: Path, path: str, offset: int, limit: int, max_bytes: int) -> 
     kept inside their line). Undecodable bytes and NUL become U+FFFD and a
     note says so. Output stops before ``max_bytes`` (UTF-8) with a note
     giving the offset to continue from; lines longer than
-    :data:`MAX_LINE_CHARS` are cut.
+    :data:`MAX_LINE_CHARS` are cut (memory stays bounded however long the
+    line). Only regular files are read: a FIFO or device could block or
+    never end.
     """
     target = resolve(cwd, path)
     try:
-        handle = target.open("rb")
+        mode = target.stat().st_mode
     except FileNotFoundError:
         return False, f"{path}: no such file"
-    except IsADirectoryError:
+    except OSError as exc:
+        return False, f"{path}: cannot read: {exc.strerror or exc}"
+    if stat.S_ISDIR(mode):
         return False, f"{path}: is a directory (use list_dir)"
+    if not stat.S_ISREG(mode):
+        return False, f"{path}: not a regular file (a device, FIFO or socket); not read"
+    try:
+        handle = target.open("rb")
     except OSError as exc:
         return False, f"{path}: cannot read: {exc.strerror or exc}"
     with handle:
-        if target.is_dir():
-            return False, f"{path}: is a directory (use list_dir)"
-        sniff = handle.read(_BINARY_SNIFF_BYTES)
+        undecodable = b"\x00" in handle.read(_BINARY_SNIFF_BYTES)
         handle.seek(0)
         lines: list[str] = []
         used = 0
         number = 0
         next_offset: int | None = None
-        undecodable = b"\x00" in sniff
-        for raw in handle:
+        for raw, was_cut in _raw_lines(handle, MAX_LINE_CHARS * 4):
             number += 1
             if number < offset:
                 continue
             if number >= offset + limit:
                 next_offset = number
                 break
-            raw = raw.removesuffix(b"\n")
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                text = raw.decode("utf-8", errors="replace")
-                undecodable = True
+            text, clean = _decode(raw, partial_end=was_cut)
+            undecodable = undecodable or not clean
             text = text.replace("\x00", REPLACEMENT)
-            if len(text) > MAX_LINE_CHARS:
-                cut = len(text) - MAX_LINE_CHARS
-                text = text[:MAX_LINE_CHARS] + f" [... line cut, {cut} more characters]"
+            if was_cut or len(text) > MAX_LINE_CHARS:
+                text = text[:MAX_LINE_CHARS] + f" [... line cut at {MAX_LINE_CHARS} characters]"
             line = f"{number:6d}\t{text}\n"
             size = len(line.encode("utf-8"))
             if lines and used + size > max_bytes:
@@ -96,6 +99,35 @@ def read_file(cwd: Path, path: str, offset: int, limit: int, max_bytes: int) -> 
         return True, f"{path}: no lines at offset {offset}; the file has {number} lines"
     body = cap_text("".join(lines), max_bytes)
     return True, body + "".join(f"{note}\n" for note in notes)
+
+
+def _raw_lines(handle: BinaryIO, max_line_bytes: int) -> Iterator[tuple[bytes, bool]]:
+    """Lines without their ``\\n``, at most ``max_line_bytes`` each; True when cut."""
+    while True:
+        chunk = handle.readline(max_line_bytes)
+        if not chunk:
+            return
+        if chunk.endswith(b"\n"):
+            yield chunk[:-1], False
+            continue
+        if len(chunk) < max_line_bytes:
+            yield chunk, False  # last line, no final newline
+            continue
+        cut = False
+        while more := handle.readline(max_line_bytes):
+            cut = cut or more != b"\n"
+            if more.endswith(b"\n"):
+                break
+        yield chunk, cut
+
+
+def _decode(raw: bytes, *, partial_end: bool) -> tuple[str, bool]:
+    """UTF-8 text of ``raw`` and whether it was valid; a cut line may end mid-character."""
+    try:
+        text, _ = codecs.utf_8_decode(raw, "strict", not partial_end)
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", errors="replace"), False
+    return text, True
 
 
 def write_file(cwd: Path, path: str, content: str) -> Result:

@@ -77,7 +77,8 @@ async def run_command(
         cwd) is a failed result naming the reason.
 
     Raises:
-        The backend's cancellation exception, after the group is killed.
+        anyio.get_cancelled_exc_class(): the caller was cancelled; the group
+            was killed first (shielded), then the cancellation propagates.
     """
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
     pipes = [os.pipe(), os.pipe()]
@@ -91,11 +92,13 @@ async def run_command(
             env=dict(env) if env is not None else None,
             start_new_session=True,
         )
-    except OSError as exc:
+    except BaseException as exc:
         for read_fd, write_fd in pipes:
             os.close(read_fd)
             os.close(write_fd)
-        return ProcessResult(_start_failure(exc, argv, cwd), False)
+        if isinstance(exc, OSError):
+            return ProcessResult(_start_failure(exc, argv, cwd), False)
+        raise
     for _, write_fd in pipes:
         os.close(write_fd)
     readers = [_PipeReader(pipes[0][0]), _PipeReader(pipes[1][0])]

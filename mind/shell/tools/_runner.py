@@ -88,10 +88,11 @@ class ToolRunner:
             The outcome; every failure is ``status="error"`` with a message.
 
         Raises:
-            The backend's cancellation exception when the caller's scope is
-            cancelled; a running command's process group is killed first.
-            File tools finish their current (short) step before the
-            cancellation is delivered.
+            anyio.get_cancelled_exc_class(): the caller's scope was
+                cancelled; a running command's process group is killed
+                first. File tools finish their current (short) step before
+                the cancellation is delivered, so a patch is never half
+                written.
         """
         try:
             ok, text = await self._dispatch(name, args)

@@ -27,7 +27,11 @@ class StreamText:
     """
 
     def __init__(self, max_bytes: int) -> None:
-        """Args: max_bytes: the most bytes :meth:`render` can ever return (> 0)."""
+        """Start an empty capture.
+
+        Args:
+            max_bytes: the most bytes of text :meth:`render` can return, > 0.
+        """
         self._max_bytes = max_bytes
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._head = bytearray()
