@@ -26,9 +26,14 @@ Rules, in journal order:
 
 Normalisations that keep the request valid for every provider:
 
-- Call ids are unique in the output: an empty id, or an id already used by an
-  earlier call, is replaced by ``<id or "call">_<n>`` (smallest ``n >= 2``
-  not in use), in the call and in its result alike.
+- Call ids are valid and unique for every provider, in the call and in its
+  result alike: characters outside ``[a-zA-Z0-9_-]`` become ``_`` (Anthropic's
+  tool_use id pattern; ids from other servers such as ``functions.shell:0``
+  would be rejected); an empty id becomes ``call``; an id longer than
+  :data:`MAX_CALL_ID_CHARS` keeps its first 31 characters plus ``_`` and the
+  CRC-32 of the original (8 hex); an id already used by an earlier call gets
+  ``_<n>`` (smallest ``n >= 2`` not in use, trimmed to the length limit).
+  The journal keeps the original ids; only requests use these.
 - Arguments are JSON text of an object: ``""`` (or whitespace) becomes
   ``"{}"``; text that is not a JSON object becomes
   ``{"invalid_arguments": "<the raw text>"}`` so the model still sees what it
@@ -37,6 +42,8 @@ Normalisations that keep the request valid for every provider:
 
 from __future__ import annotations
 
+import re
+import zlib
 from collections import deque
 from collections.abc import Sequence
 from typing import Any, Final
@@ -47,10 +54,16 @@ from mind.conversation import AssistantMessage, Message, ToolCall, ToolResultMes
 from mind.generated import journal as jr
 
 __all__ = [
+    "MAX_CALL_ID_CHARS",
     "SYNTHETIC_INTERRUPTED_OUTPUT",
     "build_messages",
     "pending_tool_calls",
 ]
+
+MAX_CALL_ID_CHARS: Final = 40
+"""Longest call id sent to a provider (OpenAI rejects longer tool call ids)."""
+
+_UNSAFE_ID: Final = re.compile(r"[^a-zA-Z0-9_-]")
 
 SYNTHETIC_INTERRUPTED_OUTPUT: Final = (
     "[interrupted: this tool call did not complete; it was not run again]"
@@ -79,13 +92,19 @@ class _Round:
 
 
 def _unique_id(call_id: str, used: set[str]) -> str:
-    if call_id and call_id not in used:
-        return call_id
-    base = call_id or "call"
+    """A call id every provider accepts, unique among ``used``."""
+    base = _UNSAFE_ID.sub("_", call_id) or "call"
+    if len(base) > MAX_CALL_ID_CHARS:
+        base = f"{base[: MAX_CALL_ID_CHARS - 9]}_{zlib.crc32(call_id.encode()):08x}"
+    if base not in used:
+        return base
     n = 2
-    while f"{base}_{n}" in used:
+    while True:
+        suffix = f"_{n}"
+        candidate = base[: MAX_CALL_ID_CHARS - len(suffix)] + suffix
+        if candidate not in used:
+            return candidate
         n += 1
-    return f"{base}_{n}"
 
 
 def _match(records: Sequence[jr.JournalRecord]) -> list[jr.UserMessage | _Round]:

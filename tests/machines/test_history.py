@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,7 +11,12 @@ from hypothesis import strategies as st
 
 from mind.conversation import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
 from mind.generated import journal as jr
-from mind.history import SYNTHETIC_INTERRUPTED_OUTPUT, build_messages, pending_tool_calls
+from mind.history import (
+    MAX_CALL_ID_CHARS,
+    SYNTHETIC_INTERRUPTED_OUTPUT,
+    build_messages,
+    pending_tool_calls,
+)
 
 USAGE = jr.Usage(input_tokens=0, output_tokens=0)
 
@@ -201,10 +207,10 @@ def test_reused_and_empty_call_ids_are_made_unique() -> None:
         result("c", "4"),
     ]
     assert build_messages(records) == [
-        AssistantMessage(tool_calls=[tc("c"), tc("c_2"), tc("call_2")]),
+        AssistantMessage(tool_calls=[tc("c"), tc("c_2"), tc("call")]),
         ok("c", "1"),
         ok("c_2", "2"),
-        ok("call_2", "3"),
+        ok("call", "3"),
         AssistantMessage(tool_calls=[tc("c_3"), tc("c_2_2")]),
         ok("c_3", "4"),
         interrupted("c_2_2"),
@@ -285,3 +291,21 @@ def test_output_always_pairs_calls_with_results(records: list[jr.JournalRecord])
     # Every prefix of a journal (a crash cut) is valid too.
     for cut in range(len(records)):
         assert_paired(build_messages(records[:cut]))
+
+
+def test_call_ids_are_made_safe_for_every_provider() -> None:
+    long_id = "x" * 50
+    records = [
+        round_("", [call("functions.shell:0"), call("functions_shell_0"), call(long_id)]),
+        round_("", [call(long_id)]),
+    ]
+    first, *_, second, _ = build_messages(records)
+    assert isinstance(first, AssistantMessage) and isinstance(second, AssistantMessage)
+    hashed = "x" * 31 + "_" + f"{zlib.crc32(long_id.encode()):08x}"
+    assert [c.call_id for c in first.tool_calls] == [
+        "functions_shell_0",
+        "functions_shell_0_2",
+        hashed,
+    ]
+    assert [c.call_id for c in second.tool_calls] == [hashed[:38] + "_2"]
+    assert all(len(c.call_id) <= MAX_CALL_ID_CHARS for c in first.tool_calls)
