@@ -99,6 +99,8 @@ MAX_LINE_BYTES: Final = 16 * 1024 * 1024
 
 _CRC_KEY: Final = b',"crc32":"'
 _CRC_SUFFIX_LEN: Final = len(_CRC_KEY) + 8 + 2  # ,"crc32":"HHHHHHHH"}
+# Unambiguous: no record type has a top-level ``torn`` key, and a nested
+# object always ends in ``}}`` before the removed closing brace.
 _TORN_RE: Final = re.compile(rb',"torn":\{"bytes":(0|[1-9][0-9]{0,18}),"crc32":"([0-9a-f]{8})"\}\Z')
 _HEX8_RE: Final = re.compile(rb"[0-9a-f]{8}\Z")
 _SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
