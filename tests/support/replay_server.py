@@ -3,8 +3,8 @@
 In-process use (a context manager; the server runs in a daemon thread)::
 
     with ReplayServer() as server:
-        server.enqueue(Reply.from_case(SHARED / "cassettes/openai-chat/stream_text_with_usage_gpt4o",
-                                       splits=[10, 500]))
+        case = SHARED / "cassettes/openai-chat/stream_text_with_usage_gpt4o"
+        server.enqueue(Reply.from_case(case, splits=[10, 500]))
         ... POST to server.url + "/chat/completions" ...
         server.requests[0].json()        # the body the client sent
 
@@ -15,8 +15,9 @@ As a subprocess (for end-to-end tests of ``mind exec``)::
 
 prints one JSON line ``{"port": N, "url": "http://127.0.0.1:N"}`` on stdout,
 then serves the cases in order, one per request, until SIGTERM/SIGINT (or
-until stdin closes with ``--until-stdin-eof``). ``--record`` appends one JSON line per request received
-(``{"method", "path", "headers", "body"}``; body parsed as JSON when it is).
+until stdin closes with ``--until-stdin-eof``). ``--record`` appends one JSON
+line per request received (``{"method", "path", "headers", "body"}``; the body
+parsed as JSON when it is).
 
 A reply is sent with the recorded status, content type and headers (including
 ``content-encoding``); the body is sent unchanged, as HTTP/1.1 chunked
@@ -30,6 +31,7 @@ When the queue is empty the server answers 599 with a JSON error.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import signal
@@ -41,7 +43,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RecordedRequest", "Reply", "ReplayServer", "random_splits", "shared_dir"]
+__all__ = ["RecordedRequest", "ReplayServer", "Reply", "random_splits", "shared_dir"]
 
 
 def shared_dir() -> Path | None:
@@ -124,7 +126,7 @@ class Reply:
         """The body cut at ``splits`` (and ``truncate_at``); no empty pieces."""
         body = self.body if self.truncate_at is None else self.body[: self.truncate_at]
         cuts = [0, *sorted({s for s in self.splits if 0 < s < len(body)}), len(body)]
-        return [body[a:b] for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+        return [body[a:b] for a, b in itertools.pairwise(cuts) if b > a]
 
 
 @dataclass
@@ -145,7 +147,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         """Silence the default stderr access log."""
 
     def do_GET(self) -> None:
@@ -266,7 +268,10 @@ class ReplayServer:
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.owner = self
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="replay-server", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.01},  # shutdown() returns within ~10 ms
+            name="replay-server",
+            daemon=True,
         )
         self._thread.start()
         return self
