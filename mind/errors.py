@@ -3,12 +3,12 @@
 ::
 
     MindError                         base of everything mind raises on purpose
-    ├── ConfigError                   bad/missing configuration (user fixes config; not retried)
-    ├── StateDirError                 state root cannot be created/written (startup stops; no fallback)
+    ├── ConfigError                   bad/missing configuration (not retried)
+    ├── StateDirError                 state root unusable (startup stops; no fallback)
     ├── JournalError                  journal damage; carries path and 1-based line
     │   └── JournalCorruptError       a non-final line fails its integrity check or schema
     ├── ProviderError                 a model request failed; ``kind`` is a FailureKind
-    ├── ToolArgumentsError            tool arguments failed their JSON Schema (becomes a tool result)
+    ├── ToolArgumentsError            tool arguments fail their JSON Schema (a tool result)
     ├── PatchError                    an apply_patch envelope is malformed or a hunk does not match
     ├── ScriptError                   a scripted-provider script is malformed; path and detail
     └── SessionError                  session-level misuse or refusal; carries session_id
@@ -132,7 +132,7 @@ class ProviderError(MindError):
 
     @property
     def transient(self) -> bool:
-        """True when the failure is retried (rate_limited, overloaded, server, network, stream_cut)."""
+        """True when the failure is retried (see :data:`TRANSIENT_KINDS`)."""
         return self.kind in TRANSIENT_KINDS
 
 

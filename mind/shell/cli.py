@@ -29,24 +29,38 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
-_STATUS_EXIT = {"completed": EXIT_OK, "failed": EXIT_FAILED, "aborted": EXIT_FAILED,
-                "interrupted": EXIT_INTERRUPTED}
+_STATUS_EXIT = {
+    "completed": EXIT_OK,
+    "failed": EXIT_FAILED,
+    "aborted": EXIT_FAILED,
+    "interrupted": EXIT_INTERRUPTED,
+}
 
 
 def _add_provider_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--provider", choices=["openai-chat", "openai-responses", "anthropic", "scripted"],
-                   help="model provider (default: from config.toml or the API key in the environment)")
+    p.add_argument(
+        "--provider",
+        choices=["openai-chat", "openai-responses", "anthropic", "scripted"],
+        help="model provider (default: from config.toml or the API key in the environment)",
+    )
     p.add_argument("--model", help="model name")
-    p.add_argument("--base-url", help="provider base URL (any OpenAI-compatible server for openai-chat)")
+    p.add_argument(
+        "--base-url", help="provider base URL (any OpenAI-compatible server for openai-chat)"
+    )
     p.add_argument("--script", help="script file for --provider scripted (YAML list of replies)")
-    p.add_argument("--approval", choices=["untrusted", "on-request", "never"],
-                   help="when to ask before running a tool (default on-request)")
+    p.add_argument(
+        "--approval",
+        choices=["untrusted", "on-request", "never"],
+        help="when to ask before running a tool (default on-request)",
+    )
     p.add_argument("--cwd", help="working directory of a new session (default: current directory)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``mind`` (sub-commands ``exec``, ``sessions``)."""
-    parser = argparse.ArgumentParser(prog="mind", description="A coding agent whose sessions cannot be lost.")
+    parser = argparse.ArgumentParser(
+        prog="mind", description="A coding agent whose sessions cannot be lost."
+    )
     parser.add_argument("--version", action="version", version=f"mind {__version__}")
     _add_provider_options(parser)
     parser.add_argument("--session", help="open this session in the REPL")
@@ -55,14 +69,21 @@ def build_parser() -> argparse.ArgumentParser:
     _add_provider_options(ex)
     ex.add_argument("--session", help="continue this session (created if absent)")
     ex.add_argument("--json", action="store_true", help="print one JSON event per line on stdout")
-    ex.add_argument("prompt", nargs="?", help="the prompt ('-' or absent with piped stdin: read stdin)")
+    ex.add_argument(
+        "prompt", nargs="?", help="the prompt ('-' or absent with piped stdin: read stdin)"
+    )
     sub.add_parser("sessions", help="list sessions, most recent first")
     return parser
 
 
 def _overrides(args: argparse.Namespace) -> CliOverrides:
-    return CliOverrides(provider=args.provider, model=args.model, base_url=args.base_url,
-                        script=args.script, approval=args.approval)
+    return CliOverrides(
+        provider=args.provider,
+        model=args.model,
+        base_url=args.base_url,
+        script=args.script,
+        approval=args.approval,
+    )
 
 
 def _resolve(args: argparse.Namespace) -> ResolvedConfig:

@@ -98,9 +98,7 @@ def load_config_file(path: Path) -> dict[str, Any]:
     return data
 
 
-def resolve(
-    cli: CliOverrides, env: Mapping[str, str], config_path: Path
-) -> ResolvedConfig:
+def resolve(cli: CliOverrides, env: Mapping[str, str], config_path: Path) -> ResolvedConfig:
     """Combine flags, environment and config file into settings.
 
     Raises:
@@ -118,11 +116,9 @@ def resolve(
         elif cli.script:
             kind = "scripted"
         else:
-            raise ConfigError(NOT_CONFIGURED.format(config=config_path))
+            raise ConfigError(NOT_CONFIGURED.replace("{config}", str(config_path)))
     if kind not in PROVIDER_KINDS:
-        raise ConfigError(
-            f"unknown provider {kind!r}; choose one of {', '.join(PROVIDER_KINDS)}"
-        )
+        raise ConfigError(f"unknown provider {kind!r}; choose one of {', '.join(PROVIDER_KINDS)}")
     approval = cli.approval or file.get("approval") or "on-request"
     if approval not in APPROVAL_POLICIES:
         raise ConfigError(

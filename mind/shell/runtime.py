@@ -22,8 +22,8 @@ fsynced last.
 from __future__ import annotations
 
 import json
-import math
 import os
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -31,7 +31,6 @@ from typing import Any, Literal, final
 
 import anyio
 import msgspec
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from mind._version import __version__
 from mind.conversation import ModelRequest, ReasoningDelta, StreamDone, TextDelta, ToolCall
@@ -91,15 +90,19 @@ class Turn:
         self.turn_id = turn_id
         self._text = text
         self._message_id = message_id
-        send, recv = anyio.create_memory_object_stream[ev.Event](max_buffer_size=math.inf)
-        self._send: MemoryObjectSendStream[ev.Event] = send
-        self._recv: MemoryObjectReceiveStream[ev.Event] = recv
+        # Unbounded so a slow consumer never stalls the turn; one consumer.
+        self._events: deque[ev.Event] = deque()
+        self._wakeup = anyio.Event()
+        self._closed = False
         self._scope = anyio.CancelScope()
         self._interrupt_requested = False
         self._decisions: dict[str, Decision] = {}
         self._decision_events: dict[str, anyio.Event] = {}
         self._done = anyio.Event()
         self._outcome: TurnOutcome | None = None
+        # Progress kept on the handle so an interrupted turn still reports it.
+        self._usage = RoundUsage()
+        self._final_text = ""
 
     # ---- consumer side -----------------------------------------------------
 
@@ -107,9 +110,14 @@ class Turn:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[ev.Event]:
-        async with self._recv:
-            async for event in self._recv:
-                yield event
+        while True:
+            if self._events:
+                yield self._events.popleft()
+            elif self._closed:
+                return
+            else:
+                await self._wakeup.wait()
+                self._wakeup = anyio.Event()
 
     def decide(self, call_id: str, decision: Decision) -> None:
         """Answer the approval request of ``call_id``. The first decision wins."""
@@ -150,12 +158,8 @@ class Turn:
     # ---- producer side -----------------------------------------------------
 
     def _emit(self, event: ev.Event) -> None:
-        # The buffer is unbounded so a slow consumer never stalls the turn;
-        # a consumer that went away simply stops receiving.
-        try:
-            self._send.send_nowait(event)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass
+        self._events.append(event)
+        self._wakeup.set()
 
     async def _await_decision(self, call_id: str) -> Decision:
         if call_id not in self._decisions:
@@ -166,7 +170,8 @@ class Turn:
     def _finish(self, outcome: TurnOutcome) -> None:
         self._outcome = outcome
         self._emit(outcome.event)
-        self._send.close()
+        self._closed = True
+        self._wakeup.set()
         self._done.set()
 
 
@@ -194,7 +199,7 @@ class Session:
         self.config = config
         self.interactive = interactive
         self.provider: Provider = make_provider(config.provider)
-        self.tools = ToolRunner(cwd)
+        self.tools = ToolRunner(cwd, env=tool_environment(os.environ))
         self.always_allowed: set[str] = set()
         self.retry_policy = RetryPolicy(max_retries=config.max_retries)
         self.current: Turn | None = None
@@ -236,59 +241,79 @@ class Session:
 
     async def _run_turn(self, turn: Turn) -> None:
         machine = TurnMachine(max_retries=self.retry_policy.max_retries)
-        usage = RoundUsage()
         failure: ev.Failure | None = None
-        final_text = ""
-        j = self.journal
         try:
-            j.append(
-                jr.TurnStarted(
-                    seq=0,
-                    recorded_at_ms=0,
-                    turn_id=turn.turn_id,
-                    provider=self.provider.name,
-                    model=self.config.provider.model,
-                    approval=jr.Approval(self.approval),
-                )
-            )
-            j.append(
-                jr.UserMessage(
-                    seq=0,
-                    recorded_at_ms=0,
-                    turn_id=turn.turn_id,
-                    message_id=turn._message_id,
-                    text=turn._text,
-                    kind=jr.Kind.prompt,
-                ),
-                sync=True,
-            )
-            turn._emit(ev.TurnStartedEvent(turn_id=turn.turn_id))
+            self._begin(turn)
             machine.start()
             with turn._scope:
-                final_text, usage, failure = await self._loop(turn, machine)
-        except Exception as exc:  # a bug or I/O failure: the turn still gets its terminal
+                failure = await self._loop(turn, machine)
+        except anyio.get_cancelled_exc_class():
+            # Cancelled from outside (the runtime is closing): the turn ends
+            # aborted — its input is not acknowledged and replays later.
+            if not machine.is_terminal:  # synchronous: nothing here can be cancelled
+                self._close_open_calls(turn.turn_id, "the turn was aborted")
+                machine.abort()
+            self._end(turn, machine, None)
+            raise
+        except Exception as exc:  # a bug or an I/O failure: the turn still gets its terminal
             if not machine.is_terminal:
                 machine.fail()
             failure = ev.Failure(kind=ev.FailureKind.internal, message=f"internal error: {exc}")
-        if not machine.is_terminal:
-            if turn._interrupt_requested:
-                self._close_open_calls(turn.turn_id, "interrupted by the user")
-                machine.interrupt()
-            else:  # cancelled from outside (runtime closing) without an interrupt
-                self._close_open_calls(turn.turn_id, "the turn was aborted")
-                machine.abort()
+        if not machine.is_terminal:  # only an interrupt leaves the loop without a terminal
+            self._close_open_calls(turn.turn_id, "interrupted by the user")
+            machine.interrupt()
+        self._end(turn, machine, failure)
+
+    def _begin(self, turn: Turn) -> None:
+        """Make the turn's start and its input durable (fsync) before any model request."""
+        self.journal.append(
+            jr.TurnStarted(
+                seq=0,
+                recorded_at_ms=0,
+                turn_id=turn.turn_id,
+                provider=self.provider.name,
+                model=self.config.provider.model,
+                approval=jr.Approval(self.approval),
+            )
+        )
+        self.journal.append(
+            jr.UserMessage(
+                seq=0,
+                recorded_at_ms=0,
+                turn_id=turn.turn_id,
+                message_id=turn._message_id,
+                text=turn._text,
+                kind=jr.Kind.prompt,
+            ),
+            sync=True,
+        )
+        turn._emit(ev.TurnStartedEvent(turn_id=turn.turn_id))
+
+    def _end(
+        self,
+        turn: Turn,
+        machine: TurnMachine,
+        failure: ev.Failure | None,
+    ) -> None:
+        """Write the one terminal record (fsync), then publish ``turn.completed``."""
+        usage = turn._usage
+        assert machine.status is not None
         status = ev.TurnStatus(machine.status)
         acknowledged = [turn._message_id] if status == ev.TurnStatus.completed else []
-        record_usage = jr.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)
-        j.append(
+        extra: dict[str, Any] = {}
+        if failure is not None:
+            extra["failure"] = jr.Failure(
+                kind=jr.FailureKind(failure.kind.value), message=failure.message
+            )
+        self.journal.append(
             jr.TurnCompleted(
                 seq=0,
                 recorded_at_ms=0,
                 turn_id=turn.turn_id,
                 status=jr.TurnStatus(status.value),
-                usage=record_usage,
+                usage=jr.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens),
                 acknowledged=acknowledged,
-                **({"failure": jr.Failure(kind=jr.FailureKind(failure.kind.value), message=failure.message)} if failure else {}),
+                **extra,
             ),
             sync=True,
         )
@@ -296,21 +321,22 @@ class Session:
             turn_id=turn.turn_id,
             status=status,
             usage=ev.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens),
-            **({"failure": failure} if failure else {}),
+            **({"failure": failure} if failure is not None else {}),
         )
-        turn._finish(TurnOutcome(event=done, final_text=final_text))
+        turn._finish(TurnOutcome(event=done, final_text=turn._final_text))
 
-    async def _loop(
-        self, turn: Turn, machine: TurnMachine
-    ) -> tuple[str, RoundUsage, ev.Failure | None]:
-        usage = RoundUsage()
-        final_text = ""
+    async def _loop(self, turn: Turn, machine: TurnMachine) -> ev.Failure | None:
+        """Model rounds and tool calls until the turn is sealed or fails.
+
+        Returns the failure of a failed turn (None when sealed ``completed``).
+        Raises the cancellation of ``turn._scope`` on interrupt.
+        """
         rounds = 0
         while True:
             rounds += 1
             if rounds > DEFAULT_MAX_ROUNDS:
                 machine.fail()
-                return final_text, usage, ev.Failure(
+                return ev.Failure(
                     kind=ev.FailureKind.internal,
                     message=f"the turn exceeded {DEFAULT_MAX_ROUNDS} model rounds",
                 )
@@ -352,12 +378,21 @@ class Session:
                     await anyio.sleep(delay_s)
                     machine.retry_due()
                     continue
-                return final_text, usage, failure
+                return failure
             except anyio.get_cancelled_exc_class():
                 if partial:  # keep what the person already saw
-                    self._journal_round(turn.turn_id, rounds - 1, "".join(partial), "", [], "other", RoundUsage(), [])
+                    self._journal_round(
+                        turn.turn_id,
+                        rounds - 1,
+                        "".join(partial),
+                        "",
+                        [],
+                        "other",
+                        RoundUsage(),
+                        [],
+                    )
                 raise
-            usage = usage + done.usage
+            turn._usage = turn._usage + done.usage
             self._journal_round(
                 turn.turn_id,
                 rounds - 1,
@@ -369,12 +404,12 @@ class Session:
                 done.provider_items,
             )
             if done.text:
-                final_text = done.text
+                turn._final_text = done.text
                 turn._emit(ev.MessageCompletedEvent(turn_id=turn.turn_id, text=done.text))
             if not done.tool_calls:
                 machine.round_final()
                 machine.seal()
-                return final_text, usage, None
+                return None
             machine.round_tools()
             for call in done.tool_calls:
                 await self._run_tool_call(turn, machine, call)
@@ -446,16 +481,15 @@ class Session:
             )
         )
 
-    async def _execute(
-        self, turn: Turn, machine: TurnMachine, call: ToolCall
-    ) -> tuple[str, str]:
+    async def _execute(self, turn: Turn, machine: TurnMachine, call: ToolCall) -> tuple[str, str]:
         """Validate, ask if required, run. Returns ``(status, output)``."""
         try:
             args = parse_arguments(call.name, call.arguments)
         except ToolArgumentsError as exc:
             return "error", str(exc)
         reason = approval_reason(self.approval, call.name, args, cwd=str(self.cwd))
-        if reason is not None and call.name not in self.always_allowed:
+        key = _always_key(call.name, args)
+        if reason is not None and key not in self.always_allowed:
             if not self.interactive:
                 return "denied", (
                     f"Refused without running: this call needs approval ({reason}) and this "
@@ -478,15 +512,13 @@ class Session:
             if decision == "no":
                 return "denied", "The user refused this tool call; it was not run."
             if decision == "always":
-                self.always_allowed.add(call.name)
+                self.always_allowed.add(key)
         result: ToolOutcome = await self.tools.run(call.name, args)
         return result.status, result.output
 
     def _close_open_calls(self, turn_id: str, why: str) -> None:
         """Give every unanswered call of ``turn_id`` a durable synthetic result."""
-        answered = {
-            r.call_id for r in self.journal.records if isinstance(r, jr.ToolResult)
-        }
+        answered = {r.call_id for r in self.journal.records if isinstance(r, jr.ToolResult)}
         for rec in list(self.journal.records):
             if isinstance(rec, jr.ModelRound) and rec.turn_id == turn_id:
                 for call in rec.tool_calls:
@@ -503,6 +535,28 @@ class Session:
                                 synthetic=True,
                             )
                         )
+
+
+_SECRET_MARKERS = ("KEY", "SECRET", "TOKEN", "PASSWORD", "CREDENTIAL")
+
+
+def tool_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment tool processes run with: mind's own, minus secrets.
+
+    Variables whose name contains KEY, SECRET, TOKEN, PASSWORD or CREDENTIAL
+    (case-insensitive) are dropped so a model-run command cannot print an API
+    key into the journal (the same default as Codex's
+    ``shell_environment_policy``).
+    """
+    return {k: v for k, v in environ.items() if not any(m in k.upper() for m in _SECRET_MARKERS)}
+
+
+def _always_key(name: str, args: Mapping[str, Any]) -> str:
+    """What an "always" answer covers: the exact command for ``shell``
+    (approving ``rm x`` must not approve ``rm -rf /``), the tool otherwise."""
+    if name == "shell":
+        return "shell:" + json.dumps(args.get("command"), sort_keys=True)
+    return name
 
 
 def _display_arguments(raw: str) -> Any:
@@ -538,15 +592,20 @@ class Runtime:
         """
         root = state_root if state_root is not None else state_home(env or os.environ)
         store = Store(root)
+        body_error: BaseException | None = None
         async with anyio.create_task_group() as tg:
             rt = cls(store, tg)
             try:
                 yield rt
+            except BaseException as exc:  # re-raised below, unwrapped by the task group
+                body_error = exc
             finally:
                 tg.cancel_scope.cancel()
                 for s in rt._sessions.values():
                     with anyio.CancelScope(shield=True):
                         await s.provider.aclose()
+        if body_error is not None:
+            raise body_error
 
     def _spawn(self, fn: Callable[[Turn], Any], turn: Turn) -> None:
         self._tg.start_soon(fn, turn)
@@ -619,7 +678,9 @@ class Runtime:
         if not path.exists():
             if create:
                 return self.create_session(
-                    cwd=cwd or Path.cwd(), config=config, session_id=session_id,
+                    cwd=cwd or Path.cwd(),
+                    config=config,
+                    session_id=session_id,
                     interactive=interactive,
                 )
             raise SessionError(session_id, "no such session")

@@ -117,7 +117,9 @@ def _summarise(session_id: str, path: Path) -> SessionSummary:
             f.seek(max(0, st.st_size - _PEEK_BYTES))
             tail = f.read(_PEEK_BYTES)
     except OSError:
-        return SessionSummary(session_id=session_id, cwd="", title="", updated_at_ms=0, last_status="")
+        return SessionSummary(
+            session_id=session_id, cwd="", title="", updated_at_ms=0, last_status=""
+        )
     for line in head.split(b"\n")[:-1]:
         rec = _loose(line)
         if rec.get("type") == "session_started" and not cwd:

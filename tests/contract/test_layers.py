@@ -13,10 +13,26 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PURE = ["mind/machines", "mind/effects", "mind/generated", "mind/history.py",
-        "mind/conversation.py", "mind/errors.py"]
-IO_MODULES = {"asyncio", "subprocess", "socket", "httpx", "httpx_sse", "prompt_toolkit",
-              "rich", "anyio", "apsw", "keyring"}
+PURE = [
+    "mind/machines",
+    "mind/effects",
+    "mind/generated",
+    "mind/history.py",
+    "mind/conversation.py",
+    "mind/errors.py",
+]
+IO_MODULES = {
+    "asyncio",
+    "subprocess",
+    "socket",
+    "httpx",
+    "httpx_sse",
+    "prompt_toolkit",
+    "rich",
+    "anyio",
+    "apsw",
+    "keyring",
+}
 
 
 def _modules(rel: str) -> list[Path]:
@@ -39,7 +55,8 @@ def _imports(path: Path) -> set[str]:
 def test_pure_core_never_imports_shell_or_io(rel: str) -> None:
     for path in _modules(rel):
         bad = sorted(
-            m for m in _imports(path)
+            m
+            for m in _imports(path)
             if m == "mind" or m.startswith("mind.shell") or m.split(".")[0] in IO_MODULES
         )
         assert not bad, f"{path.relative_to(ROOT)} imports {bad}"

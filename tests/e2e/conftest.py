@@ -13,8 +13,16 @@ from typing import Any
 
 import pytest
 
-_SCRUB = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "MIND_PROVIDER",
-          "MIND_MODEL", "MIND_MAX_RETRIES", "MIND_HOME", "MIND_STATE_HOME")
+_SCRUB = (
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "OPENAI_BASE_URL",
+    "MIND_PROVIDER",
+    "MIND_MODEL",
+    "MIND_MAX_RETRIES",
+    "MIND_HOME",
+    "MIND_STATE_HOME",
+)
 
 
 @dataclass
@@ -46,13 +54,21 @@ def mind_env(tmp_path: Path) -> dict[str, str]:
 def run_mind(mind_env: dict[str, str]) -> RunMind:
     """Run ``python -m mind.shell.cli ARGS`` and parse ``--json`` stdout lines."""
 
-    def run(*args: str, env: Mapping[str, str] | None = None, input: str | None = None,
-            timeout: float = 60) -> MindResult:
+    def run(
+        *args: str,
+        env: Mapping[str, str] | None = None,
+        input: str | None = None,
+        timeout: float = 60,
+    ) -> MindResult:
         full_env = dict(mind_env)
         full_env.update(env or {})
         proc = subprocess.run(
             [sys.executable, "-m", "mind.shell.cli", *args],
-            env=full_env, input=input, capture_output=True, text=True, timeout=timeout,
+            env=full_env,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
             stdin=None if input is not None else subprocess.DEVNULL,
         )
         events = []

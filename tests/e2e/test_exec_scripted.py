@@ -33,15 +33,43 @@ PATCH = """*** Begin Patch
 
 def test_scripted_turn_drives_real_tools_in_a_git_repo(tmp_path: Path, run_mind: RunMind) -> None:
     repo = _git_repo(tmp_path / "repo")
-    script = _script(tmp_path / "s.yaml", [
-        {"tool_calls": [{"name": "write_file", "arguments": {"path": "hello.py", "content": 'print("hello")\n'}}]},
-        {"tool_calls": [{"name": "apply_patch", "arguments": {"patch": PATCH}}]},
-        {"tool_calls": [{"name": "shell", "arguments": {"command": "python3 hello.py && git status --short"}}]},
-        {"tool_calls": [{"name": "read_file", "arguments": {"path": "hello.py"}}]},
-        {"text": "Done: hello.py prints the patched greeting."},
-    ])
-    r = run_mind("exec", "--json", "--provider", "scripted", "--script", str(script),
-                 "--approval", "never", "--cwd", str(repo), "write and run hello.py")
+    script = _script(
+        tmp_path / "s.yaml",
+        [
+            {
+                "tool_calls": [
+                    {
+                        "name": "write_file",
+                        "arguments": {"path": "hello.py", "content": 'print("hello")\n'},
+                    }
+                ]
+            },
+            {"tool_calls": [{"name": "apply_patch", "arguments": {"patch": PATCH}}]},
+            {
+                "tool_calls": [
+                    {
+                        "name": "shell",
+                        "arguments": {"command": "python3 hello.py && git status --short"},
+                    }
+                ]
+            },
+            {"tool_calls": [{"name": "read_file", "arguments": {"path": "hello.py"}}]},
+            {"text": "Done: hello.py prints the patched greeting."},
+        ],
+    )
+    r = run_mind(
+        "exec",
+        "--json",
+        "--provider",
+        "scripted",
+        "--script",
+        str(script),
+        "--approval",
+        "never",
+        "--cwd",
+        str(repo),
+        "write and run hello.py",
+    )
     assert r.returncode == 0, r.stderr
     types = [e["type"] for e in r.events]
     assert types[0] == "session.started"
@@ -57,19 +85,33 @@ def test_scripted_turn_drives_real_tools_in_a_git_repo(tmp_path: Path, run_mind:
     done = r.events[-1]
     assert done["status"] == "completed"
     assert set(done["usage"]) == {"input_tokens", "output_tokens"}
-    assert r.of_type("message.completed")[-1]["text"] == "Done: hello.py prints the patched greeting."
+    assert (
+        r.of_type("message.completed")[-1]["text"] == "Done: hello.py prints the patched greeting."
+    )
     calls = r.of_type("tool.call")
     assert calls[0]["arguments"] == {"path": "hello.py", "content": 'print("hello")\n'}
     assert [c["call_id"] for c in calls] == [x["call_id"] for x in results]
 
 
 def test_exec_refuses_a_call_that_needs_approval(tmp_path: Path, run_mind: RunMind) -> None:
-    script = _script(tmp_path / "s.yaml", [
-        {"tool_calls": [{"name": "shell", "arguments": {"command": "touch created-by-tool"}}]},
-        {"text": "I could not run it."},
-    ])
-    r = run_mind("exec", "--json", "--provider", "scripted", "--script", str(script),
-                 "--cwd", str(tmp_path), "make a file")
+    script = _script(
+        tmp_path / "s.yaml",
+        [
+            {"tool_calls": [{"name": "shell", "arguments": {"command": "touch created-by-tool"}}]},
+            {"text": "I could not run it."},
+        ],
+    )
+    r = run_mind(
+        "exec",
+        "--json",
+        "--provider",
+        "scripted",
+        "--script",
+        str(script),
+        "--cwd",
+        str(tmp_path),
+        "make a file",
+    )
     assert r.returncode == 0, r.stderr
     (result,) = r.of_type("tool.result")
     assert result["status"] == "denied"
@@ -79,21 +121,49 @@ def test_exec_refuses_a_call_that_needs_approval(tmp_path: Path, run_mind: RunMi
 
 def test_plain_exec_prints_the_final_answer(tmp_path: Path, run_mind: RunMind) -> None:
     script = _script(tmp_path / "s.yaml", [{"text": "Forty-two."}])
-    r = run_mind("exec", "--provider", "scripted", "--script", str(script), "--cwd", str(tmp_path),
-                 "the answer?")
+    r = run_mind(
+        "exec",
+        "--provider",
+        "scripted",
+        "--script",
+        str(script),
+        "--cwd",
+        str(tmp_path),
+        "the answer?",
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout == "Forty-two.\n"
     assert "scripted" in r.stderr
 
 
-def test_bad_tool_arguments_and_unknown_tools_reach_the_model(tmp_path: Path, run_mind: RunMind) -> None:
-    script = _script(tmp_path / "s.yaml", [
-        {"tool_calls": [{"name": "no_such_tool", "arguments": {}},
-                        {"name": "read_file", "arguments": {"nope": 1}}]},
-        {"text": "ok"},
-    ])
-    r = run_mind("exec", "--json", "--provider", "scripted", "--script", str(script),
-                 "--approval", "never", "--cwd", str(tmp_path), "try")
+def test_bad_tool_arguments_and_unknown_tools_reach_the_model(
+    tmp_path: Path, run_mind: RunMind
+) -> None:
+    script = _script(
+        tmp_path / "s.yaml",
+        [
+            {
+                "tool_calls": [
+                    {"name": "no_such_tool", "arguments": {}},
+                    {"name": "read_file", "arguments": {"nope": 1}},
+                ]
+            },
+            {"text": "ok"},
+        ],
+    )
+    r = run_mind(
+        "exec",
+        "--json",
+        "--provider",
+        "scripted",
+        "--script",
+        str(script),
+        "--approval",
+        "never",
+        "--cwd",
+        str(tmp_path),
+        "try",
+    )
     assert r.returncode == 0, r.stderr
     statuses = [x["status"] for x in r.of_type("tool.result")]
     assert statuses == ["error", "error"]
@@ -124,8 +194,18 @@ def test_unconfigured_mind_explains_how_to_configure(tmp_path: Path, run_mind: R
 
 def test_exec_reads_the_prompt_from_stdin(tmp_path: Path, run_mind: RunMind) -> None:
     script = _script(tmp_path / "s.yaml", [{"text": "got it"}])
-    r = run_mind("exec", "--json", "--provider", "scripted", "--script", str(script),
-                 "--cwd", str(tmp_path), "-", input="from stdin\n")
+    r = run_mind(
+        "exec",
+        "--json",
+        "--provider",
+        "scripted",
+        "--script",
+        str(script),
+        "--cwd",
+        str(tmp_path),
+        "-",
+        input="from stdin\n",
+    )
     assert r.returncode == 0, r.stderr
     journal = next((tmp_path / "mind-home" / "sessions").iterdir()) / "journal.jsonl"
     texts = [json.loads(line).get("text") for line in journal.read_text().splitlines()]

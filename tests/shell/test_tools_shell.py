@@ -54,8 +54,8 @@ async def _wait_dead(pids: list[int]) -> list[int]:
 async def _read_pids(path: Path, count: int) -> list[int]:
     with anyio.fail_after(DEADLINE_S):
         while True:
-            if path.exists():  # noqa: ASYNC240 - a tiny local file
-                lines = path.read_text().split()  # noqa: ASYNC240
+            if path.exists():
+                lines = path.read_text().split()
                 if len(lines) >= count:
                     return [int(p) for p in lines[:count]]
             await anyio.sleep(0.01)

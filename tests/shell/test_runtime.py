@@ -1,0 +1,254 @@
+"""The library API (Runtime / Session / Turn) with the real scripted provider,
+real journal and real tools — the same path ``mind exec`` and the REPL use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+import yaml
+
+import mind
+from mind.errors import SessionBusyError, SessionError
+from mind.generated import events as ev
+from mind.generated import journal as jr
+from mind.history import build_messages
+from mind.shell.journal import Journal
+from mind.shell.runtime import tool_environment
+
+
+def _config(
+    tmp_path: Path, replies: list[dict[str, Any]], approval: str = "never"
+) -> mind.ResolvedConfig:
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump(replies), encoding="utf-8")
+    return mind.resolve_config(provider="scripted", script=str(script), approval=approval, env={})
+
+
+async def _collect(turn: mind.Turn, answer: str | None = None) -> list[ev.Event]:
+    out: list[ev.Event] = []
+    async for event in turn:
+        out.append(event)
+        if isinstance(event, ev.ApprovalRequestedEvent) and answer is not None:
+            turn.decide(event.call_id, answer)  # type: ignore[arg-type]
+    return out
+
+
+def _records(path: Path) -> list[jr.JournalRecord]:
+    with Journal.open(path) as j:
+        return list(j.records)
+
+
+@pytest.mark.parametrize(
+    ("answer", "ran", "status"), [("yes", True, "ok"), ("no", False, "denied")]
+)
+def test_approval_decides_whether_the_tool_runs(
+    tmp_path: Path, answer: str, ran: bool, status: str
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    config = _config(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "shell", "arguments": {"command": "touch made"}}]},
+            {"text": "done"},
+        ],
+        approval="untrusted",
+    )
+
+    async def main() -> list[ev.Event]:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = rt.create_session(cwd=work, config=config, interactive=True)
+            return await _collect(s.submit("go"), answer)
+
+    events = anyio.run(main)
+    kinds = [type(e).__name__ for e in events]
+    assert kinds.index("ApprovalRequestedEvent") < kinds.index("ToolResultEvent")
+    (result,) = [e for e in events if isinstance(e, ev.ToolResultEvent)]
+    assert result.status == status
+    assert (work / "made").exists() is ran
+    assert isinstance(events[-1], ev.TurnCompletedEvent) and events[-1].status == "completed"
+
+
+def test_always_covers_the_same_command_only(tmp_path: Path) -> None:
+    config = _config(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "shell", "arguments": {"command": "touch a"}}]},
+            {
+                "tool_calls": [
+                    {"name": "shell", "arguments": {"command": "touch a"}},
+                    {"name": "shell", "arguments": {"command": "touch b"}},
+                ]
+            },
+            {"text": "done"},
+        ],
+        approval="untrusted",
+    )
+    asked: list[str] = []
+
+    async def main() -> None:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = rt.create_session(cwd=tmp_path, config=config, interactive=True)
+            turn = s.submit("go")
+            async for event in turn:
+                if isinstance(event, ev.ApprovalRequestedEvent):
+                    asked.append(event.call_id)
+                    turn.decide(event.call_id, "always" if len(asked) == 1 else "no")
+
+    anyio.run(main)
+    assert asked == ["call_1_1", "call_2_2"]  # the repeat of `touch a` was not asked again
+    assert (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_interrupt_kills_the_running_tool_and_ends_interrupted(tmp_path: Path) -> None:
+    config = _config(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "shell", "arguments": {"command": "sleep 60"}}]},
+            {"text": "never reached"},
+        ],
+    )
+
+    async def main() -> tuple[list[ev.Event], Path]:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = rt.create_session(cwd=tmp_path, config=config)
+            turn = s.submit("go")
+            events: list[ev.Event] = []
+            async for event in turn:
+                events.append(event)
+                if isinstance(event, ev.ToolCallEvent):
+                    turn.interrupt()
+            return events, s.journal.path
+
+    events, path = anyio.run(main)
+    done = events[-1]
+    assert isinstance(done, ev.TurnCompletedEvent) and done.status == "interrupted"
+    records = _records(path)
+    results = [r for r in records if isinstance(r, jr.ToolResult)]
+    assert [(r.status, r.synthetic) for r in results] == [("interrupted", True)]
+    terminal = [r for r in records if isinstance(r, jr.TurnCompleted)]
+    assert len(terminal) == 1 and terminal[0].acknowledged == []
+
+
+def test_a_second_submit_while_running_is_refused(tmp_path: Path) -> None:
+    config = _config(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "shell", "arguments": {"command": "sleep 60"}}]},
+        ],
+    )
+
+    async def main() -> None:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = rt.create_session(cwd=tmp_path, config=config)
+            turn = s.submit("first")
+            with pytest.raises(SessionBusyError):
+                s.submit("second")
+            turn.interrupt()
+            await turn.wait()
+
+    anyio.run(main)
+
+
+def test_open_closes_a_crashed_turn_without_rerunning_its_tool(tmp_path: Path) -> None:
+    """A journal cut after a tool call (as a kill -9 leaves it) reopens clean."""
+    config = _config(tmp_path, [{"text": "(the crashed round)"}, {"text": "after recovery"}])
+    state = tmp_path / "state"
+    path = state / "sessions" / "s1" / "journal.jsonl"
+    path.parent.mkdir(parents=True)
+    with Journal.open(path, create=True) as j:
+        z: dict[str, Any] = {"seq": 0, "recorded_at_ms": 0}
+        j.append(jr.SessionStarted(**z, session_id="s1", cwd=str(tmp_path), mind_version="0"))
+        j.append(
+            jr.TurnStarted(
+                **z, turn_id="t1", provider="scripted", model="m", approval=jr.Approval.never
+            )
+        )
+        j.append(
+            jr.UserMessage(**z, turn_id="t1", message_id="m1", text="make it", kind=jr.Kind.prompt)
+        )
+        j.append(
+            jr.ModelRound(
+                **z,
+                turn_id="t1",
+                round=0,
+                text="",
+                reasoning="",
+                tool_calls=[
+                    jr.RecordedToolCall(
+                        call_id="c1", name="shell", arguments='{"command": "touch x"}'
+                    )
+                ],
+                finish=jr.Finish.tool_calls,
+                usage=jr.Usage(input_tokens=1, output_tokens=1),
+                provider="scripted",
+                provider_items=[],
+            ),
+            sync=True,
+        )
+
+    async def main() -> None:
+        async with mind.Runtime.open(state_root=state) as rt:
+            s = rt.open_session("s1", config=config)
+            outcome = await s.run("again")
+            assert outcome.status == "completed"
+
+    anyio.run(main)
+    records = _records(path)
+    assert not (tmp_path / "x").exists()  # never re-run
+    (synthetic,) = [r for r in records if isinstance(r, jr.ToolResult)]
+    assert synthetic.call_id == "c1" and synthetic.synthetic and synthetic.status == "interrupted"
+    statuses = [(r.turn_id, r.status) for r in records if isinstance(r, jr.TurnCompleted)]
+    assert statuses[0] == ("t1", "aborted") and statuses[1][1] == "completed"
+    # the rebuilt history answers the orphan call before the next user message
+    msgs = build_messages(records)
+    kinds = [type(m).__name__ for m in msgs]
+    assert kinds == [
+        "UserMessage",
+        "AssistantMessage",
+        "ToolResultMessage",
+        "UserMessage",
+        "AssistantMessage",
+    ]
+
+
+def test_missing_session_is_a_typed_refusal(tmp_path: Path) -> None:
+    config = _config(tmp_path, [{"text": "x"}])
+
+    async def main() -> None:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            with pytest.raises(SessionError, match="no such session"):
+                rt.open_session("nope", config=config)
+
+    anyio.run(main)
+
+
+def test_tool_environment_drops_secrets() -> None:
+    env = tool_environment(
+        {
+            "PATH": "/bin",
+            "OPENAI_API_KEY": "sk-x",
+            "GITHUB_TOKEN": "t",
+            "db_password": "p",
+            "HOME": "/root",
+        }
+    )
+    assert env == {"PATH": "/bin", "HOME": "/root"}
+
+
+def test_events_encode_as_the_json_lines_of_exec(tmp_path: Path) -> None:
+    config = _config(tmp_path, [{"text": "hi"}])
+
+    async def main() -> list[ev.Event]:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = rt.create_session(cwd=tmp_path, config=config)
+            return await _collect(s.submit("hello"))
+
+    events = anyio.run(main)
+    lines = [msgspec.json.decode(msgspec.json.encode(e)) for e in events]
+    assert lines[0]["type"] == "turn.started" and lines[-1]["type"] == "turn.completed"
+    assert "".join(x["text"] for x in lines if x["type"] == "message.delta") == "hi"
