@@ -1,0 +1,9 @@
+"""Pure wrappers binding generated statecharts to their data (DESIGN §2).
+
+A machine decides; the shell acts. Modules here take events and expose the
+resulting state; they never read files, clocks, the environment or sockets.
+
+- :mod:`mind.machines.turn` — :class:`~mind.machines.turn.TurnMachine`, one turn.
+- :mod:`mind.machines.coverage` — transition enumeration, per-edge walks and
+  coverage reports for any generated chart (used by ``tests/model``).
+"""

@@ -1,0 +1,227 @@
+"""The turn machine: one turn of a session (DESIGN §3.1, ``specs/statecharts/turn.yaml``).
+
+:class:`TurnMachine` wraps the generated :class:`~mind.generated.turn_chart.TurnChart`
+with the only data the chart reads — the retry budget — and a typed method per
+event. It decides; the runtime (``mind.shell.runtime``) acts and feeds results
+back as events. It never does I/O.
+
+Shape of a turn::
+
+    accepted --start--> active{ sampling{requesting -> streaming}
+                                running_tools{executing <-> awaiting_approval}
+                                retrying{backing_off}
+                                draining{checking_inbox} }
+             --> exactly one of completed | interrupted | failed | aborted
+
+Terminal states are absorbing: every event sent after one raises
+:class:`TransitionRefused`.
+
+Errors: a disallowed event raises :class:`TransitionRefused` (a ``RuntimeError``:
+the caller misused the machine; never retried). It is defined here rather than
+re-exporting python-statemachine's ``TransitionNotAllowed`` so callers do not
+depend on the engine; the engine error is chained as ``__cause__``. The machine
+is unchanged when it is raised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final, final
+
+from statemachine.exceptions import TransitionNotAllowed
+
+from mind.generated.turn_chart import TurnChart, TurnEventName
+
+__all__ = ["TERMINAL_STATES", "TransitionRefused", "TurnMachine"]
+
+TERMINAL_STATES: Final = frozenset({"completed", "interrupted", "failed", "aborted"})
+"""Ids of the absorbing final states; the turn's status is the one it ends in."""
+
+
+class TransitionRefused(RuntimeError):
+    """An event was sent that the turn chart does not allow in the current state.
+
+    Raised by every event method of :class:`TurnMachine` (caller misuse; not
+    retried). The machine is left exactly as it was.
+
+    Attributes:
+        event: the refused event id (e.g. ``"seal"``).
+        configuration: ids of all states active when it was refused.
+    """
+
+    def __init__(self, event: str, configuration: frozenset[str], leaf: str) -> None:
+        super().__init__(f"turn: event {event!r} is not allowed in state {leaf!r}")
+        self.event = event
+        self.configuration = configuration
+
+
+@dataclass
+class _TurnData:
+    """The model bound to :class:`TurnChart`; satisfies ``TurnModel``.
+
+    Attributes:
+        max_retries: transient round failures allowed per turn.
+        retries_used: retries taken so far in this turn.
+        transient: whether the round failure being decided is transient
+            (set only for the duration of one ``round_failed`` event).
+        state: where python-statemachine stores the configuration value.
+    """
+
+    max_retries: int
+    retries_used: int = 0
+    transient: bool = False
+    state: object = None
+
+    @property
+    def can_retry(self) -> bool:
+        """Guard ``can_retry`` of turn.yaml: transient and budget left."""
+        return self.transient and self.retries_used < self.max_retries
+
+
+@final
+class TurnMachine:
+    """One turn's lifecycle, with a per-turn retry budget.
+
+    Args:
+        max_retries: how many transient round failures are retried in this
+            turn (``>= 0``); the next one fails the turn.
+
+    Raises:
+        ValueError: ``max_retries`` is negative.
+    """
+
+    def __init__(self, *, max_retries: int = 4) -> None:
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        self._data = _TurnData(max_retries=max_retries)
+        self._chart = TurnChart(model=self._data)
+
+    def __repr__(self) -> str:
+        return f"TurnMachine(state={self.state!r}, retries_used={self.retries_used})"
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def state(self) -> str:
+        """Id of the active leaf state, e.g. ``"requesting"`` or ``"completed"``."""
+        leaves = [s.id for s in self._chart.configuration if not s.states]
+        return leaves[0]
+
+    @property
+    def configuration(self) -> frozenset[str]:
+        """Ids of every active state, e.g. ``{"active", "sampling", "streaming"}``."""
+        return frozenset(s.id for s in self._chart.configuration)
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether the turn reached its one terminal state (absorbing)."""
+        return self.state in TERMINAL_STATES
+
+    @property
+    def status(self) -> str | None:
+        """``"completed" | "interrupted" | "failed" | "aborted"`` once terminal, else ``None``."""
+        state = self.state
+        return state if state in TERMINAL_STATES else None
+
+    @property
+    def retries_used(self) -> int:
+        """Transient round failures retried so far in this turn (never reset)."""
+        return self._data.retries_used
+
+    def observe(self, listener: object) -> None:
+        """Attach a python-statemachine listener (e.g. a coverage recorder).
+
+        The listener's ``after_transition(event, source, target, transition)``
+        (any subset of those names) is called after each taken transition.
+        Used by tests; listeners must not send events.
+        """
+        # ``add_listener`` is unannotated upstream; bind it to a typed name.
+        add_listener: Callable[[object], object] = self._chart.add_listener
+        add_listener(listener)
+
+    # ------------------------------------------------------------------- events
+
+    def _send(self, event: TurnEventName) -> None:
+        try:
+            self._chart.send(event)
+        except TransitionNotAllowed as error:
+            raise TransitionRefused(event, self.configuration, self.state) from error
+
+    def start(self) -> None:
+        """``accepted -> sampling``; send after ``turn_started`` is durable."""
+        self._send("start")
+
+    def stream_opened(self) -> None:
+        """``requesting -> streaming``: the provider's stream answered."""
+        self._send("stream_opened")
+
+    def round_tools(self) -> None:
+        """``sampling -> running_tools``: the round ended with tool calls (journaled)."""
+        self._send("round_tools")
+
+    def round_final(self) -> None:
+        """``sampling -> draining``: the round ended with a final answer."""
+        self._send("round_final")
+
+    def round_failed(self, *, transient: bool) -> bool:
+        """The round failed: retry if transient and budget is left, else fail the turn.
+
+        Args:
+            transient: whether the failure kind is retried (``TRANSIENT_KINDS``).
+
+        Returns:
+            ``True`` if now ``retrying`` (``retries_used`` was incremented),
+            ``False`` if now ``failed``.
+
+        Raises:
+            TransitionRefused: not sampling; nothing changed.
+        """
+        self._data.transient = transient
+        try:
+            self._send("round_failed")
+        finally:
+            self._data.transient = False
+        if self.state == "failed":
+            return False
+        self._data.retries_used += 1
+        return True
+
+    def retry_due(self) -> None:
+        """``retrying -> sampling``: the backoff delay elapsed (the shell's clock)."""
+        self._send("retry_due")
+
+    def approval_needed(self) -> None:
+        """``executing -> awaiting_approval``: a tool call waits for the person."""
+        self._send("approval_needed")
+
+    def approval_answered(self) -> None:
+        """``awaiting_approval -> executing``: the answer is durable."""
+        self._send("approval_answered")
+
+    def tools_done(self) -> None:
+        """``running_tools -> sampling``: every tool result is journaled.
+
+        Resets nothing: the retry budget is per turn, not per round.
+        """
+        self._send("tools_done")
+
+    def steering_claimed(self) -> None:
+        """``draining -> sampling``: steering input was claimed for this turn."""
+        self._send("steering_claimed")
+
+    def seal(self) -> None:
+        """``draining -> completed``: nothing to drain; the inbox is sealed."""
+        self._send("seal")
+
+    def interrupt(self) -> None:
+        """``active -> interrupted``: the person cancelled the running turn."""
+        self._send("interrupt")
+
+    def fail(self) -> None:
+        """``accepted | active -> failed``: an unrecoverable error outside a round."""
+        self._send("fail")
+
+    def abort(self) -> None:
+        """``accepted | active -> aborted``: the process is stopping; inputs replay later."""
+        self._send("abort")
