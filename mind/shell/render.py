@@ -274,6 +274,19 @@ class TurnView:
         """Forget what was printed last (the prompt line was just echoed)."""
         self._last_kind = None
 
+    def echo(self, text: str, suffix: str = "") -> None:
+        """Print a line the person submitted, as the prompt showed it."""
+        self.flush_text()
+        lines = text.rstrip("\n").split("\n")
+        out = Text("› ", style="bold cyan")
+        out.append(lines[0])
+        for line in lines[1:]:
+            out.append("\n  " + line)
+        if suffix:
+            out.append(suffix, style="dim")
+        self.print(out, kind="prompt")
+        self._last_kind = None
+
     def note(self, message: str, style: str = "dim") -> None:
         """Print one line of REPL information."""
         self.flush_text()
@@ -373,7 +386,10 @@ class TurnView:
         """Echo the answer given to an approval prompt (the call's clock restarts)."""
         text = {
             "yes": ("  ↳ approved once", "green"),
-            "always": (f"  ↳ approved; {name} will not ask again in this session", "green"),
+            "always": (
+                f"  ↳ approved; the same {name} call will not ask again this session",
+                "green",
+            ),
             "no": ("  ↳ refused", "yellow"),
         }[decision]
         if call_id in self._calls:

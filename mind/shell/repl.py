@@ -179,7 +179,7 @@ class Repl:
         self._approvals: deque[tuple[Turn, ev.ApprovalRequestedEvent]] = deque()
         self._exit_armed_at: float | None = None
         self._last_typed_at = -math.inf
-        self._next_default = ""
+        self._leaving = False
         self._tokens = ev.Usage(input_tokens=0, output_tokens=0)
         self._tg: anyio.abc.TaskGroup | None = None
         self.commands: dict[str, Command] = {}
@@ -255,13 +255,16 @@ class Repl:
         return 0
 
     async def _read_loop(self) -> None:
-        while True:
-            default, self._next_default = self._next_default, ""
+        # One prompt for the whole session: Enter hands the line over without
+        # leaving it (see _enter), so typed-ahead keys never meet a cooked-mode
+        # terminal between two prompts. It returns only to leave, or when a
+        # default binding accepted the line (handled the same way).
+        while not self._leaving:
             try:
-                text = await self.prompt.prompt_async(default=default)
+                text = await self.prompt.prompt_async()
             except (EOFError, _Exit):
                 return
-            if not self.handle_line(text):
+            if not self._leaving and not self.handle_line(text):
                 return
 
     def handle_line(self, text: str) -> bool:
@@ -272,13 +275,16 @@ class Repl:
         if stripped.startswith("/") and not stripped.startswith("//"):
             name, _, rest = stripped[1:].partition(" ")
             command = self.commands.get(name)
+            if command is None:  # a unique prefix names its command (/he -> /help)
+                matches = [c for c in self.commands.values() if name and c.name.startswith(name)]
+                command = matches[0] if len(matches) == 1 else None
             if command is None:
                 self.view.note(
                     f"Unknown command /{name}. /help lists commands; start a message with // "
                     "to send a leading slash.",
                     style="yellow",
                 )
-                self._next_default = text
+                self.prompt.default_buffer.set_document(Document(text, len(text)))
                 return True
             if self.busy and not command.while_busy:
                 self.view.note(
@@ -311,13 +317,7 @@ class Repl:
     def queue_input(self, text: str) -> None:
         """Keep ``text`` to submit as the next turn when the running one ends."""
         self.queued.append(text)
-        self.view.print(
-            Text.assemble(
-                ("› ", "bold cyan"),
-                shorten(text.strip().replace("\n", " ⏎ "), max(20, self.console.width - 30)),
-                ("  (queued: sent when this turn ends)", "dim"),
-            )
-        )
+        self.view.echo(text, "  (queued: sent when this turn ends)")
         self._invalidate()
 
     def interrupt(self) -> None:
@@ -363,7 +363,7 @@ class Repl:
             self.view.note("Queued messages were put back in the editor (turn interrupted).")
             return
         text = self.queued.popleft()
-        self.view.print(Text.assemble(("› ", "bold cyan"), text.rstrip("\n")))
+        self.view.echo(text)
         self.start_turn(text)
 
     async def _stop_turn(self) -> None:
@@ -428,7 +428,7 @@ class Repl:
                 ("class:approval.key", " n "),
                 ("", " no  "),
                 ("class:approval.key", " a "),
-                ("", f" always allow {event.name} in this session"),
+                ("", " always (this session)"),
                 ("class:status.dim", "  (your draft is kept)"),
             ]
         if self.turn is not None:
@@ -464,11 +464,14 @@ class Repl:
             if not text.strip():
                 return
             is_command = text.lstrip().startswith("/") and not text.lstrip().startswith("//")
+            line = self._take_line(buffer)
             if self.busy and not is_command:
-                self.on_input_while_busy(self._take_line(buffer))
+                self.on_input_while_busy(line)
                 return
-            self._last_typed_at = -math.inf
-            buffer.validate_and_handle()
+            self.view.echo(line)
+            if not self.handle_line(line):
+                self._leaving = True
+                event.app.exit(result="")
 
         @kb.add("tab", filter=busy & ~approving & ~empty)
         def _tab(event: KeyPressEvent) -> None:
