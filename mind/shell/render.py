@@ -54,7 +54,7 @@ class _Markdown(Markdown):
 
 def render_markdown(text: str) -> RenderableType:
     """The rich renderable of one markdown block (code blocks highlighted)."""
-    return _Markdown(text, code_theme="ansi_dark", hyperlinks=False)
+    return _Markdown(plain(text), code_theme="ansi_dark", hyperlinks=False)
 
 
 @final
@@ -167,7 +167,7 @@ def describe_arguments(name: str, arguments: Any, limit: int = 200) -> str:
             text = json.dumps(arguments, ensure_ascii=False) if arguments else ""
     else:
         text = str(arguments)
-    return shorten(" ".join(text.split()), limit)
+    return shorten(" ".join(plain(text).split()), limit)
 
 
 def shorten(text: str, limit: int) -> str:
@@ -177,9 +177,19 @@ def shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+_ANSI_RE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def plain(text: str) -> str:
+    """``text`` safe to print: terminal escape sequences and control characters
+    removed, tabs expanded (tool output must not drive the terminal)."""
+    return _CONTROL_RE.sub("", _ANSI_RE.sub("", text.replace("\r\n", "\n"))).expandtabs(4)
+
+
 def preview_lines(output: str, max_lines: int = RESULT_PREVIEW_LINES) -> tuple[list[str], int]:
     """The first non-empty lines of a tool output and how many lines were left out."""
-    lines = [line.rstrip() for line in output.strip("\n").splitlines()]
+    lines = [line.rstrip() for line in plain(output).strip("\n").splitlines()]
     lines = [line for line in lines if line.strip()]
     return lines[:max_lines], max(0, len(lines) - max_lines)
 
@@ -309,7 +319,7 @@ class TurnView:
         elif isinstance(event, ev.ReasoningDeltaEvent):
             ready = self._reasoning.feed(event.text)
             if ready.strip():
-                self.print(Text(ready.rstrip("\n"), style="dim italic"), kind="text")
+                self.print(Text(plain(ready).rstrip("\n"), style="dim italic"), kind="text")
         elif isinstance(event, ev.MessageCompletedEvent):
             self._flush_reasoning()
             if "".join(self._streamed) == event.text:
@@ -338,6 +348,17 @@ class TurnView:
             self.flush_text()
             self._show_end(event)
 
+    def preview(self, width: int) -> str:
+        """The tail of the text still streaming (not yet a complete block), as
+        one line of at most ``width`` characters ("" if none). The REPL shows
+        it under the output so a long paragraph is visibly arriving."""
+        pending = self._text.pending or self._reasoning.pending
+        lines = [line for line in pending.split("\n") if line.strip()]
+        if not lines or width < 2:
+            return ""
+        tail = " ".join(lines[-1].split())
+        return tail if len(tail) <= width else "…" + tail[-(width - 1) :]
+
     def flush_text(self) -> None:
         """Print any pending streamed text (the message ended or was cut)."""
         self._flush_reasoning()
@@ -348,7 +369,7 @@ class TurnView:
     def _flush_reasoning(self) -> None:
         rest = self._reasoning.rest()
         if rest.strip():
-            self.print(Text(rest.strip("\n"), style="dim italic"), kind="text")
+            self.print(Text(plain(rest).strip("\n"), style="dim italic"), kind="text")
 
     def call_line(self, name: str, arguments: Any, *, verb: str, style: str) -> Text:
         """``⏺ Calling shell  ls -la`` cut to one terminal row."""
@@ -374,7 +395,9 @@ class TurnView:
         """Print the call waiting for a decision and why it needs one."""
         self.flush_text()
         lines: list[RenderableType] = [
-            Text.assemble(("? ", "bold yellow"), ("Approval needed: ", "bold"), event.reason),
+            Text.assemble(
+                ("? ", "bold yellow"), ("Approval needed: ", "bold"), plain(event.reason)
+            ),
         ]
         full = describe_arguments(event.name, event.arguments, limit=4000)
         shown = self.call_line(event.name, event.arguments, verb="⏺ Calling", style="")

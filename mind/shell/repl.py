@@ -84,6 +84,7 @@ _STYLE = Style.from_dict(
         "approval": "bold ansiyellow",
         "approval.key": "bold reverse",
         "status.dim": "ansigray",
+        "preview": "italic",
         "status.busy": "ansicyan",
         "status.warn": "ansiyellow bold",
     }
@@ -249,6 +250,7 @@ class Repl:
             try:
                 await self._read_loop()
             finally:
+                self._leaving = True
                 with anyio.CancelScope(shield=True):
                     await self._stop_turn()
                 tg.cancel_scope.cancel()
@@ -353,6 +355,11 @@ class Repl:
     def _after_turn(self, status: ev.TurnStatus | None) -> None:
         if not self.queued:
             return
+        if self._leaving:  # never drop typed text silently
+            for text in self.queued:
+                self.view.note(f"Not sent (was queued): {text}", style="yellow")
+            self.queued.clear()
+            return
         if status == ev.TurnStatus.interrupted:
             restored = "\n".join(self.queued)
             self.queued.clear()
@@ -414,7 +421,13 @@ class Repl:
         """The prompt: a status line above ``› `` while something needs attention."""
         prompt: StyleAndTextTuples = [("class:prompt.busy" if self.busy else "class:prompt", "› ")]
         status = self._status_line()
-        return [*status, ("", "\n"), *prompt] if status else prompt
+        if not status:
+            return prompt
+        lines: StyleAndTextTuples = []
+        preview = self.view.preview(self.console.width - 3) if self.busy else ""
+        if preview and not self._approvals:
+            lines += [("class:preview", preview), ("", "\n")]
+        return [*lines, *status, ("", "\n"), *prompt]
 
     def _status_line(self) -> StyleAndTextTuples:
         if self._exit_armed_at is not None:
@@ -539,8 +552,29 @@ class Repl:
                 style="dim",
             ),
         ]
-        self.view.print(*lines, Text(""))
+        recap = self._recap()
+        self.view.print(*lines[:-1], *recap, lines[-1], Text(""))
         self.view.reset_spacing()
+
+    def _recap(self) -> list[Text]:
+        """For a resumed session: how many turns, the last prompt and answer."""
+        records = self.session.journal.records
+        turns = sum(1 for r in records if isinstance(r, jr.TurnStarted))
+        if not turns:
+            return []
+        prompt = next((r.text for r in reversed(records) if isinstance(r, jr.UserMessage)), "")
+        answer = next(
+            (r.text for r in reversed(records) if isinstance(r, jr.ModelRound) and r.text), ""
+        )
+        width = max(20, self.console.width - 12)
+        out = [Text.assemble(("history   ", "dim"), f"{turns} turn{'s' if turns != 1 else ''}")]
+        if prompt:
+            out.append(
+                Text.assemble(("last      ", "dim"), ("› ", "cyan"), _one_line(prompt, width))
+            )
+        if answer:
+            out.append(Text.assemble(("          ", "dim"), (_one_line(answer, width), "dim")))
+        return out
 
     def _provider_label(self) -> Text:
         label = self.session.provider.label
@@ -624,6 +658,10 @@ class Repl:
 
     def _cmd_exit(self, _: str) -> bool:
         return False
+
+
+def _one_line(text: str, width: int) -> str:
+    return shorten(" ".join(text.split()), width)
 
 
 def _work_dir(cwd: str | None) -> Path:
