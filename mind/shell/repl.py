@@ -17,8 +17,9 @@ Keys:
 - Esc interrupts a running turn. Ctrl+D on an empty draft exits.
 - Ctrl+J (or Alt+Enter, or ``\\`` before Enter) inserts a newline; a
   bracketed paste never submits.
-- An approval request turns the prompt into a y / n / a question; the draft
-  stays in the editor untouched until the question is answered.
+- An approval request adds a y / n / a question above the prompt; the draft
+  stays in the editor. A y / n / a typed less than ``TYPING_GAP_S`` after
+  the previous character of a draft is taken as typing, not as an answer.
 
 Queued text is kept in memory only (the durable steering inbox arrives with
 the steering issue). When a turn ends ``interrupted`` the queue is not sent:
@@ -32,7 +33,7 @@ import os
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, final
@@ -127,7 +128,7 @@ class _CommandCompleter(Completer):
                 )
 
 
-def history_file(env: dict[str, str] | os._Environ[str]) -> Path:
+def history_file(env: Mapping[str, str]) -> Path:
     """``$MIND_HOME/history``, created empty with mode 0600 (dir 0700) if missing.
 
     An existing file with wider permissions is narrowed to 0600: past prompts
