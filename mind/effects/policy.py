@@ -124,14 +124,15 @@ def approval_reason(
         return f"runs `{_shown(command)}`, which is not a known read-only command"
     paths = _written_paths(name, args)
     if policy == "untrusted":
-        what = ", ".join(paths) if paths else "files"
+        what = ", ".join(_one_line(p) for p in paths) if paths else "files"
         return f"changes {what} (untrusted mode asks before every change)"
     if paths is None:
         # Unparseable patch: the runner refuses it before writing anything.
         return None
     outside = [path for path in paths if not _inside(path, cwd)]
     if outside:
-        return f"writes outside the working directory: {', '.join(outside)}"
+        shown = ", ".join(_one_line(p) for p in outside)
+        return f"writes outside the working directory: {shown}"
     return None
 
 
@@ -223,6 +224,13 @@ def _inside(path: str, cwd: str) -> bool:
     root = os.path.normpath(cwd)
     target = os.path.normpath(os.path.join(root, path))
     return target == root or target.startswith(root.rstrip("/") + "/")
+
+
+def _one_line(path: str) -> str:
+    """A path for a one-line reason: control characters (newlines) shown escaped."""
+    if path.isprintable():
+        return path
+    return repr(path)[1:-1]
 
 
 def _shown(command: object) -> str:

@@ -43,7 +43,7 @@ CI = settings(
 def write_report(request: pytest.FixtureRequest, name: str, coverage: TransitionCoverage) -> None:
     report = coverage.report()
     print(report)
-    cache = request.config.cache
+    cache = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
     if cache is not None:
         (cache.mkdir("transition-coverage") / f"{name}.txt").write_text(report)
 
