@@ -21,8 +21,8 @@ run: $(STAMP)
 test: $(STAMP) lint typecheck codegen-check pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check mind codegen tests
-	$(BIN)/ruff format --check mind codegen tests
+	$(BIN)/ruff check mind codegen tests benchmarks
+	$(BIN)/ruff format --check mind codegen tests benchmarks
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -1,0 +1,216 @@
+"""``make bench``: mind's hot paths as ratios against raw baselines.
+
+Each benchmark times mind's code and a minimal raw baseline doing the same
+job with the standard library, in the same process and run, and prints
+``ratio = mind / baseline``. Timings use the best of several repeats
+(``time.perf_counter``) to damp scheduler noise on a shared 2-core machine.
+
+    journal.append      Journal.append (CRC, schema check, O_APPEND)  vs  os.write of the same bytes
+    journal.open        Journal.open of N records (CRC + typed decode) vs  json.loads per line
+    sse+chat.parse      SSEDecoder + ChatStreamParser over a long stream vs bytes.split + json.loads
+    history.build       build_messages over a long journal          vs  one list comprehension
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mind.generated import journal as jr
+from mind.history import build_messages
+from mind.shell.journal import Journal
+from mind.shell.providers.openai_chat import ChatStreamParser
+from mind.shell.providers.sse import SSEDecoder
+
+REPEATS = 5
+
+
+def best_of(fn: Callable[[], Any], repeats: int = REPEATS) -> float:
+    """Best wall time of ``repeats`` calls, in seconds."""
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _records(n_turns: int) -> list[jr.JournalRecord]:
+    z: dict[str, Any] = {"seq": 0, "recorded_at_ms": 0}
+    out: list[jr.JournalRecord] = [
+        jr.SessionStarted(**z, session_id="bench", cwd="/tmp", mind_version="0")
+    ]
+    for t in range(n_turns):
+        tid = f"turn_{t}"
+        out.append(
+            jr.TurnStarted(**z, turn_id=tid, provider="p", model="m", approval=jr.Approval.never)
+        )
+        out.append(
+            jr.UserMessage(
+                **z,
+                turn_id=tid,
+                message_id=f"m{t}",
+                text="please fix the bug " * 5,
+                kind=jr.Kind.prompt,
+            )
+        )
+        call = jr.RecordedToolCall(call_id=f"c{t}", name="shell", arguments='{"command": "ls -la"}')
+        out.append(
+            jr.ModelRound(
+                **z,
+                turn_id=tid,
+                round=0,
+                text="",
+                reasoning="",
+                tool_calls=[call],
+                finish=jr.Finish.tool_calls,
+                usage=jr.Usage(input_tokens=10, output_tokens=5),
+                provider="p",
+                provider_items=[],
+            )
+        )
+        out.append(
+            jr.ToolResult(
+                **z,
+                turn_id=tid,
+                call_id=f"c{t}",
+                name="shell",
+                status=jr.ToolStatus.ok,
+                output="total 0\n" + "-rw-r--r-- file\n" * 20,
+                synthetic=False,
+            )
+        )
+        out.append(
+            jr.ModelRound(
+                **z,
+                turn_id=tid,
+                round=1,
+                text="Done. " * 30,
+                reasoning="",
+                tool_calls=[],
+                finish=jr.Finish.stop,
+                usage=jr.Usage(input_tokens=10, output_tokens=5),
+                provider="p",
+                provider_items=[],
+            )
+        )
+        out.append(
+            jr.TurnCompleted(
+                **z,
+                turn_id=tid,
+                status=jr.TurnStatus.completed,
+                usage=jr.Usage(input_tokens=20, output_tokens=10),
+                acknowledged=[f"m{t}"],
+            )
+        )
+    return out
+
+
+def bench_journal(tmp: Path, records: list[jr.JournalRecord]) -> list[tuple[str, float, float]]:
+    path = tmp / "j" / "journal.jsonl"
+    raw_path = tmp / "raw.jsonl"
+
+    def mind_append() -> None:
+        if path.exists():
+            path.unlink()
+        path.parent.mkdir(exist_ok=True)
+        with Journal.open(path, create=True) as j:
+            for r in records:
+                j.append(r)
+
+    mind_append()
+    lines = path.read_bytes().splitlines(keepends=True)
+
+    def raw_append() -> None:
+        fd = os.open(raw_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+        try:
+            for line in lines:
+                os.write(fd, line)
+        finally:
+            os.close(fd)
+
+    def mind_open() -> None:
+        with Journal.open(path) as j:
+            assert len(j.records) == len(records)
+
+    def raw_open() -> None:
+        with path.open("rb") as f:
+            for line in f:
+                json.loads(line)
+
+    return [
+        ("journal.append", best_of(mind_append), best_of(raw_append)),
+        ("journal.open", best_of(mind_open), best_of(raw_open)),
+    ]
+
+
+def _chat_stream(n_chunks: int) -> bytes:
+    parts = []
+    for i in range(n_chunks):
+        chunk = {
+            "id": "x",
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": {"content": f"word{i} "}, "finish_reason": None}],
+        }
+        parts.append(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+    final = {
+        "id": "x",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": n_chunks},
+    }
+    parts.append(b"data: " + json.dumps(final).encode() + b"\n\ndata: [DONE]\n\n")
+    return b"".join(parts)
+
+
+def bench_stream(body: bytes, read_size: int = 4096) -> tuple[str, float, float]:
+    reads = [body[i : i + read_size] for i in range(0, len(body), read_size)]
+
+    def mind_parse() -> None:
+        dec = SSEDecoder()
+        parser = ChatStreamParser()
+        for piece in reads:
+            for event in dec.feed(piece):
+                parser.feed_event(event)
+        for event in dec.finish():
+            parser.feed_event(event)
+
+    def raw_parse() -> None:
+        for block in body.split(b"\n\n"):
+            if block.startswith(b"data: {"):
+                json.loads(block[6:])
+
+    return ("sse+chat.parse", best_of(mind_parse), best_of(raw_parse))
+
+
+def bench_history(records: list[jr.JournalRecord]) -> tuple[str, float, float]:
+    def mind_build() -> None:
+        build_messages(records)
+
+    def raw_build() -> None:
+        [r for r in records if not isinstance(r, jr.TurnStarted)]
+
+    return ("history.build", best_of(mind_build), best_of(raw_build))
+
+
+def main() -> int:
+    """Run every benchmark and print a table of ratios."""
+    records = _records(2000)  # 12,001 records
+    rows: list[tuple[str, float, float]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        rows += bench_journal(Path(tmp), records)
+    rows.append(bench_stream(_chat_stream(20_000)))
+    rows.append(bench_history(records))
+    print(f"{'benchmark':<16} {'mind (ms)':>10} {'baseline (ms)':>14} {'ratio':>7}")
+    for name, mine, base in rows:
+        print(f"{name:<16} {mine * 1e3:>10.1f} {base * 1e3:>14.1f} {mine / base:>7.1f}x")
+    print(f"(records: {len(records)}; stream chunks: 20000; best of {REPEATS})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
