@@ -1,7 +1,7 @@
 """Resolve which model provider a session talks to.
 
 Precedence, highest first: command-line flags, environment
-(``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``OPENAI_BASE_URL``,
+(``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``,
 ``MIND_PROVIDER``, ``MIND_MODEL``), ``$MIND_HOME/config.toml``, then
 defaults. API keys come from the environment or the OS keyring (service
 ``mind``, user = provider kind), never from the journal or logs.
@@ -128,6 +128,8 @@ def resolve(cli: CliOverrides, env: Mapping[str, str], config_path: Path) -> Res
     base_url = cli.base_url or file.get("base_url")
     if base_url is None and kind.startswith("openai"):
         base_url = env.get("OPENAI_BASE_URL") or None
+    if base_url is None and kind == "anthropic":
+        base_url = env.get("ANTHROPIC_BASE_URL") or None
     script = cli.script or file.get("script")
     if kind == "scripted":
         if not script:

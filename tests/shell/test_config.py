@@ -1,0 +1,94 @@
+"""Provider and approval resolution: flags > env > config.toml > defaults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mind.errors import ConfigError
+from mind.shell.config import CliOverrides, resolve
+
+
+def _toml(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_nothing_configured_explains_every_way_out(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        resolve(CliOverrides(), {}, tmp_path / "config.toml")
+    msg = str(info.value)
+    for needle in (
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "--provider scripted --script FILE",
+        str(tmp_path / "config.toml"),
+    ):
+        assert needle in msg
+    assert "\n" not in msg
+
+
+def test_api_key_in_env_picks_the_provider(tmp_path: Path) -> None:
+    r = resolve(CliOverrides(), {"ANTHROPIC_API_KEY": "k"}, tmp_path / "none.toml")
+    assert (r.provider.kind, r.provider.api_key, r.approval) == ("anthropic", "k", "on-request")
+    r = resolve(CliOverrides(), {"OPENAI_API_KEY": "o", "ANTHROPIC_API_KEY": "k"}, tmp_path / "x")
+    assert r.provider.kind == "openai-chat"
+
+
+def test_flags_beat_env_beat_file(tmp_path: Path) -> None:
+    path = _toml(
+        tmp_path,
+        'provider = "openai-chat"\nmodel = "from-file"\n'
+        'base_url = "http://file/v1"\napproval = "untrusted"\nmax_retries = 2\n',
+    )
+    env = {"MIND_MODEL": "from-env", "OPENAI_API_KEY": "k"}
+    r = resolve(CliOverrides(), env, path)
+    assert (r.provider.model, r.provider.base_url, r.approval, r.max_retries) == (
+        "from-env",
+        "http://file/v1",
+        "untrusted",
+        2,
+    )
+    r = resolve(
+        CliOverrides(model="from-flag", base_url="http://flag/v1", approval="never"), env, path
+    )
+    assert (r.provider.model, r.provider.base_url, r.approval) == (
+        "from-flag",
+        "http://flag/v1",
+        "never",
+    )
+
+
+def test_local_server_needs_no_key_but_the_official_endpoint_does(tmp_path: Path) -> None:
+    none = tmp_path / "none.toml"
+    r = resolve(CliOverrides(provider="openai-chat", base_url="http://127.0.0.1:9/v1"), {}, none)
+    assert r.provider.api_key is None
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
+        resolve(CliOverrides(provider="openai-chat"), {}, none)
+    r = resolve(
+        CliOverrides(provider="anthropic"), {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}, none
+    )
+    assert r.provider.base_url == "http://127.0.0.1:9"
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("provider = [", "invalid TOML"),
+        ("model = 3", "`model` must be a string"),
+        ('provider = "gemini"', "unknown provider"),
+        ('approval = "sometimes"', "unknown approval"),
+        ("max_retries = -1", "max_retries"),
+    ],
+)
+def test_bad_config_file_is_a_clear_error(tmp_path: Path, text: str, needle: str) -> None:
+    path = _toml(tmp_path, text + '\nprovider = "scripted"\n' if "provider" not in text else text)
+    with pytest.raises(ConfigError, match=needle):
+        resolve(CliOverrides(script=str(tmp_path / "s.yaml")), {"OPENAI_API_KEY": "k"}, path)
+
+
+def test_scripted_needs_a_script(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="--script FILE"):
+        resolve(CliOverrides(provider="scripted"), {}, tmp_path / "none.toml")
