@@ -11,6 +11,8 @@
     ├── ToolArgumentsError            tool arguments fail their JSON Schema (a tool result)
     ├── PatchError                    an apply_patch envelope is malformed or a hunk does not match
     ├── ScriptError                   a scripted-provider script is malformed; path and detail
+    ├── InputRefused                  input empty or over a mailbox/inbox limit; reason code
+    ├── InboxCorruptError             inbox.json damaged or over 8 MiB; path (fail closed)
     └── SessionError                  session-level misuse or refusal; carries session_id
         └── SessionBusyError          a turn is already running (RuntimeError misuse)
 
@@ -163,6 +165,63 @@ class ScriptError(MindError):
 
     def __init__(self, path: Path, detail: str) -> None:
         super().__init__(f"{path}: {detail}")
+        self.path = path
+        self.detail = detail
+
+
+InputRefusalReason = Literal[
+    "empty", "steering_full", "background_full", "background_bytes", "inbox_full"
+]
+"""Why an input was refused (DESIGN §3.2; seed 000 ActiveTurnMailbox, DurableSteeringInbox).
+
+- ``empty``: the input has no text (refused by the runtime);
+- ``steering_full``: 20 user inputs (prompt/steer/queue) are not yet acknowledged;
+- ``background_full``: 100 background completions are not yet acknowledged;
+- ``background_bytes``: unacknowledged background completions would exceed ~7 MiB;
+- ``inbox_full``: ``inbox.json`` would exceed its 8 MiB hard cap once serialised.
+"""
+
+INPUT_REFUSAL_REASONS: tuple[InputRefusalReason, ...] = get_args(InputRefusalReason)
+
+
+class InputRefused(MindError):
+    """An input was refused: it is empty, or a mailbox or inbox limit is reached.
+
+    Raised by ``mind.machines.mailbox.Mailbox.admit``/``enqueue`` (message
+    limits), ``mind.shell.inbox.Inbox.add`` (the 8 MiB file cap) and the
+    runtime (empty input) before anything is changed or written: the caller
+    still holds the text (the REPL keeps it in the editor) and may retry later
+    with the same message id once earlier input is acknowledged. Not retried
+    automatically; not misuse.
+
+    Attributes:
+        reason: the closed reason code.
+        message: one human sentence saying what to do.
+        message_id: the refused input's id.
+    """
+
+    def __init__(self, reason: InputRefusalReason, message: str, *, message_id: str) -> None:
+        super().__init__(f"input {message_id!r} refused ({reason}): {message}")
+        self.reason: InputRefusalReason = reason
+        self.message = message
+        self.message_id = message_id
+
+
+class InboxCorruptError(MindError):
+    """``inbox.json`` cannot be trusted, so the session does not open.
+
+    Causes: bad JSON, wrong schema or version, duplicate message ids, not a
+    regular file, or larger than 8 MiB. Raised by ``mind.shell.inbox.Inbox.open``
+    when a session is opened; the file is left byte-identical for inspection
+    (fail closed, DESIGN §4). Never retried: a person must look at the file.
+
+    Attributes:
+        path: the inbox file.
+        detail: what is wrong with it.
+    """
+
+    def __init__(self, path: Path, detail: str) -> None:
+        super().__init__(f"{path}: damaged inbox, left untouched: {detail}")
         self.path = path
         self.detail = detail
 

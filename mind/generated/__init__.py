@@ -2,7 +2,10 @@
 # Do not edit: change the spec and regenerate; `make codegen-check` fails on drift.
 """Code generated from ``specs/`` by ``codegen``; never edited by hand.
 
+- inbox_message_chart: InboxMessageChart (specs/statecharts/inbox_message.yaml)
+- mailbox_chart: MailboxChart (specs/statecharts/mailbox.yaml)
 - turn_chart: TurnChart (specs/statecharts/turn.yaml)
 - events: msgspec Structs (specs/schemas/events.schema.json)
+- inbox: msgspec Structs (specs/schemas/inbox.schema.json)
 - journal: msgspec Structs (specs/schemas/journal.schema.json)
 """

@@ -1,0 +1,616 @@
+"""The mailbox: the single active turn's input box (DESIGN §3.2; seed 000 ActiveTurnMailbox).
+
+Two generated charts, bound to their data here:
+
+- :class:`~mind.generated.mailbox_chart.MailboxChart` (``specs/statecharts/mailbox.yaml``),
+  one per session: ``no_owner --open_turn--> open --drain_or_seal[not has_new]--> sealed``,
+  ``open | sealed --end_turn--> no_owner``; ``drain`` and ``drain_or_seal[has_new]``
+  stay ``open``; ``restore`` is only allowed with ``no_owner``.
+- :class:`~mind.generated.inbox_message_chart.InboxMessageChart`
+  (``specs/statecharts/inbox_message.yaml``), one per accepted input:
+  ``received --arrive--> queued | next_turn --claim--> claimed -->
+  acknowledged | returned``; ``queued --defer--> next_turn`` when its turn ends
+  before a drain took it; ``returned`` and ``next_turn`` are claimed by a later
+  turn.
+
+Predicates (seed 000 Gotchas 1): :attr:`Mailbox.is_active` is ``open`` — steering
+reaches the running turn; :attr:`Mailbox.has_turn_owner` is ``open`` or
+``sealed`` — a turn still owns the box. Anything that must not race a turn
+(switching model, reloading the inbox, fork/rewind) checks ``has_turn_owner``;
+only the choice "steer this turn or queue for the next" reads ``is_active``.
+
+The one lock (seed 000 Gotchas 2): every method is synchronous and the runtime
+calls them from the single asyncio thread, so no other call can interleave
+with one of them — that is the mailbox's only lock. In particular
+:meth:`Mailbox.drain_or_seal` reads "is there new steering?" and either claims
+it or seals the box in the same call; input that arrives after it returns finds
+the box sealed and is marked ``next_turn``. Keep it so: never put an ``await``
+between :meth:`Mailbox.admit`, the inbox write and :meth:`Mailbox.enqueue`, or
+split the drain from the seal.
+
+How the shell uses it (``mind.shell.runtime``; durable steps in brackets)::
+
+    accept:  d = box.admit(id, text, kind=k)        # refusal check, nothing changes
+             [inbox.add(entry)]                     # durable before accepted
+             box.enqueue(id, text, kind=k)          # == d
+    turn:    inputs = box.open_turn()               # [turn_started]
+             ... at each model-request boundary: box.drain()
+             ... when the model is done: box.drain_or_seal() -> more input, or sealed
+    end:     ids = box.end_turn(acknowledge=completed)
+             [turn_completed(acknowledged=ids)]; [inbox.remove(ids)]; box.forget(ids)
+    reopen:  [Inbox.open(path, acknowledged=journal acks)]
+             box.restore([(e.message_id, e.text, e.kind) ...], acknowledged=journal acks)
+
+Limits (DESIGN §3.2, seed 000 Gotchas 6): at most 20 user inputs (``prompt``,
+``steer``, ``queue``) and at most 100 background completions totalling at most
+7 MiB (``size_bytes``) may be accepted and not yet acknowledged; over a limit
+:meth:`Mailbox.admit` and :meth:`Mailbox.enqueue` raise
+:class:`~mind.errors.InputRefused` and nothing changes. The 8 MiB file cap is
+the inbox's (``mind.shell.inbox``).
+
+Idempotency (seed 000 Gotchas 7): a message id seen before — waiting, claimed,
+acknowledged, or forgotten after acknowledgement — is an idempotent success
+returning its original disposition; the first text is kept.
+
+Errors: a call the box chart does not allow in the current state (e.g.
+``drain_or_seal`` with no owner) raises :class:`MailboxRefused` (a
+``RuntimeError``: caller misuse; never retried), with the engine's
+``TransitionNotAllowed`` chained; the mailbox is unchanged. Pure: no I/O, no
+clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final, Literal, final, get_args
+
+from statemachine.exceptions import TransitionNotAllowed
+
+from mind.errors import InputRefused
+from mind.generated.inbox_message_chart import InboxMessageChart, InboxMessageEventName
+from mind.generated.mailbox_chart import MailboxChart, MailboxEventName
+
+__all__ = [
+    "MAX_BACKGROUND_BYTES",
+    "MAX_BACKGROUND_MESSAGES",
+    "MAX_USER_MESSAGES",
+    "USER_KINDS",
+    "BoxState",
+    "Disposition",
+    "Mailbox",
+    "MailboxLimits",
+    "MailboxMessage",
+    "MailboxRefused",
+    "MessageKind",
+    "MessageState",
+]
+
+Disposition = Literal["steering", "next_turn"]
+"""Where an accepted input goes: the running turn (``steering``) or a later one."""
+
+MessageKind = Literal["prompt", "steer", "queue", "background"]
+"""Where an input came from (same values as the inbox file's ``kind``)."""
+
+MessageState = Literal["queued", "claimed", "acknowledged", "returned", "next_turn"]
+"""A message's state in ``inbox_message.yaml`` once it has arrived."""
+
+BoxState = Literal["no_owner", "open", "sealed"]
+"""The box's state in ``mailbox.yaml``."""
+
+USER_KINDS: Final[frozenset[MessageKind]] = frozenset({"prompt", "steer", "queue"})
+"""Kinds typed by a person; they share the 20-message limit."""
+
+MAX_USER_MESSAGES: Final = 20
+"""User inputs accepted and not yet acknowledged (DESIGN §3.2)."""
+
+MAX_BACKGROUND_MESSAGES: Final = 100
+"""Background completions accepted and not yet acknowledged (DESIGN §3.2)."""
+
+MAX_BACKGROUND_BYTES: Final = 7 * 1024 * 1024
+"""Total ``size_bytes`` of unacknowledged background completions (~7 MiB, DESIGN §3.2)."""
+
+_KINDS: Final[frozenset[str]] = frozenset(get_args(MessageKind))
+_WAITING: Final[frozenset[str]] = frozenset({"queued", "next_turn", "returned"})
+
+
+@dataclass(frozen=True, slots=True)
+class MailboxLimits:
+    """Message limits of one mailbox; the defaults are the design's.
+
+    Attributes:
+        max_user_messages: unacknowledged ``prompt``/``steer``/``queue`` inputs.
+        max_background_messages: unacknowledged ``background`` completions.
+        max_background_bytes: their total ``size_bytes``.
+    """
+
+    max_user_messages: int = MAX_USER_MESSAGES
+    max_background_messages: int = MAX_BACKGROUND_MESSAGES
+    max_background_bytes: int = MAX_BACKGROUND_BYTES
+
+
+@dataclass(frozen=True, slots=True)
+class MailboxMessage:
+    """A snapshot of one accepted input (a value; later changes are not reflected).
+
+    Attributes:
+        message_id: the caller's id (unique in the mailbox).
+        text: the input text, as first accepted.
+        kind: where it came from.
+        size_bytes: size counted against the limits (UTF-8 length of ``text``
+            unless the caller gave another, e.g. including metadata).
+        state: ``queued | claimed | acknowledged | returned | next_turn``.
+        disposition: what :meth:`Mailbox.enqueue` answered when it arrived.
+        recovered: it came back from ``inbox.json`` on reopen (:meth:`Mailbox.restore`).
+    """
+
+    message_id: str
+    text: str
+    kind: MessageKind
+    size_bytes: int
+    state: MessageState
+    disposition: Disposition
+    recovered: bool = False
+
+
+class MailboxRefused(RuntimeError):
+    """A mailbox call is not allowed in the box's current state (caller misuse).
+
+    Raised by :meth:`Mailbox.restore`, :meth:`~Mailbox.open_turn`,
+    :meth:`~Mailbox.drain`, :meth:`~Mailbox.drain_or_seal`,
+    :meth:`~Mailbox.end_turn` (refused by ``mailbox.yaml``) and
+    :meth:`~Mailbox.forget` (a message not acknowledged). Never retried; the
+    mailbox is left exactly as it was.
+
+    Attributes:
+        event: the refused call, e.g. ``"drain_or_seal"``.
+        state: the box state it was refused in.
+    """
+
+    def __init__(self, event: str, state: str, detail: str = "") -> None:
+        reason = detail or f"not allowed in state {state!r}"
+        super().__init__(f"mailbox: {event!r} {reason}")
+        self.event = event
+        self.state = state
+
+
+@dataclass(eq=False)
+class _Slot:
+    """One message and the model bound to its ``InboxMessageChart``.
+
+    Attributes:
+        steering: guard ``steering`` of inbox_message.yaml (read by ``arrive`` only).
+        state: where python-statemachine stores the state id.
+    """
+
+    message_id: str
+    text: str
+    kind: MessageKind
+    size_bytes: int
+    disposition: Disposition
+    recovered: bool
+    steering: bool
+    state: object = None
+    chart: InboxMessageChart | None = None
+
+    def send(self, event: InboxMessageEventName) -> None:
+        assert self.chart is not None
+        self.chart.send(event)
+
+    @property
+    def current(self) -> MessageState:
+        state = self.state
+        assert state in ("queued", "claimed", "acknowledged", "returned", "next_turn"), state
+        return state
+
+    def snapshot(self) -> MailboxMessage:
+        return MailboxMessage(
+            message_id=self.message_id,
+            text=self.text,
+            kind=self.kind,
+            size_bytes=self.size_bytes,
+            state=self.current,
+            disposition=self.disposition,
+            recovered=self.recovered,
+        )
+
+
+@dataclass(eq=False)
+class _BoxData:
+    """The model bound to ``MailboxChart``; satisfies ``MailboxModel``.
+
+    Attributes:
+        new_steering: counts messages in ``queued`` (steering not yet claimed).
+        state: where python-statemachine stores the state id.
+    """
+
+    new_steering: Callable[[], int]
+    state: object = None
+
+    @property
+    def has_new(self) -> bool:
+        """Guard ``has_new`` of mailbox.yaml: steering arrived since the last claim."""
+        return self.new_steering() > 0
+
+
+@final
+class Mailbox:
+    """The input box of one session runtime, and every accepted input in it.
+
+    Args:
+        limits: message limits; the design's by default.
+
+    Messages are kept in arrival order; every list a method returns is in
+    that order.
+    """
+
+    def __init__(self, *, limits: MailboxLimits | None = None) -> None:
+        self._limits = limits if limits is not None else MailboxLimits()
+        self._slots: dict[str, _Slot] = {}
+        self._settled: dict[str, Disposition] = {}
+        self._listeners: list[object] = []
+        self._box_data = _BoxData(self._count_queued)
+        self._box = MailboxChart(model=self._box_data)
+
+    def __repr__(self) -> str:
+        return f"Mailbox(state={self.state!r}, messages={len(self._slots)})"
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def state(self) -> BoxState:
+        """``"no_owner" | "open" | "sealed"``."""
+        value = self._box_data.state
+        assert value in ("no_owner", "open", "sealed"), value
+        return value
+
+    @property
+    def is_active(self) -> bool:
+        """The box is ``open``: a ``steer`` input reaches the running turn."""
+        return self.state == "open"
+
+    @property
+    def has_turn_owner(self) -> bool:
+        """A turn owns the box: ``open`` or ``sealed`` (unlike :attr:`is_active`)."""
+        return self.state != "no_owner"
+
+    @property
+    def limits(self) -> MailboxLimits:
+        """The limits this mailbox enforces."""
+        return self._limits
+
+    def waiting(self) -> list[MailboxMessage]:
+        """Messages not claimed yet (``queued``, ``next_turn``, ``returned``), in arrival order."""
+        return [s.snapshot() for s in self._slots.values() if s.current in _WAITING]
+
+    def claimed(self) -> list[MailboxMessage]:
+        """Messages the current turn has claimed and not yet settled, in arrival order."""
+        return [s.snapshot() for s in self._slots.values() if s.current == "claimed"]
+
+    def messages(self) -> list[MailboxMessage]:
+        """Every message held, acknowledged ones not yet forgotten included, in arrival order."""
+        return [s.snapshot() for s in self._slots.values()]
+
+    def message(self, message_id: str) -> MailboxMessage | None:
+        """The message with this id, or ``None`` if unknown or forgotten."""
+        slot = self._slots.get(message_id)
+        return slot.snapshot() if slot is not None else None
+
+    def knows(self, message_id: str) -> bool:
+        """Whether ``message_id`` was accepted before (held, or acknowledged and forgotten)."""
+        return message_id in self._slots or message_id in self._settled
+
+    def observe(self, listener: object) -> None:
+        """Attach a python-statemachine listener to the box and to every message chart.
+
+        The listener (e.g. a ``TransitionCoverage``) sees the box's transitions
+        and those of every message, present and future; it must not call the
+        mailbox. Used by tests.
+        """
+        self._listeners.append(listener)
+        add_listener: Callable[[object], object] = self._box.add_listener
+        add_listener(listener)
+        for slot in self._slots.values():
+            assert slot.chart is not None
+            add_message_listener: Callable[[object], object] = slot.chart.add_listener
+            add_message_listener(listener)
+
+    # ------------------------------------------------------------------ input
+
+    def admit(
+        self, message_id: str, text: str, *, kind: MessageKind, size_bytes: int | None = None
+    ) -> Disposition:
+        """What :meth:`enqueue` would answer now, without changing anything.
+
+        The shell calls it before writing the input to ``inbox.json`` so a
+        refused input is never written; with no ``await`` between this, the
+        write and :meth:`enqueue`, the answer cannot change in between.
+
+        Args:
+            message_id: the caller's id (non-empty); reused on retry.
+            text: the input text.
+            kind: ``prompt | steer | queue | background``.
+            size_bytes: bytes counted against the background budget
+                (default: UTF-8 length of ``text``).
+
+        Returns:
+            ``"steering"`` if the box is open and ``kind`` is ``steer``, else
+            ``"next_turn"``; for a known id, its original disposition.
+
+        Raises:
+            InputRefused: ``steering_full`` (20 user inputs unacknowledged),
+                ``background_full`` (100 background completions) or
+                ``background_bytes`` (their ~7 MiB budget); a known id is never
+                refused.
+            ValueError: empty id, unknown kind or negative ``size_bytes``.
+        """
+        size = self._check_arguments(message_id, text, kind, size_bytes)
+        known = self._known(message_id)
+        if known is not None:
+            return known
+        self._check_limits(message_id, kind, size)
+        return "steering" if self.is_active and kind == "steer" else "next_turn"
+
+    def enqueue(
+        self, message_id: str, text: str, *, kind: MessageKind, size_bytes: int | None = None
+    ) -> Disposition:
+        """Accept an input (already durable in the inbox): steering or next turn.
+
+        A ``steer`` input while the box is ``open`` is ``queued`` for the
+        running turn (claimed at its next :meth:`drain` or
+        :meth:`drain_or_seal`); anything else — a sealed box, no owner, or a
+        ``prompt``/``queue``/``background`` kind — is ``next_turn``.
+
+        Args:
+            message_id: the caller's id (non-empty); reused on retry.
+            text: the input text.
+            kind: ``prompt | steer | queue | background``.
+            size_bytes: bytes counted against the background budget
+                (default: UTF-8 length of ``text``).
+
+        Returns:
+            The disposition; for a known id (idempotent success) its original
+            one, and nothing changes (the first text is kept).
+
+        Raises:
+            InputRefused: over a limit (see :meth:`admit`); nothing changed.
+            ValueError: empty id, unknown kind or negative ``size_bytes``.
+        """
+        disposition = self.admit(message_id, text, kind=kind, size_bytes=size_bytes)
+        if self.knows(message_id):
+            return disposition
+        size = size_bytes if size_bytes is not None else len(text.encode("utf-8"))
+        self._add(message_id, text, kind, size, disposition, recovered=False)
+        return disposition
+
+    def restore(
+        self,
+        messages: Sequence[tuple[str, str, MessageKind]],
+        *,
+        acknowledged: Collection[str] = (),
+    ) -> None:
+        """Reopen from disk: ``messages`` (the filtered ``inbox.json``) become ``next_turn``.
+
+        Called with no turn owner, before any turn starts (DESIGN §4 startup:
+        the mailbox is repaired before input is accepted). Recovered inputs
+        were accepted once, so limits do not apply to them: they are never
+        dropped.
+
+        Args:
+            messages: ``(message_id, text, kind)`` in file (arrival) order; ids
+                already known are skipped.
+            acknowledged: ids the journal acknowledges; a later
+                :meth:`enqueue` of one is an idempotent success (answering
+                ``next_turn``) and it is never claimed again.
+
+        Raises:
+            MailboxRefused: a turn owns the box; nothing changed.
+            ValueError: an empty id or unknown kind; nothing changed.
+        """
+        for message_id, text, kind in messages:
+            self._check_arguments(message_id, text, kind, None)
+        self._send("restore")
+        for message_id in acknowledged:
+            if not self.knows(message_id):
+                self._settled[message_id] = "next_turn"
+        for message_id, text, kind in messages:
+            if not self.knows(message_id):
+                size = len(text.encode("utf-8"))
+                self._add(message_id, text, kind, size, "next_turn", recovered=True)
+
+    # ------------------------------------------------------------------ turn
+
+    def open_turn(self) -> list[MailboxMessage]:
+        """A turn takes the box (``no_owner -> open``) and claims every waiting input.
+
+        Returns:
+            The turn's input: every ``next_turn``/``returned``/``queued``
+            message, now ``claimed``, in arrival order (older recovered input
+            first: a new prompt never jumps ahead, seed 000 Gotchas 5). May be
+            empty.
+
+        Raises:
+            MailboxRefused: a turn already owns the box; nothing changed.
+        """
+        self._send("open_turn")
+        return self._claim(_WAITING)
+
+    def drain(self) -> list[MailboxMessage]:
+        """At a model-request boundary, claim steering that arrived since the last claim.
+
+        Never seals. Deliver the result after the pending tool results, never
+        between a tool call and its result (issue 3 §3).
+
+        Returns:
+            The newly claimed ``queued`` messages in arrival order (may be empty).
+
+        Raises:
+            MailboxRefused: the box is not ``open``; nothing changed.
+        """
+        self._send("drain")
+        return self._claim({"queued"})
+
+    def drain_or_seal(self) -> list[MailboxMessage]:
+        """Claim new steering, or seal the box if there is none — one atomic step.
+
+        The check and the claim-or-seal happen in this one synchronous call
+        (the "one lock", see the module docstring; seed 000 Gotchas 2): no
+        input can slip between "nothing new" and the seal. After a seal, new
+        input is ``next_turn``.
+
+        Returns:
+            The newly claimed messages (box still ``open``: the turn samples
+            again), or ``[]`` when the box is now ``sealed``.
+
+        Raises:
+            MailboxRefused: the box is not ``open``; nothing changed.
+        """
+        self._send("drain_or_seal")
+        if self.state == "sealed":
+            return []
+        return self._claim({"queued"})
+
+    def end_turn(self, *, acknowledge: bool) -> list[str]:
+        """The turn ended: settle what it claimed and give up the box (``-> no_owner``).
+
+        Claimed messages become ``acknowledged`` (``acknowledge=True``: the
+        turn completed) or ``returned`` (abort, interrupt, transient failure:
+        claimed again by the next turn, seed 000 Gotchas 4). Steering still
+        ``queued`` (arrived but never drained) becomes ``next_turn``.
+
+        Args:
+            acknowledge: whether the turn's terminal record acknowledges its inputs.
+
+        Returns:
+            The acknowledged ids in arrival order, to be written in the
+            terminal ``turn_completed.acknowledged``; ``[]`` when
+            ``acknowledge`` is false.
+
+        Raises:
+            MailboxRefused: no turn owns the box; nothing changed.
+        """
+        self._send("end_turn")
+        settled: list[str] = []
+        for slot in self._slots.values():
+            state = slot.current
+            if state == "claimed":
+                slot.send("acknowledge" if acknowledge else "release")
+                if acknowledge:
+                    settled.append(slot.message_id)
+            elif state == "queued":
+                slot.send("defer")
+        return settled
+
+    def forget(self, ids: Iterable[str]) -> None:
+        """Drop acknowledged messages once ``inbox.json`` no longer holds them.
+
+        Their ids stay known: enqueuing one again is an idempotent success.
+
+        Args:
+            ids: message ids; unknown or already forgotten ids are ignored.
+
+        Raises:
+            MailboxRefused: one of them is held and not ``acknowledged``;
+                nothing changed.
+        """
+        wanted = [i for i in dict.fromkeys(ids) if i in self._slots]
+        for message_id in wanted:
+            state = self._slots[message_id].current
+            if state != "acknowledged":
+                raise MailboxRefused(
+                    "forget", self.state, f"{message_id!r} is {state}, not acknowledged"
+                )
+        for message_id in wanted:
+            slot = self._slots.pop(message_id)
+            self._settled[message_id] = slot.disposition
+
+    # ------------------------------------------------------------------ internals
+
+    def _send(self, event: MailboxEventName) -> None:
+        try:
+            self._box.send(event)
+        except TransitionNotAllowed as error:
+            raise MailboxRefused(event, self.state) from error
+
+    def _count_queued(self) -> int:
+        return sum(1 for s in self._slots.values() if s.current == "queued")
+
+    def _known(self, message_id: str) -> Disposition | None:
+        slot = self._slots.get(message_id)
+        if slot is not None:
+            return slot.disposition
+        return self._settled.get(message_id)
+
+    def _check_arguments(
+        self, message_id: str, text: str, kind: str, size_bytes: int | None
+    ) -> int:
+        if not message_id:
+            raise ValueError("message_id must be non-empty")
+        if kind not in _KINDS:
+            raise ValueError(f"unknown input kind {kind!r}; expected one of {sorted(_KINDS)}")
+        if size_bytes is None:
+            return len(text.encode("utf-8"))
+        if size_bytes < 0:
+            raise ValueError(f"size_bytes must be >= 0, got {size_bytes}")
+        return size_bytes
+
+    def _check_limits(self, message_id: str, kind: MessageKind, size_bytes: int) -> None:
+        pending = [s for s in self._slots.values() if s.current != "acknowledged"]
+        limits = self._limits
+        if kind in USER_KINDS:
+            users = sum(1 for s in pending if s.kind in USER_KINDS)
+            if users >= limits.max_user_messages:
+                raise InputRefused(
+                    "steering_full",
+                    f"{users} messages are already waiting (limit {limits.max_user_messages}); "
+                    "send this one after the current turn has taken them",
+                    message_id=message_id,
+                )
+            return
+        background = [s for s in pending if s.kind == "background"]
+        if len(background) >= limits.max_background_messages:
+            raise InputRefused(
+                "background_full",
+                f"{len(background)} background completions are already waiting "
+                f"(limit {limits.max_background_messages})",
+                message_id=message_id,
+            )
+        total = sum(s.size_bytes for s in background) + size_bytes
+        if total > limits.max_background_bytes:
+            raise InputRefused(
+                "background_bytes",
+                f"background completions would total {total} bytes "
+                f"(limit {limits.max_background_bytes})",
+                message_id=message_id,
+            )
+
+    def _add(
+        self,
+        message_id: str,
+        text: str,
+        kind: MessageKind,
+        size_bytes: int,
+        disposition: Disposition,
+        *,
+        recovered: bool,
+    ) -> None:
+        slot = _Slot(
+            message_id=message_id,
+            text=text,
+            kind=kind,
+            size_bytes=size_bytes,
+            disposition=disposition,
+            recovered=recovered,
+            steering=disposition == "steering",
+        )
+        slot.chart = InboxMessageChart(model=slot, listeners=list(self._listeners) or None)
+        slot.send("arrive")
+        self._slots[message_id] = slot
+
+    def _claim(self, states: Collection[str]) -> list[MailboxMessage]:
+        claimed: list[MailboxMessage] = []
+        for slot in self._slots.values():
+            if slot.current in states:
+                slot.send("claim")
+                claimed.append(slot.snapshot())
+        return claimed
