@@ -14,7 +14,8 @@
     ├── InputRefused                  input empty or over a mailbox/inbox limit; reason code
     ├── InboxCorruptError             inbox.json damaged or over 8 MiB; path (fail closed)
     └── SessionError                  session-level misuse or refusal; carries session_id
-        └── SessionBusyError          a turn is already running (RuntimeError misuse)
+        ├── SessionBusyError          a turn is already running (RuntimeError misuse)
+        └── SessionOccupiedError      another live process holds the session (its pid)
 
 Who raises what is said on each class. Provider failures are a closed enum
 (:data:`FailureKind`) with one canonical message each; raw provider text is
@@ -237,3 +238,17 @@ class SessionError(MindError):
 
 class SessionBusyError(SessionError, RuntimeError):
     """A turn was submitted while another turn of the session is running (misuse)."""
+
+
+class SessionOccupiedError(SessionError):
+    """Another live process owns the session (lease held by a live pid whose
+    start identity matches). Raised when a session is opened; never retried
+    automatically. ``mind exec`` exits 3 with the holder's pid.
+
+    Attributes:
+        pid: the holder's process id.
+    """
+
+    def __init__(self, session_id: str, pid: int) -> None:
+        super().__init__(session_id, f"occupied by pid {pid}")
+        self.pid = pid

@@ -9,7 +9,9 @@ when a crash cut the journal between a call and its result.
 Rules, in journal order:
 
 - ``user_message`` → :class:`~mind.conversation.UserMessage` (skipped when its
-  text is empty or only whitespace: providers reject empty content).
+  text is empty or only whitespace: providers reject empty content, and
+  when its ``message_id`` already appeared: a replayed input is sent once,
+  at its first position).
 - ``model_round`` → :class:`~mind.conversation.AssistantMessage` with its text,
   tool calls (in the round's order) and ``provider_items``; a round with no
   tool calls and empty/whitespace text is skipped (an opaque reasoning item
@@ -112,8 +114,15 @@ def _match(records: Sequence[jr.JournalRecord]) -> list[jr.UserMessage | _Round]
     items: list[jr.UserMessage | _Round] = []
     unanswered: dict[str, deque[_Slot]] = {}
     used: set[str] = set()
+    seen_inputs: set[str] = set()
     for record in records:
         if isinstance(record, jr.UserMessage):
+            # An input replayed after a crash is journaled again by the turn
+            # that replays it; the model sees it once, where it first
+            # appeared (issue 3: none delivered twice to the model).
+            if record.message_id in seen_inputs:
+                continue
+            seen_inputs.add(record.message_id)
             items.append(record)
         elif isinstance(record, jr.ModelRound):
             slots: list[_Slot] = []

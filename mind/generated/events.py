@@ -116,6 +116,37 @@ class ToolResultEvent(Struct, kw_only=True, tag_field='type', tag='tool.result',
     output: str
 
 
+class SessionRecoveredEvent(Struct, kw_only=True, tag_field='type', tag='session.recovered', frozen=True):
+    """Startup recovery finished (issue 3 §4): what a crash left open was closed, and unacknowledged inputs will replay."""
+
+    session_id: str
+    aborted_turns: Annotated[int, Meta(description='Unterminated turns closed as aborted.', ge=0)]
+    synthetic_results: Annotated[
+        int,
+        Meta(
+            description="Orphan tool calls given a durable 'interrupted' result (never re-run).",
+            ge=0,
+        ),
+    ]
+    replayed_inputs: Annotated[
+        int, Meta(description='Accepted but unacknowledged inputs that replay, in order.', ge=0)
+    ]
+
+
+class Disposition(StrEnum):
+    started = 'started'
+    steering = 'steering'
+    next_turn = 'next_turn'
+    pending = 'pending'
+
+
+class InputAcceptedEvent(Struct, kw_only=True, tag_field='type', tag='input.accepted', frozen=True):
+    """An input is durable in the session inbox; `disposition` says where it goes."""
+
+    message_id: str
+    disposition: Annotated[Disposition, Meta(title='Disposition')]
+
+
 class Failure(Struct, kw_only=True, frozen=True):
     """A turn failure: closed kind plus its canonical message (no provider text)."""
 
@@ -142,7 +173,7 @@ class TurnCompletedEvent(Struct, kw_only=True, tag_field='type', tag='turn.compl
 
 
 Event: TypeAlias = Annotated[
-    SessionStartedEvent | TurnStartedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | ApprovalRequestedEvent | ToolResultEvent | TurnRetryingEvent | TurnCompletedEvent,
+    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | TurnStartedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | ApprovalRequestedEvent | ToolResultEvent | TurnRetryingEvent | TurnCompletedEvent,
     Meta(
         description="One event of a session: the library's typed events and `mind exec --json` lines (tagged union on `type`).",
         title='Event',

@@ -106,10 +106,11 @@ class TurnStarted(Struct, kw_only=True, tag_field='type', tag='turn_started', fr
 class Kind(StrEnum):
     prompt = 'prompt'
     steer = 'steer'
+    queue = 'queue'
 
 
 class UserMessage(Struct, kw_only=True, tag_field='type', tag='user_message', frozen=True):
-    """Text from the person consumed by a turn (the prompt or steering)."""
+    """Text from the person consumed by a turn: the prompt, steering delivered mid-turn, or input queued for this turn. A replayed input is journaled again with the same message_id."""
 
     seq: Annotated[
         int, Meta(description='Monotonic record number within the journal, from 0.', ge=0)

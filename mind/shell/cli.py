@@ -1,7 +1,9 @@
 """The ``mind`` command: the REPL, ``mind exec`` and ``mind sessions``.
 
-Exit codes: 0 the turn completed; 1 the turn failed or was aborted, or a
-session/journal error; 2 bad usage or configuration; 130 interrupted.
+Exit codes: 0 the turn completed (or nothing was left to run); 1 the turn
+failed or was aborted, or a session/journal error; 2 bad usage or
+configuration; 3 the session is held by another live process; 130
+interrupted.
 """
 
 from __future__ import annotations
@@ -18,8 +20,16 @@ import anyio
 import msgspec
 
 from mind._version import __version__
-from mind.errors import ConfigError, MindError, ScriptError, StateDirError
+from mind.errors import (
+    ConfigError,
+    InputRefused,
+    MindError,
+    ScriptError,
+    SessionOccupiedError,
+    StateDirError,
+)
 from mind.generated import events as ev
+from mind.shell import faults
 from mind.shell.config import CliOverrides, ResolvedConfig, resolve
 from mind.shell.runtime import Runtime, Session
 from mind.shell.store import mind_home
@@ -27,6 +37,7 @@ from mind.shell.store import mind_home
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_OCCUPIED = 3
 EXIT_INTERRUPTED = 130
 
 _STATUS_EXIT = {
@@ -99,12 +110,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             return anyio.run(_exec, args)
         if args.command == "sessions":
             return anyio.run(_sessions)
+        if args.command == "debug":
+            print("\n".join(faults.BOUNDARIES))
+            return EXIT_OK
         from mind.shell.repl import run_repl
 
         return anyio.run(run_repl, _resolve(args), args.cwd, args.session)
     except ConfigError as exc:
         print(f"mind: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except SessionOccupiedError as exc:
+        print(f"mind: {exc}", file=sys.stderr)
+        return EXIT_OCCUPIED
     except (StateDirError, ScriptError) as exc:
         print(f"mind: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -113,18 +130,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
 
 
-def _read_prompt(args: argparse.Namespace) -> str:
+def _read_prompt(args: argparse.Namespace) -> str | None:
     if args.prompt not in (None, "-"):
         return str(args.prompt)
     if args.prompt == "-" or not sys.stdin.isatty():
-        return sys.stdin.read()
+        text = sys.stdin.read()
+        if text or args.prompt == "-" or not args.session:
+            return text
+        return None  # --session with an empty, non-interactive stdin: recover only
+    if args.session:
+        return None
     raise ConfigError("mind exec needs a PROMPT argument (or '-' to read it from stdin)")
 
 
 async def _exec(args: argparse.Namespace) -> int:
+    faults.configure(os.environ)
     config = _resolve(args)
     prompt = _read_prompt(args)
-    if not prompt.strip():
+    if prompt is not None and not prompt.strip():
         raise ConfigError("the prompt is empty")
     cwd = Path(args.cwd).expanduser() if args.cwd else Path.cwd()
     if not cwd.is_dir():
@@ -139,36 +162,69 @@ async def _exec(args: argparse.Namespace) -> int:
             _emit_json(out, session.started_event())
         else:
             print(f"session {session.session_id} · {session.provider.label}", file=sys.stderr)
-        return await _run_exec_turn(session, prompt, json_mode=args.json, out=out)
+        recovered = session.recovery
+        if recovered is not None and (
+            prompt is None
+            or recovered.aborted_turns
+            or recovered.synthetic_results
+            or recovered.replayed_inputs
+        ):
+            if args.json:
+                _emit_json(out, recovered)
+            else:
+                print(
+                    f"recovered: {recovered.aborted_turns} aborted turn(s), "
+                    f"{recovered.synthetic_results} interrupted tool call(s), "
+                    f"{recovered.replayed_inputs} input(s) to replay",
+                    file=sys.stderr,
+                )
+        if prompt is not None:
+            try:
+                session.send(prompt)
+            except InputRefused as exc:
+                raise ConfigError(str(exc)) from exc
+        else:
+            session.resume_pending()
+        return await _run_exec_session(session, json_mode=args.json, out=out)
 
 
-async def _run_exec_turn(session: Session, prompt: str, *, json_mode: bool, out: TextIO) -> int:
-    turn = session.submit(prompt)
+async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -> int:
+    """Print the session's events until it is idle; exit code of the last turn."""
+    last: ev.TurnCompletedEvent | None = None
+    final_text = ""
     async with anyio.create_task_group() as tg:
 
         async def on_sigint() -> None:
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for _ in signals:
-                    turn.interrupt()
+                    if session.current is not None:
+                        session.current.interrupt(send_pending=False)
 
         tg.start_soon(on_sigint)
-        async for event in turn:
+        async for event in session.events():
+            if isinstance(event, ev.TurnStartedEvent):
+                final_text = ""
+            elif isinstance(event, ev.MessageCompletedEvent):
+                final_text = event.text
+            elif isinstance(event, ev.TurnCompletedEvent):
+                last = event
             if json_mode:
-                if not isinstance(event, ev.ReasoningDeltaEvent):
+                if not isinstance(event, ev.ReasoningDeltaEvent | ev.InputAcceptedEvent):
                     _emit_json(out, event)
             else:
                 _human_progress(event)
         tg.cancel_scope.cancel()
-    outcome = turn.outcome
-    done = outcome.event
-    if not json_mode and outcome.final_text:
-        out.write(outcome.final_text.rstrip("\n") + "\n")
+    if last is None:
+        return EXIT_OK
+    if not json_mode and final_text:
+        out.write(final_text.rstrip("\n") + "\n")
         out.flush()
-    if done.status != ev.TurnStatus.completed:
-        reason = done.failure.message if isinstance(done.failure, ev.Failure) else done.status.value
-        kind = f" ({done.failure.kind.value})" if isinstance(done.failure, ev.Failure) else ""
-        print(f"mind: turn {done.status.value}{kind}: {reason}", file=sys.stderr)
-    return _STATUS_EXIT[done.status.value]
+    if last.status != ev.TurnStatus.completed:
+        failure = last.failure if isinstance(last.failure, ev.Failure) else None
+        reason = failure.message if failure else last.status.value
+        kind = f" ({failure.kind.value})" if failure else ""
+        print(f"mind: turn {last.status.value}{kind}: {reason}", file=sys.stderr)
+    return _STATUS_EXIT[last.status.value]
 
 
 def _emit_json(out: TextIO, event: ev.Event) -> None:

@@ -10,19 +10,29 @@
                 turn.decide(event.call_id, "yes")
         print(turn.outcome.status)
 
+Input (issue 3, seed 000): every input — a prompt, steering for the running
+turn, or text queued for the next turn — is durable in the session's
+``inbox.json`` before it is accepted (:meth:`Session.send`). The pure
+:class:`~mind.machines.mailbox.Mailbox` decides where it goes; a turn claims
+its inputs when it opens, takes steering at each model-request boundary
+(after the pending tool results) and finally drains-or-seals.
+
 A turn is driven by :class:`mind.machines.turn.TurnMachine` (the machine
 decides which transitions are legal; this module performs the I/O and feeds
-results back as events). Durable boundaries (DESIGN §3.1, §4): ``turn_started``
-and the user's message are fsynced before the first model request; every model
-round and tool result is journaled as it completes; the terminal
-``turn_completed`` record (which also acknowledges the consumed inputs) is
-fsynced last.
+results back as events). Durable boundaries (DESIGN §3.1, §4; named in
+:mod:`mind.shell.faults`): ``turn_started`` and the turn's inputs are fsynced
+before the first model request; every model round and tool result is
+journaled as it completes; the terminal ``turn_completed`` record — which
+also acknowledges the inputs the turn consumed — is fsynced, and only then
+are those inputs removed from the inbox. An aborted turn, or one that failed
+on a transient error, acknowledges nothing: its inputs replay.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -38,17 +48,39 @@ from mind.conversation import Usage as RoundUsage
 from mind.effects.policy import ApprovalPolicy, approval_reason
 from mind.effects.retry import RetryPolicy
 from mind.effects.tools import parse_arguments, tool_specs
-from mind.errors import ProviderError, SessionBusyError, SessionError, ToolArgumentsError
+from mind.errors import (
+    TRANSIENT_KINDS,
+    InputRefused,
+    ProviderError,
+    ScriptError,
+    SessionBusyError,
+    SessionError,
+    ToolArgumentsError,
+)
 from mind.generated import events as ev
 from mind.generated import journal as jr
+from mind.generated.inbox import InboxEntry, InboxKind
 from mind.history import build_messages
+from mind.machines.mailbox import Mailbox, MailboxMessage
 from mind.machines.turn import TurnMachine
+from mind.shell import faults
 from mind.shell.config import ResolvedConfig
 from mind.shell.ids import new_id, new_session_id
+from mind.shell.inbox import Inbox
 from mind.shell.journal import Journal
+from mind.shell.lease import SessionLease
 from mind.shell.providers import Provider, make_provider
 from mind.shell.store import SessionSummary, Store, state_home
 from mind.shell.tools import ToolOutcome, ToolRunner
+
+InputKind = Literal["prompt", "steer", "queue"]
+"""How an input is meant: a prompt (start a turn when idle), steering for the
+running turn, or text queued for the next turn."""
+
+Disposition = Literal["started", "steering", "next_turn", "pending"]
+"""Where an accepted input went: it started a turn; it steers the running
+turn; it waits for the next turn (queued, or the running turn was already
+sealed); or it runs behind older recovered input (issue 3 §2)."""
 
 Decision = Literal["yes", "no", "always"]
 """An answer to an approval request: run once, refuse, or run and stop asking
@@ -62,6 +94,48 @@ and say what you changed. Never claim to have run something you did not run."""
 
 DEFAULT_MAX_ROUNDS = 200
 """Model rounds per turn before the turn fails (guards a tool loop that never ends)."""
+
+
+@final
+class InputReceipt(msgspec.Struct, frozen=True, kw_only=True):
+    """The answer to :meth:`Session.send`: the input is durable.
+
+    Attributes:
+        message_id: the input's id (the caller's, or a fresh one).
+        disposition: where it went (see :data:`Disposition`).
+        duplicate: True when this id was already accepted — an idempotent
+            success that changed nothing (callers reuse ids on retry).
+    """
+
+    message_id: str
+    disposition: Disposition
+    duplicate: bool = False
+
+
+class _EventBuffer:
+    """An unbounded single-consumer event queue: the producer never waits."""
+
+    def __init__(self) -> None:
+        self._items: deque[ev.Event] = deque()
+        self._wakeup = anyio.Event()
+        self.closed = False
+
+    def put(self, event: ev.Event) -> None:
+        self._items.append(event)
+        self._wakeup.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self._wakeup.set()
+
+    async def get(self) -> ev.Event | None:
+        """The next event, or None once closed and drained."""
+        while not self._items:
+            if self.closed:
+                return None
+            await self._wakeup.wait()
+            self._wakeup = anyio.Event()
+        return self._items.popleft()
 
 
 @final
@@ -85,17 +159,15 @@ class Turn:
     ends after the ``turn.completed`` event. Created by :meth:`Session.submit`.
     """
 
-    def __init__(self, session: Session, turn_id: str, text: str, message_id: str) -> None:
+    def __init__(self, session: Session, turn_id: str, inputs: list[MailboxMessage]) -> None:
         self.session = session
         self.turn_id = turn_id
-        self._text = text
-        self._message_id = message_id
-        # Unbounded so a slow consumer never stalls the turn; one consumer.
-        self._events: deque[ev.Event] = deque()
-        self._wakeup = anyio.Event()
-        self._closed = False
+        self.inputs = inputs
+        """The inputs the turn claimed when it opened, in order."""
+        self._events = _EventBuffer()
         self._scope = anyio.CancelScope()
         self._interrupt_requested = False
+        self._send_pending = True
         self._decisions: dict[str, Decision] = {}
         self._decision_events: dict[str, anyio.Event] = {}
         self._done = anyio.Event()
@@ -110,14 +182,8 @@ class Turn:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[ev.Event]:
-        while True:
-            if self._events:
-                yield self._events.popleft()
-            elif self._closed:
-                return
-            else:
-                await self._wakeup.wait()
-                self._wakeup = anyio.Event()
+        while (event := await self._events.get()) is not None:
+            yield event
 
     def decide(self, call_id: str, decision: Decision) -> None:
         """Answer the approval request of ``call_id``. The first decision wins."""
@@ -128,13 +194,20 @@ class Turn:
         if waiter is not None:
             waiter.set()
 
-    def interrupt(self) -> None:
+    def interrupt(self, *, send_pending: bool = True) -> None:
         """Stop the turn as soon as possible; it ends with status ``interrupted``.
 
         A running tool's process group is killed; a streaming model response is
         dropped (partial text is journaled). Idempotent.
+
+        Args:
+            send_pending: start the next turn at once with the input still
+                waiting (steering not yet delivered, queued text) — the REPL's
+                Esc (DESIGN §7). False leaves it waiting, durable, for the next
+                prompt.
         """
         self._interrupt_requested = True
+        self._send_pending = self._send_pending and send_pending
         self._scope.cancel()
 
     @property
@@ -158,8 +231,8 @@ class Turn:
     # ---- producer side -----------------------------------------------------
 
     def _emit(self, event: ev.Event) -> None:
-        self._events.append(event)
-        self._wakeup.set()
+        self._events.put(event)
+        self.session._events.put(event)
 
     async def _await_decision(self, call_id: str) -> Decision:
         if call_id not in self._decisions:
@@ -170,16 +243,16 @@ class Turn:
     def _finish(self, outcome: TurnOutcome) -> None:
         self._outcome = outcome
         self._emit(outcome.event)
-        self._closed = True
-        self._wakeup.set()
+        self._events.close()
         self._done.set()
 
 
 @final
 class Session:
-    """One session: its journal, settings and at most one running turn.
+    """One session: its journal, inbox, settings and at most one running turn.
 
-    Create with :meth:`Runtime.create_session` or :meth:`Runtime.open_session`.
+    Create with :meth:`Runtime.create_session` or :meth:`Runtime.open_session`;
+    the session holds its lease until the runtime closes.
     """
 
     def __init__(
@@ -187,6 +260,8 @@ class Session:
         runtime: Runtime,
         session_id: str,
         journal: Journal,
+        inbox: Inbox,
+        lease: SessionLease,
         cwd: Path,
         config: ResolvedConfig,
         *,
@@ -195,6 +270,8 @@ class Session:
         self.runtime = runtime
         self.session_id = session_id
         self.journal = journal
+        self.inbox = inbox
+        self.lease = lease
         self.cwd = cwd
         self.config = config
         self.interactive = interactive
@@ -203,32 +280,123 @@ class Session:
         self.always_allowed: set[str] = set()
         self.retry_policy = RetryPolicy(max_retries=config.max_retries)
         self.current: Turn | None = None
+        self.mailbox = Mailbox()
+        self._acknowledged: set[str] = {
+            mid
+            for r in journal.records
+            if isinstance(r, jr.TurnCompleted)
+            for mid in r.acknowledged
+        }
+        self.mailbox.restore(
+            [(e.message_id, e.text, e.kind.value) for e in inbox.entries],
+            acknowledged=self._acknowledged,
+        )
+        self.recovery: ev.SessionRecoveredEvent | None = None
+        """What opening the session repaired (None for a new session)."""
+        self._events = _EventBuffer()
+        self._dispositions: dict[str, Disposition] = {}
 
     @property
     def approval(self) -> ApprovalPolicy:
         """The session's approval policy."""
         return self.config.approval
 
+    @property
+    def busy(self) -> bool:
+        """True while a turn is running."""
+        return self.current is not None and not self.current.done
+
+    @property
+    def waiting(self) -> list[MailboxMessage]:
+        """Accepted input not yet claimed by a turn, in order (shown under the prompt)."""
+        return self.mailbox.waiting()
+
     def started_event(self) -> ev.SessionStartedEvent:
         """The ``session.started`` event for this session."""
         return ev.SessionStartedEvent(session_id=self.session_id)
 
+    # ---- input ---------------------------------------------------------------
+
+    def send(
+        self, text: str, *, kind: InputKind = "prompt", message_id: str | None = None
+    ) -> InputReceipt:
+        """Accept one input: durable in ``inbox.json`` first, then routed.
+
+        Idle session: the input starts a turn (``started``), or — when older
+        recovered input waits — a turn that takes the older input first
+        (``pending``; it never jumps ahead). Running turn: ``steer`` input
+        steers it while its mailbox is open (``steering``); anything else, or
+        steering after the seal, waits for the next turn (``next_turn``).
+
+        Args:
+            text: the text, kept verbatim.
+            kind: ``prompt`` | ``steer`` | ``queue``.
+            message_id: caller-chosen id; sending the same id again is an
+                idempotent success (``duplicate=True``).
+
+        Raises:
+            InputRefused: empty text, a mailbox limit (20 steering messages),
+                or the 8 MiB inbox cap. Nothing was written; keep the text.
+        """
+        mid = message_id or new_id("msg")
+        known = self._dispositions.get(mid)
+        if known is not None or mid in self._acknowledged:
+            return InputReceipt(message_id=mid, disposition=known or "started", duplicate=True)
+        if not text.strip():
+            raise InputRefused("empty", "the input is empty", message_id=mid)
+        self.mailbox.admit(mid, text, kind=kind)
+        self.inbox.add(
+            InboxEntry(
+                message_id=mid,
+                text=text,
+                kind=InboxKind(kind),
+                accepted_at_ms=time.time_ns() // 1_000_000,
+                recovered=False,
+            )
+        )
+        faults.boundary("after_inbox_write")
+        routed = self.mailbox.enqueue(mid, text, kind=kind)
+        disposition: Disposition
+        if self.busy:
+            disposition = routed
+        else:
+            older = len(self.mailbox.waiting()) > 1
+            self._start_turn()
+            disposition = "pending" if older else "started"
+        self._dispositions[mid] = disposition
+        self._events.put(
+            ev.InputAcceptedEvent(message_id=mid, disposition=ev.Disposition(disposition))
+        )
+        return InputReceipt(message_id=mid, disposition=disposition)
+
+    def steer(self, text: str, *, message_id: str | None = None) -> InputReceipt:
+        """:meth:`send` with ``kind="steer"``: reach the running turn if it still listens."""
+        return self.send(text, kind="steer", message_id=message_id)
+
+    def queue(self, text: str, *, message_id: str | None = None) -> InputReceipt:
+        """:meth:`send` with ``kind="queue"``: wait for the next turn."""
+        return self.send(text, kind="queue", message_id=message_id)
+
     def submit(self, text: str, *, message_id: str | None = None) -> Turn:
         """Start a turn for ``text`` and return its handle at once.
 
-        Args:
-            text: the user's prompt (kept verbatim).
-            message_id: caller-chosen id of the input (default: a fresh id).
-
         Raises:
-            SessionBusyError: a turn of this session is still running.
+            SessionBusyError: a turn of this session is still running (use
+                :meth:`steer` or :meth:`queue`).
+            InputRefused: as :meth:`send`.
         """
-        if self.current is not None and not self.current.done:
+        if self.busy:
             raise SessionBusyError(self.session_id, "a turn is already running")
-        turn = Turn(self, new_id("turn"), text, message_id or new_id("msg"))
-        self.current = turn
-        self.runtime._spawn(self._run_turn, turn)
-        return turn
+        self.send(text, kind="prompt", message_id=message_id)
+        assert self.current is not None
+        return self.current
+
+    def resume_pending(self) -> Turn | None:
+        """Start a turn with the input that waits (recovered after a crash,
+        or returned by a failed turn), if any and if idle."""
+        if self.busy or not self.mailbox.waiting():
+            return None
+        return self._start_turn()
 
     async def run(self, text: str) -> TurnOutcome:
         """Submit ``text`` and wait for the end of the turn, dropping events."""
@@ -237,7 +405,27 @@ class Session:
             pass
         return turn.outcome
 
-    # ---- the turn loop -----------------------------------------------------
+    async def events(self) -> AsyncIterator[ev.Event]:
+        """Every event of this session (all turns, accepted inputs), in order,
+        until the session is idle: no turn running and none about to start.
+        One consumer at a time."""
+        while True:
+            if not self.busy and not self._events._items:
+                return
+            event = await self._events.get()
+            if event is None:
+                return
+            yield event
+
+    # ---- the turn ------------------------------------------------------------
+
+    def _start_turn(self) -> Turn:
+        # Claiming happens here, synchronously, so input sent right after
+        # this call already sees an open mailbox.
+        turn = Turn(self, new_id("turn"), self.mailbox.open_turn())
+        self.current = turn
+        self.runtime._spawn(self._run_turn, turn)
+        return turn
 
     async def _run_turn(self, turn: Turn) -> None:
         machine = TurnMachine(max_retries=self.retry_policy.max_retries)
@@ -255,6 +443,10 @@ class Session:
                 machine.abort()
             self._end(turn, machine, None)
             raise
+        except ScriptError as exc:  # the offline script cannot answer
+            if not machine.is_terminal:
+                machine.fail()
+            failure = ev.Failure(kind=ev.FailureKind.internal, message=f"scripted provider: {exc}")
         except Exception as exc:  # a bug or an I/O failure: the turn still gets its terminal
             if not machine.is_terminal:
                 machine.fail()
@@ -264,8 +456,22 @@ class Session:
             machine.interrupt()
         self._end(turn, machine, failure)
 
+    def _journal_inputs(self, turn: Turn, messages: list[MailboxMessage], *, sync: bool) -> None:
+        for i, msg in enumerate(messages):
+            self.journal.append(
+                jr.UserMessage(
+                    seq=0,
+                    recorded_at_ms=0,
+                    turn_id=turn.turn_id,
+                    message_id=msg.message_id,
+                    text=msg.text,
+                    kind=jr.Kind(msg.kind if msg.kind in ("prompt", "steer", "queue") else "queue"),
+                ),
+                sync=sync and i == len(messages) - 1,
+            )
+
     def _begin(self, turn: Turn) -> None:
-        """Make the turn's start and its input durable (fsync) before any model request."""
+        """Make the turn's start and its inputs durable (fsync) before any model request."""
         self.journal.append(
             jr.TurnStarted(
                 seq=0,
@@ -274,19 +480,11 @@ class Session:
                 provider=self.provider.name,
                 model=self.config.provider.model,
                 approval=jr.Approval(self.approval),
-            )
-        )
-        self.journal.append(
-            jr.UserMessage(
-                seq=0,
-                recorded_at_ms=0,
-                turn_id=turn.turn_id,
-                message_id=turn._message_id,
-                text=turn._text,
-                kind=jr.Kind.prompt,
             ),
-            sync=True,
+            sync=not turn.inputs,
         )
+        self._journal_inputs(turn, turn.inputs, sync=True)
+        faults.boundary("after_turn_started")
         turn._emit(ev.TurnStartedEvent(turn_id=turn.turn_id))
 
     def _end(
@@ -295,11 +493,24 @@ class Session:
         machine: TurnMachine,
         failure: ev.Failure | None,
     ) -> None:
-        """Write the one terminal record (fsync), then publish ``turn.completed``."""
+        """Write the one terminal record (fsync), then clean the inbox, then
+        publish ``turn.completed`` and start the next turn if input waits.
+
+        Acknowledged (consumed for good): the inputs of a completed or
+        interrupted turn, and of one that failed for a reason a replay would
+        meet again. Not acknowledged (replayed on the next start): aborted
+        turns and transient failures (DESIGN §3.1, seed 000).
+        """
         usage = turn._usage
         assert machine.status is not None
         status = ev.TurnStatus(machine.status)
-        acknowledged = [turn._message_id] if status == ev.TurnStatus.completed else []
+        acknowledge = status in (ev.TurnStatus.completed, ev.TurnStatus.interrupted) or (
+            status == ev.TurnStatus.failed
+            and failure is not None
+            and failure.kind.value not in TRANSIENT_KINDS
+        )
+        faults.boundary("before_terminal")
+        acknowledged = self.mailbox.end_turn(acknowledge=acknowledge)
         extra: dict[str, Any] = {}
         if failure is not None:
             extra["failure"] = jr.Failure(
@@ -317,6 +528,10 @@ class Session:
             ),
             sync=True,
         )
+        faults.boundary("after_terminal")
+        self._acknowledged.update(acknowledged)
+        self.inbox.remove(acknowledged)
+        self.mailbox.forget(acknowledged)
         done = ev.TurnCompletedEvent(
             turn_id=turn.turn_id,
             status=status,
@@ -324,6 +539,11 @@ class Session:
             **({"failure": failure} if failure is not None else {}),
         )
         turn._finish(TurnOutcome(event=done, final_text=turn._final_text))
+        runs_on = status == ev.TurnStatus.completed or (
+            status == ev.TurnStatus.interrupted and turn._send_pending
+        )
+        if runs_on and self.mailbox.waiting() and not self.runtime.closing:
+            self._start_turn()
 
     async def _loop(self, turn: Turn, machine: TurnMachine) -> ev.Failure | None:
         """Model rounds and tool calls until the turn is sealed or fails.
@@ -340,6 +560,11 @@ class Session:
                     kind=ev.FailureKind.internal,
                     message=f"the turn exceeded {DEFAULT_MAX_ROUNDS} model rounds",
                 )
+            if rounds > 1:
+                # A model-request boundary after the tool results: steering
+                # sent meanwhile reaches the model now, never between a call
+                # and its result.
+                self._journal_inputs(turn, self.mailbox.drain(), sync=False)
             request = ModelRequest(
                 model=self.config.provider.model,
                 system=SYSTEM_PROMPT.format(cwd=self.cwd),
@@ -406,8 +631,18 @@ class Session:
             if done.text:
                 turn._final_text = done.text
                 turn._emit(ev.MessageCompletedEvent(turn_id=turn.turn_id, text=done.text))
+            faults.boundary("after_model_round")
             if not done.tool_calls:
                 machine.round_final()
+                # Drain-or-seal is one step with no await inside: either the
+                # steering that arrived is claimed (another round answers it)
+                # or the mailbox is sealed and later input waits for the next
+                # turn (seed 000 ActiveTurnMailbox.drainOrSeal).
+                steering = self.mailbox.drain_or_seal()
+                if steering:
+                    self._journal_inputs(turn, steering, sync=False)
+                    machine.steering_claimed()
+                    continue
                 machine.seal()
                 return None
             machine.round_tools()
@@ -459,6 +694,7 @@ class Session:
                 arguments=_display_arguments(call.arguments),
             )
         )
+        faults.boundary("after_tool_call")
         outcome = await self._execute(turn, machine, call)
         self.journal.append(
             jr.ToolResult(
@@ -472,6 +708,7 @@ class Session:
                 synthetic=False,
             )
         )
+        faults.boundary("after_tool_result")
         turn._emit(
             ev.ToolResultEvent(
                 turn_id=turn.turn_id,
@@ -517,24 +754,7 @@ class Session:
         return result.status, result.output
 
     def _close_open_calls(self, turn_id: str, why: str) -> None:
-        """Give every unanswered call of ``turn_id`` a durable synthetic result."""
-        answered = {r.call_id for r in self.journal.records if isinstance(r, jr.ToolResult)}
-        for rec in list(self.journal.records):
-            if isinstance(rec, jr.ModelRound) and rec.turn_id == turn_id:
-                for call in rec.tool_calls:
-                    if call.call_id not in answered:
-                        self.journal.append(
-                            jr.ToolResult(
-                                seq=0,
-                                recorded_at_ms=0,
-                                turn_id=turn_id,
-                                call_id=call.call_id,
-                                name=call.name,
-                                status=jr.ToolStatus.interrupted,
-                                output=f"[not completed: {why}; the call was not run again]",
-                                synthetic=True,
-                            )
-                        )
+        close_open_calls(self.journal, turn_id, why)
 
 
 _SECRET_MARKERS = ("KEY", "SECRET", "TOKEN", "PASSWORD", "CREDENTIAL")
@@ -572,13 +792,15 @@ class Runtime:
     """Hosts sessions of one state root and runs their turns in a task group.
 
     Use :meth:`open` as an async context manager; leaving it cancels running
-    turns (they end ``aborted``) and closes providers.
+    turns (they end ``aborted``: their inputs replay next time), closes
+    providers and journals, and releases the session leases.
     """
 
     def __init__(self, store: Store, tg: anyio.abc.TaskGroup) -> None:
         self.store = store
         self._tg = tg
         self._sessions: dict[str, Session] = {}
+        self.closing = False
 
     @classmethod
     @asynccontextmanager
@@ -600,10 +822,13 @@ class Runtime:
             except BaseException as exc:  # re-raised below, unwrapped by the task group
                 body_error = exc
             finally:
+                rt.closing = True
                 tg.cancel_scope.cancel()
-                for s in rt._sessions.values():
-                    with anyio.CancelScope(shield=True):
-                        await s.provider.aclose()
+        for s in rt._sessions.values():
+            with anyio.CancelScope(shield=True):
+                await s.provider.aclose()
+            s.journal.close()
+            s.lease.release()
         if body_error is not None:
             raise body_error
 
@@ -622,7 +847,7 @@ class Runtime:
         session_id: str | None = None,
         interactive: bool = False,
     ) -> Session:
-        """Create a new session (journal + ``session_started``) and host it.
+        """Create a new session (lease, journal + ``session_started``) and host it.
 
         Args:
             cwd: working directory, frozen for the session (made absolute).
@@ -632,25 +857,35 @@ class Runtime:
 
         Raises:
             SessionError: a session with that id already exists.
+            SessionOccupiedError: another live process is creating it.
             ValueError: the id is not a safe directory name.
         """
         sid = session_id or new_session_id()
-        path = self.store.journal_path(sid)
-        if path.exists():
-            raise SessionError(sid, "already exists")
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        journal = Journal.open(path, create=True)
-        journal.append(
-            jr.SessionStarted(
-                seq=0,
-                recorded_at_ms=0,
-                session_id=sid,
-                cwd=str(cwd.resolve()),
-                mind_version=__version__,
-            ),
-            sync=True,
+        directory = self.store.session_dir(sid)
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        lease = SessionLease.acquire(directory / "lease", sid)
+        try:
+            path = directory / "journal.jsonl"
+            if path.exists():
+                raise SessionError(sid, "already exists")
+            journal = Journal.open(path, create=True)
+            journal.append(
+                jr.SessionStarted(
+                    seq=0,
+                    recorded_at_ms=0,
+                    session_id=sid,
+                    cwd=str(cwd.resolve()),
+                    mind_version=__version__,
+                ),
+                sync=True,
+            )
+            inbox = Inbox.open(directory / "inbox.json", acknowledged=())
+        except BaseException:
+            lease.release()
+            raise
+        session = Session(
+            self, sid, journal, inbox, lease, cwd.resolve(), config, interactive=interactive
         )
-        session = Session(self, sid, journal, cwd.resolve(), config, interactive=interactive)
         self._sessions[sid] = session
         return session
 
@@ -663,18 +898,27 @@ class Runtime:
         create: bool = False,
         cwd: Path | None = None,
     ) -> Session:
-        """Open an existing session (or create it when ``create``).
+        """Open an existing session (or create it when ``create``), recovering it.
 
-        Unterminated turns left by a crash are closed as ``aborted`` and
-        orphan tool calls get a synthetic result (never re-run).
+        Startup order (seed 000 SessionRuntime.initialize, issue 3 §4): take
+        the lease; give each orphan tool call a durable synthetic result (it
+        is never re-run); close each unterminated turn as ``aborted``; open
+        the inbox filtered by the journal's acknowledgements — what remains
+        is recovered input that replays, in order, with the next turn
+        (:meth:`Session.resume_pending` or the next :meth:`Session.send`).
+        A failure part-way releases the lease. Re-opening a session this
+        runtime already hosts returns the same handle.
 
         Raises:
             SessionError: no such session and not ``create``.
+            SessionOccupiedError: another live process holds the session.
             JournalCorruptError: the journal is damaged (path and line named).
+            InboxCorruptError: the inbox is damaged or oversized (path named).
         """
         if session_id in self._sessions:
             return self._sessions[session_id]
-        path = self.store.journal_path(session_id)
+        directory = self.store.session_dir(session_id)
+        path = directory / "journal.jsonl"
         if not path.exists():
             if create:
                 return self.create_session(
@@ -684,29 +928,80 @@ class Runtime:
                     interactive=interactive,
                 )
             raise SessionError(session_id, "no such session")
-        journal = Journal.open(path)
+        lease = SessionLease.acquire(directory / "lease", session_id)
+        try:
+            journal = Journal.open(path)
+            aborted, synthetic = recover_journal(journal)
+            acknowledged = {
+                mid
+                for r in journal.records
+                if isinstance(r, jr.TurnCompleted)
+                for mid in r.acknowledged
+            }
+            inbox = Inbox.open(directory / "inbox.json", acknowledged=acknowledged)
+        except BaseException:
+            lease.release()
+            raise
         started = next((r for r in journal.records if isinstance(r, jr.SessionStarted)), None)
         session_cwd = Path(started.cwd) if started else (cwd or Path.cwd())
-        session = Session(self, session_id, journal, session_cwd, config, interactive=interactive)
-        _recover(session)
+        session = Session(
+            self, session_id, journal, inbox, lease, session_cwd, config, interactive=interactive
+        )
+        session.recovery = ev.SessionRecoveredEvent(
+            session_id=session_id,
+            aborted_turns=aborted,
+            synthetic_results=synthetic,
+            replayed_inputs=len(inbox.entries),
+        )
         self._sessions[session_id] = session
         return session
 
 
-def _recover(session: Session) -> None:
-    """Close what a crash left open (seed 000 recoverInterruptedTurn, minimal form).
+def close_open_calls(journal: Journal, turn_id: str, why: str) -> int:
+    """Give every unanswered tool call of ``turn_id`` a durable synthetic
+    ``interrupted`` result (never re-running it). Returns how many."""
+    answered = {r.call_id for r in journal.records if isinstance(r, jr.ToolResult)}
+    written = 0
+    for rec in list(journal.records):
+        if isinstance(rec, jr.ModelRound) and rec.turn_id == turn_id:
+            for call in rec.tool_calls:
+                if call.call_id in answered:
+                    continue
+                answered.add(call.call_id)
+                journal.append(
+                    jr.ToolResult(
+                        seq=0,
+                        recorded_at_ms=0,
+                        turn_id=turn_id,
+                        call_id=call.call_id,
+                        name=call.name,
+                        status=jr.ToolStatus.interrupted,
+                        output=f"[not completed: {why}; the call was not run again]",
+                        synthetic=True,
+                    )
+                )
+                written += 1
+    return written
 
-    Orphan tool calls get a durable synthetic result; a turn without a
-    terminal record is closed ``aborted`` (its input is not acknowledged).
+
+def recover_journal(journal: Journal) -> tuple[int, int]:
+    """Close what a crash left open (seed 000 PersistentStore.recoverInterruptedTurn).
+
+    For each turn without a terminal record: first a durable synthetic result
+    for each orphan tool call, then ``turn_completed`` with status
+    ``aborted`` and no acknowledgement (its inputs replay). Idempotent.
+
+    Returns:
+        ``(aborted_turns, synthetic_results)``.
     """
-    records = session.journal.records
-    open_turns = [r.turn_id for r in records if isinstance(r, jr.TurnStarted)]
-    closed = {r.turn_id for r in records if isinstance(r, jr.TurnCompleted)}
-    for turn_id in open_turns:
+    started = [r.turn_id for r in journal.records if isinstance(r, jr.TurnStarted)]
+    closed = {r.turn_id for r in journal.records if isinstance(r, jr.TurnCompleted)}
+    aborted = synthetic = 0
+    for turn_id in started:
         if turn_id in closed:
             continue
-        session._close_open_calls(turn_id, "mind stopped before the call finished")
-        session.journal.append(
+        synthetic += close_open_calls(journal, turn_id, "mind stopped before the call finished")
+        journal.append(
             jr.TurnCompleted(
                 seq=0,
                 recorded_at_ms=0,
@@ -717,6 +1012,19 @@ def _recover(session: Session) -> None:
             ),
             sync=True,
         )
+        aborted += 1
+    return aborted, synthetic
 
 
-__all__ = ["Decision", "Runtime", "Session", "Turn", "TurnOutcome"]
+__all__ = [
+    "Decision",
+    "Disposition",
+    "InputKind",
+    "InputReceipt",
+    "Runtime",
+    "Session",
+    "Turn",
+    "TurnOutcome",
+    "close_open_calls",
+    "recover_journal",
+]

@@ -131,7 +131,9 @@ def test_interrupt_kills_the_running_tool_and_ends_interrupted(tmp_path: Path) -
     results = [r for r in records if isinstance(r, jr.ToolResult)]
     assert [(r.status, r.synthetic) for r in results] == [("interrupted", True)]
     terminal = [r for r in records if isinstance(r, jr.TurnCompleted)]
-    assert len(terminal) == 1 and terminal[0].acknowledged == []
+    # an interrupt is the person's decision: the prompt is consumed, not replayed
+    prompts = [r.message_id for r in records if isinstance(r, jr.UserMessage)]
+    assert len(terminal) == 1 and terminal[0].acknowledged == prompts
 
 
 def test_a_second_submit_while_running_is_refused(tmp_path: Path) -> None:
