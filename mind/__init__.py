@@ -3,7 +3,8 @@
 The public API (everything else is internal)::
 
     Runtime            open a state root; create/open sessions; list them
-    Session            submit(text) -> Turn; run(text) -> TurnOutcome
+    Session            send/steer/queue(text) -> InputReceipt; submit(text) -> Turn;
+                       events() over every turn; resume_pending() after a crash
     Turn               async-iterate typed events; decide(call_id, ...); interrupt()
     TurnOutcome        the terminal event and the final answer text
     resolve_config     provider + approval settings from keywords, env and config.toml
@@ -15,10 +16,22 @@ from mind import errors
 from mind._version import __version__
 from mind.generated import events
 from mind.shell.config import ResolvedConfig, resolve_config
-from mind.shell.runtime import Decision, Runtime, Session, Turn, TurnOutcome
+from mind.shell.runtime import (
+    Decision,
+    Disposition,
+    InputKind,
+    InputReceipt,
+    Runtime,
+    Session,
+    Turn,
+    TurnOutcome,
+)
 
 __all__ = [
     "Decision",
+    "Disposition",
+    "InputKind",
+    "InputReceipt",
     "ResolvedConfig",
     "Runtime",
     "Session",
