@@ -81,9 +81,15 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--session", help="continue this session (created if absent)")
     ex.add_argument("--json", action="store_true", help="print one JSON event per line on stdout")
     ex.add_argument(
-        "prompt", nargs="?", help="the prompt ('-' or absent with piped stdin: read stdin)"
+        "prompt",
+        nargs="?",
+        help="the prompt ('-' reads stdin); omitted with --session: recover the session and "
+        "run any input a crash left unacknowledged",
     )
     sub.add_parser("sessions", help="list sessions, most recent first")
+    dbg = sub.add_parser("debug", help="maintainer tools")
+    dbg_sub = dbg.add_subparsers(dest="debug_command", required=True)
+    dbg_sub.add_parser("boundaries", help="print every named durable boundary (MIND_CRASH_AT)")
     return parser
 
 

@@ -210,3 +210,91 @@ def test_exec_reads_the_prompt_from_stdin(tmp_path: Path, run_mind: RunMind) -> 
     journal = next((tmp_path / "mind-home" / "sessions").iterdir()) / "journal.jsonl"
     texts = [json.loads(line).get("text") for line in journal.read_text().splitlines()]
     assert "from stdin\n" in texts
+
+
+def test_a_session_held_by_a_live_process_is_refused_with_its_pid(
+    tmp_path: Path, run_mind: RunMind, mind_env: dict[str, str]
+) -> None:
+    import os
+    import signal
+    import sys
+    import time
+
+    script = _script(
+        tmp_path / "s.yaml",
+        [{"tool_calls": [{"name": "shell", "arguments": {"command": "sleep 30"}}]}, {"text": "x"}],
+    )
+    common = ["--provider", "scripted", "--script", str(script), "--cwd", str(tmp_path)]
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mind.shell.cli",
+            "exec",
+            "--json",
+            "--approval",
+            "never",
+            *common,
+            "--session",
+            "held",
+            "hold it",
+        ],
+        env=mind_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        for line in holder.stdout:  # wait until the holder is inside its tool call
+            if json.loads(line)["type"] == "tool.call":
+                break
+        r = run_mind("exec", *common, "--session", "held", "me too")
+        assert r.returncode == 3
+        assert f"occupied by pid {holder.pid}" in r.stderr
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(timeout=30)
+        if holder.stdout is not None:
+            holder.stdout.close()
+    # the holder died without cleanup: its lease is stale and the session opens,
+    # closing the killed turn as aborted and replaying its prompt once
+    deadline = time.monotonic() + 30
+    while True:
+        r = run_mind("exec", "--json", *common, "--approval", "never", "--session", "held")
+        if r.returncode != 3 or time.monotonic() > deadline:
+            break
+    assert r.returncode == 0, r.stderr
+    recovered = r.of_type("session.recovered")
+    assert recovered and recovered[0]["aborted_turns"] == 1
+    assert recovered[0]["synthetic_results"] == 1 and recovered[0]["replayed_inputs"] == 1
+    assert r.events[-1]["type"] == "turn.completed"
+
+
+def test_exec_without_prompt_on_a_clean_session_reports_and_exits_0(
+    tmp_path: Path, run_mind: RunMind
+) -> None:
+    script = _script(tmp_path / "s.yaml", [{"text": "hi"}])
+    common = ["--provider", "scripted", "--script", str(script), "--cwd", str(tmp_path)]
+    sid = run_mind("exec", "--json", *common, "hello").events[0]["session_id"]
+    r = run_mind("exec", "--json", *common, "--session", sid)
+    assert r.returncode == 0, r.stderr
+    assert r.events == [
+        {"type": "session.started", "session_id": sid},
+        {
+            "type": "session.recovered",
+            "session_id": sid,
+            "aborted_turns": 0,
+            "synthetic_results": 0,
+            "replayed_inputs": 0,
+        },
+    ]
+
+
+def test_debug_boundaries_lists_every_durable_boundary(run_mind: RunMind) -> None:
+    from mind.shell.faults import BOUNDARIES
+
+    r = run_mind("debug", "boundaries")
+    assert r.returncode == 0
+    assert r.stdout.splitlines() == list(BOUNDARIES)
