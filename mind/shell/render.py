@@ -284,8 +284,16 @@ class TurnView:
         """Forget what was printed last (the prompt line was just echoed)."""
         self._last_kind = None
 
-    def echo(self, text: str, suffix: str = "") -> None:
-        """Print a line the person submitted, as the prompt showed it."""
+    def echo(self, text: str, suffix: str = "", *, gap_after: bool = False) -> None:
+        """Print a line the person submitted, as the prompt showed it.
+
+        Args:
+            text: the submitted text (several lines are indented under ``› ``).
+            suffix: dim text after it, e.g. ``(steering)``.
+            gap_after: keep a blank line before whatever is printed next (a
+                message delivered mid-turn); by default the next output
+                follows directly (a turn start adds its own gap).
+        """
         self.flush_text()
         lines = text.rstrip("\n").split("\n")
         out = Text("› ", style="bold cyan")
@@ -295,7 +303,7 @@ class TurnView:
         if suffix:
             out.append(suffix, style="dim")
         self.print(out, kind="prompt")
-        self._last_kind = None
+        self._last_kind = "prompt" if gap_after else None
 
     def note(self, message: str, style: str = "dim") -> None:
         """Print one line of REPL information."""

@@ -1,29 +1,43 @@
-"""The interactive ``mind`` REPL (DESIGN §7).
+"""The interactive ``mind`` REPL (DESIGN §7, issue 3 §5).
 
 One prompt_toolkit prompt stays on screen for the whole life of the REPL;
 ``patch_stdout(raw=True)`` makes everything printed while it is active appear
-above it, so the half-typed line survives streamed output. A turn runs in a
-background task that consumes the turn's typed events and hands them to
-:class:`mind.shell.render.TurnView`.
+above it, so the half-typed line survives streamed output.
+
+Input is never the REPL's own: every line goes to the session's durable
+input API (:meth:`mind.shell.runtime.Session.send`), which writes it to
+``inbox.json`` before accepting it. Only then does the editor let go of the
+text; a refusal (:class:`~mind.errors.InputRefused`, e.g. 20 steering
+messages waiting) prints the reason and leaves the text in the editor. The
+lines shown above the prompt are read from :attr:`Session.waiting` at each
+redraw, so they are exactly what the session holds.
 
 Keys:
 
-- Enter submits when idle. While a turn runs, Enter on a non-empty line goes
-  to :meth:`Repl.on_input_while_busy` — today that *queues* the text as the
-  next turn (Tab does the same); the steering issue replaces it with a
-  handler that steers the running turn, Tab keeps queueing.
-- Ctrl+C clears a non-empty draft; otherwise interrupts a running turn;
-  otherwise asks to press it again, and twice within 2 s exits.
-- Esc interrupts a running turn. Ctrl+D on an empty draft exits.
+- Enter on an idle session sends the line as a prompt (a new turn). While a
+  turn runs, Enter *steers* it (:meth:`Session.steer`): the text reaches the
+  model at its next step, after the pending tool results. If the turn was
+  already finishing (its mailbox sealed) the text waits for the next turn and
+  the screen says so.
+- Tab while a turn runs queues the line for the next turn (:meth:`Session.queue`).
+- Esc interrupts the running turn and sends the waiting input at once as the
+  next turn (``interrupt(send_pending=True)``; the runtime starts that turn).
+- Ctrl+C clears a non-empty draft; otherwise it requests an interrupt of a
+  running turn (``interrupt(send_pending=False)``: waiting input stays durable
+  and waits) and asks to press it again; twice within 2 s exits.
+- Ctrl+D on an empty draft exits. Enter on an empty line of an idle session
+  with waiting input sends that input now.
 - Ctrl+J (or Alt+Enter, or ``\\`` before Enter) inserts a newline; a
   bracketed paste never submits.
 - An approval request adds a y / n / a question above the prompt; the draft
   stays in the editor. A y / n / a typed less than ``TYPING_GAP_S`` after
   the previous character of a draft is taken as typing, not as an answer.
 
-Queued text is kept in memory only (the durable steering inbox arrives with
-the steering issue). When a turn ends ``interrupted`` the queue is not sent:
-it is put back into the editor so the person decides.
+Rendering: one consumer task iterates :meth:`Session.events` while the
+session is busy, so turns the runtime starts by itself (queued input, the
+steering sent by Esc, recovered input) are rendered like typed ones. A turn's
+inputs are echoed (``› text``) from the journal when the turn claims them: at
+turn start, and for steering at the model-request boundary that delivers it.
 """
 
 from __future__ import annotations
@@ -53,12 +67,13 @@ from rich.console import Console
 from rich.text import Text
 
 from mind import __version__
-from mind.errors import ConfigError, SessionBusyError
+from mind.errors import ConfigError, InputRefused
 from mind.generated import events as ev
 from mind.generated import journal as jr
+from mind.machines.mailbox import MailboxMessage
 from mind.shell.config import ResolvedConfig
 from mind.shell.render import TurnView, format_duration, format_tokens, shorten
-from mind.shell.runtime import Decision, Runtime, Session, Turn
+from mind.shell.runtime import Decision, InputKind, InputReceipt, Runtime, Session, Turn
 from mind.shell.store import mind_home
 
 EXIT_CONFIRM_WINDOW_S: Final = 2.0
@@ -75,6 +90,9 @@ question that appeared mid-word)."""
 TICK_S: Final = 0.2
 """Redraw period of the status line while something is moving."""
 
+PENDING_LINES: Final = 5
+"""Waiting messages listed above the prompt; more are counted on one line."""
+
 _SPINNER: Final = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 _STYLE = Style.from_dict(
@@ -88,8 +106,24 @@ _STYLE = Style.from_dict(
         "preview": "italic",
         "status.busy": "ansicyan",
         "status.warn": "ansiyellow bold",
+        "pending": "ansigray",
+        "pending.steer": "ansicyan",
+        "pending.next": "ansiyellow",
     }
 )
+
+_AFTER_CLAIM: Final = (
+    ev.TurnStartedEvent,
+    ev.MessageDeltaEvent,
+    ev.ReasoningDeltaEvent,
+    ev.MessageCompletedEvent,
+    ev.ToolCallEvent,
+    ev.TurnRetryingEvent,
+    ev.TurnCompletedEvent,
+)
+"""Events that can follow a claim of input (turn start, a model-request
+boundary, the final drain): the claimed inputs are echoed before them. Tool
+results and approval requests come *before* a boundary, so never trigger it."""
 
 
 class _Exit(Exception):
@@ -150,6 +184,9 @@ def history_file(env: Mapping[str, str]) -> Path:
 class Repl:
     """The REPL of one process: one attached session, at most one running turn.
 
+    The REPL holds no input of its own: accepted text lives in the session's
+    inbox (see the module docstring).
+
     Args:
         runtime: the open runtime hosting the sessions.
         session: the session attached at start.
@@ -174,11 +211,14 @@ class Repl:
         self.console = console
         self.view = TurnView(console, clock)
         self._clock = clock
-        self.turn: Turn | None = None
-        self._turn_ended = anyio.Event()
-        self._turn_ended.set()
-        self.queued: deque[str] = deque()
-        self._approvals: deque[tuple[Turn, ev.ApprovalRequestedEvent]] = deque()
+        self._approvals: deque[tuple[str, ev.ApprovalRequestedEvent]] = deque()
+        """Questions waiting for y / n / a: ``(turn_id, event)``, oldest first."""
+        self._consuming: Session | None = None
+        """The session whose events the consumer task is rendering, if any."""
+        self._journal_pos = len(session.journal.records)
+        """Journal records already looked at for inputs to echo."""
+        self._recovered: set[str] = set()
+        """Ids of inputs recovered when the session was opened (echoed as such)."""
         self._exit_armed_at: float | None = None
         self._last_typed_at = -math.inf
         self._leaving = False
@@ -194,8 +234,6 @@ class Repl:
             Command("quit", "same as /exit", self._cmd_exit),
         ):
             self.commands[command.name] = command
-        self.on_input_while_busy: Callable[[str], None] = self.queue_input
-        """What Enter does with a non-empty line while a turn runs (queue today)."""
         self.prompt: PromptSession[str] = PromptSession(
             message=self._message,
             multiline=True,
@@ -214,7 +252,7 @@ class Repl:
         self._last_typed_at = self._clock()
 
     def _take_line(self, buffer: Buffer) -> str:
-        """Take the draft out of the editor (kept in history) for a submission."""
+        """Take the draft out of the editor (kept in history) once it is accepted."""
         text = buffer.text
         buffer.append_to_history()
         buffer.reset()
@@ -226,7 +264,12 @@ class Repl:
     @property
     def busy(self) -> bool:
         """True while a turn of the attached session is running."""
-        return self.turn is not None
+        return self.session.busy
+
+    @property
+    def turn(self) -> Turn | None:
+        """The running turn of the attached session, if any."""
+        return self.session.current if self.session.busy else None
 
     @property
     def approving(self) -> bool:
@@ -239,7 +282,7 @@ class Repl:
     # ---- main loop -------------------------------------------------------------
 
     async def run(self) -> int:
-        """Show the banner, read input until exit, print the resume hint.
+        """Show the banner, resume recovered input, read input until exit.
 
         Returns:
             The process exit code (0).
@@ -248,6 +291,7 @@ class Repl:
         async with anyio.create_task_group() as tg:
             self._tg = tg
             tg.start_soon(self._tick)
+            self._resume_recovered()
             try:
                 await self._read_loop()
             finally:
@@ -271,116 +315,179 @@ class Repl:
                 return
 
     def handle_line(self, text: str) -> bool:
-        """Run a command or submit a prompt; returns False to leave the REPL."""
+        """Run a command or send the line (steering while a turn runs).
+
+        A refused line is put back into the editor. Returns False to leave
+        the REPL.
+        """
         stripped = text.strip()
         if not stripped:
             return True
         if stripped.startswith("/") and not stripped.startswith("//"):
-            name, _, rest = stripped[1:].partition(" ")
-            command = self.commands.get(name)
-            if command is None:  # a unique prefix names its command (/he -> /help)
-                matches = [c for c in self.commands.values() if name and c.name.startswith(name)]
-                command = matches[0] if len(matches) == 1 else None
-            if command is None:
-                self.view.note(
-                    f"Unknown command /{name}. /help lists commands; start a message with // "
-                    "to send a leading slash.",
-                    style="yellow",
-                )
-                self.prompt.default_buffer.set_document(Document(text, len(text)))
-                return True
-            if self.busy and not command.while_busy:
-                self.view.note(
-                    f"/{name} is not available while a turn runs (Esc interrupts it).",
-                    style="yellow",
-                )
-                return True
-            return command.run(rest.strip())
-        if stripped.startswith("//"):
-            text = text.replace("//", "/", 1)
-        if self.busy:  # the line was accepted by a path other than Enter (e.g. a race)
-            self.on_input_while_busy(text)
-        else:
-            self.start_turn(text)
+            return self._run_command(text)
+        if not self.send(text, "steer" if self.busy else "prompt"):
+            buffer = self.prompt.default_buffer
+            if not buffer.text:
+                buffer.set_document(Document(text, len(text)))
         return True
 
-    def start_turn(self, text: str) -> None:
-        """Submit ``text`` as a new turn of the attached session and render it."""
-        assert self._tg is not None, "start_turn before run()"
+    def _run_command(self, text: str) -> bool:
+        name, _, rest = text.strip()[1:].partition(" ")
+        command = self.commands.get(name)
+        if command is None:  # a unique prefix names its command (/he -> /help)
+            matches = [c for c in self.commands.values() if name and c.name.startswith(name)]
+            command = matches[0] if len(matches) == 1 else None
+        if command is None:
+            self.view.note(
+                f"Unknown command /{name}. /help lists commands; start a message with // "
+                "to send a leading slash.",
+                style="yellow",
+            )
+            self.prompt.default_buffer.set_document(Document(text, len(text)))
+            return True
+        if self.busy and not command.while_busy:
+            self.view.note(
+                f"/{name} is not available while a turn runs (Esc interrupts it).",
+                style="yellow",
+            )
+            return True
+        return command.run(rest.strip())
+
+    def send(self, text: str, kind: InputKind) -> bool:
+        """Hand ``text`` to the session (durable before accepted) and render the result.
+
+        Args:
+            text: the line as typed; a leading ``//`` stands for ``/``.
+            kind: ``prompt`` (a new turn when idle), ``steer`` (the running
+                turn) or ``queue`` (the next turn).
+
+        Returns:
+            True when the session accepted the text; False when it refused it
+            (the reason was printed; the caller keeps the text in the editor).
+        """
+        if text.lstrip().startswith("//"):
+            text = text.replace("//", "/", 1)
         try:
-            turn = self.session.submit(text)
-        except SessionBusyError:
-            self.queue_input(text)
-            return
-        self.turn = turn
-        self._turn_ended = anyio.Event()
-        self._tg.start_soon(self._consume, turn, self._turn_ended)
+            receipt = self.session.send(text, kind=kind)
+        except InputRefused as exc:
+            self.view.note(f"Not sent: {exc.message} Your text is still in the editor.", "yellow")
+            self._invalidate()
+            return False
+        self._accepted(receipt, kind)
+        return True
+
+    def _accepted(self, receipt: InputReceipt, kind: InputKind) -> None:
+        if receipt.disposition == "next_turn" and kind == "steer":
+            self.view.note("The turn was already finishing: your message goes to the next turn.")
+        self._ensure_consumer()
         self._invalidate()
 
-    def queue_input(self, text: str) -> None:
-        """Keep ``text`` to submit as the next turn when the running one ends."""
-        self.queued.append(text)
-        self.view.echo(text, "  (queued: sent when this turn ends)")
+    def send_waiting(self) -> None:
+        """Start a turn with the input waiting in an idle session, if any."""
+        if self.session.resume_pending() is not None:
+            self._ensure_consumer()
         self._invalidate()
 
-    def interrupt(self) -> None:
-        """Interrupt the running turn, if any (it ends ``interrupted``)."""
-        if self.turn is not None and not self.turn.done:
-            self.turn.interrupt()
+    def interrupt(self, *, send_pending: bool = True) -> None:
+        """Interrupt the running turn, if any (it ends ``interrupted``).
+
+        Args:
+            send_pending: start the next turn at once with the waiting input
+                (Esc); False leaves it waiting, durable (Ctrl+C).
+        """
+        turn = self.turn
+        if turn is not None:
+            turn.interrupt(send_pending=send_pending)
             self._invalidate()
 
-    async def _consume(self, turn: Turn, ended: anyio.Event) -> None:
-        status: ev.TurnStatus | None = None
+    def _resume_recovered(self) -> None:
+        """Say what opening the session repaired and run its recovered input."""
+        recovery = self.session.recovery
+        if recovery is None:
+            return
+        if recovery.aborted_turns or recovery.synthetic_results:
+            calls = recovery.synthetic_results
+            self.view.note(
+                f"mind stopped during a turn last time: {recovery.aborted_turns} turn(s) closed "
+                f"as aborted, {calls} tool call(s) marked interrupted (not run again).",
+                style="yellow",
+            )
+        waiting = self.session.waiting
+        if recovery.replayed_inputs and waiting:
+            self._recovered = {m.message_id for m in waiting}
+            self.view.note(
+                f"{len(waiting)} message(s) accepted earlier were never answered; "
+                "sending them now.",
+                style="yellow",
+            )
+            self.send_waiting()
+
+    # ---- the event consumer ------------------------------------------------------
+
+    def _ensure_consumer(self) -> None:
+        """Start rendering the attached session's events unless already doing so."""
+        if self._consuming is self.session or not self.session.busy or self._tg is None:
+            return
+        self._consuming = self.session
+        self._tg.start_soon(self._consume, self.session)
+
+    async def _consume(self, session: Session) -> None:
+        """Render every event of ``session`` until it is idle (all of its turns)."""
         try:
-            async for event in turn:
-                if isinstance(event, ev.ApprovalRequestedEvent):
-                    self.view.show_approval(event)
-                    self._approvals.append((turn, event))
-                    self._invalidate()
-                    continue
-                self.view.show(event)
-                if isinstance(event, ev.TurnCompletedEvent):
-                    status = event.status
-                    self._tokens = ev.Usage(
-                        input_tokens=self._tokens.input_tokens + event.usage.input_tokens,
-                        output_tokens=self._tokens.output_tokens + event.usage.output_tokens,
-                    )
+            while True:
+                async for event in session.events():
+                    self._on_event(session, event)
+                if not session.busy:  # events() ended at idle; nothing can start in between
+                    return
         finally:
-            self._approvals = deque(a for a in self._approvals if a[0] is not turn)
-            if self.turn is turn:
-                self.turn = None
-            ended.set()
+            if self._consuming is session:
+                self._consuming = None
             self._invalidate()
-        self._after_turn(status)
 
-    def _after_turn(self, status: ev.TurnStatus | None) -> None:
-        if not self.queued:
+    def _on_event(self, session: Session, event: ev.Event) -> None:
+        if session is not self.session:  # detached meanwhile: not shown
             return
-        if self._leaving:  # never drop typed text silently
-            for text in self.queued:
-                self.view.note(f"Not sent (was queued): {text}", style="yellow")
-            self.queued.clear()
-            return
-        if status == ev.TurnStatus.interrupted:
-            restored = "\n".join(self.queued)
-            self.queued.clear()
-            buffer = self.prompt.default_buffer
-            draft = buffer.text
-            combined = restored if not draft.strip() else restored + "\n" + draft
-            buffer.set_document(Document(combined, len(combined)))
-            self.view.note("Queued messages were put back in the editor (turn interrupted).")
-            return
-        text = self.queued.popleft()
-        self.view.echo(text)
-        self.start_turn(text)
+        if isinstance(event, _AFTER_CLAIM):
+            self._echo_claimed(at_start=isinstance(event, ev.TurnStartedEvent))
+        if isinstance(event, ev.ApprovalRequestedEvent):
+            self.view.show_approval(event)
+            self._approvals.append((event.turn_id, event))
+        elif not isinstance(event, ev.InputAcceptedEvent):
+            self.view.show(event)
+        if isinstance(event, ev.TurnCompletedEvent):
+            self._approvals = deque(a for a in self._approvals if a[0] != event.turn_id)
+            self._tokens = ev.Usage(
+                input_tokens=self._tokens.input_tokens + event.usage.input_tokens,
+                output_tokens=self._tokens.output_tokens + event.usage.output_tokens,
+            )
+        self._invalidate()
+
+    def _echo_claimed(self, *, at_start: bool) -> None:
+        """Echo the inputs journaled (claimed by a turn) since the last look.
+
+        Args:
+            at_start: the turn is starting (its inputs are its question);
+                otherwise the input is steering delivered mid-turn.
+        """
+        records = self.session.journal.records
+        for record in records[self._journal_pos :]:
+            if isinstance(record, jr.UserMessage):
+                suffix = "" if at_start else "  (steering)"
+                if at_start and record.kind == jr.Kind.queue:
+                    suffix = "  (queued)"
+                if record.message_id in self._recovered:
+                    suffix = "  (recovered)"
+                # Mid-turn steering is followed by model output: keep a gap.
+                self.view.echo(record.text, suffix, gap_after=record.kind == jr.Kind.steer)
+        self._journal_pos = len(records)
 
     async def _stop_turn(self) -> None:
-        """On exit: interrupt a running turn and wait briefly for its terminal record."""
-        if self.turn is None:
-            return
-        self.interrupt()
+        """On exit: interrupt a running turn (waiting input stays waiting) and
+        wait briefly for its terminal record."""
         with anyio.move_on_after(SHUTDOWN_GRACE_S):
-            await self._turn_ended.wait()
+            while (turn := self.turn) is not None:
+                turn.interrupt(send_pending=False)
+                await turn.wait()
 
     async def _tick(self) -> None:
         """Redraw the status line while a turn runs or an exit is armed."""
@@ -400,9 +507,11 @@ class Repl:
         """Answer the oldest pending approval question."""
         if not self._approvals:
             return
-        turn, event = self._approvals.popleft()
-        turn.decide(event.call_id, decision)
-        self.view.show_decision(event.call_id, event.name, decision)
+        turn_id, event = self._approvals.popleft()
+        turn = self.turn
+        if turn is not None and turn.turn_id == turn_id:
+            turn.decide(event.call_id, decision)
+            self.view.show_decision(event.call_id, event.name, decision)
         self._invalidate()
 
     def _answer_with(self, decision: Decision) -> Callable[[KeyPressEvent], None]:
@@ -419,20 +528,51 @@ class Repl:
     # ---- prompt pieces --------------------------------------------------------
 
     def _message(self) -> StyleAndTextTuples:
-        """The prompt: a status line above ``› `` while something needs attention."""
+        """The prompt: preview, status line and waiting messages above ``› ``."""
         prompt: StyleAndTextTuples = [("class:prompt.busy" if self.busy else "class:prompt", "› ")]
-        status = self._status_line()
-        if not status:
+        if self._leaving:  # the last frame stays in the scrollback: keep it clean
             return prompt
         lines: StyleAndTextTuples = []
-        preview = self.view.preview(self.console.width - 3) if self.busy else ""
-        if preview and not self._approvals:
-            lines += [("class:preview", preview), ("", "\n")]
-        return [*lines, *status, ("", "\n"), *prompt]
+        status = self._status_line()
+        if status:
+            preview = self.view.preview(self.console.width - 3) if self.busy else ""
+            if preview and not self._approvals:
+                lines += [("class:preview", preview), ("", "\n")]
+            lines += [*status, ("", "\n")]
+        lines += self._pending_lines(self.session.waiting)
+        return [*lines, *prompt]
+
+    def _pending_lines(self, waiting: list[MailboxMessage]) -> StyleAndTextTuples:
+        """One line per waiting message: where it goes, then its text."""
+        out: StyleAndTextTuples = []
+        width = max(20, self.console.width - 16)
+        for msg in waiting[:PENDING_LINES]:
+            if msg.state == "queued":
+                label, style, hint = "steer    ", "class:pending.steer", "  reaches the model next"
+            elif self.busy:
+                label, style, hint = "next turn", "class:pending.next", ""
+            else:
+                label, style, hint = "waiting  ", "class:pending.next", ""
+            text = shorten(" ".join(msg.text.split()), max(10, width - len(hint)))
+            out += [
+                ("class:pending", "  ↳ "),
+                (style, label + " "),
+                ("", text),
+                ("class:status.dim", hint),
+                ("", "\n"),
+            ]
+        if len(waiting) > PENDING_LINES:
+            out += [("class:pending", f"  … {len(waiting) - PENDING_LINES} more waiting\n")]
+        return out
 
     def _status_line(self) -> StyleAndTextTuples:
         if self._exit_armed_at is not None:
-            return [("class:status.warn", "Press Ctrl+C again to exit")]
+            warn: StyleAndTextTuples = [("class:status.warn", "Press Ctrl+C again to exit")]
+            if self.busy:
+                warn.append(("class:status.dim", " · interrupting the turn"))
+            if self.session.waiting:
+                warn.append(("class:status.dim", " · waiting messages are kept"))
+            return warn
         if self._approvals:
             _, event = self._approvals[0]
             return [
@@ -445,17 +585,23 @@ class Repl:
                 ("", " always (this session)"),
                 ("class:status.dim", "  (your draft is kept)"),
             ]
-        if self.turn is not None:
+        if self.busy:
             started = self.view.turn_started_at
             elapsed = self._clock() - started if started is not None else 0.0
             frame = _SPINNER[int(self._clock() / 0.1) % len(_SPINNER)]
-            parts: StyleAndTextTuples = [
+            esc = "Esc: interrupt + send waiting" if self.session.waiting else "Esc interrupts"
+            return [
                 ("class:status.busy", f"{frame} Working {format_duration(elapsed)}"),
-                ("class:status.dim", " · Esc interrupts · Enter queues a message"),
+                ("class:status.dim", f" · {esc} · Enter steers · Tab queues"),
             ]
-            if self.queued:
-                parts.append(("class:status.dim", f" · {len(self.queued)} queued"))
-            return parts
+        if self.session.waiting:
+            return [
+                ("class:status.warn", f"{len(self.session.waiting)} waiting"),
+                (
+                    "class:status.dim",
+                    " · Enter sends now · or it goes first with your next message",
+                ),
+            ]
         return []
 
     def _key_bindings(self) -> KeyBindings:
@@ -476,20 +622,26 @@ class Repl:
                 buffer.insert_text("\n")
                 return
             if not text.strip():
+                if not self.busy and self.session.waiting:
+                    self.send_waiting()
                 return
-            is_command = text.lstrip().startswith("/") and not text.lstrip().startswith("//")
-            line = self._take_line(buffer)
-            if self.busy and not is_command:
-                self.on_input_while_busy(line)
+            stripped = text.lstrip()
+            if stripped.startswith("/") and not stripped.startswith("//"):
+                line = self._take_line(buffer)
+                self.view.echo(line)
+                if not self.handle_line(line):
+                    self._leaving = True
+                    event.app.exit(result="")
                 return
-            self.view.echo(line)
-            if not self.handle_line(line):
-                self._leaving = True
-                event.app.exit(result="")
+            # Sent first, taken from the editor only once durable (a refusal keeps it).
+            if self.send(text, "steer" if self.busy else "prompt"):
+                self._take_line(buffer)
 
         @kb.add("tab", filter=busy & ~approving & ~empty)
         def _tab(event: KeyPressEvent) -> None:
-            self.queue_input(self._take_line(event.current_buffer))
+            buffer = event.current_buffer
+            if self.send(buffer.text, "queue"):
+                self._take_line(buffer)
 
         @kb.add("c-j")
         @kb.add("escape", "enter", filter=~busy)
@@ -503,26 +655,26 @@ class Repl:
                 buffer.reset()
                 self._exit_armed_at = None
                 return
-            if self.busy:
-                self.interrupt()
-                return
             now = self._clock()
             if (
                 self._exit_armed_at is not None
                 and now - self._exit_armed_at <= EXIT_CONFIRM_WINDOW_S
             ):
                 self._exit_armed_at = None  # the last frame left on screen stays clean
+                self._leaving = True
                 event.app.exit(exception=_Exit())
                 return
             self._exit_armed_at = now
+            self.interrupt(send_pending=False)
 
         @kb.add("c-d", filter=empty)
         def _ctrl_d(event: KeyPressEvent) -> None:
+            self._leaving = True
             event.app.exit(exception=EOFError())
 
         @kb.add("escape", eager=True, filter=busy)
         def _escape(event: KeyPressEvent) -> None:
-            self.interrupt()
+            self.interrupt(send_pending=True)
 
         answers: tuple[tuple[str, Decision], ...] = (("y", "yes"), ("n", "no"), ("a", "always"))
         for key, decision in answers:
@@ -549,7 +701,8 @@ class Repl:
             Text.assemble(("cwd       ", "dim"), str(s.cwd)),
             Text.assemble(("approval  ", "dim"), str(s.approval)),
             Text(
-                "Enter sends · Ctrl+J newline · Esc or Ctrl+C interrupts · /help · Ctrl+D exits",
+                "Enter sends (steers a running turn) · Tab queues · Esc interrupts · "
+                "Ctrl+J newline · /help · Ctrl+D exits",
                 style="dim",
             ),
         ]
@@ -585,11 +738,12 @@ class Repl:
 
     def _cmd_help(self, _: str) -> bool:
         rows = [
-            ("Enter", "send (while a turn runs: queue the message for the next turn)"),
-            ("Tab", "queue the message for the next turn (while a turn runs)"),
+            ("Enter", "send; while a turn runs: steer it (reaches the model at its next step)"),
+            ("Tab", "while a turn runs: queue the message for the next turn"),
+            ("Enter on an empty line", "send the waiting messages now (when idle)"),
             ("Ctrl+J, Alt+Enter, \\ Enter", "new line"),
-            ("Esc", "interrupt the running turn"),
-            ("Ctrl+C", "clear the draft, else interrupt the turn, else twice to exit"),
+            ("Esc", "interrupt the turn and send the waiting messages at once"),
+            ("Ctrl+C", "clear the draft, else interrupt (waiting messages are kept); twice exits"),
             ("Ctrl+D", "exit (on an empty line)"),
             ("y / n / a", "answer an approval: yes once, no, always for this session"),
         ]
@@ -605,15 +759,33 @@ class Repl:
         return True
 
     def _cmd_new(self, _: str) -> bool:
-        old = self.session.session_id
+        old = self.session
         self.session = self.runtime.create_session(
-            cwd=self.session.cwd, config=self.config, interactive=True
+            cwd=old.cwd, config=self.config, interactive=True
         )
+        # The consumer of the old session (if still draining) stops rendering;
+        # the next turn of the new one starts a consumer for it.
+        self._journal_pos = len(self.session.journal.records)
+        self._approvals.clear()
+        self._recovered.clear()
         self._tokens = ev.Usage(input_tokens=0, output_tokens=0)
-        self.view.print(
+        lines = [
             Text.assemble(("new session ", "bold"), self.session.session_id),
-            Text(f"previous session {old} — resume it with: mind --session {old}", style="dim"),
-        )
+            Text(
+                f"previous session {old.session_id} — resume it with: "
+                f"mind --session {old.session_id}",
+                style="dim",
+            ),
+        ]
+        if old.waiting:
+            lines.append(
+                Text(
+                    f"{len(old.waiting)} message(s) still wait in the previous session; "
+                    "they are sent when you resume it.",
+                    style="yellow",
+                )
+            )
+        self.view.print(*lines)
         return True
 
     def _cmd_sessions(self, _: str) -> bool:
@@ -642,6 +814,7 @@ class Repl:
     def _cmd_status(self, _: str) -> bool:
         s = self.session
         state = "running a turn" if self.busy else "idle"
+        waiting = len(s.waiting)
         if self.approving:
             state = "waiting for approval"
         allowed = ", ".join(sorted(s.always_allowed)) or "none"
@@ -651,7 +824,7 @@ class Repl:
             ("model", self.config.provider.model),
             ("cwd", str(s.cwd)),
             ("approval", f"{s.approval} (always allowed: {allowed})"),
-            ("state", state + (f", {len(self.queued)} queued" if self.queued else "")),
+            ("state", state + (f", {waiting} waiting" if waiting else "")),
             ("usage", format_tokens(self._tokens)),
         ]
         self.view.print(*(Text.assemble((k.ljust(10), "dim"), v) for k, v in pairs))
@@ -705,6 +878,15 @@ async def run_repl(config: ResolvedConfig, cwd: str | None, session_id: str | No
         with patch_stdout(raw=True):
             code = await repl.run()
         final = repl.session.session_id
+        waiting = len(repl.session.waiting)
+    if waiting:
+        console.print(
+            Text(
+                f"{waiting} message(s) wait in this session (saved); "
+                "they are sent when you resume it.",
+                style="yellow",
+            )
+        )
     console.print(Text(f"Resume this session with: mind --session {final}", style="dim"))
     return code
 
