@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os.path
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, get_args
 
 from mind.effects.patch import parse_patch, patch_paths
@@ -90,7 +90,12 @@ _SHOWN_CHARS = 120
 
 
 def approval_reason(
-    policy: ApprovalPolicy, name: str, args: dict[str, Any], *, cwd: str
+    policy: ApprovalPolicy,
+    name: str,
+    args: dict[str, Any],
+    *,
+    cwd: str,
+    resolve: Callable[[str], str] | None = None,
 ) -> str | None:
     """Decide whether one tool call needs approval.
 
@@ -100,6 +105,10 @@ def approval_reason(
         args: the arguments, already checked by
             :func:`mind.effects.tools.parse_arguments`.
         cwd: the session's working directory (absolute).
+        resolve: maps an absolute path to the real path it would write
+            (symlinks followed); supplied by the shell, which may read the
+            file system. Without it the check is lexical only, so a symlink
+            inside ``cwd`` pointing outside would count as inside.
 
     Returns:
         None when the call runs without asking; otherwise one line saying
@@ -129,7 +138,7 @@ def approval_reason(
     if paths is None:
         # Unparseable patch: the runner refuses it before writing anything.
         return None
-    outside = [path for path in paths if not _inside(path, cwd)]
+    outside = [path for path in paths if not _inside(path, cwd, resolve)]
     if outside:
         shown = ", ".join(_one_line(p) for p in outside)
         return f"writes outside the working directory: {shown}"
@@ -220,9 +229,11 @@ def _written_paths(name: str, args: dict[str, Any]) -> list[str] | None:
         return None
 
 
-def _inside(path: str, cwd: str) -> bool:
+def _inside(path: str, cwd: str, resolve: Callable[[str], str] | None = None) -> bool:
     root = os.path.normpath(cwd)
     target = os.path.normpath(os.path.join(root, path))
+    if resolve is not None:
+        root, target = resolve(root), resolve(target)
     return target == root or target.startswith(root.rstrip("/") + "/")
 
 
@@ -235,5 +246,7 @@ def _one_line(path: str) -> str:
 
 def _shown(command: object) -> str:
     text = shlex.join(command) if isinstance(command, list) else str(command)
-    text = " ".join(text.split())
+    # Newlines separate commands for the shell: show them, never fold them
+    # into spaces (an approval must show everything that will run).
+    text = " ⏎ ".join(" ".join(line.split()) for line in text.splitlines())
     return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 1] + "…"

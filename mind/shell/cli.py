@@ -2,8 +2,8 @@
 
 Exit codes: 0 the turn completed (or nothing was left to run); 1 the turn
 failed or was aborted, or a session/journal error; 2 bad usage or
-configuration; 3 the session is held by another live process; 130
-interrupted.
+configuration (including a bad --script); 3 the session is held by another
+live process; 130 interrupted; 141 stdout was closed by its reader.
 """
 
 from __future__ import annotations
@@ -32,13 +32,14 @@ from mind.generated import events as ev
 from mind.shell import faults
 from mind.shell.config import CliOverrides, ResolvedConfig, resolve
 from mind.shell.runtime import Runtime, Session
-from mind.shell.store import mind_home
+from mind.shell.store import SESSION_ID_RE, mind_home
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_OCCUPIED = 3
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a killed writer
 
 _STATUS_EXIT = {
     "completed": EXIT_OK,
@@ -48,23 +49,38 @@ _STATUS_EXIT = {
 }
 
 
-def _add_provider_options(p: argparse.ArgumentParser) -> None:
+def _add_provider_options(p: argparse.ArgumentParser, *, sub: bool = False) -> None:
+    # On a sub-command the options default to SUPPRESS so that the same option
+    # given before the sub-command (`mind --provider x exec ...`) is kept.
+    kw: dict[str, object] = {"default": argparse.SUPPRESS} if sub else {}
     p.add_argument(
         "--provider",
         choices=["openai-chat", "openai-responses", "anthropic", "scripted"],
         help="model provider (default: from config.toml or the API key in the environment)",
+        **kw,  # type: ignore[arg-type]
     )
-    p.add_argument("--model", help="model name")
+    p.add_argument("--model", help="model name", **kw)  # type: ignore[arg-type]
     p.add_argument(
-        "--base-url", help="provider base URL (any OpenAI-compatible server for openai-chat)"
+        "--base-url",
+        help="provider base URL (any OpenAI-compatible server for openai-chat)",
+        **kw,  # type: ignore[arg-type]
     )
-    p.add_argument("--script", help="script file for --provider scripted (YAML list of replies)")
+    p.add_argument(
+        "--script",
+        help="script file for --provider scripted (YAML list of replies)",
+        **kw,  # type: ignore[arg-type]
+    )
     p.add_argument(
         "--approval",
         choices=["untrusted", "on-request", "never"],
         help="when to ask before running a tool (default on-request)",
+        **kw,  # type: ignore[arg-type]
     )
-    p.add_argument("--cwd", help="working directory of a new session (default: current directory)")
+    p.add_argument(
+        "--cwd",
+        help="working directory of a new session (default: current directory)",
+        **kw,  # type: ignore[arg-type]
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,8 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--session", help="open this session in the REPL")
     sub = parser.add_subparsers(dest="command")
     ex = sub.add_parser("exec", help="run one turn non-interactively and print the final answer")
-    _add_provider_options(ex)
-    ex.add_argument("--session", help="continue this session (created if absent)")
+    _add_provider_options(ex, sub=True)
+    ex.add_argument(
+        "--session", help="continue this session (created if absent)", default=argparse.SUPPRESS
+    )
     ex.add_argument("--json", action="store_true", help="print one JSON event per line on stdout")
     ex.add_argument(
         "prompt",
@@ -128,9 +146,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SessionOccupiedError as exc:
         print(f"mind: {exc}", file=sys.stderr)
         return EXIT_OCCUPIED
-    except (StateDirError, ScriptError) as exc:
+    except ScriptError as exc:  # the offline script is part of the configuration
+        print(f"mind: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except StateDirError as exc:
         print(f"mind: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except BrokenPipeError:
+        # stdout was closed (`mind sessions | head -1`): stop quietly, like other CLIs.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except MindError as exc:
         print(f"mind: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -158,12 +184,27 @@ async def _exec(args: argparse.Namespace) -> int:
     cwd = Path(args.cwd).expanduser() if args.cwd else Path.cwd()
     if not cwd.is_dir():
         raise ConfigError(f"--cwd {cwd} is not a directory")
+    if args.session is not None and not SESSION_ID_RE.match(args.session):
+        raise ConfigError(f"--session {args.session!r} is not a valid session id")
     out = sys.stdout
     async with Runtime.open() as rt:
         if args.session:
             session = rt.open_session(args.session, config=config, create=True, cwd=cwd)
+            if args.cwd and session.cwd != cwd.resolve():
+                print(
+                    f"mind: note: session {session.session_id} keeps its working directory "
+                    f"{session.cwd} (--cwd {cwd} ignored)",
+                    file=sys.stderr,
+                )
         else:
             session = rt.create_session(cwd=cwd, config=config)
+        report = session.journal.report
+        if report.torn_tail_dropped:
+            print(
+                f"mind: note: {session.journal.path}: dropped a torn last record "
+                f"({report.torn_tail_bytes} bytes) left by an interrupted write",
+                file=sys.stderr,
+            )
         if args.json:
             _emit_json(out, session.started_event())
         else:
@@ -198,10 +239,13 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
     """Print the session's events until it is idle; exit code of the last turn."""
     last: ev.TurnCompletedEvent | None = None
     final_text = ""
+    stdout_closed = False
     async with anyio.create_task_group() as tg:
 
         async def on_sigint() -> None:
-            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            with anyio.open_signal_receiver(
+                signal.SIGINT, signal.SIGTERM, signal.SIGHUP
+            ) as signals:
                 async for _ in signals:
                     if session.current is not None:
                         session.current.interrupt(send_pending=False)
@@ -214,12 +258,25 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
                 final_text = event.text
             elif isinstance(event, ev.TurnCompletedEvent):
                 last = event
-            if json_mode:
-                if not isinstance(event, ev.ReasoningDeltaEvent | ev.InputAcceptedEvent):
-                    _emit_json(out, event)
-            else:
-                _human_progress(event)
+            if stdout_closed:
+                continue
+            try:
+                if json_mode:
+                    if not isinstance(event, ev.ReasoningDeltaEvent | ev.InputAcceptedEvent):
+                        _emit_json(out, event)
+                else:
+                    _human_progress(event)
+            except BrokenPipeError:
+                # The reader went away (`mind exec ... | head -1`): nobody is
+                # watching, so stop the turn rather than run tools unobserved.
+                stdout_closed = True
+                if session.current is not None:
+                    session.current.interrupt(send_pending=False)
         tg.cancel_scope.cancel()
+    if stdout_closed:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush is quiet
+        return EXIT_BROKEN_PIPE
     if last is None:
         return EXIT_OK
     if not json_mode and final_text:
@@ -227,9 +284,13 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
         out.flush()
     if last.status != ev.TurnStatus.completed:
         failure = last.failure if isinstance(last.failure, ev.Failure) else None
-        reason = failure.message if failure else last.status.value
-        kind = f" ({failure.kind.value})" if failure else ""
-        print(f"mind: turn {last.status.value}{kind}: {reason}", file=sys.stderr)
+        line = f"mind: turn {last.status.value}"
+        if failure is not None:
+            line += f" ({failure.kind.value}): {failure.message}"
+            detail = session.current.failure_detail if session.current else ""
+            if detail:
+                line += f" — {' '.join(detail.split())[:300]}"
+        print(line, file=sys.stderr)
     return _STATUS_EXIT[last.status.value]
 
 

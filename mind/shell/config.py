@@ -21,6 +21,7 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -53,6 +54,11 @@ NOT_CONFIGURED = (
     "--provider scripted --script FILE, where FILE is a YAML list of replies such as "
     '`- text: "Hello"` or `- tool_calls: [{name: shell, arguments: {command: ls}}]`.'
 )
+
+
+CONFIG_KEYS = frozenset({"provider", "model", "base_url", "approval", "script", "max_retries"})
+"""Keys ``config.toml`` may hold; any other key is an error (a typo must not
+silently fall back to defaults)."""
 
 
 class CliOverrides(msgspec.Struct, frozen=True, kw_only=True):
@@ -92,7 +98,12 @@ def load_config_file(path: Path) -> dict[str, Any]:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
-    for key in ("provider", "model", "base_url", "approval"):
+    unknown = sorted(set(data) - CONFIG_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"{path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(CONFIG_KEYS))}"
+        )
+    for key in ("provider", "model", "base_url", "approval", "script"):
         if key in data and not isinstance(data[key], str):
             raise ConfigError(f"{path}: `{key}` must be a string")
     return data
@@ -130,6 +141,10 @@ def resolve(cli: CliOverrides, env: Mapping[str, str], config_path: Path) -> Res
         base_url = env.get("OPENAI_BASE_URL") or None
     if base_url is None and kind == "anthropic":
         base_url = env.get("ANTHROPIC_BASE_URL") or None
+    if base_url is not None:
+        parsed = urlsplit(base_url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ConfigError(f"base URL {base_url!r} is not an http(s) URL")
     script = cli.script or file.get("script")
     if kind == "scripted":
         if not script:

@@ -173,6 +173,9 @@ class Turn:
         self._done = anyio.Event()
         self._outcome: TurnOutcome | None = None
         # Progress kept on the handle so an interrupted turn still reports it.
+        self.failure_detail = ""
+        """The provider's own words for a failure (redacted, for stderr and
+        logs only: never journaled, never in events)."""
         self._usage = RoundUsage()
         self._final_text = ""
 
@@ -186,7 +189,17 @@ class Turn:
             yield event
 
     def decide(self, call_id: str, decision: Decision) -> None:
-        """Answer the approval request of ``call_id``. The first decision wins."""
+        """Answer the approval request of ``call_id``. The first decision wins.
+
+        Raises:
+            ValueError: ``decision`` is not ``yes`` | ``no`` | ``always``, or
+                ``call_id`` has no approval request in this turn (misuse; an
+                approval never fails open).
+        """
+        if decision not in ("yes", "no", "always"):
+            raise ValueError(f"decision must be 'yes', 'no' or 'always', not {decision!r}")
+        if call_id not in self._decision_events and call_id not in self._decisions:
+            raise ValueError(f"turn {self.turn_id} has no approval request for {call_id!r}")
         if call_id in self._decisions:
             return
         self._decisions[call_id] = decision
@@ -266,6 +279,7 @@ class Session:
         config: ResolvedConfig,
         *,
         interactive: bool,
+        provider: Provider | None = None,
     ) -> None:
         self.runtime = runtime
         self.session_id = session_id
@@ -275,7 +289,7 @@ class Session:
         self.cwd = cwd
         self.config = config
         self.interactive = interactive
-        self.provider: Provider = make_provider(config.provider)
+        self.provider: Provider = provider or make_provider(config.provider)
         self.tools = ToolRunner(cwd, env=tool_environment(os.environ))
         self.always_allowed: set[str] = set()
         self.retry_policy = RetryPolicy(max_retries=config.max_retries)
@@ -590,6 +604,7 @@ class Session:
                     raise ProviderError("stream_cut", detail="stream ended without a final event")
             except ProviderError as exc:
                 failure = ev.Failure(kind=ev.FailureKind(exc.kind), message=exc.message)
+                turn.failure_detail = exc.detail[:500]
                 if machine.round_failed(transient=exc.transient):
                     delay_s = self.retry_policy.delay_s(machine.retries_used, exc.retry_after_s)
                     turn._emit(
@@ -724,7 +739,9 @@ class Session:
             args = parse_arguments(call.name, call.arguments)
         except ToolArgumentsError as exc:
             return "error", str(exc)
-        reason = approval_reason(self.approval, call.name, args, cwd=str(self.cwd))
+        reason = approval_reason(
+            self.approval, call.name, args, cwd=str(self.cwd), resolve=os.path.realpath
+        )
         key = _always_key(call.name, args)
         if reason is not None and key not in self.always_allowed:
             if not self.interactive:
@@ -735,6 +752,7 @@ class Session:
                     "with --approval never to allow it."
                 )
             machine.approval_needed()
+            turn._decision_events.setdefault(call.call_id, anyio.Event())
             turn._emit(
                 ev.ApprovalRequestedEvent(
                     turn_id=turn.turn_id,
@@ -746,7 +764,7 @@ class Session:
             )
             decision = await turn._await_decision(call.call_id)
             machine.approval_answered()
-            if decision == "no":
+            if decision != "yes" and decision != "always":
                 return "denied", "The user refused this tool call; it was not run."
             if decision == "always":
                 self.always_allowed.add(key)
@@ -862,6 +880,8 @@ class Runtime:
         """
         sid = session_id or new_session_id()
         directory = self.store.session_dir(sid)
+        # A bad script or provider setting fails here, before anything is written.
+        provider = make_provider(config.provider)
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         lease = SessionLease.acquire(directory / "lease", sid)
         try:
@@ -884,7 +904,15 @@ class Runtime:
             lease.release()
             raise
         session = Session(
-            self, sid, journal, inbox, lease, cwd.resolve(), config, interactive=interactive
+            self,
+            sid,
+            journal,
+            inbox,
+            lease,
+            cwd.resolve(),
+            config,
+            interactive=interactive,
+            provider=provider,
         )
         self._sessions[sid] = session
         return session
@@ -928,6 +956,7 @@ class Runtime:
                     interactive=interactive,
                 )
             raise SessionError(session_id, "no such session")
+        provider = make_provider(config.provider)
         lease = SessionLease.acquire(directory / "lease", session_id)
         try:
             journal = Journal.open(path)
@@ -945,7 +974,15 @@ class Runtime:
         started = next((r for r in journal.records if isinstance(r, jr.SessionStarted)), None)
         session_cwd = Path(started.cwd) if started else (cwd or Path.cwd())
         session = Session(
-            self, session_id, journal, inbox, lease, session_cwd, config, interactive=interactive
+            self,
+            session_id,
+            journal,
+            inbox,
+            lease,
+            session_cwd,
+            config,
+            interactive=interactive,
+            provider=provider,
         )
         session.recovery = ev.SessionRecoveredEvent(
             session_id=session_id,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -54,9 +55,25 @@ def test_policy_truth_table(name: str, args: dict[str, Any], asks: tuple[bool, .
     assert got == asks
 
 
+def test_symlinked_paths_are_judged_where_they_really_write(tmp_path: Path) -> None:
+    """A link inside cwd that points outside must not dodge the outside-cwd rule
+    (found by a fresh-user test: writes through `linkdir/` ran unasked)."""
+    import os
+
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    (cwd / "linkdir").symlink_to(tmp_path)
+    args = {"path": "linkdir/escape.txt", "content": ""}
+    assert approval_reason("on-request", "write_file", args, cwd=str(cwd)) is None  # lexical
+    reason = approval_reason(
+        "on-request", "write_file", args, cwd=str(cwd), resolve=os.path.realpath
+    )
+    assert reason == "writes outside the working directory: linkdir/escape.txt"
+
+
 def test_policy_reasons_are_one_readable_line() -> None:
     assert approval_reason("on-request", "shell", {"command": "rm -rf\nbuild"}, cwd=CWD) == (
-        "runs `rm -rf build`, which is not a known read-only command"
+        "runs `rm -rf ⏎ build`, which is not a known read-only command"
     )
     assert approval_reason("untrusted", "shell", {"command": ["touch", "a b"]}, cwd=CWD) == (
         "runs `touch 'a b'`, which is not a known read-only command"

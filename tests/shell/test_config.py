@@ -92,3 +92,11 @@ def test_bad_config_file_is_a_clear_error(tmp_path: Path, text: str, needle: str
 def test_scripted_needs_a_script(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--script FILE"):
         resolve(CliOverrides(provider="scripted"), {}, tmp_path / "none.toml")
+
+
+def test_unknown_keys_and_bad_urls_are_refused(tmp_path: Path) -> None:
+    path = _toml(tmp_path, 'provider = "openai-chat"\nmodle = "typo"\n')
+    with pytest.raises(ConfigError, match=r"unknown key.*modle"):
+        resolve(CliOverrides(), {"OPENAI_API_KEY": "k"}, path)
+    with pytest.raises(ConfigError, match="not an http"):
+        resolve(CliOverrides(provider="openai-chat", base_url="not a url"), {}, tmp_path / "x")
