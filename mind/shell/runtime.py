@@ -931,7 +931,8 @@ class Runtime:
         Startup order (seed 000 SessionRuntime.initialize, issue 3 §4): take
         the lease; give each orphan tool call a durable synthetic result (it
         is never re-run); close each unterminated turn as ``aborted``; open
-        the inbox filtered by the journal's acknowledgements — what remains
+        the inbox filtered by the journal's acknowledgements (rewriting the
+        file when a crash left acknowledged input in it) — what remains
         is recovered input that replays, in order, with the next turn
         (:meth:`Session.resume_pending` or the next :meth:`Session.send`).
         A failure part-way releases the lease. Re-opening a session this
@@ -968,6 +969,9 @@ class Runtime:
                 for mid in r.acknowledged
             }
             inbox = Inbox.open(directory / "inbox.json", acknowledged=acknowledged)
+            # The file too: a crash after the terminal record, before the
+            # cleanup, left acknowledged input in it (issue 3 §3).
+            inbox.remove(acknowledged)
         except BaseException:
             lease.release()
             raise

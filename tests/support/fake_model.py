@@ -1,0 +1,288 @@
+"""A dynamic loopback model: an OpenAI Chat Completions SSE server that
+decides each reply from the request alone.
+
+Stateless by design: the reply depends only on the request body (plus a fresh
+tool-call id), so the same server answers a ``mind`` process and every
+process that restarts the session after a crash. Rules, on the request's
+``messages``:
+
+- Let ``U`` be the last ``role: "user"`` message and ``want`` the number of
+  tool calls ``U`` asks for: ``TOOLS=<n>`` in its text asks for ``n``, a bare
+  ``TOOL`` for 1, otherwise 0.
+- If fewer than ``want`` ``role: "tool"`` messages follow ``U``, and the last
+  message is ``U`` or a tool result: reply with one ``shell`` tool call whose
+  command appends the call's fresh id (``call_<hex>``) as one line to
+  ``effects.log`` in the session's working directory. A tool that runs twice
+  shows as a duplicate line; one that never ran has no line.
+- Otherwise reply with text that names every user text the request carried
+  (``saw N user message(s): ...``).
+
+Every request body is appended as one JSON line to ``record_path`` *before*
+the reply is sent (so a client killed mid-stream still leaves its request on
+record), and kept in :attr:`FakeModel.requests`. ``chunk_delay_s`` makes the
+server thread pause before each SSE chunk, so a client can be steered or
+killed mid-stream.
+
+In-process::
+
+    with FakeModel(record_path=tmp / "requests.jsonl", chunk_delay_s=0.01) as model:
+        ... mind --provider openai-chat --base-url {model.base_url} --model fake ...
+        bodies = read_requests(tmp / "requests.jsonl")
+
+As a subprocess: ``python -m tests.support.fake_model [--record FILE] [--delay S]``
+prints ``{"port": N, "base_url": "http://127.0.0.1:N/v1"}`` and serves until
+SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import signal
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+__all__ = ["EFFECTS_FILE", "FakeModel", "decide", "read_requests", "user_texts", "wanted_tools"]
+
+EFFECTS_FILE = "effects.log"
+"""The side-effect file (in the tool's working directory) each tool call appends to."""
+
+_TOOLS_N = re.compile(r"TOOLS=(\d+)")
+
+
+def user_texts(messages: list[dict[str, Any]]) -> list[str]:
+    """The text of every ``role: "user"`` message, in order (parts joined)."""
+    out: list[str] = []
+    for m in messages:
+        if m.get("role") != "user":
+            continue
+        content = m.get("content")
+        if isinstance(content, list):
+            content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        out.append(str(content))
+    return out
+
+
+def wanted_tools(text: str) -> int:
+    """How many tool calls a user text asks for (see the module docstring)."""
+    found = _TOOLS_N.search(text)
+    if found:
+        return int(found.group(1))
+    return 1 if "TOOL" in text else 0
+
+
+def decide(body: dict[str, Any]) -> dict[str, Any]:
+    """The reply to a request body: ``{"tool_call": {...}}`` or ``{"text": "..."}``."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    if last_user >= 0:
+        text = user_texts([messages[last_user]])[0]
+        after = messages[last_user + 1 :]
+        results = sum(1 for m in after if m.get("role") == "tool")
+        last_role = messages[-1].get("role")
+        if results < wanted_tools(text) and last_role in ("user", "tool"):
+            call_id = "call_" + uuid.uuid4().hex[:16]
+            command = f"echo {call_id} >> {EFFECTS_FILE}"
+            return {
+                "tool_call": {"id": call_id, "name": "shell", "arguments": {"command": command}}
+            }
+    seen = user_texts(messages)
+    return {"text": f"saw {len(seen)} user message(s): " + " | ".join(seen)}
+
+
+def _pieces(text: str, count: int) -> list[str]:
+    step = max(1, -(-len(text) // count))
+    return [text[i : i + step] for i in range(0, len(text), step)] or [""]
+
+
+def sse_chunks(reply: dict[str, Any], *, text_pieces: int = 4) -> list[bytes]:
+    """The reply as Chat Completions SSE ``data:`` events, ``[DONE]`` last."""
+    rid = "chatcmpl-fake-" + uuid.uuid4().hex[:8]
+
+    def chunk(choices: list[dict[str, Any]], usage: dict[str, int] | None = None) -> bytes:
+        data = {
+            "id": rid,
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "fake",
+            "choices": choices,
+            "usage": usage,
+        }
+        return b"data: " + json.dumps(data).encode() + b"\n\n"
+
+    def delta(d: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {"index": 0, "delta": d, "finish_reason": finish}
+
+    out: list[bytes] = []
+    call = reply.get("tool_call")
+    if call is not None:
+        args = json.dumps(call["arguments"])
+        half = len(args) // 2
+        first = {"index": 0, "id": call["id"], "type": "function"}
+        first["function"] = {"name": call["name"], "arguments": ""}
+        out.append(chunk([delta({"role": "assistant", "content": None, "tool_calls": [first]})]))
+        for part in (args[:half], args[half:]):
+            frag = {"index": 0, "function": {"arguments": part}}
+            out.append(chunk([delta({"tool_calls": [frag]})]))
+        out.append(chunk([delta({}, "tool_calls")]))
+    else:
+        out.append(chunk([delta({"role": "assistant", "content": ""})]))
+        for piece in _pieces(str(reply["text"]), text_pieces):
+            out.append(chunk([delta({"content": piece})]))
+        out.append(chunk([delta({}, "stop")]))
+    usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    out.append(chunk([], usage))
+    out.append(b"data: [DONE]\n\n")
+    return out
+
+
+def read_requests(path: Path) -> list[dict[str, Any]]:
+    """Every request body recorded in ``path`` (a JSONL file), in arrival order."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silence the default stderr access log."""
+
+    def do_POST(self) -> None:
+        owner = self.server.owner
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or not self.path.endswith("/chat/completions"):
+            self._error(400, "fake model: expected a JSON body on POST /v1/chat/completions")
+            return
+        owner._record(body)
+        reply = decide(body)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        try:
+            for piece in sse_chunks(reply):
+                if owner.chunk_delay_s:
+                    time.sleep(owner.chunk_delay_s)  # pacing of the stream, not a test timing
+                self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client died (SIGKILL) or stopped reading
+
+    def _error(self, status: int, message: str) -> None:
+        data = json.dumps({"error": {"message": message, "type": "fake_model"}}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        self.wfile.write(data)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    owner: FakeModel
+
+
+class FakeModel:
+    """Serve :func:`decide` replies on ``127.0.0.1:<free port>`` from a daemon thread.
+
+    Args:
+        record_path: append every request body here as one JSON line.
+        chunk_delay_s: pause before each SSE chunk, in seconds (0: none).
+    """
+
+    def __init__(self, *, record_path: Path | None = None, chunk_delay_s: float = 0.0) -> None:
+        self.record_path = record_path
+        self.chunk_delay_s = chunk_delay_s
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (after :meth:`start`)."""
+        assert self._server is not None, "server not started"
+        return int(self._server.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>/v1`` — the ``--base-url`` for ``openai-chat``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def _record(self, body: dict[str, Any]) -> None:
+        with self._lock:
+            self.requests.append(body)
+            if self.record_path is not None:
+                with self.record_path.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(body) + "\n")
+
+    def start(self) -> FakeModel:
+        """Bind and serve in a daemon thread."""
+        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server.owner = self
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.01},
+            name="fake-model",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def __enter__(self) -> FakeModel:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Subprocess entry point (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--record", type=Path, default=None, help="JSONL file of request bodies")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before each SSE chunk")
+    args = parser.parse_args(argv)
+    model = FakeModel(record_path=args.record, chunk_delay_s=args.delay).start()
+    print(json.dumps({"port": model.port, "base_url": model.base_url}), flush=True)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        while not stop.wait(3600):
+            pass
+    finally:
+        model.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
