@@ -370,7 +370,9 @@ class Repl:
         try:
             receipt = self.session.send(text, kind=kind)
         except InputRefused as exc:
-            self.view.note(f"Not sent: {exc.message} Your text is still in the editor.", "yellow")
+            self.view.note(
+                f"Not sent: {exc.message.rstrip('.')}. Your text is still in the editor.", "yellow"
+            )
             self._invalidate()
             return False
         self._accepted(receipt, kind)
@@ -546,13 +548,17 @@ class Repl:
         """One line per waiting message: where it goes, then its text."""
         out: StyleAndTextTuples = []
         width = max(20, self.console.width - 16)
+        hinted = False
         for msg in waiting[:PENDING_LINES]:
+            hint = ""
             if msg.state == "queued":
-                label, style, hint = "steer    ", "class:pending.steer", "  reaches the model next"
+                label, style = "steer    ", "class:pending.steer"
+                if not hinted:  # said once: every steering line means the same
+                    hint, hinted = "  reaches the model next", True
             elif self.busy:
-                label, style, hint = "next turn", "class:pending.next", ""
+                label, style = "next turn", "class:pending.next"
             else:
-                label, style, hint = "waiting  ", "class:pending.next", ""
+                label, style = "waiting  ", "class:pending.next"
             text = shorten(" ".join(msg.text.split()), max(10, width - len(hint)))
             out += [
                 ("class:pending", "  ↳ "),
@@ -701,8 +707,7 @@ class Repl:
             Text.assemble(("cwd       ", "dim"), str(s.cwd)),
             Text.assemble(("approval  ", "dim"), str(s.approval)),
             Text(
-                "Enter sends (steers a running turn) · Tab queues · Esc interrupts · "
-                "Ctrl+J newline · /help · Ctrl+D exits",
+                "Enter sends (steers a running turn) · Tab queues · Esc interrupts · /help",
                 style="dim",
             ),
         ]

@@ -207,27 +207,6 @@ def test_ctrl_c_interrupts_a_long_tool_call_and_the_prompt_returns(spawn: Spawn)
     exit_cleanly(child)
 
 
-def test_enter_while_a_turn_runs_queues_the_message_for_the_next_turn(spawn: Spawn) -> None:
-    child = spawn(
-        [
-            {"tool_calls": [{"name": "shell", "arguments": {"command": "sleep 2"}}]},
-            {"text": "First turn done."},
-            {"text": "Answer to the queued message."},
-        ],
-        "--approval",
-        "never",
-    )
-    child.send("first" + ENTER)
-    child.expect(words("⏺ Calling shell sleep 2"))
-    child.send("second" + ENTER)
-    child.expect(words("(queued: sent when this turn ends)"))
-    child.expect(words("First turn done."))
-    child.expect(words("── completed"))
-    child.expect(words("Answer to the queued message."))
-    child.expect(words("── completed"))
-    exit_cleanly(child)
-
-
 def test_bracketed_paste_stays_in_the_editor_until_enter(spawn: Spawn, tmp_path: Path) -> None:
     child = spawn([{"text": "Got both lines."}])
     sid = session_id_of(child)
