@@ -12,6 +12,7 @@ import argparse
 import os
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
@@ -32,7 +33,7 @@ from mind.generated import events as ev
 from mind.shell import faults
 from mind.shell.config import CliOverrides, ResolvedConfig, resolve
 from mind.shell.runtime import Runtime, Session
-from mind.shell.store import SESSION_ID_RE, mind_home
+from mind.shell.store import SESSION_ID_RE, listing_lines, mind_home
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -104,7 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the prompt ('-' reads stdin); omitted with --session: recover the session and "
         "run any input a crash left unacknowledged",
     )
-    sub.add_parser("sessions", help="list sessions, most recent first")
+    ses = sub.add_parser("sessions", help="list sessions, most recent first")
+    ses.add_argument(
+        "--rebuild-index",
+        action="store_true",
+        help="rebuild the session index (index.db) from every journal first",
+    )
     dbg = sub.add_parser("debug", help="maintainer tools")
     dbg_sub = dbg.add_subparsers(dest="debug_command", required=True)
     dbg_sub.add_parser("boundaries", help="print every named durable boundary (MIND_CRASH_AT)")
@@ -133,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "exec":
             return anyio.run(_exec, args)
         if args.command == "sessions":
-            return anyio.run(_sessions)
+            return anyio.run(_sessions, args)
         if args.command == "debug":
             print("\n".join(faults.BOUNDARIES))
             return EXIT_OK
@@ -314,14 +320,13 @@ def _short(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-async def _sessions() -> int:
+async def _sessions(args: argparse.Namespace) -> int:
     async with Runtime.open() as rt:
+        if args.rebuild_index:
+            count = rt.store.rebuild_index()
+            print(f"mind: indexed {count} session(s) from their journals", file=sys.stderr)
         rows = rt.list_sessions()
-    if not rows:
-        print("no sessions yet")
-        return EXIT_OK
-    for s in rows:
-        print(f"{s.session_id}  {s.last_status or '-':<11}  {s.cwd}  {s.title}")
+    print("\n".join(listing_lines(rows, time.time_ns() // 1_000_000)))
     return EXIT_OK
 
 

@@ -1,7 +1,8 @@
 """Where mind keeps its files: the config root and the state root (DESIGN §4).
 
 ``MIND_HOME`` (default ``~/.mind``) holds ``config.toml``; ``MIND_STATE_HOME``
-(default: ``MIND_HOME``) holds ``sessions/<session_id>/``. The state root must
+(default: ``MIND_HOME``) holds ``sessions/<session_id>/`` and the derived
+session index ``index.db`` (:mod:`mind.shell.index`). The state root must
 be creatable and writable: an explicit root that fails stops startup with
 :class:`~mind.errors.StateDirError`, never a fallback to another location.
 """
@@ -16,6 +17,8 @@ from pathlib import Path
 import msgspec
 
 from mind.errors import StateDirError
+from mind.shell import index
+from mind.shell.index import ReadRange
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 """Accepted session ids: a safe directory name (no separators, no leading dot)."""
@@ -39,9 +42,16 @@ class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         session_id: directory name under ``sessions/``.
         cwd: the session's frozen working directory ("" if unknown).
-        title: first prompt, truncated to 80 characters ("" if none yet).
-        updated_at_ms: journal mtime, Unix epoch milliseconds.
-        last_status: status of the last terminal record, "running"/"" if none.
+        title: first prompt, truncated to 80 characters ("" if none yet or
+            not indexed).
+        updated_at_ms: last known activity, Unix epoch milliseconds (the
+            journal's modification time when not indexed).
+        last_status: "running", the status of the last terminal record, or ""
+            (no turn yet, or not indexed).
+        created_at_ms: session start, Unix epoch milliseconds (0 if unknown).
+        indexed: False when the session has no row in ``index.db`` (listed
+            from its journal's first record only; ``mind sessions
+            --rebuild-index`` adds it).
     """
 
     session_id: str
@@ -49,19 +59,27 @@ class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
     title: str
     updated_at_ms: int
     last_status: str
+    created_at_ms: int = 0
+    indexed: bool = True
 
 
 class Store:
-    """The state root and its per-session directories.
+    """The state root, its per-session directories and the session index.
 
     Args:
         root: the state root; created with mode 0700 if missing.
+        read_range: how listing reads journal bytes (default
+            :func:`~mind.shell.index.read_range`; tests inject a counting one).
+
+    Attributes:
+        index: the open session index ``<root>/index.db``.
 
     Raises:
-        StateDirError: the root cannot be created or is not writable.
+        StateDirError: the root cannot be created or is not writable, or
+            ``index.db`` cannot be created or written.
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, read_range: ReadRange | None = None) -> None:
         self.root = root
         self.sessions_dir = root / "sessions"
         try:
@@ -70,6 +88,12 @@ class Store:
             raise StateDirError(root, exc.strerror or str(exc)) from exc
         if not os.access(self.sessions_dir, os.W_OK | os.X_OK):
             raise StateDirError(root, "not writable")
+        self._read: ReadRange = read_range or index.read_range
+        self.index = index.SessionIndex.open(self)
+
+    def close(self) -> None:
+        """Close the session index. Idempotent."""
+        self.index.close()
 
     def session_dir(self, session_id: str) -> Path:
         """``<root>/sessions/<session_id>``; the id must match :data:`SESSION_ID_RE`.
@@ -94,60 +118,103 @@ class Store:
         ]
         return sorted(out)
 
-    def summaries(self) -> list[SessionSummary]:
-        """A :class:`SessionSummary` per session, most recently updated first.
+    def rebuild_index(self) -> int:
+        """Rebuild ``index.db`` from every journal (each read once, in order).
 
-        Reads only the head (first 64 KiB) and the tail (last 64 KiB) of each
-        journal — never whole journals. Damaged heads/tails show as blanks.
+        Returns:
+            The number of sessions indexed.
+
+        Raises:
+            StateDirError: the index cannot be written.
         """
-        out = [_summarise(sid, self.journal_path(sid)) for sid in self.session_ids()]
-        out.sort(key=lambda s: s.updated_at_ms, reverse=True)
-        return out
+        return self.index.rebuild(self)
+
+    def summaries(self) -> list[SessionSummary]:
+        """A :class:`SessionSummary` per session directory holding a journal.
+
+        Indexed sessions come first, most recently updated first; then the
+        sessions without an index row, grouped by cwd (cwds in order, most
+        recent first within one). Never parses whole journals: per session
+        one ``stat``; a journal longer than its row accounts for is caught up
+        from its appended bytes only (at most
+        :data:`~mind.shell.index.CATCH_UP_MAX_BYTES`, saved back to the
+        index); a session without a row costs one read of its first record.
+        A damaged ``index.db`` is rebuilt from the journals first.
+
+        Raises:
+            StateDirError: ``index.db`` is damaged and cannot be rebuilt.
+        """
+        rows = self.index.entries()
+        listed: list[SessionSummary] = []
+        unindexed: list[SessionSummary] = []
+        forward: list[index.IndexEntry] = []
+        for sid in self.session_ids():
+            path = self.journal_path(sid)
+            try:
+                size = os.stat(path).st_size
+            except OSError:
+                continue
+            entry = rows.get(sid)
+            if entry is None:
+                unindexed.append(_summary(index.peek_head(sid, path, self._read), indexed=False))
+                continue
+            if size > entry.journal_size_bytes:
+                entry = index.catch_up(entry, path, size, self._read)
+                forward.append(entry)
+            listed.append(_summary(entry, indexed=True))
+        if forward:
+            self.index.store_caught_up(forward)
+        listed.sort(key=lambda s: s.updated_at_ms, reverse=True)
+        unindexed.sort(key=lambda s: s.updated_at_ms, reverse=True)
+        unindexed.sort(key=lambda s: s.cwd)  # stable: recent first within a cwd
+        return listed + unindexed
 
 
-_PEEK_BYTES = 64 * 1024
-
-
-def _summarise(session_id: str, path: Path) -> SessionSummary:
-    cwd = title = status = ""
-    try:
-        st = path.stat()
-        with path.open("rb") as f:
-            head = f.read(_PEEK_BYTES)
-            f.seek(max(0, st.st_size - _PEEK_BYTES))
-            tail = f.read(_PEEK_BYTES)
-    except OSError:
-        return SessionSummary(
-            session_id=session_id, cwd="", title="", updated_at_ms=0, last_status=""
-        )
-    for line in head.split(b"\n")[:-1]:
-        rec = _loose(line)
-        if rec.get("type") == "session_started" and not cwd:
-            cwd = str(rec.get("cwd", ""))
-        if rec.get("type") == "user_message" and not title:
-            title = " ".join(str(rec.get("text", "")).split())[:80]
-            break
-    for line in reversed(tail.split(b"\n")):
-        rec = _loose(line)
-        if rec.get("type") == "turn_completed":
-            status = str(rec.get("status", ""))
-            break
-        if rec.get("type") == "turn_started":
-            status = "running"
-            break
+def _summary(entry: index.IndexEntry, *, indexed: bool) -> SessionSummary:
     return SessionSummary(
-        session_id=session_id,
-        cwd=cwd,
-        title=title,
-        updated_at_ms=st.st_mtime_ns // 1_000_000,
-        last_status=status,
+        session_id=entry.session_id,
+        cwd=entry.cwd,
+        title=entry.title,
+        updated_at_ms=entry.updated_at_ms,
+        last_status=entry.last_status,
+        created_at_ms=entry.created_at_ms,
+        indexed=indexed,
     )
 
 
-def _loose(line: bytes) -> dict[str, object]:
-    """Lenient decode for display only (never used to grant or replay anything)."""
-    try:
-        value = msgspec.json.decode(line)
-    except (msgspec.DecodeError, RecursionError):
-        return {}
-    return value if isinstance(value, dict) else {}
+def listing_lines(rows: list[SessionSummary], now_ms: int) -> list[str]:
+    """The text of ``mind sessions``: one line per session, then the unindexed ones.
+
+    Indexed sessions: ``id  status  age  cwd  title`` in the order given (most
+    recent first from :meth:`Store.summaries`). Sessions without an index row
+    follow under a heading, grouped by cwd.
+
+    Args:
+        rows: summaries as returned by :meth:`Store.summaries`.
+        now_ms: the current time, Unix epoch milliseconds (for "3 min ago").
+
+    Returns:
+        Lines without newlines; ``["no sessions yet"]`` for no rows.
+    """
+    if not rows:
+        return ["no sessions yet"]
+    out = [
+        f"{s.session_id}  {s.last_status or '-':<11}  "
+        f"{index.format_age(s.updated_at_ms, now_ms):<12}  {s.cwd}  {s.title}".rstrip()
+        for s in rows
+        if s.indexed
+    ]
+    loose = [s for s in rows if not s.indexed]
+    if loose:
+        if out:
+            out.append("")
+        out.append(
+            f"not in the index ({len(loose)}; `mind sessions --rebuild-index` adds them), by cwd:"
+        )
+        cwd: str | None = None
+        for s in loose:
+            if s.cwd != cwd:
+                cwd = s.cwd
+                out.append(f"  {cwd or '(unknown cwd)'}")
+            out.append(f"    {s.session_id}  {index.format_age(s.updated_at_ms, now_ms)}")
+    return out

@@ -1,0 +1,697 @@
+"""The session index: ``<state root>/index.db`` (DESIGN §4, issue 4 §5).
+
+A derived table of sessions — id, cwd, title, created/updated time, last
+status — so that listing sessions never parses journals. Journals stay the
+authority: the whole file can be deleted or damaged at any time and is then
+recreated (missing) or rebuilt from the journals (damaged); a session whose
+directory has no row is still listed by the caller from a head peek.
+
+File and schema
+---------------
+
+SQLite through apsw, WAL journal mode, ``synchronous=NORMAL`` (a power loss
+may drop the last commits; the next listing catches up from the journals),
+a busy timeout of :data:`BUSY_TIMEOUT_MS`, every write in an ``IMMEDIATE``
+transaction so that concurrent writers from several processes serialize
+instead of losing updates. ``PRAGMA user_version`` holds
+:data:`SCHEMA_VERSION`; any other version is dropped and rebuilt::
+
+    CREATE TABLE sessions (
+        session_id         TEXT PRIMARY KEY,
+        cwd                TEXT    NOT NULL,  -- '' when unknown
+        title              TEXT    NOT NULL,  -- first prompt, <= 80 chars, '' if none
+        created_at_ms      INTEGER NOT NULL,  -- Unix epoch ms
+        updated_at_ms      INTEGER NOT NULL,  -- Unix epoch ms, never decreases
+        last_status        TEXT    NOT NULL,  -- '', 'running' or a turn status
+        journal_size_bytes INTEGER NOT NULL   -- journal prefix the row accounts for
+    ) WITHOUT ROWID
+
+``journal_size_bytes`` makes staleness cheap: a listing compares it with
+``stat().st_size`` and, when the journal grew, reads only the appended bytes
+(at most :data:`CATCH_UP_MAX_BYTES`, the end of them) — see :func:`catch_up`.
+
+Who writes
+----------
+
+- :meth:`SessionIndex.note` — the runtime's hook at session creation, turn
+  start and turn end. It never raises for index trouble (logged; the next
+  listing or rebuild repairs the row).
+- :meth:`SessionIndex.rebuild` — ``mind sessions --rebuild-index`` and the
+  repair of a damaged file: reads every journal once, sequentially.
+- :meth:`SessionIndex.store_caught_up` — a listing saving what it caught up,
+  only ever moving a row forward (``journal_size_bytes`` grows).
+
+Display values here come from a lenient decode of journal lines (no integrity
+check); nothing in the index is ever used to grant, replay or recover.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Final, Protocol, final
+
+import apsw
+import msgspec
+
+from mind.errors import StateDirError
+
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "CATCH_UP_MAX_BYTES",
+    "HEAD_PEEK_MAX_BYTES",
+    "INDEX_FILE",
+    "SCHEMA_VERSION",
+    "TITLE_MAX_CHARS",
+    "IndexEntry",
+    "ReadRange",
+    "SessionIndex",
+    "SessionSource",
+    "catch_up",
+    "format_age",
+    "peek_head",
+    "read_range",
+    "scan_journal",
+    "title_of",
+]
+
+log = logging.getLogger("mind.index")
+
+INDEX_FILE: Final = "index.db"
+"""File name of the index inside the state root."""
+SCHEMA_VERSION: Final = 1
+"""``PRAGMA user_version`` of the current schema."""
+BUSY_TIMEOUT_MS: Final = 5_000
+"""How long a write waits for another process's transaction, in milliseconds."""
+TITLE_MAX_CHARS: Final = 80
+"""Longest title kept, in characters (whitespace collapsed first)."""
+HEAD_PEEK_MAX_BYTES: Final = 64 * 1024
+"""Most bytes read to find a journal's first record (its ``session_started``)."""
+CATCH_UP_MAX_BYTES: Final = 256 * 1024
+"""Most bytes a listing reads from the end of a journal that grew past its row."""
+
+_FILE_MODE: Final = 0o600
+_FIRST_PEEK_BYTES: Final = 4096
+_DAMAGED: Final = (apsw.NotADBError, apsw.CorruptError)
+_UNUSABLE: Final = (
+    apsw.CantOpenError,
+    apsw.ReadOnlyError,
+    apsw.PermissionsError,
+    apsw.IOError,
+    apsw.FullError,
+    apsw.AuthError,
+)
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS sessions (
+    session_id         TEXT    PRIMARY KEY,
+    cwd                TEXT    NOT NULL,
+    title              TEXT    NOT NULL,
+    created_at_ms      INTEGER NOT NULL,
+    updated_at_ms      INTEGER NOT NULL,
+    last_status        TEXT    NOT NULL,
+    journal_size_bytes INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+
+_COLUMNS: Final = (
+    "session_id, cwd, title, created_at_ms, updated_at_ms, last_status, journal_size_bytes"
+)
+
+_NOTE_SQL: Final = f"""
+INSERT INTO sessions ({_COLUMNS})
+VALUES (:session_id, :cwd, :title, :at, :at, :status, :size)
+ON CONFLICT (session_id) DO UPDATE SET
+    cwd = CASE WHEN cwd = '' THEN excluded.cwd ELSE cwd END,
+    title = CASE WHEN title = '' THEN excluded.title ELSE title END,
+    last_status = CASE WHEN :status_given THEN excluded.last_status ELSE last_status END,
+    updated_at_ms = max(updated_at_ms, excluded.updated_at_ms),
+    journal_size_bytes = max(journal_size_bytes, excluded.journal_size_bytes)
+"""
+
+_FORWARD_SQL: Final = """
+UPDATE sessions
+SET title = ?, last_status = ?, updated_at_ms = max(updated_at_ms, ?), journal_size_bytes = ?
+WHERE session_id = ? AND journal_size_bytes < ?
+"""
+
+ReadRange = Callable[[Path, int, int], bytes]
+"""``(path, offset, max_bytes) -> bytes``: read up to ``max_bytes`` from ``offset``.
+
+Every journal read of a listing goes through one (default :func:`read_range`);
+tests inject a counting wrapper to prove listing never reads whole journals.
+"""
+
+
+class SessionSource(Protocol):
+    """Where the session journals are (implemented by :class:`~mind.shell.store.Store`)."""
+
+    @property
+    def root(self) -> Path:
+        """The state root (the index lives at ``root / INDEX_FILE``)."""
+        ...
+
+    def session_ids(self) -> list[str]:
+        """Ids of every session directory that holds a journal."""
+        ...
+
+    def journal_path(self, session_id: str) -> Path:
+        """The ``journal.jsonl`` of a session."""
+        ...
+
+
+class IndexEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One row of the index.
+
+    Attributes:
+        session_id: directory name under ``sessions/``.
+        cwd: the session's frozen working directory ("" if unknown).
+        title: first prompt, whitespace collapsed, at most
+            :data:`TITLE_MAX_CHARS` characters ("" if none yet).
+        created_at_ms: session start, Unix epoch milliseconds (0 if unknown).
+        updated_at_ms: last known activity, Unix epoch milliseconds.
+        last_status: "" (no turn yet), "running", or the status of the last
+            terminal record ("completed", "interrupted", "failed", "aborted").
+        journal_size_bytes: length of the journal prefix this row accounts
+            for, in bytes.
+    """
+
+    session_id: str
+    cwd: str = ""
+    title: str = ""
+    created_at_ms: int = 0
+    updated_at_ms: int = 0
+    last_status: str = ""
+    journal_size_bytes: int = 0
+
+    def row(self) -> tuple[str, str, str, int, int, str, int]:
+        """The values in :data:`_COLUMNS` order."""
+        return (
+            self.session_id,
+            self.cwd,
+            self.title,
+            self.created_at_ms,
+            self.updated_at_ms,
+            self.last_status,
+            self.journal_size_bytes,
+        )
+
+
+class _Peek(msgspec.Struct):
+    """The few fields of a journal line the index uses (others are skipped)."""
+
+    type: str = ""
+    recorded_at_ms: int = 0
+    cwd: str = ""
+    text: str = ""
+    kind: str = ""
+    status: str = ""
+
+
+_PEEK_DECODER: Final = msgspec.json.Decoder(_Peek)
+# msgspec writes the tag first, so a line's type is known from its prefix and
+# the big records (model rounds, tool results) are never decoded.
+_WANTED: Final = (
+    b'{"type":"session_started"',
+    b'{"type":"turn_started"',
+    b'{"type":"user_message"',
+    b'{"type":"turn_completed"',
+)
+
+
+def _peek(line: bytes) -> _Peek | None:
+    if not line.startswith(_WANTED):
+        return None
+    try:
+        return _PEEK_DECODER.decode(line)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+
+
+def title_of(text: str) -> str:
+    """A prompt as a title: whitespace collapsed, at most :data:`TITLE_MAX_CHARS` chars."""
+    return " ".join(text.split())[:TITLE_MAX_CHARS]
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class _Fold:
+    """Folds peeked journal lines into an entry (rebuild and catch-up)."""
+
+    __slots__ = ("created_at_ms", "cwd", "status", "title", "updated_at_ms")
+
+    def __init__(self, base: IndexEntry) -> None:
+        self.cwd = base.cwd
+        self.title = base.title
+        self.status = base.last_status
+        self.created_at_ms = base.created_at_ms
+        self.updated_at_ms = base.updated_at_ms
+
+    def feed(self, line: bytes) -> None:
+        rec = _peek(line)
+        if rec is None:
+            return
+        self.updated_at_ms = max(self.updated_at_ms, rec.recorded_at_ms)
+        if rec.type == "session_started":
+            self.cwd = self.cwd or rec.cwd
+            self.created_at_ms = self.created_at_ms or rec.recorded_at_ms
+        elif rec.type == "turn_started":
+            self.status = "running"
+        elif rec.type == "user_message" and rec.kind == "prompt" and not self.title:
+            self.title = title_of(rec.text)
+        elif rec.type == "turn_completed" and rec.status:
+            self.status = rec.status
+
+    def entry(self, session_id: str, size: int) -> IndexEntry:
+        return IndexEntry(
+            session_id=session_id,
+            cwd=self.cwd,
+            title=self.title,
+            created_at_ms=self.created_at_ms,
+            updated_at_ms=self.updated_at_ms,
+            last_status=self.status,
+            journal_size_bytes=size,
+        )
+
+
+def read_range(path: Path, offset: int, max_bytes: int) -> bytes:
+    """Read up to ``max_bytes`` bytes of ``path`` starting at byte ``offset``.
+
+    Raises:
+        OSError: the file cannot be opened or read (symlinks are refused).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        parts: list[bytes] = []
+        got = 0
+        while got < max_bytes:
+            chunk = os.pread(fd, max_bytes - got, offset + got)
+            if not chunk:
+                break
+            parts.append(chunk)
+            got += len(chunk)
+        return b"".join(parts)
+    finally:
+        os.close(fd)
+
+
+def scan_journal(session_id: str, path: Path) -> IndexEntry:
+    """Derive a row from a whole journal, reading it once, front to back.
+
+    Damaged lines are skipped (display only). ``updated_at_ms`` is the latest
+    ``recorded_at_ms`` seen, else the file's modification time.
+
+    Raises:
+        OSError: the journal cannot be opened or read.
+    """
+    fold = _Fold(IndexEntry(session_id=session_id))
+    size = 0
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb", buffering=1 << 20) as f:
+        mtime_ms = os.fstat(f.fileno()).st_mtime_ns // 1_000_000
+        for line in f:
+            size += len(line)
+            fold.feed(line)
+    if fold.updated_at_ms == 0:
+        fold.updated_at_ms = mtime_ms
+    return fold.entry(session_id, size)
+
+
+def peek_head(session_id: str, path: Path, read: ReadRange = read_range) -> IndexEntry:
+    """A row for a session with no index entry, from its first record only.
+
+    Reads at most :data:`HEAD_PEEK_MAX_BYTES` (usually one 4 KiB read) and
+    takes ``cwd`` and ``created_at_ms`` from the ``session_started`` record;
+    ``updated_at_ms`` is the journal's modification time, title and status
+    stay "" and ``journal_size_bytes`` 0 (nothing accounted for). A missing
+    or damaged head gives blanks.
+    """
+    fold = _Fold(IndexEntry(session_id=session_id))
+    try:
+        mtime_ms = os.stat(path).st_mtime_ns // 1_000_000
+        head = read(path, 0, _FIRST_PEEK_BYTES)
+        if b"\n" not in head and len(head) == _FIRST_PEEK_BYTES:
+            head += read(path, len(head), HEAD_PEEK_MAX_BYTES - len(head))
+    except OSError:
+        return fold.entry(session_id, 0)
+    first, newline, _ = head.partition(b"\n")
+    if newline:
+        fold.feed(first)
+    fold.updated_at_ms = mtime_ms
+    return IndexEntry(
+        session_id=session_id,
+        cwd=fold.cwd,
+        created_at_ms=fold.created_at_ms,
+        updated_at_ms=mtime_ms,
+    )
+
+
+def catch_up(entry: IndexEntry, path: Path, size: int, read: ReadRange = read_range) -> IndexEntry:
+    """Bring a row forward over the bytes appended since it was written.
+
+    Reads the journal bytes ``[entry.journal_size_bytes, size)``, or only the
+    last :data:`CATCH_UP_MAX_BYTES` of them (from the first line that starts
+    inside that window) when more were appended — never the whole journal.
+
+    Args:
+        entry: the row as stored.
+        path: the session's journal.
+        size: the journal's current size in bytes (from ``stat``).
+        read: how bytes are read (see :data:`ReadRange`).
+
+    Returns:
+        The row with ``journal_size_bytes == size``; unchanged on a read error.
+    """
+    start = entry.journal_size_bytes
+    clipped = size - start > CATCH_UP_MAX_BYTES
+    if clipped:
+        start = size - CATCH_UP_MAX_BYTES
+    try:
+        data = read(path, start, size - start)
+    except OSError:
+        return entry
+    lines = data.split(b"\n")
+    if clipped:
+        lines = lines[1:]  # the first piece may be the end of a line
+    fold = _Fold(entry)
+    for line in lines[:-1]:  # the last piece has no newline: torn or empty
+        fold.feed(line)
+    return fold.entry(entry.session_id, size)
+
+
+def format_age(then_ms: int, now_ms: int) -> str:
+    """How long ago ``then_ms`` was, for people: "just now", "3 min ago", "2 h ago".
+
+    Args:
+        then_ms: a past time, Unix epoch milliseconds (0: unknown).
+        now_ms: the current time, Unix epoch milliseconds.
+
+    Returns:
+        "just now" (< 1 min), "N min ago", "N h ago", "N days ago" (< 30
+        days), else the local date ``YYYY-MM-DD``; "unknown" for 0.
+    """
+    if then_ms <= 0:
+        return "unknown"
+    seconds = max(0, now_ms - then_ms) // 1000
+    if seconds < 60:
+        return "just now"
+    if seconds < 3600:
+        return f"{seconds // 60} min ago"
+    if seconds < 86_400:
+        return f"{seconds // 3600} h ago"
+    days = seconds // 86_400
+    if days < 30:
+        return "1 day ago" if days == 1 else f"{days} days ago"
+    return time.strftime("%Y-%m-%d", time.localtime(then_ms / 1000))
+
+
+def _remove_files(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        try:
+            os.unlink(f"{path}{suffix}")
+        except FileNotFoundError:
+            continue
+
+
+@final
+class SessionIndex:
+    """An open ``index.db`` (one apsw connection; safe to share between threads).
+
+    Obtain one with :meth:`open`. Several processes may have the same file
+    open; writes serialize through ``IMMEDIATE`` transactions.
+
+    Attributes:
+        path: the ``index.db`` file.
+    """
+
+    def __init__(self, path: Path, con: apsw.Connection, source: SessionSource) -> None:
+        """Internal: use :meth:`open`."""
+        self.path = path
+        self._con = con
+        self._source = source
+
+    @classmethod
+    def open(cls, source: SessionSource) -> SessionIndex:
+        """Open ``<source.root>/index.db``, creating it (0600) when missing.
+
+        A new file starts empty (sessions without a row are listed from their
+        journal heads until noted or rebuilt). A file that is not a database,
+        is damaged or has another schema version is deleted and rebuilt from
+        the journals (it is derived; no session is lost by this).
+
+        Args:
+            source: the store whose state root holds the index and whose
+                journals a rebuild reads.
+
+        Raises:
+            StateDirError: the file cannot be created, opened or written
+                (read-only state directory, a directory in its place, disk
+                full). No other location is tried.
+        """
+        path = source.root / INDEX_FILE
+        try:
+            try:
+                con, outcome = cls._connect(path)
+            except _DAMAGED as exc:
+                log.warning("%s is damaged (%s); rebuilding it from the journals", path, exc)
+                _remove_files(path)
+                con, _ = cls._connect(path)
+                outcome = "rebuild"
+        except _UNUSABLE as exc:
+            raise StateDirError(source.root, f"{INDEX_FILE}: {exc}") from exc
+        except _DAMAGED as exc:
+            raise StateDirError(source.root, f"{INDEX_FILE} stays damaged: {exc}") from exc
+        except OSError as exc:
+            raise StateDirError(source.root, f"{INDEX_FILE}: {exc.strerror or exc}") from exc
+        index = cls(path, con, source)
+        if outcome == "rebuild":
+            index.rebuild(source)
+        return index
+
+    @staticmethod
+    def _connect(path: Path) -> tuple[apsw.Connection, str]:
+        """Open, switch to WAL and make the schema current.
+
+        Returns:
+            The connection and "ok" (current schema), "created" (a new, empty
+            file) or "rebuild" (the schema was recreated over another version).
+        """
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, _FILE_MODE)
+        except IsADirectoryError:
+            raise apsw.CantOpenError(f"{path} is a directory") from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise apsw.CantOpenError(f"{path} is not a regular file")
+        finally:
+            os.close(fd)
+        con = apsw.Connection(
+            str(path), flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_NOFOLLOW
+        )
+        try:
+            con.set_busy_timeout(BUSY_TIMEOUT_MS)
+            if str(con.pragma("journal_mode", "wal")).lower() != "wal":
+                raise apsw.CantOpenError(f"{path}: WAL journal mode refused")
+            con.pragma("synchronous", "normal")
+            con.transaction_mode = "IMMEDIATE"
+            outcome = "ok"
+            with con:
+                version = con.pragma("user_version")
+                if version != SCHEMA_VERSION:
+                    tables = con.execute("SELECT count(*) FROM sqlite_schema").fetchall()[0][0]
+                    outcome = "rebuild" if version or tables else "created"
+                    con.execute("DROP TABLE IF EXISTS sessions")
+                    con.execute(_SCHEMA)
+                    con.pragma("user_version", SCHEMA_VERSION)
+        except BaseException:
+            con.close()
+            raise
+        return con, outcome
+
+    def close(self) -> None:
+        """Close the connection. Idempotent."""
+        self._con.close()
+
+    def note(
+        self,
+        session_id: str,
+        *,
+        cwd: str | None = None,
+        title: str | None = None,
+        status: str | None = None,
+        updated_at_ms: int | None = None,
+    ) -> bool:
+        """Record what the runtime just journaled (the cheap update hook).
+
+        Call it after the journal record is appended: at session creation
+        (``cwd=``), turn start (``title=`` the prompt, ``status="running"``)
+        and turn end (``status=`` the terminal status). Creates the row when
+        missing (taking ``cwd`` from the journal's first record when not
+        given). One ``stat`` of the journal and one small ``IMMEDIATE``
+        transaction; a concurrent note from another process waits for it
+        (up to :data:`BUSY_TIMEOUT_MS`) and both updates are kept.
+
+        Merge rules: ``cwd`` and ``title`` only fill a blank (the first prompt
+        stays the title; ``title`` is collapsed and cut to
+        :data:`TITLE_MAX_CHARS`); ``status`` replaces the last status; ``None``
+        leaves a field as it is; ``updated_at_ms`` and the accounted journal
+        size never decrease.
+
+        Args:
+            session_id: the session (a valid session id).
+            cwd: the session's absolute working directory.
+            title: the prompt text that started a turn.
+            status: "running" or a terminal turn status ("completed",
+                "interrupted", "failed", "aborted").
+            updated_at_ms: time of the change, Unix epoch milliseconds
+                (default: now).
+
+        Returns:
+            True when the row was written; False when the index could not be
+            written (logged on ``mind.index``; never raised — the journal is
+            the authority and the next listing or rebuild repairs the row).
+        """
+        at = _now_ms() if updated_at_ms is None else updated_at_ms
+        try:
+            path = self._source.journal_path(session_id)
+            try:
+                size = os.stat(path).st_size
+            except OSError:
+                size = 0
+            if cwd is None and size:
+                known = self._con.execute(
+                    "SELECT cwd FROM sessions WHERE session_id = ?", (session_id,)
+                ).fetchall()
+                if not known or not known[0][0]:
+                    cwd = peek_head(session_id, path).cwd
+            with self._con:
+                self._con.execute(
+                    _NOTE_SQL,
+                    {
+                        "session_id": session_id,
+                        "cwd": cwd or "",
+                        "title": title_of(title) if title else "",
+                        "status": status or "",
+                        "status_given": status is not None,
+                        "at": at,
+                        "size": size,
+                    },
+                )
+        except (apsw.Error, OSError, ValueError) as exc:
+            log.warning("index note for session %s not written: %s", session_id, exc)
+            return False
+        return True
+
+    def entries(self) -> dict[str, IndexEntry]:
+        """Every row, by session id.
+
+        A damaged file is rebuilt from the journals first (then its rows are
+        returned).
+
+        Raises:
+            StateDirError: the file is damaged and cannot be rebuilt.
+        """
+        try:
+            return self._select()
+        except _DAMAGED as exc:
+            log.warning("%s is damaged (%s); rebuilding it from the journals", self.path, exc)
+        self._reset()
+        self.rebuild(self._source)
+        return self._select()
+
+    def _select(self) -> dict[str, IndexEntry]:
+        cursor = self._con.execute(f"SELECT {_COLUMNS} FROM sessions")
+        return {
+            row[0]: IndexEntry(
+                session_id=row[0],
+                cwd=row[1],
+                title=row[2],
+                created_at_ms=row[3],
+                updated_at_ms=row[4],
+                last_status=row[5],
+                journal_size_bytes=row[6],
+            )
+            for row in cursor
+        }
+
+    def _reset(self) -> None:
+        """Replace a damaged file by an empty, current one."""
+        self._con.close()
+        _remove_files(self.path)
+        try:
+            self._con, _ = self._connect(self.path)
+        except (*_UNUSABLE, *_DAMAGED) as exc:
+            raise StateDirError(self._source.root, f"{INDEX_FILE}: {exc}") from exc
+
+    def rebuild(self, source: SessionSource) -> int:
+        """Replace every row by one derived from each journal of ``source``.
+
+        Reads each journal once, front to back (:func:`scan_journal`), outside
+        any transaction, then writes all rows in one ``IMMEDIATE``
+        transaction. A journal that cannot be read gets no row (it is still
+        listed from its head). Notes that land during the scan may be
+        overwritten by older values; the next listing catches those rows up
+        because their journal is longer than the row accounts for.
+
+        Returns:
+            The number of sessions indexed.
+
+        Raises:
+            StateDirError: the index cannot be written.
+        """
+        rows = list(self._scan_all(source))
+        try:
+            with self._con:
+                self._con.execute("DELETE FROM sessions")
+                self._con.executemany(
+                    f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [r.row() for r in rows],
+                )
+        except _DAMAGED:
+            self._reset()
+            return self.rebuild(source)
+        except apsw.Error as exc:
+            raise StateDirError(source.root, f"{INDEX_FILE} cannot be written: {exc}") from exc
+        return len(rows)
+
+    @staticmethod
+    def _scan_all(source: SessionSource) -> Iterator[IndexEntry]:
+        for sid in source.session_ids():
+            try:
+                yield scan_journal(sid, source.journal_path(sid))
+            except OSError as exc:
+                log.warning("session %s not indexed: %s", sid, exc)
+
+    def store_caught_up(self, entries: Iterable[IndexEntry]) -> bool:
+        """Save rows a listing brought forward with :func:`catch_up`.
+
+        A row is only replaced when the stored one accounts for fewer journal
+        bytes, so a newer :meth:`note` is never overwritten. Best effort.
+
+        Returns:
+            True when written; False on index trouble (logged, never raised).
+        """
+        params = [
+            (
+                e.title,
+                e.last_status,
+                e.updated_at_ms,
+                e.journal_size_bytes,
+                e.session_id,
+                e.journal_size_bytes,
+            )
+            for e in entries
+        ]
+        try:
+            with self._con:
+                self._con.executemany(_FORWARD_SQL, params)
+        except apsw.Error as exc:
+            log.warning("index catch-up not saved: %s", exc)
+            return False
+        return True
