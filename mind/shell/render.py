@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Literal, final
 
 from rich.console import Console, RenderableType
 from rich.markdown import Heading, Markdown
+from rich.table import Table
 from rich.text import Text
 
 from mind.generated import events as ev
@@ -295,13 +296,14 @@ class TurnView:
                 follows directly (a turn start adds its own gap).
         """
         self.flush_text()
-        lines = text.rstrip("\n").split("\n")
-        out = Text("› ", style="bold cyan")
-        out.append(lines[0])
-        for line in lines[1:]:
-            out.append("\n  " + line)
+        body = Text(plain(text.rstrip("\n")))
         if suffix:
-            out.append(suffix, style="dim")
+            body.append(suffix, style="dim")
+        # Two columns so long and multi-line messages stay indented under "› ".
+        out = Table.grid()
+        out.add_column(no_wrap=True)
+        out.add_column(overflow="fold")
+        out.add_row(Text("› ", style="bold cyan"), body)
         self.print(out, kind="prompt")
         self._last_kind = "prompt" if gap_after else None
 
@@ -379,16 +381,30 @@ class TurnView:
         if rest.strip():
             self.print(Text(plain(rest).strip("\n"), style="dim italic"), kind="text")
 
-    def call_line(self, name: str, arguments: Any, *, verb: str, style: str) -> Text:
-        """``⏺ Calling shell  ls -la`` cut to one terminal row."""
+    def call_line(
+        self, name: str, arguments: Any, *, verb: str, style: str, suffix: str = ""
+    ) -> Text:
+        """``⏺ Calling shell  ls -la`` cut to one terminal row.
+
+        Args:
+            name: the tool name.
+            arguments: its arguments (summarised by :func:`describe_arguments`).
+            verb: ``⏺ Calling``, ``✓ Called``...
+            style: the style of the verb and name.
+            suffix: dim text kept whole at the end (e.g. the duration); the
+                argument summary is cut to make room for it.
+        """
         width = max(20, self.console.width - 1)
         head = f"{verb} {name}"
-        summary = describe_arguments(name, arguments, limit=max(1, width - len(head) - 4))
+        room = width - len(head) - 4 - len(suffix)
+        summary = describe_arguments(name, arguments, limit=max(1, room))
         line = Text(no_wrap=True, overflow="ellipsis")
         line.append(head, style=style)
         if summary:
             line.append("  " + summary, style="default")
-        line.truncate(width, overflow="ellipsis")
+        line.truncate(width - len(suffix), overflow="ellipsis")
+        if suffix:
+            line.append(suffix, style="dim")
         return line
 
     def _show_call(self, event: ev.ToolCallEvent) -> None:
@@ -437,10 +453,8 @@ class TurnView:
             ev.ToolStatus.denied: ("⊘ Refused", "bold yellow", "yellow"),
             ev.ToolStatus.interrupted: ("⊘ Interrupted", "bold yellow", "yellow"),
         }[event.status]
-        line = self.call_line(name, arguments, verb=verb, style=style)
-        if elapsed >= 1.0:
-            line.append(f"  ({format_duration(elapsed)})", style="dim")
-            line.truncate(max(20, self.console.width - 1), overflow="ellipsis")
+        took = f"  ({format_duration(elapsed)})" if elapsed >= 1.0 else ""
+        line = self.call_line(name, arguments, verb=verb, style=style, suffix=took)
         shown, hidden = preview_lines(event.output)
         width = max(20, self.console.width - 6)
         body: list[RenderableType] = []

@@ -228,6 +228,10 @@ def test_new_starts_another_session(spawn: Spawn, tmp_path: Path) -> None:
     second = child.match.group(1)
     assert second != first
     assert (tmp_path / "state" / "sessions" / second / "journal.jsonl").exists()
+    child.send("hello" + ENTER)  # the new session's turns are rendered too
+    child.expect(words("› hello"))
+    child.expect(words("hi"))
+    child.expect(words("── completed"))
     child.send("/sessions" + ENTER)
     child.expect(re.escape(first))
     out = exit_cleanly(child)
