@@ -15,7 +15,8 @@
     ├── InboxCorruptError             inbox.json damaged or over 8 MiB; path (fail closed)
     └── SessionError                  session-level misuse or refusal; carries session_id
         ├── SessionBusyError          a turn is already running (RuntimeError misuse)
-        └── SessionOccupiedError      another live process holds the session (its pid)
+        ├── SessionOccupiedError      another live process holds the session (its pid)
+        └── MountRefused              mount claim refused: occupied | busy | unavailable
 
 Who raises what is said on each class. Provider failures are a closed enum
 (:data:`FailureKind`) with one canonical message each; raw provider text is
@@ -24,6 +25,7 @@ kept only in ``detail`` for logs, never in journal records or public events.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -252,3 +254,84 @@ class SessionOccupiedError(SessionError):
     def __init__(self, session_id: str, pid: int) -> None:
         super().__init__(session_id, f"occupied by pid {pid}")
         self.pid = pid
+
+
+MountRefusalKind = Literal["occupied", "busy", "unavailable"]
+"""Why a mount claim was refused (seed 002 §3.4 MountFailure; DESIGN §3.4).
+
+- ``occupied``: named live holders (another process's record lists the session);
+- ``busy``: a live peer held ``session-mounts.lock`` through the whole bounded
+  backoff (25-400 ms waits), so nothing was checked — try again shortly;
+- ``unavailable``: the ledger could not be read or written (damaged, unknown
+  version, wrong shape, permissions, read-only directory), so nothing was
+  checked — never read as "nobody holds it".
+"""
+
+MOUNT_REFUSAL_KINDS: tuple[MountRefusalKind, ...] = get_args(MountRefusalKind)
+
+
+@dataclass(frozen=True, slots=True)
+class MountHolder:
+    """A live process whose published mount set lists a session (seed 002 §3.2).
+
+    Attributes:
+        pid: the holder's process id (the liveness witness, seed 002 §3.3).
+        started_at_ms: when it started, Unix epoch milliseconds (display only).
+    """
+
+    pid: int
+    started_at_ms: int
+
+
+class MountRefused(SessionError):
+    """A claim to mount a session in this process was refused; nothing was written.
+
+    Raised by ``mind.shell.mounts.MountLedger.claim`` for a session this process
+    does not host yet (seed 002 §3.4). The three kinds stay distinct because
+    callers must act differently; none of them may be treated as "free"
+    (fail closed: a loud refusal, never a fallback):
+
+    - ``occupied``: :attr:`holders` names the live holders; the message is
+      ``occupied by pid N`` — the same wording as :class:`SessionOccupiedError`,
+      so the UI and the runtime say the same thing (seed 002 §6.8);
+    - ``busy``: the lock stayed contended through the backoff; retrying later
+      (not automatically) is fine;
+    - ``unavailable``: :attr:`detail` says what is wrong (for a damaged file:
+      delete it when no other mind is running); the file is left byte-identical.
+
+    For a brand-new session id, ``busy`` and ``unavailable`` are not raised:
+    the claim succeeds unpublished and the refusal is kept as a warning on the
+    handle. Not misuse; never retried automatically beyond the busy backoff.
+
+    Attributes:
+        kind: ``occupied | busy | unavailable``.
+        holders: the live holders (non-empty only for ``occupied``), by pid.
+        reason: one human sentence (also the exception text after the session id).
+        detail: for ``unavailable`` what could not be read or written; else ``reason``.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        kind: MountRefusalKind,
+        *,
+        holders: tuple[MountHolder, ...] = (),
+        detail: str = "",
+    ) -> None:
+        if kind == "occupied":
+            pids = ", ".join(str(h.pid) for h in holders) or "?"
+            reason = f"occupied by pid {pids}"
+        elif kind == "busy":
+            reason = "the session mount ledger is busy (another mind is updating it); try again"
+        else:
+            reason = f"cannot check who holds it: {detail}"
+        super().__init__(session_id, reason)
+        self.kind: MountRefusalKind = kind
+        self.holders = holders
+        self.reason = reason
+        self.detail = detail or reason
+
+    @property
+    def pid(self) -> int | None:
+        """The first holder's pid for ``occupied`` (what ``mind exec`` prints), else None."""
+        return self.holders[0].pid if self.holders else None

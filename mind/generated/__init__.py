@@ -4,8 +4,10 @@
 
 - inbox_message_chart: InboxMessageChart (specs/statecharts/inbox_message.yaml)
 - mailbox_chart: MailboxChart (specs/statecharts/mailbox.yaml)
+- mount_chart: MountChart (specs/statecharts/mount.yaml)
 - turn_chart: TurnChart (specs/statecharts/turn.yaml)
 - events: msgspec Structs (specs/schemas/events.schema.json)
 - inbox: msgspec Structs (specs/schemas/inbox.schema.json)
 - journal: msgspec Structs (specs/schemas/journal.schema.json)
+- session_mounts: msgspec Structs (specs/schemas/session_mounts.schema.json)
 """

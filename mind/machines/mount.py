@@ -1,0 +1,418 @@
+"""The mount machine: one process claiming one session (DESIGN §3.4; seed 002 §3).
+
+:class:`MountMachine` wraps the generated
+:class:`~mind.generated.mount_chart.MountChart` (``specs/statecharts/mount.yaml``)
+with the data its guards read — the lock retry budget, whether the id is
+brand new, whether to settle attached — and one typed method per event::
+
+    free --claim--> reserving --grant--> reserved --settle--> settled{attached <-> parked}
+                    reserving --conflict--> occupied
+                    reserving --contend[can_retry]--> backing_off --retry--> reserving
+                    reserving --contend[no retry left]--> busy          (new id: reserved)
+                    reserving --fail--> unavailable                     (new id: reserved)
+                    reserved --abandon--> abandoned;  settled --release--> released
+                    reserved | attached | parked --reenter--> unchanged
+
+Beside the machine, the pure rules of the ledger protocol (seed 002 §3.2–3.4),
+so the shell (:mod:`mind.shell.mounts`) only does I/O:
+
+- :func:`holders_of` — the authoritative conflict check: live records of
+  *other* processes listing the session (liveness is a caller-supplied
+  predicate; seed 002 §3.3: signal 0, EPERM alive);
+- :func:`with_own_record` — the write path's new owner list: dead records
+  dropped (cleanup happens only when writing, seed 002 §3.3), this process's
+  record replaced by its current published set;
+- :func:`lock_verdict` — whether ``session-mounts.lock`` may be reclaimed:
+  only when the pid in its ``<pid>-<nonce>`` token is dead, or the token is
+  unreadable *and* older than the create-to-write window (seed 002 §3.2, §6.5);
+- :func:`backoff_ms` — the bounded backoff between lock attempts
+  (25–400 ms, seed 002 §3.4 ``busy``).
+
+Errors: an event the chart does not allow raises :class:`MountTransitionRefused`
+(a ``RuntimeError``: caller misuse; never retried); the machine is unchanged.
+Pure: no I/O, no clock, no randomness (jitter is an argument).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final, Literal, cast, final
+
+from statemachine.exceptions import TransitionNotAllowed
+
+from mind.errors import MountHolder
+from mind.generated.mount_chart import MountChart, MountEventName
+from mind.generated.session_mounts import MountOwner
+
+__all__ = [
+    "BACKOFF_MS",
+    "HOSTED_STATES",
+    "MAX_BACKOFF_MS",
+    "MIN_BACKOFF_MS",
+    "REFUSAL_STATES",
+    "LockVerdict",
+    "MountMachine",
+    "MountState",
+    "MountTransitionRefused",
+    "backoff_ms",
+    "holders_of",
+    "lock_verdict",
+    "parse_token",
+    "with_own_record",
+]
+
+MountState = Literal[
+    "free",
+    "reserving",
+    "backing_off",
+    "reserved",
+    "attached",
+    "parked",
+    "occupied",
+    "busy",
+    "unavailable",
+    "abandoned",
+    "released",
+]
+"""The active leaf of ``mount.yaml`` (``settled`` shows as ``attached`` or ``parked``)."""
+
+HOSTED_STATES: Final[frozenset[str]] = frozenset({"reserved", "attached", "parked"})
+"""States whose session is in this process's published set: claims in flight
+(``reserved``) and hosted sessions (``attached``, ``parked``) — seed 002 §3.4
+"registry ∪ in-flight operations"."""
+
+REFUSAL_STATES: Final[frozenset[str]] = frozenset({"occupied", "busy", "unavailable"})
+"""The three distinct refusals (seed 002 §3.4 MountFailure)."""
+
+MIN_BACKOFF_MS: Final = 25
+"""Shortest wait between lock attempts, ms (seed 002 §3.4)."""
+
+MAX_BACKOFF_MS: Final = 400
+"""Longest wait between lock attempts, ms (seed 002 §3.4)."""
+
+BACKOFF_MS: Final[tuple[int, ...]] = (25, 50, 100, 200, 400)
+"""Base waits before each retry of a contended lock, ms: five retries, then
+``busy`` (at most six lock attempts; with jitter at most ~0.96 s in all)."""
+
+
+class MountTransitionRefused(RuntimeError):
+    """An event was sent that ``mount.yaml`` does not allow in the current state.
+
+    Raised by every event method of :class:`MountMachine` (caller misuse, e.g.
+    ``settle`` on a refused claim; never retried). The machine is unchanged;
+    the engine's ``TransitionNotAllowed`` is chained as ``__cause__``.
+
+    Attributes:
+        event: the refused event id.
+        state: the active leaf it was refused in.
+    """
+
+    def __init__(self, event: str, state: str) -> None:
+        super().__init__(f"mount: event {event!r} is not allowed in state {state!r}")
+        self.event = event
+        self.state = state
+
+
+@dataclass(eq=False)
+class _MountData:
+    """The model bound to :class:`MountChart`; satisfies ``MountModel``.
+
+    Attributes:
+        new_session: the id was generated just now (/new, fork, startup): a
+            claim that cannot be published is a warning, not a refusal.
+        retries_used: lock retries taken so far in this claim.
+        attached: guard for ``settle`` (set for the duration of that event).
+        state: where python-statemachine stores the configuration value (an
+            ``OrderedSet`` inside ``settled``; read the leaf via the chart).
+    """
+
+    new_session: bool
+    retries_used: int = 0
+    attached: bool = False
+    state: object = None
+
+    @property
+    def can_retry(self) -> bool:
+        """Guard ``can_retry``: a backoff step is left (seed 002 §3.4: bounded)."""
+        return self.retries_used < len(BACKOFF_MS)
+
+
+@final
+class MountMachine:
+    """The typed wrapper of ``mount.yaml`` for one claim of one session.
+
+    Args:
+        new_session: the session id is brand new (see :class:`_MountData`).
+
+    The shell drives it: :meth:`claim`, then for each lock attempt one of
+    :meth:`grant`, :meth:`conflict`, :meth:`contend` (then :meth:`retry` after
+    waiting :meth:`next_backoff_ms` if the state is ``backing_off``) or
+    :meth:`fail`; on success :meth:`settle`, :meth:`park`/:meth:`attach`,
+    :meth:`reenter`, and finally :meth:`abandon` or :meth:`release`.
+    """
+
+    def __init__(self, *, new_session: bool = False) -> None:
+        self._data = _MountData(new_session=new_session)
+        self._chart = MountChart(model=self._data)
+        self._unpublished = False
+
+    def __repr__(self) -> str:
+        return f"MountMachine(state={self.state!r}, new_session={self.new_session})"
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def state(self) -> MountState:
+        """The active leaf state."""
+        leaves = [s.id for s in self._chart.configuration if not s.states]
+        assert len(leaves) == 1 and leaves[0] in _STATE_IDS, leaves
+        return cast(MountState, leaves[0])
+
+    @property
+    def new_session(self) -> bool:
+        """Whether the claim is for a brand-new session id."""
+        return self._data.new_session
+
+    @property
+    def hosted(self) -> bool:
+        """The session belongs to this process's published set (:data:`HOSTED_STATES`)."""
+        return self.state in HOSTED_STATES
+
+    @property
+    def unpublished(self) -> bool:
+        """Reserved by the new-session exception without being written to the ledger."""
+        return self._unpublished
+
+    @property
+    def retries_used(self) -> int:
+        """Lock retries taken in this claim (0..len(BACKOFF_MS))."""
+        return self._data.retries_used
+
+    def next_backoff_ms(self, jitter: float) -> int:
+        """The wait before the next :meth:`retry`, ms (see :func:`backoff_ms`).
+
+        Raises:
+            MountTransitionRefused: not ``backing_off``.
+        """
+        if self.state != "backing_off":
+            raise MountTransitionRefused("retry", self.state)
+        return backoff_ms(self._data.retries_used, jitter)
+
+    def observe(self, listener: object) -> None:
+        """Attach a python-statemachine listener (e.g. a ``TransitionCoverage``)."""
+        add: Callable[[object], object] = self._chart.add_listener
+        add(listener)
+
+    # ------------------------------------------------------------------ events
+
+    def claim(self) -> None:
+        """``free -> reserving``: about to take the cross-process lock."""
+        self._send("claim")
+
+    def grant(self) -> None:
+        """``reserving -> reserved``: re-read, re-checked and written inside the lock."""
+        self._send("grant")
+
+    def conflict(self) -> None:
+        """``reserving -> occupied``: a live holder is named; nothing was written."""
+        self._send("conflict")
+
+    def contend(self) -> None:
+        """The lock is held by a live peer, or was lost before writing.
+
+        ``-> backing_off`` while retries are left; then ``-> busy``, or
+        ``-> reserved`` (unpublished) for a brand-new id.
+        """
+        self._send("contend")
+        if self.state == "reserved":
+            self._unpublished = True
+
+    def fail(self) -> None:
+        """The ledger cannot be read or written: ``-> unavailable``, or
+        ``-> reserved`` (unpublished) for a brand-new id."""
+        self._send("fail")
+        if self.state == "reserved":
+            self._unpublished = True
+
+    def retry(self) -> None:
+        """``backing_off -> reserving`` after the wait; uses one retry."""
+        if self.state != "backing_off":
+            raise MountTransitionRefused("retry", self.state)
+        self._data.retries_used += 1
+        self._send("retry")
+
+    def reenter(self) -> None:
+        """Idempotent re-entry of a session this process holds: state unchanged
+        (seed 002 §3.4: never the adoption path that would dispose it)."""
+        self._send("reenter")
+
+    def settle(self, *, attached: bool) -> None:
+        """``reserved -> attached | parked``: the resume finished; the session is hosted."""
+        self._data.attached = attached
+        try:
+            self._send("settle")
+        finally:
+            self._data.attached = False
+
+    def park(self) -> None:
+        """``attached -> parked``: another session is shown; this one keeps running."""
+        self._send("park")
+
+    def attach(self) -> None:
+        """``parked -> attached``: this session is shown again."""
+        self._send("attach")
+
+    def abandon(self) -> None:
+        """``reserved -> abandoned``: the resume failed; the claim is given back."""
+        self._send("abandon")
+
+    def release(self) -> None:
+        """``attached | parked -> released``: closed, or the process exits."""
+        self._send("release")
+
+    def _send(self, event: MountEventName) -> None:
+        before = self.state
+        try:
+            self._chart.send(event)
+        except TransitionNotAllowed as error:
+            raise MountTransitionRefused(event, before) from error
+
+
+_STATE_IDS: Final[frozenset[str]] = frozenset(
+    {
+        "free",
+        "reserving",
+        "backing_off",
+        "reserved",
+        "attached",
+        "parked",
+        "occupied",
+        "busy",
+        "unavailable",
+        "abandoned",
+        "released",
+    }
+)
+
+
+# ---------------------------------------------------------------------- rules
+
+
+def backoff_ms(retry_index: int, jitter: float) -> int:
+    """The wait before lock retry number ``retry_index`` (0-based), ms.
+
+    The base doubles from 25 ms (:data:`BACKOFF_MS`); ``jitter`` in [0, 1)
+    scales it by 0.5–1.5 so racing processes spread out; the result is always
+    within 25–400 ms (seed 002 §3.4).
+
+    Raises:
+        ValueError: ``retry_index`` outside the schedule or ``jitter`` outside [0, 1].
+    """
+    if not 0 <= retry_index < len(BACKOFF_MS):
+        raise ValueError(f"retry index {retry_index} outside 0..{len(BACKOFF_MS) - 1}")
+    if not 0.0 <= jitter <= 1.0:
+        raise ValueError(f"jitter {jitter} outside [0, 1]")
+    wait = round(BACKOFF_MS[retry_index] * (0.5 + jitter))
+    return max(MIN_BACKOFF_MS, min(MAX_BACKOFF_MS, wait))
+
+
+def parse_token(raw: bytes) -> tuple[int, str] | None:
+    """``b"<pid>-<nonce>"`` -> ``(pid, nonce)``; ``None`` if it is not such a token.
+
+    The pid is a positive decimal integer, the nonce non-empty ``[0-9a-z]``
+    (seed 002 §3.2: the nonce says whose lock it is, the pid whether it may be taken).
+    """
+    try:
+        text = raw.decode("ascii")
+    except UnicodeDecodeError:
+        return None
+    pid_text, sep, nonce = text.partition("-")
+    if not sep or not pid_text.isdigit() or not nonce or not nonce.isalnum():
+        return None
+    if not nonce.isascii() or nonce.lower() != nonce or len(pid_text) > 10:
+        return None
+    pid = int(pid_text)
+    return (pid, nonce) if pid > 0 else None
+
+
+LockVerdict = Literal["held", "dead", "stale"]
+"""What a found lock is: ``held`` (leave it), ``dead`` (its pid is gone: may be
+reclaimed), ``stale`` (unreadable token older than the create-to-write window:
+may be reclaimed)."""
+
+
+def lock_verdict(
+    raw: bytes, *, age_s: float, stale_after_s: float, alive: Callable[[int], bool]
+) -> LockVerdict:
+    """Decide whether a ``session-mounts.lock`` with content ``raw`` may be reclaimed.
+
+    Only a dead holder loses the lock (seed 002 §3.2, §6.5): a readable token
+    whose pid is alive is ``held`` however old the file is — a holder that is
+    merely paused (SIGSTOP) must not lose it, since on resuming it could
+    commit a snapshot derived before. The accepted cost: a live *unrelated*
+    process that reused the pid keeps the lock ``held`` until it exits (the
+    token carries no start identity). An unreadable token is ``held`` during
+    the create-to-write window and ``stale`` after it.
+
+    Args:
+        raw: the lock file's bytes.
+        age_s: now minus the file's modification time, s (negative: clock skew,
+            treated as fresh).
+        stale_after_s: the create-to-write window, s.
+        alive: liveness of a pid (signal 0; EPERM alive — seed 002 §3.3).
+    """
+    token = parse_token(raw)
+    if token is None:
+        return "stale" if age_s > stale_after_s else "held"
+    return "held" if alive(token[0]) else "dead"
+
+
+def holders_of(
+    owners: Iterable[MountOwner], session_id: str, *, me: int, alive: Callable[[int], bool]
+) -> tuple[MountHolder, ...]:
+    """Live processes other than ``me`` whose record lists ``session_id``.
+
+    A record counts only while its pid is alive (seed 002 §3.3); this
+    process's own record never conflicts (a parked session is not occupied,
+    seed 002 §3.5). Sorted by pid, one entry per pid.
+    """
+    found: dict[int, MountHolder] = {}
+    for owner in owners:
+        if owner.pid == me or owner.pid in found or session_id not in owner.sessionIds:
+            continue
+        if alive(owner.pid):
+            found[owner.pid] = MountHolder(pid=owner.pid, started_at_ms=owner.startedAt)
+    return tuple(found[pid] for pid in sorted(found))
+
+
+def with_own_record(
+    owners: Sequence[MountOwner],
+    *,
+    me: int,
+    started_at_ms: int,
+    session_ids: Iterable[str],
+    alive: Callable[[int], bool],
+) -> list[MountOwner]:
+    """The owner list to write: live others kept in order, this process's record replaced.
+
+    Dead records are dropped here, on the write path only (seed 002 §3.3: no
+    write on the read path). This process's record holds ``session_ids``
+    sorted and unique, in the position of its old record (else last); with no
+    sessions it is removed (seed 002 §3.3: normal exit clears the record).
+    """
+    ids = sorted(set(session_ids))
+    mine = MountOwner(pid=me, startedAt=started_at_ms, sessionIds=ids) if ids else None
+    out: list[MountOwner] = []
+    seen: set[int] = set()
+    for owner in owners:
+        if owner.pid == me:
+            if mine is not None and me not in seen:
+                out.append(mine)
+                seen.add(me)
+            continue
+        if alive(owner.pid):
+            out.append(owner)
+    if mine is not None and me not in seen:
+        out.append(mine)
+    return out
