@@ -1,0 +1,650 @@
+"""The session index ``index.db`` (issue 4 §5) with real journals and real files.
+
+Journals are written with the real :class:`~mind.shell.journal.Journal`; the
+only thing injected is the byte reader of a listing (a counting wrapper of
+:func:`mind.shell.index.read_range`), to prove listing never reads whole
+journals.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+from mind.errors import JournalCorruptError, StateDirError
+from mind.generated import journal as jr
+from mind.shell import index
+from mind.shell.index import IndexEntry, SessionIndex, format_age
+from mind.shell.journal import Journal, read_records
+from mind.shell.store import SessionSummary, Store, listing_lines
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class CountingReader:
+    """A :data:`~mind.shell.index.ReadRange` that counts the bytes it returns per file."""
+
+    def __init__(self) -> None:
+        self.bytes_by_path: dict[Path, int] = {}
+
+    def __call__(self, path: Path, offset: int, max_bytes: int) -> bytes:
+        data = index.read_range(path, offset, max_bytes)
+        self.bytes_by_path[path] = self.bytes_by_path.get(path, 0) + len(data)
+        return data
+
+    @property
+    def total(self) -> int:
+        return sum(self.bytes_by_path.values())
+
+
+def _clock(start_ms: int) -> Iterator[int]:
+    return itertools.count(start_ms, 10)
+
+
+def write_session(
+    store: Store,
+    sid: str,
+    *,
+    cwd: str,
+    turns: Sequence[tuple[str, str | None]],
+    start_ms: int,
+    padding: int = 0,
+) -> Path:
+    """Write a real journal: ``turns`` is ``[(prompt, status or None=running)]``.
+
+    ``padding`` adds that many characters of model text per turn (a big journal).
+    """
+    path = store.journal_path(sid)
+    clock = _clock(start_ms)
+    with Journal.open(path, create=True, clock_ms=lambda: next(clock)) as j:
+        j.append(
+            jr.SessionStarted(seq=0, recorded_at_ms=0, session_id=sid, cwd=cwd, mind_version="t")
+        )
+        append_turns(j, turns, padding=padding)
+    return path
+
+
+def append_turns(j: Journal, turns: Sequence[tuple[str, str | None]], *, padding: int = 0) -> None:
+    z: dict[str, Any] = {"seq": 0, "recorded_at_ms": 0}
+    for n, (prompt, status) in enumerate(turns, start=j.next_seq):
+        tid = f"turn_{n}"
+        j.append(
+            jr.TurnStarted(**z, turn_id=tid, provider="p", model="m", approval=jr.Approval.never)
+        )
+        j.append(
+            jr.UserMessage(**z, turn_id=tid, message_id=f"m{n}", text=prompt, kind=jr.Kind.prompt)
+        )
+        j.append(
+            jr.ModelRound(
+                **z,
+                turn_id=tid,
+                round=0,
+                text="x" * padding,
+                reasoning="",
+                tool_calls=[],
+                finish=jr.Finish.stop,
+                usage=jr.Usage(input_tokens=1, output_tokens=1),
+                provider="p",
+                provider_items=[],
+            )
+        )
+        if status is not None:
+            j.append(
+                jr.TurnCompleted(
+                    **z,
+                    turn_id=tid,
+                    status=jr.TurnStatus(status),
+                    usage=jr.Usage(input_tokens=1, output_tokens=1),
+                    acknowledged=[f"m{n}"] if status == "completed" else [],
+                )
+            )
+
+
+def expected_entry(path: Path) -> IndexEntry:
+    """What the index must say about a journal, derived with the strict reader."""
+    records, _ = read_records(path)
+    started = records[0]
+    assert isinstance(started, jr.SessionStarted)
+    prompts = [r for r in records if isinstance(r, jr.UserMessage) and r.kind == jr.Kind.prompt]
+    status = ""
+    last_ms = 0
+    for r in records:
+        if isinstance(r, jr.TurnStarted):
+            status = "running"
+        elif isinstance(r, jr.TurnCompleted):
+            status = r.status.value
+        if not isinstance(r, jr.ModelRound | jr.ToolResult):
+            last_ms = r.recorded_at_ms
+    return IndexEntry(
+        session_id=started.session_id,
+        cwd=started.cwd,
+        title=" ".join(prompts[0].text.split())[:80] if prompts else "",
+        created_at_ms=started.recorded_at_ms,
+        updated_at_ms=last_ms,
+        last_status=status,
+        journal_size_bytes=path.stat().st_size,
+    )
+
+
+def summary_of(entry: IndexEntry, *, indexed: bool = True) -> SessionSummary:
+    return SessionSummary(
+        session_id=entry.session_id,
+        cwd=entry.cwd,
+        title=entry.title,
+        updated_at_ms=entry.updated_at_ms,
+        last_status=entry.last_status,
+        created_at_ms=entry.created_at_ms,
+        indexed=indexed,
+    )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = Store(tmp_path / "state")
+    yield s
+    s.close()
+
+
+def populate(store: Store) -> dict[str, Path]:
+    return {
+        "a1": write_session(
+            store,
+            "a1",
+            cwd="/work/a",
+            turns=[("fix   the\nbug " + "long " * 30, "completed"), ("again", "failed")],
+            start_ms=1_000,
+        ),
+        "a2": write_session(store, "a2", cwd="/work/a", turns=[("run", None)], start_ms=5_000),
+        "b1": write_session(store, "b1", cwd="/work/b", turns=[], start_ms=3_000),
+        "b2": write_session(
+            store, "b2", cwd="/work/b", turns=[("stop", "interrupted")], start_ms=4_000
+        ),
+    }
+
+
+# --- rebuild ---------------------------------------------------------------
+
+
+def test_rebuild_matches_the_journals(store: Store) -> None:
+    paths = populate(store)
+    assert store.rebuild_index() == 4
+    expected = {sid: expected_entry(p) for sid, p in paths.items()}
+    assert store.index.entries() == expected
+    assert expected["a1"].title.startswith("fix the bug long")
+    assert len(expected["a1"].title) == 80
+    assert [e.last_status for e in expected.values()] == ["failed", "running", "", "interrupted"]
+    by_recent = sorted(expected.values(), key=lambda e: e.updated_at_ms, reverse=True)
+    assert store.summaries() == [summary_of(e) for e in by_recent]
+
+
+def test_rebuild_drops_rows_of_removed_sessions_and_keeps_damaged_journals(store: Store) -> None:
+    paths = populate(store)
+    store.index.note("gone", cwd="/nowhere", status="completed")
+    # A journal damaged in the middle still gets a row (display only).
+    raw = bytearray(paths["a1"].read_bytes())
+    second_line = raw.index(b"\n") + 1
+    raw[second_line : second_line + 20] = b"#" * 20
+    paths["a1"].write_bytes(bytes(raw))
+    with pytest.raises(JournalCorruptError):
+        read_records(paths["a1"])
+    assert store.rebuild_index() == 4
+    entries = store.index.entries()
+    assert sorted(entries) == ["a1", "a2", "b1", "b2"]
+    assert entries["a1"].last_status == "failed" and entries["a1"].cwd == "/work/a"
+
+
+# --- sessions without a row --------------------------------------------------
+
+
+def test_sessions_without_index_entries_are_listed_grouped_by_cwd(store: Store) -> None:
+    paths = populate(store)
+    store.rebuild_index()
+    # Two more sessions written by "an older version": no note, no row.
+    write_session(store, "c1", cwd="/work/b", turns=[("old", "completed")], start_ms=9_000)
+    write_session(store, "c2", cwd="/work/0", turns=[], start_ms=9_500)
+    os.utime(store.journal_path("c1"), ns=(9_000 * 10**6, 9_000 * 10**6))
+    os.utime(store.journal_path("c2"), ns=(9_500 * 10**6, 9_500 * 10**6))
+    for sid, mtime_ms in (("a1", 7_000), ("a2", 7_100), ("b1", 8_000), ("b2", 8_100)):
+        os.utime(paths[sid], ns=(mtime_ms * 10**6, mtime_ms * 10**6))
+    indexed = sorted(
+        (expected_entry(p) for p in paths.values()), key=lambda e: e.updated_at_ms, reverse=True
+    )
+    unindexed = [
+        SessionSummary(
+            session_id="c2",
+            cwd="/work/0",
+            title="",
+            updated_at_ms=9_500,
+            last_status="",
+            created_at_ms=9_500,
+            indexed=False,
+        ),
+        SessionSummary(
+            session_id="c1",
+            cwd="/work/b",
+            title="",
+            updated_at_ms=9_000,
+            last_status="",
+            created_at_ms=9_000,
+            indexed=False,
+        ),
+    ]
+    assert store.summaries() == [summary_of(e) for e in indexed] + unindexed
+
+    # The index deleted: it is created again, and every session is still listed.
+    store.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{store.index.path}{suffix}").unlink(missing_ok=True)
+    again = Store(store.root)
+    try:
+        rows = again.summaries()
+        assert [(r.session_id, r.cwd, r.indexed) for r in rows] == [
+            ("c2", "/work/0", False),
+            ("a2", "/work/a", False),
+            ("a1", "/work/a", False),
+            ("c1", "/work/b", False),
+            ("b2", "/work/b", False),
+            ("b1", "/work/b", False),
+        ]
+        assert again.index.path.is_file()
+    finally:
+        again.close()
+
+
+def test_listing_text_groups_unindexed_sessions_by_cwd() -> None:
+    now = 10 * 86_400_000
+    rows = [
+        SessionSummary(
+            session_id="s1",
+            cwd="/p",
+            title="fix it",
+            updated_at_ms=now - 3 * 60_000,
+            last_status="completed",
+        ),
+        SessionSummary(
+            session_id="s2", cwd="/p", title="", updated_at_ms=now - 1_000, last_status=""
+        ),
+        SessionSummary(
+            session_id="u1",
+            cwd="/a",
+            title="",
+            updated_at_ms=now - 2 * 3_600_000,
+            last_status="",
+            indexed=False,
+        ),
+        SessionSummary(
+            session_id="u2",
+            cwd="/b",
+            title="",
+            updated_at_ms=now - 2 * 86_400_000,
+            last_status="",
+            indexed=False,
+        ),
+        SessionSummary(
+            session_id="u3", cwd="/b", title="", updated_at_ms=0, last_status="", indexed=False
+        ),
+    ]
+    assert listing_lines(rows, now) == [
+        "s1  completed    3 min ago     /p  fix it",
+        "s2  -            just now      /p",
+        "",
+        "not in the index (3; `mind sessions --rebuild-index` adds them), by cwd:",
+        "  /a",
+        "    u1  2 h ago",
+        "  /b",
+        "    u2  2 days ago",
+        "    u3  unknown",
+    ]
+    assert listing_lines([], now) == ["no sessions yet"]
+
+
+@pytest.mark.parametrize(
+    ("ago_ms", "text"),
+    [
+        (0, "just now"),
+        (59_999, "just now"),
+        (60_000, "1 min ago"),
+        (3 * 60_000 + 59_000, "3 min ago"),
+        (3_600_000, "1 h ago"),
+        (86_400_000, "1 day ago"),
+        (29 * 86_400_000, "29 days ago"),
+        (-5_000, "just now"),  # a clock step back is not "in the future"
+    ],
+)
+def test_format_age(ago_ms: int, text: str) -> None:
+    now = 1_800_000_000_000
+    assert format_age(now - ago_ms, now) == text
+
+
+def test_format_age_old_and_unknown() -> None:
+    now = 1_800_000_000_000
+    assert format_age(0, now) == "unknown"
+    assert len(format_age(now - 400 * 86_400_000, now)) == len("2026-01-01")
+
+
+# --- damaged index ------------------------------------------------------------
+
+
+def test_a_garbage_index_is_rebuilt_from_the_journals(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = Store(tmp_path / "state")
+    paths = populate(first)
+    first.close()
+    db = tmp_path / "state" / "index.db"
+    db.write_bytes(b"this is not a database " * 500)
+    with caplog.at_level(logging.WARNING, logger="mind.index"):
+        second = Store(tmp_path / "state")
+    assert "is damaged" in caplog.text
+    try:
+        expected = {sid: expected_entry(p) for sid, p in paths.items()}
+        assert second.index.entries() == expected
+        assert all(s.indexed for s in second.summaries())
+    finally:
+        second.close()
+
+
+def test_an_index_damaged_while_open_is_rebuilt_on_the_next_listing(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    paths = populate(store)
+    store.rebuild_index()
+    store.index.close()
+    # Reopen a connection on the file, then damage the whole file under it
+    # (another process writing a second index page, say).
+    store.index = SessionIndex.open(store)
+    size = store.index.path.stat().st_size
+    store.index.path.write_bytes(b"garbage " * (size // 8 + 1))
+    with caplog.at_level(logging.WARNING, logger="mind.index"):
+        rows = store.summaries()
+    assert "is damaged" in caplog.text
+    expected = sorted(
+        (expected_entry(p) for p in paths.values()), key=lambda e: e.updated_at_ms, reverse=True
+    )
+    assert rows == [summary_of(e) for e in expected]
+
+
+def test_an_index_of_another_schema_version_is_rebuilt(tmp_path: Path) -> None:
+    first = Store(tmp_path / "state")
+    paths = populate(first)
+    first.close()
+    con = apsw.Connection(str(tmp_path / "state" / "index.db"))
+    con.execute("DROP TABLE sessions; CREATE TABLE sessions(x); PRAGMA user_version = 99")
+    con.close()
+    second = Store(tmp_path / "state")
+    try:
+        assert second.index.entries() == {sid: expected_entry(p) for sid, p in paths.items()}
+    finally:
+        second.close()
+
+
+def test_an_unusable_index_path_is_a_state_dir_error(tmp_path: Path) -> None:
+    (tmp_path / "state" / "index.db").mkdir(parents=True)
+    with pytest.raises(StateDirError, match=r"index\.db"):
+        Store(tmp_path / "state")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
+def test_a_read_only_state_dir_is_a_state_dir_error(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    (state / "sessions").mkdir(parents=True)
+    state.chmod(0o500)
+    try:
+        with pytest.raises(StateDirError):
+            Store(state)
+    finally:
+        state.chmod(0o700)
+
+
+# --- listing never reads whole journals --------------------------------------
+
+
+def test_an_up_to_date_index_lists_without_reading_journals(tmp_path: Path) -> None:
+    reader = CountingReader()
+    store = Store(tmp_path / "state", read_range=reader)
+    try:
+        paths = populate(store)
+        store.rebuild_index()
+        before = store.summaries()
+        # Damage a middle line in place (same size): the strict reader fails,
+        # the listing does not notice because it never reads the journal.
+        raw = bytearray(paths["a1"].read_bytes())
+        middle = len(raw) // 2
+        raw[middle : middle + 8] = b"\x00" * 8
+        paths["a1"].write_bytes(bytes(raw))
+        with pytest.raises(JournalCorruptError):
+            read_records(paths["a1"])
+        assert store.summaries() == before
+        assert reader.total == 0
+    finally:
+        store.close()
+
+
+def test_a_grown_journal_is_caught_up_from_its_new_bytes_only(tmp_path: Path) -> None:
+    reader = CountingReader()
+    store = Store(tmp_path / "state", read_range=reader)
+    try:
+        path = write_session(
+            store, "s", cwd="/w", turns=[("first", "completed")] * 20, start_ms=1, padding=5_000
+        )
+        store.rebuild_index()
+        old_size = path.stat().st_size
+        clock = _clock(50_000)
+        with Journal.open(path, clock_ms=lambda: next(clock)) as j:
+            append_turns(j, [("second", "failed"), ("third", None)])
+        grown = path.stat().st_size - old_size
+        [row] = store.summaries()
+        assert reader.bytes_by_path == {path: grown}
+        assert row == summary_of(expected_entry(path))
+        assert row.last_status == "running" and row.title == "first"
+        # Saved back: the next listing reads nothing.
+        assert store.index.entries()["s"] == expected_entry(path)
+        store.summaries()
+        assert reader.bytes_by_path == {path: grown}
+    finally:
+        store.close()
+
+
+def test_catch_up_reads_at_most_its_window(tmp_path: Path) -> None:
+    reader = CountingReader()
+    store = Store(tmp_path / "state", read_range=reader)
+    try:
+        path = write_session(store, "s", cwd="/w", turns=[("first", "completed")], start_ms=1)
+        store.rebuild_index()
+        with Journal.open(path) as j:
+            append_turns(j, [("more", "completed")] * 40 + [("last", "failed")], padding=20_000)
+        assert path.stat().st_size > 3 * index.CATCH_UP_MAX_BYTES
+        [row] = store.summaries()
+        assert reader.total == index.CATCH_UP_MAX_BYTES
+        assert (row.last_status, row.title) == ("failed", "first")
+    finally:
+        store.close()
+
+
+def test_an_unindexed_session_costs_one_head_read(tmp_path: Path) -> None:
+    reader = CountingReader()
+    store = Store(tmp_path / "state", read_range=reader)
+    try:
+        path = write_session(
+            store, "big", cwd="/w", turns=[("p", "completed")] * 50, start_ms=7, padding=10_000
+        )
+        [row] = store.summaries()
+        assert (row.session_id, row.cwd, row.created_at_ms, row.indexed) == ("big", "/w", 7, False)
+        assert reader.total <= 4096 < path.stat().st_size // 100
+    finally:
+        store.close()
+
+
+# --- note ------------------------------------------------------------------------
+
+
+def test_note_merges_fields_by_its_rules(store: Store) -> None:
+    write_session(store, "s", cwd="/from/journal", turns=[], start_ms=100)
+    idx = store.index
+    assert idx.note("s", updated_at_ms=1_000)  # cwd taken from the journal head
+    assert idx.note("s", title="  first\n prompt ", status="running", updated_at_ms=2_000)
+    assert idx.note("s", title="second prompt", status="completed", updated_at_ms=1_500)
+    assert idx.note("s", cwd="/other", updated_at_ms=3_000)
+    assert idx.note("s", title="x" * 200, status="running")  # default: now
+    entry = idx.entries()["s"]
+    assert entry.cwd == "/from/journal"  # the first cwd stays
+    assert entry.title == "first prompt"  # the first prompt stays
+    assert entry.last_status == "running"
+    assert entry.created_at_ms == 1_000
+    assert entry.updated_at_ms > 3_000
+    assert entry.journal_size_bytes == store.journal_path("s").stat().st_size
+    assert idx.note("new", cwd="/n", updated_at_ms=5)
+    assert idx.entries()["new"] == IndexEntry(
+        session_id="new", cwd="/n", created_at_ms=5, updated_at_ms=5
+    )
+
+
+def test_note_never_raises_for_index_trouble(store: Store) -> None:
+    assert store.index.note("../escape", status="running") is False  # not a session id
+    store.index.close()
+    assert store.index.note("s", status="running") is False
+    assert store.index.store_caught_up([IndexEntry(session_id="s")]) is False
+
+
+# --- the file ----------------------------------------------------------------------
+
+
+def test_the_index_is_a_private_wal_database(store: Store) -> None:
+    store.index.note("s", cwd="/w")
+    assert (store.index.path.stat().st_mode & 0o777) == 0o600
+    con = apsw.Connection(str(store.index.path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        assert con.pragma("journal_mode") == "wal"
+        assert con.pragma("user_version") == index.SCHEMA_VERSION
+    finally:
+        con.close()
+
+
+_NOTER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from mind.shell.store import Store
+
+    root, role, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    print("ready", flush=True)
+    assert sys.stdin.readline() == "go\\n"
+    store = Store(root)
+    ok = 0
+    for i in range(n):
+        sid = f"s{i:04d}"
+        if role == "creator":
+            ok += store.index.note(sid, cwd=f"/w/{i}", title=f"prompt {i}", updated_at_ms=i)
+            ok += store.index.note(f"c{i:04d}", cwd="/c", updated_at_ms=i)
+        else:
+            ok += store.index.note(sid, status="completed", updated_at_ms=10_000 + i)
+            ok += store.index.note(f"f{i:04d}", status="failed", updated_at_ms=i)
+    store.close()
+    print(ok, flush=True)
+    """
+)
+
+
+def test_concurrent_notes_from_two_processes_lose_no_update(tmp_path: Path) -> None:
+    n = 300
+    root = tmp_path / "state"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _NOTER, str(root), role, str(n)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for role in ("creator", "finisher")
+    ]
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline() == "ready\n"
+    for p in procs:  # both start opening and writing at once
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    outs = [p.communicate(timeout=60)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    assert outs == [f"{2 * n}\n", f"{2 * n}\n"]
+    store = Store(root)
+    try:
+        entries = store.index.entries()
+    finally:
+        store.close()
+    expected = {
+        **{
+            f"s{i:04d}": IndexEntry(
+                session_id=f"s{i:04d}",
+                cwd=f"/w/{i}",
+                title=f"prompt {i}",
+                created_at_ms=entries[f"s{i:04d}"].created_at_ms,  # whichever came first
+                updated_at_ms=10_000 + i,
+                last_status="completed",
+            )
+            for i in range(n)
+        },
+        **{
+            f"c{i:04d}": IndexEntry(
+                session_id=f"c{i:04d}", cwd="/c", created_at_ms=i, updated_at_ms=i
+            )
+            for i in range(n)
+        },
+        **{
+            f"f{i:04d}": IndexEntry(
+                session_id=f"f{i:04d}", last_status="failed", created_at_ms=i, updated_at_ms=i
+            )
+            for i in range(n)
+        },
+    }
+    assert entries == expected
+    assert {entries[f"s{i:04d}"].created_at_ms for i in range(n)} <= {
+        v for i in range(n) for v in (i, 10_000 + i)
+    }
+
+
+# --- the command -----------------------------------------------------------------------
+
+
+def test_mind_sessions_rebuild_index_says_how_many_and_lists(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    store = Store(state)
+    try:
+        populate(store)
+    finally:
+        store.close()
+    env = {k: v for k, v in os.environ.items() if k not in ("MIND_HOME", "MIND_STATE_HOME")}
+    env |= {"MIND_HOME": str(tmp_path / "home"), "MIND_STATE_HOME": str(state)}
+    env["PYTHONPATH"] = str(ROOT)
+
+    def mind(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "mind.shell.cli", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    before = mind("sessions")
+    assert before.returncode == 0, before.stderr
+    assert before.stdout.splitlines()[0].startswith("not in the index (4;")
+    r = mind("sessions", "--rebuild-index")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == "mind: indexed 4 session(s) from their journals\n"
+    lines = r.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == ["a2", "b2", "b1", "a1"]
+    assert lines[0].split()[1:2] == ["running"]
+    assert "fix the bug long" in lines[3] and "failed" in lines[3]
