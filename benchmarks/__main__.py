@@ -9,6 +9,7 @@ job with the standard library, in the same process and run, and prints
     journal.open        Journal.open of N records (CRC + typed decode) vs  json.loads per line
     sse+chat.parse      SSEDecoder + ChatStreamParser over a long stream vs bytes.split + json.loads
     history.build       build_messages over a long journal          vs  one list comprehension
+    sessions.list       Store.summaries of 1000 sessions (index.db) vs  64 KiB head+tail per journal
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from mind.history import build_messages
 from mind.shell.journal import Journal
 from mind.shell.providers.openai_chat import ChatStreamParser
 from mind.shell.providers.sse import SSEDecoder
+from mind.shell.store import Store
 
 REPEATS = 5
 
@@ -197,17 +199,69 @@ def bench_history(records: list[jr.JournalRecord]) -> tuple[str, float, float]:
     return ("history.build", best_of(mind_build), best_of(raw_build))
 
 
+def _head_tail_summary(path: Path, peek: int = 64 * 1024) -> tuple[str, str, str]:
+    """The pre-index listing of one session: JSON lines of its head and tail."""
+    cwd = title = status = ""
+    with path.open("rb") as f:
+        head = f.read(peek)
+        f.seek(max(0, os.fstat(f.fileno()).st_size - peek))
+        tail = f.read(peek)
+    for line in head.split(b"\n")[:-1]:
+        rec = json.loads(line)
+        if rec["type"] == "session_started":
+            cwd = rec["cwd"]
+        elif rec["type"] == "user_message":
+            title = " ".join(rec["text"].split())[:80]
+            break
+    for line in reversed(tail.split(b"\n")[1:-1]):
+        rec = json.loads(line)
+        if rec["type"] in ("turn_completed", "turn_started"):
+            status = rec.get("status", "running")
+            break
+    return cwd, title, status
+
+
+def bench_listing(tmp: Path, n_sessions: int, turns: int) -> tuple[str, float, float]:
+    """Listing ``n_sessions`` sessions via index.db vs reading each journal's head and tail.
+
+    Every session holds the same journal of ``turns`` turns (about 1.9 KB per
+    turn); the index is rebuilt first, so listing costs one stat per journal.
+    """
+    store = Store(tmp / "listing")
+    try:
+        with Journal.open(tmp / "one.jsonl", create=True) as j:
+            for r in _records(turns):
+                j.append(r)
+        raw = (tmp / "one.jsonl").read_bytes()
+        for i in range(n_sessions):
+            store.journal_path(f"s{i:05d}").parent.mkdir(mode=0o700)
+            store.journal_path(f"s{i:05d}").write_bytes(raw)
+        assert store.rebuild_index() == n_sessions
+
+        def mind_list() -> None:
+            assert len(store.summaries()) == n_sessions
+
+        def raw_list() -> None:
+            for sid in store.session_ids():
+                _head_tail_summary(store.journal_path(sid))
+
+        return ("sessions.list", best_of(mind_list), best_of(raw_list))
+    finally:
+        store.close()
+
+
 def main() -> int:
     """Run every benchmark and print a table of ratios."""
     records = _records(2000)  # 12,001 records
     rows: list[tuple[str, float, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         rows += bench_journal(Path(tmp), records)
+        rows.append(bench_listing(Path(tmp), n_sessions=1000, turns=100))
     rows.append(bench_stream(_chat_stream(20_000)))
     rows.append(bench_history(records))
     print(f"{'benchmark':<16} {'mind (ms)':>10} {'baseline (ms)':>14} {'ratio':>7}")
     for name, mine, base in rows:
-        print(f"{name:<16} {mine * 1e3:>10.1f} {base * 1e3:>14.1f} {mine / base:>7.1f}x")
+        print(f"{name:<16} {mine * 1e3:>10.1f} {base * 1e3:>14.1f} {mine / base:>7.2f}x")
     print(f"(records: {len(records)}; stream chunks: 20000; best of {REPEATS})")
     return 0
 

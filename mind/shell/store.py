@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+import stat
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import msgspec
@@ -118,6 +119,14 @@ class Store:
         ]
         return sorted(out)
 
+    def _journal_files(self) -> Iterator[tuple[str, str]]:
+        """``(session_id, journal path)`` per directory entry with a valid id (unchecked)."""
+        base = os.fspath(self.sessions_dir)
+        with os.scandir(base) as it:
+            for d in it:
+                if SESSION_ID_RE.match(d.name):
+                    yield d.name, f"{base}/{d.name}/journal.jsonl"
+
     def rebuild_index(self) -> int:
         """Rebuild ``index.db`` from every journal (each read once, in order).
 
@@ -148,12 +157,14 @@ class Store:
         listed: list[SessionSummary] = []
         unindexed: list[SessionSummary] = []
         forward: list[index.IndexEntry] = []
-        for sid in self.session_ids():
-            path = self.journal_path(sid)
+        for sid, raw_path in self._journal_files():
             try:
-                size = os.stat(path).st_size
+                st = os.stat(raw_path, follow_symlinks=False)
             except OSError:
                 continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            size, path = st.st_size, Path(raw_path)
             entry = rows.get(sid)
             if entry is None:
                 unindexed.append(_summary(index.peek_head(sid, path, self._read), indexed=False))
@@ -164,9 +175,8 @@ class Store:
             listed.append(_summary(entry, indexed=True))
         if forward:
             self.index.store_caught_up(forward)
-        listed.sort(key=lambda s: s.updated_at_ms, reverse=True)
-        unindexed.sort(key=lambda s: s.updated_at_ms, reverse=True)
-        unindexed.sort(key=lambda s: s.cwd)  # stable: recent first within a cwd
+        listed.sort(key=lambda s: (-s.updated_at_ms, s.session_id))
+        unindexed.sort(key=lambda s: (s.cwd, -s.updated_at_ms, s.session_id))
         return listed + unindexed
 
 
