@@ -13,11 +13,13 @@ a deterministic point of the event stream:
   text round arrives — by then the turn has sealed (drain-or-seal and the
   terminal record run synchronously after that round), so the steering goes
   to the following turn.
-- ``multi`` (random-kill test): a prompt asking for two tool calls; steering
-  asking for two more at the first ``tool.call``; a queued follow-up asking
-  for one more at the first ``message.completed``.
+- ``multi`` (random-kill test): a prompt asking for two tool calls; at the
+  first ``tool.call`` steering asking for two more and a queued follow-up
+  asking for one (it starts the second turn as soon as the first ends); at
+  the first ``message.completed`` (the second turn is running by then)
+  steering for that second turn.
 
-Every input has a caller-chosen id (``m-prompt``, ``m-steer``, ``m-queue``),
+Every input has a caller-chosen id (``m-prompt``, ``m-steer``, ...),
 so its identity is known even if the crash comes before anything is printed.
 stdout carries one JSON line per step, flushed at once:
 ``{"intent": id, "kind": k, "text": t}`` right before the call,
@@ -62,7 +64,8 @@ SCENARIOS: dict[str, tuple[Step, ...]] = {
     "multi": (
         Step("start", "prompt", "m-prompt", "TOOLS=2 multi prompt"),
         Step("first_tool_call", "steer", "m-steer", "multi steer TOOLS=2"),
-        Step("first_message_completed", "queue", "m-queue", "multi queued TOOL"),
+        Step("first_tool_call", "queue", "m-queue", "multi queued TOOL"),
+        Step("first_message_completed", "steer", "m-late", "multi late steer"),
     ),
 }
 """Each scenario's inputs, in the order they are sent."""

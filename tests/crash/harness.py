@@ -175,6 +175,9 @@ def recover(case: Case) -> Recovery:
     """``mind exec --session ID --json`` (no prompt) until a restart finds nothing to do."""
     rec = Recovery()
     for _ in range(MAX_RESTARTS):
+        # Killed before the session's journal existed: this restart creates
+        # the session (nothing to recover, no session.recovered event).
+        creates = not (case.session_dir / "journal.jsonl").exists()
         proc = run(case.exec_argv(None), case.env())
         rec.restarts += 1
         events = json_lines(proc.stdout)
@@ -185,6 +188,8 @@ def recover(case: Case) -> Recovery:
             )
             return rec
         found = [e for e in events if e.get("type") == "session.recovered"]
+        if creates and not found:
+            continue
         if len(found) != 1:
             rec.problems.append(f"restart {rec.restarts} printed {len(found)} session.recovered")
             return rec
@@ -354,6 +359,21 @@ def _inbox_entries(path: Path, v: list[str]) -> list[dict[str, Any]]:
         return []
 
 
+def stage(case: Case) -> str:
+    """Where a kill landed, read from the journal before any restart."""
+    path = case.session_dir / "journal.jsonl"
+    if not path.exists():
+        return "before the session"
+    records, _ = read_records(path)
+    started = sum(1 for r in records if isinstance(r, jr.TurnStarted))
+    ended = sum(1 for r in records if isinstance(r, jr.TurnCompleted))
+    if started == 0:
+        return "before a turn"
+    if started == ended:
+        return f"between turns (after turn {ended})"
+    return f"inside turn {started}"
+
+
 def boundary_hits(case: Case, inputs_sent: int) -> dict[str, int]:
     """How often a clean run reached each boundary, counted from its journal."""
     records, _ = read_records(case.session_dir / "journal.jsonl")
@@ -390,7 +410,7 @@ def record_cell(config: pytest.Config, test_id: str, cell: dict[str, Any]) -> st
     cells_dir = Path(cache.mkdir("crash-cells"))
     name = "".join(c if c.isalnum() or c in "-_." else "_" for c in test_id)
     tmp = cells_dir / f".{name}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps({"run": _RUN_UID, **cell}), encoding="utf-8")
+    tmp.write_text(json.dumps({**cell, "test_run": _RUN_UID}), encoding="utf-8")
     tmp.replace(cells_dir / f"{name}.json")
     cells = []
     for p in sorted(cells_dir.glob("*.json")):
@@ -398,7 +418,7 @@ def record_cell(config: pytest.Config, test_id: str, cell: dict[str, Any]) -> st
             data = json.loads(p.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if data.get("run") == _RUN_UID:
+        if data.get("test_run") == _RUN_UID:
             cells.append(data)
     text = summarize(cells)
     out = Path(cache.mkdir("crash-cells")).parent / "crash-summary.txt"
@@ -409,30 +429,36 @@ def record_cell(config: pytest.Config, test_id: str, cell: dict[str, Any]) -> st
 
 
 def summarize(cells: list[dict[str, Any]]) -> str:
-    """The closing-note figures for the cells recorded so far."""
+    """The closing-note figures for the cells recorded so far (one line per test file)."""
     matrix = [c for c in cells if c["kind"] == "matrix"]
     baseline = [c for c in cells if c["kind"] == "baseline"]
     rand = [c for c in cells if c["kind"] == "random"]
-    pairs: dict[tuple[str, str], bool] = {}
-    for c in matrix:
-        key = (c["scenario"], c["boundary"])
-        pairs[key] = pairs.get(key, False) or c["reached"]
-    reached = sum(1 for r in pairs.values() if r)
-    scenarios = sorted({c["scenario"] for c in matrix} | {c["scenario"] for c in baseline})
-    lines = [
-        f"crash matrix: {len(scenarios)} scenarios ({', '.join(scenarios)}) x boundaries = "
-        f"{len(pairs)} cells: {reached} reached, {len(pairs) - reached} not reached; "
-        f"{len(matrix)} crash runs ({sum(c['reached'] for c in matrix)} killed at the boundary, "
-        f"{sum(not c['reached'] for c in matrix)} ran to the end) + {len(baseline)} clean "
-        f"baselines; {sum(c['restarts'] for c in matrix + baseline)} restarts; "
-        f"violations {sum(c['violations'] for c in matrix + baseline)}",
-    ]
+    lines = []
+    if matrix or baseline:
+        pairs: dict[tuple[str, str], bool] = {}
+        for c in matrix:
+            key = (c["scenario"], c["boundary"])
+            pairs[key] = pairs.get(key, False) or c["reached"]
+        reached = sum(1 for r in pairs.values() if r)
+        scenarios = sorted({c["scenario"] for c in matrix + baseline})
+        killed = sum(1 for c in matrix if c["reached"])
+        lines.append(
+            f"crash matrix: {len(scenarios)} scenarios ({', '.join(scenarios)}); "
+            f"{len(pairs)} boundary x scenario cells: {reached} reached, "
+            f"{len(pairs) - reached} not reached; {len(matrix)} crash runs ({killed} killed "
+            f"at the boundary, {len(matrix) - killed} ran to the end) + {len(baseline)} clean "
+            f"baselines; {sum(c['restarts'] for c in matrix + baseline)} restarts; "
+            f"violations {sum(c['violations'] for c in matrix + baseline)}"
+        )
     if rand:
         killed = sum(1 for c in rand if c["killed"])
+        landed = Counter(str(c["stage"]) for c in rand)
         lines.append(
-            f"random kill: {len(rand)} runs of scenario multi, {killed} killed mid-run, "
-            f"{len(rand) - killed} finished first; {sum(c['aborted'] for c in rand)} aborted "
-            f"turns, {sum(c['synthetic'] for c in rand)} synthetic tool results, "
+            f"random kill: {len(rand)} runs of scenario multi, {killed} killed, "
+            f"{len(rand) - killed} finished first; landed: "
+            + ", ".join(f"{k} {n}" for k, n in sorted(landed.items()))
+            + f"; {sum(c['aborted'] for c in rand)} aborted turns, "
+            f"{sum(c['synthetic'] for c in rand)} synthetic tool results, "
             f"{sum(c['replayed'] for c in rand)} inputs replayed; "
             f"{sum(c['restarts'] for c in rand)} restarts; "
             f"violations {sum(c['violations'] for c in rand)}"

@@ -12,7 +12,8 @@ process that restarts the session after a crash. Rules, on the request's
 - If fewer than ``want`` ``role: "tool"`` messages follow ``U``, and the last
   message is ``U`` or a tool result: reply with one ``shell`` tool call whose
   command appends the call's fresh id (``call_<hex>``) as one line to
-  ``effects.log`` in the session's working directory. A tool that runs twice
+  ``effects.log`` in the session's working directory (after ``sleep
+  tool_sleep_s`` when set). A tool that runs twice
   shows as a duplicate line; one that never ran has no line.
 - Otherwise reply with text that names every user text the request carried
   (``saw N user message(s): ...``).
@@ -76,8 +77,13 @@ def wanted_tools(text: str) -> int:
     return 1 if "TOOL" in text else 0
 
 
-def decide(body: dict[str, Any]) -> dict[str, Any]:
-    """The reply to a request body: ``{"tool_call": {...}}`` or ``{"text": "..."}``."""
+def decide(body: dict[str, Any], *, tool_sleep_s: float = 0.0) -> dict[str, Any]:
+    """The reply to a request body: ``{"tool_call": {...}}`` or ``{"text": "..."}``.
+
+    Args:
+        tool_sleep_s: the tool command sleeps this long before its effect
+            (a window in which the tool is running).
+    """
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
     if last_user >= 0:
@@ -88,6 +94,8 @@ def decide(body: dict[str, Any]) -> dict[str, Any]:
         if results < wanted_tools(text) and last_role in ("user", "tool"):
             call_id = "call_" + uuid.uuid4().hex[:16]
             command = f"echo {call_id} >> {EFFECTS_FILE}"
+            if tool_sleep_s:
+                command = f"sleep {tool_sleep_s:g}; {command}"
             return {
                 "tool_call": {"id": call_id, "name": "shell", "arguments": {"command": command}}
             }
@@ -167,7 +175,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(400, "fake model: expected a JSON body on POST /v1/chat/completions")
             return
         owner._record(body)
-        reply = decide(body)
+        reply = decide(body, tool_sleep_s=owner.tool_sleep_s)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
@@ -207,11 +215,19 @@ class FakeModel:
     Args:
         record_path: append every request body here as one JSON line.
         chunk_delay_s: pause before each SSE chunk, in seconds (0: none).
+        tool_sleep_s: each tool command sleeps this long before its effect.
     """
 
-    def __init__(self, *, record_path: Path | None = None, chunk_delay_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        *,
+        record_path: Path | None = None,
+        chunk_delay_s: float = 0.0,
+        tool_sleep_s: float = 0.0,
+    ) -> None:
         self.record_path = record_path
         self.chunk_delay_s = chunk_delay_s
+        self.tool_sleep_s = tool_sleep_s
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._server: _Server | None = None
