@@ -343,7 +343,6 @@ def peek_head(session_id: str, path: Path, read: ReadRange = read_range) -> Inde
     first, newline, _ = head.partition(b"\n")
     if newline:
         fold.feed(first)
-    fold.updated_at_ms = mtime_ms
     return IndexEntry(
         session_id=session_id,
         cwd=fold.cwd,
