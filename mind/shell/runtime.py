@@ -499,6 +499,11 @@ class Session:
         )
         self._journal_inputs(turn, turn.inputs, sync=True)
         faults.boundary("after_turn_started")
+        self.runtime.store.index.note(
+            self.session_id,
+            title=turn.inputs[0].text if turn.inputs else None,
+            status="running",
+        )
         turn._emit(ev.TurnStartedEvent(turn_id=turn.turn_id))
 
     def _end(
@@ -543,6 +548,7 @@ class Session:
             sync=True,
         )
         faults.boundary("after_terminal")
+        self.runtime.store.index.note(self.session_id, status=status.value)
         self._acknowledged.update(acknowledged)
         self.inbox.remove(acknowledged)
         self.mailbox.forget(acknowledged)
@@ -847,6 +853,7 @@ class Runtime:
                 await s.provider.aclose()
             s.journal.close()
             s.lease.release()
+        store.close()
         if body_error is not None:
             raise body_error
 
@@ -903,6 +910,7 @@ class Runtime:
         except BaseException:
             lease.release()
             raise
+        self.store.index.note(sid, cwd=str(cwd.resolve()))
         session = Session(
             self,
             sid,
