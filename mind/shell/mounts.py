@@ -273,6 +273,7 @@ class MountHandle:
         self._ledger = ledger
         self.session_id = session_id
         self._machine = machine
+        self._published = False
         self.warning: MountRefused | None = None
 
     def __repr__(self) -> str:
@@ -290,13 +291,14 @@ class MountHandle:
 
     @property
     def published(self) -> bool:
-        """The ledger file is believed to list this session for this process.
+        """This process's last successful write of its record listed this session.
 
-        ``False`` for a brand-new id whose claim could not be published until a
-        later :meth:`MountLedger.republish` succeeds, and after release.
+        ``False`` for a brand-new id whose claim could not be published, until
+        a later write (:meth:`MountLedger.republish`, or another claim or
+        release of this process) succeeds; ``False`` once given back.
         """
         with self._ledger._mutex:
-            return self.hosted and self.session_id in self._ledger._on_disk
+            return self.hosted and self._published
 
     def settle(self, *, attached: bool) -> None:
         """The resume finished: the session is hosted, shown (``attached``) or parked.
@@ -553,6 +555,7 @@ class MountLedger:
                 machine.fail()
                 return MountRefused(sid, "unavailable", detail=str(unavailable))
             machine.grant()
+            handle._published = True
             return None
 
     # ------------------------------------------------------------------ publishing
@@ -607,7 +610,7 @@ class MountLedger:
         try:
             self._publish_with_backoff(self.hosted())
         except MountRefused as refused:
-            _log.warning("could not unpublish session %s: %s", handle.session_id, refused)
+            _log.warning("could not unpublish session %s: %s", handle.session_id, refused.reason)
             return False
         return True
 
@@ -656,6 +659,8 @@ class MountLedger:
             data = _ENCODER.encode(SessionMountsFile(version=1, owners=new_owners))
             self._replace(data, held)
             self._on_disk = sessions
+            for handle in self._handles.values():
+                handle._published = handle.session_id in sessions
             self._sweep_debris()
         finally:
             self._release(held)
