@@ -25,6 +25,7 @@ from mind.errors import (
     ConfigError,
     InputRefused,
     MindError,
+    MountRefused,
     ScriptError,
     SessionOccupiedError,
     StateDirError,
@@ -152,6 +153,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SessionOccupiedError as exc:
         print(f"mind: {exc}", file=sys.stderr)
         return EXIT_OCCUPIED
+    except MountRefused as exc:
+        print(f"mind: {exc}", file=sys.stderr)
+        return EXIT_OCCUPIED if exc.kind == "occupied" else EXIT_FAILED
     except ScriptError as exc:  # the offline script is part of the configuration
         print(f"mind: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -69,6 +69,7 @@ from mind.shell.ids import new_id, new_session_id
 from mind.shell.inbox import Inbox
 from mind.shell.journal import Journal
 from mind.shell.lease import SessionLease
+from mind.shell.mounts import PUBLISH_INTERVAL_S, MountHandle, MountLedger
 from mind.shell.providers import Provider, make_provider
 from mind.shell.store import SessionSummary, Store, state_home
 from mind.shell.tools import ToolOutcome, ToolRunner
@@ -280,8 +281,10 @@ class Session:
         *,
         interactive: bool,
         provider: Provider | None = None,
+        mount: MountHandle | None = None,
     ) -> None:
         self.runtime = runtime
+        self.mount = mount if mount is not None else runtime.mounts.claim(session_id)
         self.session_id = session_id
         self.journal = journal
         self.inbox = inbox
@@ -324,6 +327,16 @@ class Session:
     def waiting(self) -> list[MailboxMessage]:
         """Accepted input not yet claimed by a turn, in order (shown under the prompt)."""
         return self.mailbox.waiting()
+
+    def park(self) -> None:
+        """Another session is shown; this one stays hosted and its turn keeps running."""
+        if self.mount.state == "attached":
+            self.mount.park()
+
+    def attach(self) -> None:
+        """This session is shown again."""
+        if self.mount.state == "parked":
+            self.mount.attach()
 
     def started_event(self) -> ev.SessionStartedEvent:
         """The ``session.started`` event for this session."""
@@ -825,6 +838,9 @@ class Runtime:
         self._tg = tg
         self._sessions: dict[str, Session] = {}
         self.closing = False
+        self.mounts = MountLedger(store.root)
+        """This process's record in ``session-mounts.json`` (seed 002): which
+        sessions it hosts, published for other mind processes to see."""
 
     @classmethod
     @asynccontextmanager
@@ -841,6 +857,7 @@ class Runtime:
         body_error: BaseException | None = None
         async with anyio.create_task_group() as tg:
             rt = cls(store, tg)
+            tg.start_soon(rt._republish_forever)
             try:
                 yield rt
             except BaseException as exc:  # re-raised below, unwrapped by the task group
@@ -853,12 +870,27 @@ class Runtime:
                 await s.provider.aclose()
             s.journal.close()
             s.lease.release()
+            s.mount.release()
+        rt.mounts.close()  # normal exit clears this process's record (seed 002 §3.4)
         store.close()
         if body_error is not None:
             raise body_error
 
     def _spawn(self, fn: Callable[[Turn], Any], turn: Turn) -> None:
         self._tg.start_soon(fn, turn)
+
+    async def _republish_forever(self) -> None:
+        """Rewrite this process's ledger record every 15 s (seed 002 §4), so a
+        record lost to a concurrent writer's crash comes back. Runs in the
+        runtime's task group: it never keeps the process alive."""
+        while True:
+            await anyio.sleep(PUBLISH_INTERVAL_S)
+            await anyio.to_thread.run_sync(self.mounts.republish)
+
+    @property
+    def sessions(self) -> dict[str, Session]:
+        """The sessions this runtime hosts, by id (attached or parked)."""
+        return dict(self._sessions)
 
     def list_sessions(self) -> list[SessionSummary]:
         """Summaries of every session of the state root, most recent first."""
@@ -889,8 +921,13 @@ class Runtime:
         directory = self.store.session_dir(sid)
         # A bad script or provider setting fails here, before anything is written.
         provider = make_provider(config.provider)
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        lease = SessionLease.acquire(directory / "lease", sid)
+        mount = self.mounts.claim(sid, new_session=True)
+        try:
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            lease = SessionLease.acquire(directory / "lease", sid)
+        except BaseException:
+            mount.abandon()
+            raise
         try:
             path = directory / "journal.jsonl"
             if path.exists():
@@ -909,6 +946,7 @@ class Runtime:
             inbox = Inbox.open(directory / "inbox.json", acknowledged=())
         except BaseException:
             lease.release()
+            mount.abandon()
             raise
         self.store.index.note(sid, cwd=str(cwd.resolve()))
         session = Session(
@@ -921,7 +959,9 @@ class Runtime:
             config,
             interactive=interactive,
             provider=provider,
+            mount=mount,
         )
+        mount.settle(attached=True)
         self._sessions[sid] = session
         return session
 
@@ -966,7 +1006,12 @@ class Runtime:
                 )
             raise SessionError(session_id, "no such session")
         provider = make_provider(config.provider)
-        lease = SessionLease.acquire(directory / "lease", session_id)
+        mount = self.mounts.claim(session_id)
+        try:
+            lease = SessionLease.acquire(directory / "lease", session_id)
+        except BaseException:
+            mount.abandon()
+            raise
         try:
             journal = Journal.open(path)
             aborted, synthetic = recover_journal(journal)
@@ -982,6 +1027,7 @@ class Runtime:
             inbox.remove(acknowledged)
         except BaseException:
             lease.release()
+            mount.abandon()
             raise
         started = next((r for r in journal.records if isinstance(r, jr.SessionStarted)), None)
         session_cwd = Path(started.cwd) if started else (cwd or Path.cwd())
@@ -995,7 +1041,9 @@ class Runtime:
             config,
             interactive=interactive,
             provider=provider,
+            mount=mount,
         )
+        mount.settle(attached=True)
         session.recovery = ev.SessionRecoveredEvent(
             session_id=session_id,
             aborted_turns=aborted,
