@@ -1,4 +1,4 @@
-"""The ``mind`` command: the REPL, ``mind exec`` and ``mind sessions``.
+"""The ``mind`` command: the REPL, ``mind resume``, ``mind exec`` and ``mind sessions``.
 
 Exit codes: 0 the turn completed (or nothing was left to run); 1 the turn
 failed or was aborted, or a session/journal error; 2 bad usage or
@@ -9,6 +9,7 @@ live process; 130 interrupted; 141 stdout was closed by its reader.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 import sys
@@ -86,7 +87,7 @@ def _add_provider_options(p: argparse.ArgumentParser, *, sub: bool = False) -> N
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``mind`` (sub-commands ``exec``, ``sessions``)."""
+    """The argument parser of ``mind`` (sub-commands ``exec``, ``resume``, ``sessions``)."""
     parser = argparse.ArgumentParser(
         prog="mind", description="A coding agent whose sessions cannot be lost."
     )
@@ -105,6 +106,17 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="?",
         help="the prompt ('-' reads stdin); omitted with --session: recover the session and "
         "run any input a crash left unacknowledged",
+    )
+    res = sub.add_parser(
+        "resume", help="open the REPL on a session (default: the latest of this directory)"
+    )
+    _add_provider_options(res, sub=True)
+    res.add_argument(
+        "session_id",
+        nargs="?",
+        metavar="ID",
+        help="the session id or a unique prefix (default: the most recent session whose "
+        "working directory is the current one, or --cwd)",
     )
     ses = sub.add_parser("sessions", help="list sessions, most recent first")
     ses.add_argument(
@@ -146,6 +158,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_OK
         from mind.shell.repl import run_repl
 
+        if args.command == "resume":
+            resume = functools.partial(
+                run_repl, _resolve(args), args.cwd, args.session_id, latest=not args.session_id
+            )
+            return anyio.run(resume)
         return anyio.run(run_repl, _resolve(args), args.cwd, args.session)
     except ConfigError as exc:
         print(f"mind: {exc}", file=sys.stderr)

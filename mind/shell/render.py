@@ -245,7 +245,23 @@ class TurnView:
         self._calls: dict[str, tuple[str, Any, float]] = {}
         self._last_line_call: str | None = None
         self._last_kind: str | None = None
+        self._muted = False
         self.turn_started_at: float | None = None
+
+    @property
+    def muted(self) -> bool:
+        """True while the session is parked: events still update the view's
+        state (open calls, turn start time) but nothing is printed."""
+        return self._muted
+
+    @muted.setter
+    def muted(self, value: bool) -> None:
+        if value and not self._muted:
+            self.flush_text()  # what was complete when the session was left is shown
+        self._muted = value
+        # Whatever was on the last row belongs to another session now: never erase it.
+        self._last_line_call = None
+        self._last_kind = None
 
     # ---- low-level output ------------------------------------------------
 
@@ -262,6 +278,8 @@ class TurnView:
                 line separates output of different kinds and consecutive
                 markdown blocks.
         """
+        if self._muted:
+            return
         with self.console.capture() as capture:
             for item in renderables:
                 self.console.print(item, crop=False, soft_wrap=False)
@@ -413,7 +431,7 @@ class TurnView:
             self.call_line(event.name, event.arguments, verb="⏺ Calling", style="bold cyan"),
             kind="tool",
         )
-        self._last_line_call = event.call_id
+        self._last_line_call = None if self._muted else event.call_id
 
     def show_approval(self, event: ev.ApprovalRequestedEvent) -> None:
         """Print the call waiting for a decision and why it needs one."""

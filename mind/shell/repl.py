@@ -48,7 +48,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, final
 
@@ -67,14 +67,15 @@ from rich.console import Console
 from rich.text import Text
 
 from mind import __version__
-from mind.errors import ConfigError, InputRefused
+from mind.errors import ConfigError, InputRefused, MindError, MountRefused, SessionError
 from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.machines.mailbox import MailboxMessage
 from mind.shell.config import ResolvedConfig
+from mind.shell.index import format_age
 from mind.shell.render import TurnView, format_duration, format_tokens, shorten
 from mind.shell.runtime import Decision, InputKind, InputReceipt, Runtime, Session, Turn
-from mind.shell.store import mind_home
+from mind.shell.store import SessionSummary, mind_home
 
 EXIT_CONFIRM_WINDOW_S: Final = 2.0
 """A second Ctrl+C within this many seconds of the first exits."""
@@ -93,6 +94,13 @@ TICK_S: Final = 0.2
 PENDING_LINES: Final = 5
 """Waiting messages listed above the prompt; more are counted on one line."""
 
+PICKER_REFRESH_S: Final = 2.0
+"""While the session picker is shown, occupancy and the list are re-read this often
+(seed 002 §3.5, §4: the screen's own tick, never a snapshot taken at render time)."""
+
+PICKER_ROWS: Final = 12
+"""Sessions shown at once in the picker; the window scrolls with the focus."""
+
 _SPINNER: Final = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 _STYLE = Style.from_dict(
@@ -109,6 +117,12 @@ _STYLE = Style.from_dict(
         "pending": "ansigray",
         "pending.steer": "ansicyan",
         "pending.next": "ansiyellow",
+        "picker.title": "bold",
+        "picker.focus": "reverse",
+        "picker.attached": "ansigreen",
+        "picker.parked": "ansicyan",
+        "picker.occupied": "ansired",
+        "picker.group": "ansigray italic",
     }
 )
 
@@ -140,6 +154,143 @@ class Command:
     """Called with the rest of the line; returns False to leave the REPL."""
     while_busy: bool = True
     """Whether the command may run while a turn is running."""
+
+
+def _no_usage() -> ev.Usage:
+    return ev.Usage(input_tokens=0, output_tokens=0)
+
+
+@dataclass(eq=False)
+class _Hosted:
+    """What the REPL keeps for one session this process hosts (attached or parked).
+
+    A parked session's events are still consumed (its turn must neither stall
+    nor lose events); its view is muted, so they update state without printing.
+    """
+
+    session: Session
+    view: TurnView
+    journal_pos: int
+    """Journal records already looked at for inputs to echo."""
+    approvals: deque[tuple[str, ev.ApprovalRequestedEvent]] = field(default_factory=deque)
+    """Questions waiting for y / n / a: ``(turn_id, event)``, oldest first."""
+    recovered: set[str] = field(default_factory=set)
+    """Ids of inputs recovered when the session was opened (echoed as such)."""
+    tokens: ev.Usage = field(default_factory=_no_usage)
+    consuming: bool = False
+    """Whether a consumer task is iterating the session's events."""
+
+
+@dataclass(frozen=True)
+class PickerRow:
+    """One line of the session picker (``/sessions``).
+
+    Attributes:
+        session_id: the session.
+        mark: ``●`` attached, ``◐`` parked, ``⊘`` occupied by another process,
+            `` `` free.
+        state: ``attached``, ``parked``, ``parked · running``, ``occupied by pid N``
+            (the runtime's wording) or ``free``.
+        age: when it was last active, for people.
+        title: its first prompt ("" if none).
+        cwd: its working directory.
+        group: for sessions without an index entry, the cwd heading printed
+            before the first row of its group; else None.
+    """
+
+    session_id: str
+    mark: str
+    state: str
+    age: str
+    title: str
+    cwd: str
+    group: str | None = None
+
+    @property
+    def occupied(self) -> bool:
+        """True when another live process holds the session (entry is refused)."""
+        return self.mark == "⊘"
+
+
+def picker_rows(
+    summaries: list[SessionSummary],
+    hosted: Mapping[str, Session],
+    attached: str,
+    holders: Mapping[str, list[int]],
+    now_ms: int,
+) -> list[PickerRow]:
+    """The picker's rows: the attached session, the parked ones, then the others.
+
+    Args:
+        summaries: :meth:`Runtime.list_sessions` (indexed most recent first,
+            then the unindexed ones grouped by cwd).
+        hosted: this process's sessions by id (attached and parked).
+        attached: the id of the session shown.
+        holders: pids of *other* live processes listing a session, by id
+            (sessions this process hosts are never occupied).
+        now_ms: the current time, Unix epoch milliseconds.
+
+    Returns:
+        Every hosted session and every listed one, once each.
+    """
+    by_id = {s.session_id: s for s in summaries}
+    rows: list[PickerRow] = []
+
+    def row(sid: str, mark: str, state: str, group: str | None = None) -> PickerRow:
+        summary = by_id.get(sid)
+        session = hosted.get(sid)
+        cwd = summary.cwd if summary else str(session.cwd) if session else ""
+        return PickerRow(
+            session_id=sid,
+            mark=mark,
+            state=state,
+            age=format_age(summary.updated_at_ms, now_ms) if summary else "just now",
+            title=summary.title if summary else "",
+            cwd=cwd,
+            group=group,
+        )
+
+    order = [attached] + [sid for sid in hosted if sid != attached]
+    for sid in order:
+        if sid == attached:
+            rows.append(row(sid, "●", "attached"))
+        else:
+            running = hosted[sid].busy
+            rows.append(row(sid, "◐", "parked · running" if running else "parked"))
+    last_group: str | None = None
+    for summary in summaries:
+        sid = summary.session_id
+        if sid in hosted:
+            continue
+        pids = holders.get(sid)
+        mark, state = (
+            ("⊘", "occupied by pid " + ", ".join(map(str, pids))) if pids else (" ", "free")
+        )
+        group = None
+        if not summary.indexed and summary.cwd != last_group:
+            last_group = summary.cwd
+            group = summary.cwd or "(unknown cwd)"
+        rows.append(row(sid, mark, state, group))
+    return rows
+
+
+def resolve_session_id(prefix: str, candidates: Iterable[str]) -> str:
+    """The one session id among ``candidates`` that equals or starts with ``prefix``.
+
+    Raises:
+        SessionError: no session matches, or several do (the message says which).
+    """
+    ids = sorted(set(candidates))
+    if prefix in ids:
+        return prefix
+    matches = [sid for sid in ids if sid.startswith(prefix)]
+    if not matches:
+        raise SessionError(prefix, "no such session (/sessions lists them)")
+    if len(matches) > 1:
+        raise SessionError(
+            prefix, f"ambiguous: {len(matches)} sessions start with it; type more of the id"
+        )
+    return matches[0]
 
 
 @final
@@ -182,10 +333,13 @@ def history_file(env: Mapping[str, str]) -> Path:
 
 @final
 class Repl:
-    """The REPL of one process: one attached session, at most one running turn.
+    """The REPL of one process: one attached session shown, others parked.
 
     The REPL holds no input of its own: accepted text lives in the session's
-    inbox (see the module docstring).
+    inbox (see the module docstring). Switching sessions (``/new``,
+    ``/resume``, the ``/sessions`` picker) parks the shown one: its turn keeps
+    running in this process and its events keep being consumed, muted; a
+    one-line notice says when a parked session's turn ends (seed 002 §2).
 
     Args:
         runtime: the open runtime hosting the sessions.
@@ -206,29 +360,31 @@ class Repl:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.runtime = runtime
-        self.session = session
         self.config = config
         self.console = console
-        self.view = TurnView(console, clock)
         self._clock = clock
-        self._approvals: deque[tuple[str, ev.ApprovalRequestedEvent]] = deque()
-        """Questions waiting for y / n / a: ``(turn_id, event)``, oldest first."""
-        self._consuming: Session | None = None
-        """The session whose events the consumer task is rendering, if any."""
-        self._journal_pos = len(session.journal.records)
-        """Journal records already looked at for inputs to echo."""
-        self._recovered: set[str] = set()
-        """Ids of inputs recovered when the session was opened (echoed as such)."""
+        self._hosted: dict[str, _Hosted] = {}
+        """This process's sessions by id, in the order they were entered."""
+        self._cur = self._host(session)
         self._exit_armed_at: float | None = None
         self._last_typed_at = -math.inf
         self._leaving = False
-        self._tokens = ev.Usage(input_tokens=0, output_tokens=0)
         self._tg: anyio.abc.TaskGroup | None = None
+        self._picker: list[PickerRow] | None = None
+        """The rows of the session picker while it is shown, else None."""
+        self._picker_focus: str | None = None
+        """The focused row's session id: the one fact the focus is derived from."""
+        self._picker_read_at = -math.inf
         self.commands: dict[str, Command] = {}
         for command in (
             Command("help", "show keys and commands", self._cmd_help),
-            Command("new", "start a new session with the same settings", self._cmd_new, False),
-            Command("sessions", "list sessions, most recent first", self._cmd_sessions),
+            Command("new", "start a new session (the current one is parked)", self._cmd_new),
+            Command(
+                "sessions", "pick a session: attached, parked, free, occupied", self._cmd_sessions
+            ),
+            Command(
+                "resume", "enter a session by id (or prefix); no id: the picker", self._cmd_resume
+            ),
             Command("status", "show this session's settings and usage", self._cmd_status),
             Command("exit", "leave mind (the session can be resumed)", self._cmd_exit),
             Command("quit", "same as /exit", self._cmd_exit),
@@ -260,6 +416,37 @@ class Repl:
         return text
 
     # ---- state ---------------------------------------------------------------
+
+    def _host(self, session: Session) -> _Hosted:
+        """Start keeping REPL state for a session the runtime now hosts."""
+        hosted = self._hosted.get(session.session_id)
+        if hosted is None:
+            hosted = _Hosted(
+                session=session,
+                view=TurnView(self.console, self._clock),
+                journal_pos=len(session.journal.records),
+            )
+            self._hosted[session.session_id] = hosted
+        return hosted
+
+    @property
+    def session(self) -> Session:
+        """The attached (shown) session."""
+        return self._cur.session
+
+    @property
+    def view(self) -> TurnView:
+        """The attached session's view (the only one that prints)."""
+        return self._cur.view
+
+    @property
+    def _approvals(self) -> deque[tuple[str, ev.ApprovalRequestedEvent]]:
+        return self._cur.approvals
+
+    @property
+    def hosted(self) -> list[Session]:
+        """Every session this REPL hosts, attached first."""
+        return [self.session] + [h.session for h in self._hosted.values() if h is not self._cur]
 
     @property
     def busy(self) -> bool:
@@ -403,7 +590,7 @@ class Repl:
             self._invalidate()
 
     def _resume_recovered(self) -> None:
-        """Say what opening the session repaired and run its recovered input."""
+        """Say what opening the attached session repaired and run its recovered input."""
         recovery = self.session.recovery
         if recovery is None:
             return
@@ -416,7 +603,7 @@ class Repl:
             )
         waiting = self.session.waiting
         if recovery.replayed_inputs and waiting:
-            self._recovered = {m.message_id for m in waiting}
+            self._cur.recovered = {m.message_id for m in waiting}
             self.view.note(
                 f"{len(waiting)} message(s) accepted earlier were never answered; "
                 "sending them now.",
@@ -424,75 +611,90 @@ class Repl:
             )
             self.send_waiting()
 
-    # ---- the event consumer ------------------------------------------------------
+    # ---- the event consumers -----------------------------------------------------
 
-    def _ensure_consumer(self) -> None:
-        """Start rendering the attached session's events unless already doing so."""
-        if self._consuming is self.session or not self.session.busy or self._tg is None:
+    def _ensure_consumer(self, hosted: _Hosted | None = None) -> None:
+        """Start consuming a hosted session's events (default: the attached one)
+        unless already doing so. Parked sessions are consumed too, muted."""
+        h = hosted or self._cur
+        if h.consuming or not h.session.busy or self._tg is None:
             return
-        self._consuming = self.session
-        self._tg.start_soon(self._consume, self.session)
+        h.consuming = True
+        self._tg.start_soon(self._consume, h)
 
-    async def _consume(self, session: Session) -> None:
-        """Render every event of ``session`` until it is idle (all of its turns)."""
+    async def _consume(self, h: _Hosted) -> None:
+        """Take every event of ``h.session`` until it is idle (all of its turns)."""
         try:
             while True:
-                async for event in session.events():
-                    self._on_event(session, event)
-                if not session.busy:  # events() ended at idle; nothing can start in between
+                async for event in h.session.events():
+                    self._on_event(h, event)
+                if not h.session.busy:  # events() ended at idle; nothing can start in between
                     return
         finally:
-            if self._consuming is session:
-                self._consuming = None
+            h.consuming = False
             self._invalidate()
 
-    def _on_event(self, session: Session, event: ev.Event) -> None:
-        if session is not self.session:  # detached meanwhile: not shown
-            return
+    def _on_event(self, h: _Hosted, event: ev.Event) -> None:
+        shown = h is self._cur
         if isinstance(event, _AFTER_CLAIM):
-            self._echo_claimed(at_start=isinstance(event, ev.TurnStartedEvent))
+            self._echo_claimed(h, at_start=isinstance(event, ev.TurnStartedEvent))
         if isinstance(event, ev.ApprovalRequestedEvent):
-            self.view.show_approval(event)
-            self._approvals.append((event.turn_id, event))
+            h.view.show_approval(event)
+            h.approvals.append((event.turn_id, event))
+            if not shown:
+                self.view.note(
+                    f"session {_short_id(h.session.session_id)} (parked) asks to run "
+                    f"{event.name}: /resume {h.session.session_id} to answer",
+                    style="yellow",
+                )
         elif not isinstance(event, ev.InputAcceptedEvent):
-            self.view.show(event)
+            h.view.show(event)
         if isinstance(event, ev.TurnCompletedEvent):
-            self._approvals = deque(a for a in self._approvals if a[0] != event.turn_id)
-            self._tokens = ev.Usage(
-                input_tokens=self._tokens.input_tokens + event.usage.input_tokens,
-                output_tokens=self._tokens.output_tokens + event.usage.output_tokens,
+            h.approvals = deque(a for a in h.approvals if a[0] != event.turn_id)
+            h.tokens = ev.Usage(
+                input_tokens=h.tokens.input_tokens + event.usage.input_tokens,
+                output_tokens=h.tokens.output_tokens + event.usage.output_tokens,
             )
+            if not shown:
+                self.view.note(
+                    f"session {_short_id(h.session.session_id)} (parked) {event.status.value}",
+                    style="dim" if event.status == ev.TurnStatus.completed else "yellow",
+                )
         self._invalidate()
 
-    def _echo_claimed(self, *, at_start: bool) -> None:
+    def _echo_claimed(self, h: _Hosted, *, at_start: bool) -> None:
         """Echo the inputs journaled (claimed by a turn) since the last look.
 
         Args:
+            h: the session whose journal is looked at (muted when parked).
             at_start: the turn is starting (its inputs are its question);
                 otherwise the input is steering delivered mid-turn.
         """
-        records = self.session.journal.records
-        for record in records[self._journal_pos :]:
+        records = h.session.journal.records
+        for record in records[h.journal_pos :]:
             if isinstance(record, jr.UserMessage):
                 suffix = "" if at_start else "  (steering)"
                 if at_start and record.kind == jr.Kind.queue:
                     suffix = "  (queued)"
-                if record.message_id in self._recovered:
+                if record.message_id in h.recovered:
                     suffix = "  (recovered)"
                 # Mid-turn steering is followed by model output: keep a gap.
-                self.view.echo(record.text, suffix, gap_after=record.kind == jr.Kind.steer)
-        self._journal_pos = len(records)
+                h.view.echo(record.text, suffix, gap_after=record.kind == jr.Kind.steer)
+        h.journal_pos = len(records)
 
     async def _stop_turn(self) -> None:
-        """On exit: interrupt a running turn (waiting input stays waiting) and
-        wait briefly for its terminal record."""
+        """On exit: interrupt every running turn, parked ones too (waiting input
+        stays waiting), and wait briefly for their terminal records."""
         with anyio.move_on_after(SHUTDOWN_GRACE_S):
-            while (turn := self.turn) is not None:
-                turn.interrupt(send_pending=False)
-                await turn.wait()
+            for session in self.hosted:
+                while session.busy and (turn := session.current) is not None:
+                    turn.interrupt(send_pending=False)
+                    await turn.wait()
 
     async def _tick(self) -> None:
-        """Redraw the status line while a turn runs or an exit is armed."""
+        """Redraw the status line while a turn runs or an exit is armed; re-read
+        the picker's rows every ``PICKER_REFRESH_S`` while it is shown. Runs in
+        the REPL's task group: it never keeps the process alive."""
         while True:
             await anyio.sleep(TICK_S)
             if self._exit_armed_at is not None and (
@@ -500,7 +702,11 @@ class Repl:
             ):
                 self._exit_armed_at = None
                 self._invalidate()
-            if self.busy:
+            if self._picker is not None and (
+                self._clock() - self._picker_read_at >= PICKER_REFRESH_S
+            ):
+                self._refresh_picker()
+            if self.busy or self._picker is not None:
                 self._invalidate()
 
     # ---- approvals ------------------------------------------------------------
@@ -535,6 +741,8 @@ class Repl:
         if self._leaving:  # the last frame stays in the scrollback: keep it clean
             return prompt
         lines: StyleAndTextTuples = []
+        if self._picker is not None:
+            lines += self._picker_lines(self._picker)
         status = self._status_line()
         if status:
             preview = self.view.preview(self.console.width - 3) if self.busy else ""
@@ -542,7 +750,63 @@ class Repl:
                 lines += [("class:preview", preview), ("", "\n")]
             lines += [*status, ("", "\n")]
         lines += self._pending_lines(self.session.waiting)
+        lines += self._parked_line()
         return [*lines, *prompt]
+
+    def _parked_line(self) -> StyleAndTextTuples:
+        """``◐ 1 parked session running · /sessions`` while parked turns run."""
+        running = sum(1 for h in self._hosted.values() if h is not self._cur and h.session.busy)
+        if not running or self._picker is not None:
+            return []
+        plural = "s" if running != 1 else ""
+        return [
+            ("class:picker.parked", f"◐ {running} parked session{plural} running"),
+            ("class:status.dim", " · /sessions to look\n"),
+        ]
+
+    def _picker_lines(self, rows: list[PickerRow]) -> StyleAndTextTuples:
+        """The session picker: a title, a window of rows around the focus, the keys."""
+        out: StyleAndTextTuples = [("class:picker.title", "Sessions"), ("", "\n")]
+        if not rows:
+            out += [("class:status.dim", "  no sessions yet\n")]
+        focus = self._focus_index(rows)
+        first = min(max(0, focus - PICKER_ROWS // 2), max(0, len(rows) - PICKER_ROWS))
+        if first:
+            out += [("class:status.dim", f"  ↑ {first} more\n")]
+        width = max(40, self.console.width)
+        for i, row in enumerate(rows[first : first + PICKER_ROWS], start=first):
+            if row.group is not None:
+                out += [("class:picker.group", f"  not in the index · {row.group}\n")]
+            style = {
+                "●": "class:picker.attached",
+                "◐": "class:picker.parked",
+                "⊘": "class:picker.occupied",
+            }.get(row.mark, "")
+            state_style = style or "class:status.dim"
+            head = f"{'›' if i == focus else ' '} {row.mark} {row.session_id}  "
+            state = f"{row.state:<20} "
+            age = f"{row.age:<13}"
+            room = width - len(head) - len(state) - len(age) - 2
+            tail = shorten(" ".join((row.title or "(no prompt yet)").split()), max(10, room))
+            focus_style = " class:picker.focus" if i == focus else ""
+            out += [
+                (style + focus_style, head),
+                (state_style + focus_style, state),
+                ("class:status.dim" + focus_style, age),
+                (focus_style.strip(), tail),
+                ("", "\n"),
+            ]
+        rest = len(rows) - first - PICKER_ROWS
+        if rest > 0:
+            out += [("class:status.dim", f"  ↓ {rest} more\n")]
+        out += [
+            (
+                "class:status.dim",
+                "  ↑↓ move · Enter enters · Esc closes · Ctrl+L re-lists"
+                " · ● attached ◐ parked ⊘ occupied\n",
+            )
+        ]
+        return out
 
     def _pending_lines(self, waiting: list[MailboxMessage]) -> StyleAndTextTuples:
         """One line per waiting message: where it goes, then its text."""
@@ -615,10 +879,44 @@ class Repl:
         busy = Condition(lambda: self.busy)
         approving = Condition(lambda: self.approving)
         empty = Condition(lambda: not self.prompt.default_buffer.text)
+        picking = Condition(lambda: self._picker is not None)
 
-        @kb.add("enter", filter=~approving)
+        @kb.add("up", filter=picking)
+        def _up(event: KeyPressEvent) -> None:
+            self._move_focus(-1)
+
+        @kb.add("down", filter=picking)
+        def _down(event: KeyPressEvent) -> None:
+            self._move_focus(1)
+
+        @kb.add("pageup", filter=picking)
+        def _page_up(event: KeyPressEvent) -> None:
+            self._move_focus(-PICKER_ROWS)
+
+        @kb.add("pagedown", filter=picking)
+        def _page_down(event: KeyPressEvent) -> None:
+            self._move_focus(PICKER_ROWS)
+
+        # Enter on an empty line enters the focused session; a typed line runs as usual.
+        @kb.add("enter", filter=picking & empty & ~approving)
+        def _pick(event: KeyPressEvent) -> None:
+            rows = self._picker or []
+            if rows:
+                self.enter_session(rows[self._focus_index(rows)].session_id)
+
+        @kb.add("escape", eager=True, filter=picking)
+        def _close_picker(event: KeyPressEvent) -> None:
+            self.close_picker()
+
+        @kb.add("c-l", filter=picking)
+        def _relist(event: KeyPressEvent) -> None:
+            self._refresh_picker()
+            event.app.renderer.clear()
+
+        @kb.add("enter", filter=~approving & ~(picking & empty))
         def _enter(event: KeyPressEvent) -> None:
             buffer = event.current_buffer
+            self.close_picker()
             if buffer.complete_state is not None and buffer.complete_state.current_completion:
                 buffer.apply_completion(buffer.complete_state.current_completion)
                 return
@@ -643,7 +941,7 @@ class Repl:
             if self.send(text, "steer" if self.busy else "prompt"):
                 self._take_line(buffer)
 
-        @kb.add("tab", filter=busy & ~approving & ~empty)
+        @kb.add("tab", filter=busy & ~approving & ~empty & ~picking)
         def _tab(event: KeyPressEvent) -> None:
             buffer = event.current_buffer
             if self.send(buffer.text, "queue"):
@@ -678,7 +976,7 @@ class Repl:
             self._leaving = True
             event.app.exit(exception=EOFError())
 
-        @kb.add("escape", eager=True, filter=busy)
+        @kb.add("escape", eager=True, filter=busy & ~picking)
         def _escape(event: KeyPressEvent) -> None:
             self.interrupt(send_pending=True)
 
@@ -764,29 +1062,31 @@ class Repl:
         return True
 
     def _cmd_new(self, _: str) -> bool:
-        old = self.session
-        self.session = self.runtime.create_session(
-            cwd=old.cwd, config=self.config, interactive=True
-        )
-        # The consumer of the old session (if still draining) stops rendering;
-        # the next turn of the new one starts a consumer for it.
-        self._journal_pos = len(self.session.journal.records)
-        self._approvals.clear()
-        self._recovered.clear()
-        self._tokens = ev.Usage(input_tokens=0, output_tokens=0)
+        old = self._cur
+        old.session.park()
+        try:
+            session = self.runtime.create_session(
+                cwd=old.session.cwd, config=self.config, interactive=True
+            )
+        except MindError as exc:
+            old.session.attach()
+            self.view.note(f"Could not start a new session: {exc}", style="red")
+            return True
+        self._switch_to(self._host(session))
+        was = "running, parked" if old.session.busy else "parked"
         lines = [
-            Text.assemble(("new session ", "bold"), self.session.session_id),
+            Text.assemble(("new session ", "bold"), session.session_id),
             Text(
-                f"previous session {old.session_id} — resume it with: "
-                f"mind --session {old.session_id}",
+                f"previous session {old.session.session_id} ({was}) — "
+                f"/resume {old.session.session_id} goes back",
                 style="dim",
             ),
         ]
-        if old.waiting:
+        if old.session.waiting and not old.session.busy:
             lines.append(
                 Text(
-                    f"{len(old.waiting)} message(s) still wait in the previous session; "
-                    "they are sent when you resume it.",
+                    f"{len(old.session.waiting)} message(s) still wait in the previous session; "
+                    "they are sent when you go back to it.",
                     style="yellow",
                 )
             )
@@ -794,27 +1094,159 @@ class Repl:
         return True
 
     def _cmd_sessions(self, _: str) -> bool:
-        rows = self.runtime.list_sessions()
-        if not rows:
-            self.view.note("No sessions yet.")
-            return True
-        out: list[Text] = []
-        for row in rows[:20]:
-            mark = "●" if row.session_id == self.session.session_id else " "
-            out.append(
-                Text.assemble(
-                    (f"{mark} ", "cyan"),
-                    row.session_id,
-                    (f"  {row.last_status or '-':<11}", "dim"),
-                    shorten(row.title or "(no prompt yet)", 60),
-                    (f"  {row.cwd}", "dim"),
-                )
-            )
-        if len(rows) > 20:
-            out.append(Text(f"  … {len(rows) - 20} more (mind sessions lists all)", style="dim"))
-        out.append(Text("Resume one with: mind --session <id>", style="dim"))
-        self.view.print(*out)
+        self.open_picker()
         return True
+
+    def _cmd_resume(self, arg: str) -> bool:
+        if not arg:
+            self.open_picker()
+            return True
+        candidates = [s.session_id for s in self.runtime.list_sessions()] + list(self._hosted)
+        try:
+            sid = resolve_session_id(arg.split()[0], candidates)
+        except SessionError as exc:
+            self.view.note(f"Cannot resume {exc.session_id}: {exc.detail}", style="yellow")
+            return True
+        self.enter_session(sid)
+        return True
+
+    # ---- hosting several sessions ---------------------------------------------------
+
+    def enter_session(self, session_id: str) -> bool:
+        """Show ``session_id``: switch to it if hosted here, else open it (the
+        shown session is parked; its turn keeps running).
+
+        Entry of a session another live process holds is refused with the
+        runtime's wording (``occupied by pid N``, seed 002 §3.5, §6.8); the
+        picker's pre-check only says it earlier, the runtime decides.
+
+        Returns:
+            True when ``session_id`` is now the attached session.
+        """
+        hosted = self._hosted.get(session_id)
+        if hosted is self._cur:
+            self.close_picker()
+            self.view.note(f"Already in session {session_id}.")
+            return True
+        if hosted is None:
+            holders = self.runtime.mounts.holders(session_id)
+            if holders:
+                pids = ", ".join(str(h.pid) for h in holders)
+                self._refuse(session_id, f"occupied by pid {pids}")
+                return False
+            old = self.session
+            old.park()
+            try:
+                session = self.runtime.open_session(
+                    session_id, config=self.config, interactive=True
+                )
+            except MountRefused as exc:
+                old.attach()
+                self._refuse(session_id, exc.reason)
+                return False
+            except SessionError as exc:
+                old.attach()
+                self._refuse(session_id, exc.detail)
+                return False
+            except MindError as exc:
+                old.attach()
+                self._refuse(session_id, str(exc))
+                return False
+            hosted = self._host(session)
+            self._switch_to(hosted)
+            self._show_entered("resumed")
+            self._resume_recovered()
+        else:
+            self._switch_to(hosted)
+            self._show_entered("back from parked")
+        return True
+
+    def _refuse(self, session_id: str, why: str) -> None:
+        """Say why a session cannot be entered (the picker stays open)."""
+        self.view.note(f"Cannot enter session {session_id}: {why}", style="red")
+        if self._picker is not None:
+            self._refresh_picker()
+        self._invalidate()
+
+    def _switch_to(self, hosted: _Hosted) -> None:
+        """Park the attached session (its turn keeps running, muted) and attach ``hosted``."""
+        old = self._cur
+        self.close_picker()
+        if old is hosted:
+            return
+        old.view.muted = True
+        old.session.park()
+        self._ensure_consumer(old)  # keeps taking its events while parked
+        hosted.session.attach()
+        hosted.view.muted = False
+        self._cur = hosted
+        self._exit_armed_at = None
+        self._ensure_consumer(hosted)
+        self._invalidate()
+
+    def _show_entered(self, how: str) -> None:
+        """Print the header of the session just entered: id, cwd, history, a running turn."""
+        s = self.session
+        lines = [
+            Text.assemble(("session ", "bold"), s.session_id, (f" ({how})", "dim")),
+            Text.assemble(("cwd       ", "dim"), str(s.cwd)),
+            *self._recap(),
+        ]
+        if s.busy:
+            started = self.view.turn_started_at
+            since = f" for {format_duration(self._clock() - started)}" if started else ""
+            lines.append(Text(f"a turn is running{since}; its output continues here", "cyan"))
+        self.view.print(*lines, Text(""))
+        self.view.reset_spacing()
+        for _, event in self._approvals:  # asked while parked: ask again here
+            self.view.show_approval(event)
+
+    # ---- the session picker ----------------------------------------------------------
+
+    def open_picker(self) -> None:
+        """Show the session picker above the prompt (focus on the attached session)."""
+        self._picker_focus = self.session.session_id
+        self._refresh_picker()
+
+    def close_picker(self) -> None:
+        """Hide the session picker."""
+        if self._picker is not None:
+            self._picker = None
+            self._invalidate()
+
+    def _refresh_picker(self) -> None:
+        """Re-read the session list and who holds what (lenient ledger read, no write)."""
+        holders: dict[str, list[int]] = {}
+        for record in self.runtime.mounts.snapshot():
+            if not record.is_self:
+                for sid in record.session_ids:
+                    holders.setdefault(sid, []).append(record.pid)
+        try:
+            summaries = self.runtime.list_sessions()
+        except MindError as exc:  # the hosted sessions are still shown
+            self.view.note(f"Could not list sessions: {exc}", style="yellow")
+            summaries = []
+        hosted = {sid: h.session for sid, h in self._hosted.items()}
+        self._picker = picker_rows(
+            summaries, hosted, self.session.session_id, holders, time.time_ns() // 1_000_000
+        )
+        self._picker_read_at = self._clock()
+        self._invalidate()
+
+    def _focus_index(self, rows: list[PickerRow]) -> int:
+        """The focused row, derived from the focused session id (first row if gone)."""
+        for i, row in enumerate(rows):
+            if row.session_id == self._picker_focus:
+                return i
+        return 0
+
+    def _move_focus(self, step: int) -> None:
+        rows = self._picker or []
+        if not rows:
+            return
+        index = min(max(0, self._focus_index(rows) + step), len(rows) - 1)
+        self._picker_focus = rows[index].session_id
+        self._invalidate()
 
     def _cmd_status(self, _: str) -> bool:
         s = self.session
@@ -830,13 +1262,18 @@ class Repl:
             ("cwd", str(s.cwd)),
             ("approval", f"{s.approval} (always allowed: {allowed})"),
             ("state", state + (f", {waiting} waiting" if waiting else "")),
-            ("usage", format_tokens(self._tokens)),
+            ("usage", format_tokens(self._cur.tokens)),
         ]
         self.view.print(*(Text.assemble((k.ljust(10), "dim"), v) for k, v in pairs))
         return True
 
     def _cmd_exit(self, _: str) -> bool:
         return False
+
+
+def _short_id(session_id: str) -> str:
+    """The first 13 characters of a session id (a UUIDv7's time part), for notices."""
+    return session_id[:13] + "…" if len(session_id) > 13 else session_id
 
 
 def _one_line(text: str, width: int) -> str:
@@ -851,20 +1288,28 @@ def _work_dir(cwd: str | None) -> Path:
     return work_dir
 
 
-async def run_repl(config: ResolvedConfig, cwd: str | None, session_id: str | None) -> int:
+async def run_repl(
+    config: ResolvedConfig, cwd: str | None, session_id: str | None, *, latest: bool = False
+) -> int:
     """Run the interactive REPL until the person exits.
 
     Args:
         config: provider settings and approval policy.
-        cwd: working directory of a new session (default: the current one).
-        session_id: open this existing session instead of creating one.
+        cwd: working directory of a new session (default: the current one);
+            with ``latest``, the directory whose most recent session is opened.
+        session_id: open this existing session (or the one session whose id
+            starts with it) instead of creating one.
+        latest: open the most recent session of ``cwd`` (``mind resume``).
 
     Returns:
         The exit code: 0 after a normal exit.
 
     Raises:
-        ConfigError: not a terminal, or ``cwd`` is not a directory.
-        SessionError: ``session_id`` does not exist.
+        ConfigError: not a terminal, ``cwd`` is not a directory, or ``latest``
+            and the directory has no session.
+        SessionError: ``session_id`` does not exist or is ambiguous.
+        MountRefused: another live process holds the session (``occupied by pid N``).
+        SessionOccupiedError: another live process holds the session's lease.
         StateDirError: the state root is unusable.
     """
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
@@ -875,6 +1320,11 @@ async def run_repl(config: ResolvedConfig, cwd: str | None, session_id: str | No
     history_path = history_file(os.environ)
     console = Console(highlight=False)
     async with Runtime.open() as rt:
+        if latest:
+            session_id = _latest_session(rt.list_sessions(), work_dir)
+        elif session_id:
+            rows = rt.list_sessions()
+            session_id = resolve_session_id(session_id, [r.session_id for r in rows])
         if session_id:
             session = rt.open_session(session_id, config=config, interactive=True)
         else:
@@ -884,6 +1334,7 @@ async def run_repl(config: ResolvedConfig, cwd: str | None, session_id: str | No
             code = await repl.run()
         final = repl.session.session_id
         waiting = len(repl.session.waiting)
+        others = [s.session_id for s in repl.hosted[1:]]
     if waiting:
         console.print(
             Text(
@@ -892,8 +1343,31 @@ async def run_repl(config: ResolvedConfig, cwd: str | None, session_id: str | No
                 style="yellow",
             )
         )
-    console.print(Text(f"Resume this session with: mind --session {final}", style="dim"))
+    console.print(Text(f"Resume this session with: mind resume {final}", style="dim"))
+    if others:
+        console.print(Text(f"Also used in this run: {', '.join(others)}", style="dim"))
     return code
 
 
-__all__ = ["Command", "Repl", "history_file", "run_repl"]
+def _latest_session(rows: list[SessionSummary], work_dir: Path) -> str:
+    """The most recently active session whose cwd is ``work_dir``.
+
+    Raises:
+        ConfigError: no session was started in that directory.
+    """
+    here = str(work_dir.resolve())
+    mine = [r for r in rows if r.cwd == here]
+    if not mine:
+        raise ConfigError(f"no session in {here} yet; `mind` starts one, `mind sessions` lists all")
+    return max(mine, key=lambda r: r.updated_at_ms).session_id
+
+
+__all__ = [
+    "Command",
+    "PickerRow",
+    "Repl",
+    "history_file",
+    "picker_rows",
+    "resolve_session_id",
+    "run_repl",
+]

@@ -127,7 +127,7 @@ def test_plain_answer_streams_and_exit_prints_how_to_resume(spawn: Spawn, tmp_pa
     child.expect(words("Second paragraph."))
     child.expect(words("── completed"))
     out = exit_cleanly(child)
-    assert f"mind --session {sid}" in out
+    assert f"mind resume {sid}" in out
     history = tmp_path / "home" / "history"
     assert "what is the answer?" in history.read_text(encoding="utf-8")
     assert stat.S_IMODE(history.stat().st_mode) == 0o600
@@ -235,14 +235,14 @@ def test_new_starts_another_session(spawn: Spawn, tmp_path: Path) -> None:
     child.send("/sessions" + ENTER)
     child.expect(re.escape(first))
     out = exit_cleanly(child)
-    assert f"mind --session {second}" in out
+    assert f"mind resume {second}" in out
 
 
 def test_ctrl_d_on_an_empty_line_exits(spawn: Spawn) -> None:
     child = spawn([{"text": "hi"}])
     sid = session_id_of(child)
     out = exit_cleanly(child, "\x04")
-    assert f"mind --session {sid}" in out
+    assert f"mind resume {sid}" in out
 
 
 def test_ctrl_c_twice_when_idle_exits_and_once_clears_a_draft(spawn: Spawn) -> None:
