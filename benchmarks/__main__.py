@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.mount_claims import bench_mount_claims
 from mind.generated import journal as jr
 from mind.history import build_messages
 from mind.shell.journal import Journal
@@ -259,6 +260,8 @@ def main() -> int:
         rows.append(bench_listing(Path(tmp), n_sessions=1000, turns=100))
     rows.append(bench_stream(_chat_stream(20_000)))
     rows.append(bench_history(records))
+    with tempfile.TemporaryDirectory() as tmp:
+        rows.append(bench_mount_claims(Path(tmp)))
     print(f"{'benchmark':<16} {'mind (ms)':>10} {'baseline (ms)':>14} {'ratio':>7}")
     for name, mine, base in rows:
         print(f"{name:<16} {mine * 1e3:>10.1f} {base * 1e3:>14.1f} {mine / base:>7.2f}x")

@@ -20,7 +20,7 @@ Rules (seed 002 §3.2–3.4, §6), each kept by one function below:
    refuse ``occupied`` early (a consistent snapshot naming a live holder); it
    never grants.
 2. Atomic replace (§3.2): ``session-mounts.json.<pid>.<ms>.<seq>.tmp`` (0600)
-   + fsync + rename + fsync(dir); readers never see half a file.
+   + fsync + rename; readers never see half a file.
 3. A writer that lost its lock does not write (§3.2, §6.5): right before the
    tmp file is written and again right before the rename, the lock file must
    still be the very file this process created (same inode) holding its token;
@@ -666,7 +666,13 @@ class MountLedger:
             self._release(held)
 
     def _replace(self, data: bytes, held: _Held) -> None:
-        """tmp (0600) + write + fsync + rename + fsync(dir), re-checking the lock around it."""
+        """tmp (0600) + write + fsync + rename, re-checking the lock around it.
+
+        The tmp file is fsynced so a power loss cannot leave an empty or torn
+        ledger (which would refuse every claim ``unavailable``). The directory
+        is not fsynced: after a power loss every recorded pid is dead, so the
+        old and the new file are equally right, and the lock is held shorter.
+        """
         if not self._still_mine(held):
             raise _Contended()
         self._seq += 1
@@ -693,8 +699,6 @@ class MountLedger:
             with contextlib.suppress(OSError):
                 tmp.unlink()
             raise
-        with contextlib.suppress(OSError):
-            _fsync_dir(self.root)
 
     # ------------------------------------------------------------------ the lock
 
@@ -846,14 +850,6 @@ def _read_lock(path: Path) -> tuple[bytes, int, int, float] | None:
     finally:
         os.close(fd)
     return raw, info.st_dev, info.st_ino, info.st_mtime
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # ---------------------------------------------------------------------- timer
