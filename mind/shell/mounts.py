@@ -727,16 +727,23 @@ class MountLedger:
                 raise _Contended() from None
             except OSError as exc:
                 raise _Unavailable(f"cannot create {self.lock_path}: {exc.strerror}") from exc
+            info: os.stat_result | None = None
             try:
                 try:
-                    os.write(fd, token)
                     info = os.fstat(fd)
+                    os.write(fd, token)
                 finally:
                     os.close(fd)
-            except OSError as exc:
-                with contextlib.suppress(OSError):
-                    self.lock_path.unlink()  # ours, and never readable by anyone
-                raise _Unavailable(f"cannot write {self.lock_path}: {exc.strerror}") from exc
+            except BaseException as exc:  # OSError, or Ctrl+C between create and write
+                with contextlib.suppress(OSError, _Unavailable):
+                    found = _read_lock(self.lock_path)
+                    ours = (info.st_dev, info.st_ino) if info is not None else None
+                    if found is not None and (found[1], found[2]) == ours:
+                        self.lock_path.unlink()  # leave no unreadable token behind
+                if isinstance(exc, OSError):
+                    detail = f"cannot write {self.lock_path}: {exc.strerror}"
+                    raise _Unavailable(detail) from exc
+                raise
             held = _Held(token=token, dev=info.st_dev, ino=info.st_ino)
             if not self._still_mine(held):  # reclaimed as unreadable while we were paused
                 raise _Contended()
