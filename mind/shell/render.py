@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal, final
 
@@ -34,6 +35,8 @@ from mind.generated import events as ev
 
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _ERASE_PREVIOUS_LINE = "\x1b[1A\x1b[2K\r"
+MISSED_LINES = 200
+"""Lines of a parked session's output kept to show when it is attached again."""
 RESULT_PREVIEW_LINES = 2
 """How many lines of a tool's output are shown under its ``Called`` line."""
 
@@ -246,12 +249,15 @@ class TurnView:
         self._last_line_call: str | None = None
         self._last_kind: str | None = None
         self._muted = False
+        self._missed: deque[str] = deque(maxlen=MISSED_LINES)
+        self._missed_total = 0
         self.turn_started_at: float | None = None
 
     @property
     def muted(self) -> bool:
         """True while the session is parked: events still update the view's
-        state (open calls, turn start time) but nothing is printed."""
+        state (open calls, turn start time) but nothing is printed; the last
+        ``MISSED_LINES`` lines are kept for :meth:`take_missed`."""
         return self._muted
 
     @muted.setter
@@ -262,6 +268,15 @@ class TurnView:
         # Whatever was on the last row belongs to another session now: never erase it.
         self._last_line_call = None
         self._last_kind = None
+
+    def take_missed(self) -> tuple[str, int]:
+        """What would have been printed while muted, and how many earlier lines
+        were dropped to keep it to ``MISSED_LINES``; both are forgotten."""
+        text = "".join(line + "\n" for line in self._missed)
+        dropped = self._missed_total - len(self._missed)
+        self._missed.clear()
+        self._missed_total = 0
+        return text, dropped
 
     # ---- low-level output ------------------------------------------------
 
@@ -278,13 +293,27 @@ class TurnView:
                 line separates output of different kinds and consecutive
                 markdown blocks.
         """
-        if self._muted:
-            return
         with self.console.capture() as capture:
             for item in renderables:
                 self.console.print(item, crop=False, soft_wrap=False)
         data = _tidy(capture.get(), strip_blank_edges=kind == "text")
         if not data:
+            return
+        if self._muted:
+            if (
+                not replace_last
+                and self._last_kind is not None
+                and (kind != self._last_kind or kind == "text")
+            ):
+                data = "\n" + data
+            lines = data.rstrip("\n").split("\n")
+            if replace_last and self._missed:  # the Calling line becomes Called
+                self._missed.pop()
+                self._missed_total -= 1
+            self._missed.extend(lines)
+            self._missed_total += len(lines)
+            self._last_kind = kind
+            self._last_line_call = None
             return
         if (
             not replace_last
@@ -298,6 +327,14 @@ class TurnView:
         self.console.file.flush()
         self._last_line_call = None
         self._last_kind = kind
+
+    def write_ansi(self, data: str, kind: str = "replay") -> None:
+        """Write text already rendered (e.g. :meth:`take_missed`) as it is."""
+        if data and not self._muted:
+            self.console.file.write(data if data.endswith("\n") else data + "\n")
+            self.console.file.flush()
+            self._last_line_call = None
+            self._last_kind = kind
 
     def reset_spacing(self) -> None:
         """Forget what was printed last (the prompt line was just echoed)."""
@@ -431,7 +468,7 @@ class TurnView:
             self.call_line(event.name, event.arguments, verb="⏺ Calling", style="bold cyan"),
             kind="tool",
         )
-        self._last_line_call = None if self._muted else event.call_id
+        self._last_line_call = event.call_id
 
     def show_approval(self, event: ev.ApprovalRequestedEvent) -> None:
         """Print the call waiting for a decision and why it needs one."""

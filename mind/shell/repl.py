@@ -774,6 +774,8 @@ class Repl:
         if first:
             out += [("class:status.dim", f"  ↑ {first} more\n")]
         width = max(40, self.console.width)
+        state_width = max(len(row.state) for row in rows) + 2 if rows else 0
+        here = str(self.session.cwd)
         for i, row in enumerate(rows[first : first + PICKER_ROWS], start=first):
             if row.group is not None:
                 out += [("class:picker.group", f"  not in the index · {row.group}\n")]
@@ -784,10 +786,13 @@ class Repl:
             }.get(row.mark, "")
             state_style = style or "class:status.dim"
             head = f"{'›' if i == focus else ' '} {row.mark} {row.session_id}  "
-            state = f"{row.state:<20} "
+            state = row.state.ljust(state_width)
             age = f"{row.age:<13}"
             room = width - len(head) - len(state) - len(age) - 2
-            tail = shorten(" ".join((row.title or "(no prompt yet)").split()), max(10, room))
+            tail = " ".join((row.title or "(no prompt yet)").split())
+            if row.cwd and row.cwd != here:
+                tail += f" · {row.cwd}"
+            tail = shorten(tail, max(10, room))
             focus_style = " class:picker.focus" if i == focus else ""
             out += [
                 (style + focus_style, head),
@@ -1073,12 +1078,11 @@ class Repl:
             self.view.note(f"Could not start a new session: {exc}", style="red")
             return True
         self._switch_to(self._host(session))
-        was = "running, parked" if old.session.busy else "parked"
+        running = " (its turn keeps running)" if old.session.busy else ""
         lines = [
             Text.assemble(("new session ", "bold"), session.session_id),
             Text(
-                f"previous session {old.session.session_id} ({was}) — "
-                f"/resume {old.session.session_id} goes back",
+                f"parked {old.session.session_id}{running} · /resume goes back",
                 style="dim",
             ),
         ]
@@ -1187,16 +1191,22 @@ class Repl:
     def _show_entered(self, how: str) -> None:
         """Print the header of the session just entered: id, cwd, history, a running turn."""
         s = self.session
+        missed, dropped = self.view.take_missed()
         lines = [
             Text.assemble(("session ", "bold"), s.session_id, (f" ({how})", "dim")),
             Text.assemble(("cwd       ", "dim"), str(s.cwd)),
-            *self._recap(),
+            *([] if missed else self._recap()),
         ]
+        if missed:
+            earlier = f" (… {dropped} earlier lines not kept)" if dropped else ""
+            lines.append(Text(f"while it was parked:{earlier}", style="dim"))
+        self.view.print(*lines)
+        self.view.write_ansi(missed)
         if s.busy:
             started = self.view.turn_started_at
             since = f" for {format_duration(self._clock() - started)}" if started else ""
-            lines.append(Text(f"a turn is running{since}; its output continues here", "cyan"))
-        self.view.print(*lines, Text(""))
+            self.view.note(f"a turn is running{since}; its output continues here", "cyan")
+        self.view.print(Text(""))
         self.view.reset_spacing()
         for _, event in self._approvals:  # asked while parked: ask again here
             self.view.show_approval(event)
