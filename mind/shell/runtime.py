@@ -31,6 +31,7 @@ on a transient error, acknowledges nothing: its inputs replay.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections import deque
@@ -51,6 +52,7 @@ from mind.effects.tools import parse_arguments, tool_specs
 from mind.errors import (
     TRANSIENT_KINDS,
     InputRefused,
+    MountRefused,
     ProviderError,
     ScriptError,
     SessionBusyError,
@@ -82,6 +84,8 @@ Disposition = Literal["started", "steering", "next_turn", "pending"]
 """Where an accepted input went: it started a turn; it steers the running
 turn; it waits for the next turn (queued, or the running turn was already
 sealed); or it runs behind older recovered input (issue 3 §2)."""
+
+log = logging.getLogger("mind.runtime")
 
 Decision = Literal["yes", "no", "always"]
 """An answer to an approval request: run once, refuse, or run and stop asking
@@ -870,8 +874,10 @@ class Runtime:
                 await s.provider.aclose()
             s.journal.close()
             s.lease.release()
-            s.mount.release()
-        rt.mounts.close()  # normal exit clears this process's record (seed 002 §3.4)
+        try:
+            rt.mounts.close()  # normal exit clears this process's record (seed 002 §3.4)
+        except MountRefused as exc:  # a dead pid's record is ignored by readers anyway
+            log.warning("could not clear this process's session mounts: %s", exc)
         store.close()
         if body_error is not None:
             raise body_error
@@ -885,7 +891,10 @@ class Runtime:
         runtime's task group: it never keeps the process alive."""
         while True:
             await anyio.sleep(PUBLISH_INTERVAL_S)
-            await anyio.to_thread.run_sync(self.mounts.republish)
+            try:
+                await anyio.to_thread.run_sync(self.mounts.republish)
+            except MountRefused as exc:  # busy or damaged ledger: try again next time
+                log.warning("could not republish session mounts: %s", exc)
 
     @property
     def sessions(self) -> dict[str, Session]:
