@@ -774,7 +774,7 @@ class Repl:
         if first:
             out += [("class:status.dim", f"  ↑ {first} more\n")]
         width = max(40, self.console.width)
-        state_width = max(len(row.state) for row in rows) + 2 if rows else 0
+        state_width = max([22, *(len(row.state) + 2 for row in rows)])
         here = str(self.session.cwd)
         for i, row in enumerate(rows[first : first + PICKER_ROWS], start=first):
             if row.group is not None:
@@ -1206,7 +1206,8 @@ class Repl:
             started = self.view.turn_started_at
             since = f" for {format_duration(self._clock() - started)}" if started else ""
             self.view.note(f"a turn is running{since}; its output continues here", "cyan")
-        self.view.print(Text(""))
+        if not missed or s.busy:
+            self.view.print(Text(""))
         self.view.reset_spacing()
         for _, event in self._approvals:  # asked while parked: ask again here
             self.view.show_approval(event)
