@@ -418,6 +418,25 @@ def _remove_files(path: Path) -> None:
             continue
 
 
+def _switch_to_wal(con: apsw.Connection) -> str:
+    """``PRAGMA journal_mode=wal``, retried while another process holds the lock.
+
+    SQLite answers BUSY at once (without the busy handler) when two processes
+    switch a new database to WAL together — two minds starting on a fresh
+    state root — so the switch is retried for up to :data:`BUSY_TIMEOUT_MS`.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay_s = 0.005
+    while True:
+        try:
+            return str(con.pragma("journal_mode", "wal"))
+        except apsw.BusyError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(delay_s)
+            delay_s = min(delay_s * 2, 0.1)
+
+
 @final
 class SessionIndex:
     """An open ``index.db`` (one apsw connection; safe to share between threads).
@@ -495,7 +514,7 @@ class SessionIndex:
         )
         try:
             con.set_busy_timeout(BUSY_TIMEOUT_MS)
-            if str(con.pragma("journal_mode", "wal")).lower() != "wal":
+            if _switch_to_wal(con).lower() != "wal":
                 raise apsw.CantOpenError(f"{path}: WAL journal mode refused")
             con.pragma("synchronous", "normal")
             con.transaction_mode = "IMMEDIATE"
