@@ -121,6 +121,13 @@ class SessionRecoveredEvent(Struct, kw_only=True, tag_field='type', tag='session
 
     session_id: str
     aborted_turns: Annotated[int, Meta(description='Unterminated turns closed as aborted.', ge=0)]
+    completed_turns: Annotated[
+        int,
+        Meta(
+            description='Unterminated turns whose final answer was already journaled, closed as completed (final-ready receipt; nothing is re-asked).',
+            ge=0,
+        ),
+    ]
     synthetic_results: Annotated[
         int,
         Meta(

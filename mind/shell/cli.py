@@ -240,6 +240,7 @@ async def _exec(args: argparse.Namespace) -> int:
         if recovered is not None and (
             prompt is None
             or recovered.aborted_turns
+            or recovered.completed_turns
             or recovered.synthetic_results
             or recovered.replayed_inputs
         ):
@@ -248,6 +249,7 @@ async def _exec(args: argparse.Namespace) -> int:
             else:
                 print(
                     f"recovered: {recovered.aborted_turns} aborted turn(s), "
+                    f"{recovered.completed_turns} answered turn(s) closed, "
                     f"{recovered.synthetic_results} interrupted tool call(s), "
                     f"{recovered.replayed_inputs} input(s) to replay",
                     file=sys.stderr,

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import sys
 import time
 from collections import deque
@@ -478,6 +479,7 @@ class Repl:
         async with anyio.create_task_group() as tg:
             self._tg = tg
             tg.start_soon(self._tick)
+            tg.start_soon(self._leave_on_signals)
             self._resume_recovered()
             try:
                 await self._read_loop()
@@ -487,6 +489,19 @@ class Repl:
                     await self._stop_turn()
                 tg.cancel_scope.cancel()
         return 0
+
+    async def _leave_on_signals(self) -> None:
+        """SIGHUP (the terminal closed) and SIGTERM leave like /exit: running
+        turns are interrupted (their tool process groups killed, the turns
+        closed ``interrupted``) instead of dying mid-call with tools still
+        running unobserved."""
+        with anyio.open_signal_receiver(signal.SIGHUP, signal.SIGTERM) as signals:
+            async for _ in signals:
+                self._leaving = True
+                app = self.prompt.app
+                if app.is_running:
+                    app.exit(exception=_Exit())
+                return
 
     async def _read_loop(self) -> None:
         # One prompt for the whole session: Enter hands the line over without

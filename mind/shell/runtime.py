@@ -315,6 +315,7 @@ class Session:
         self.recovery: ev.SessionRecoveredEvent | None = None
         """What opening the session repaired (None for a new session)."""
         self._events = _EventBuffer()
+        self._consuming = False
         self._dispositions: dict[str, Disposition] = {}
 
     @property
@@ -439,14 +440,25 @@ class Session:
     async def events(self) -> AsyncIterator[ev.Event]:
         """Every event of this session (all turns, accepted inputs), in order,
         until the session is idle: no turn running and none about to start.
-        One consumer at a time."""
-        while True:
-            if not self.busy and not self._events._items:
-                return
-            event = await self._events.get()
-            if event is None:
-                return
-            yield event
+
+        Raises:
+            RuntimeError: another ``events()`` iteration of this session is
+                still running (one consumer at a time; a second would silently
+                steal events).
+        """
+        if self._consuming:
+            raise RuntimeError(f"session {self.session_id}: events() already has a consumer")
+        self._consuming = True
+        try:
+            while True:
+                if not self.busy and not self._events._items:
+                    return
+                event = await self._events.get()
+                if event is None:
+                    return
+                yield event
+        finally:
+            self._consuming = False
 
     # ---- the turn ------------------------------------------------------------
 
@@ -470,7 +482,7 @@ class Session:
             # Cancelled from outside (the runtime is closing): the turn ends
             # aborted — its input is not acknowledged and replays later.
             if not machine.is_terminal:  # synchronous: nothing here can be cancelled
-                self._close_open_calls(turn.turn_id, "the turn was aborted")
+                self._close_open_calls(turn, ABORTED_OUTPUT)
                 machine.abort()
             self._end(turn, machine, None)
             raise
@@ -483,7 +495,7 @@ class Session:
                 machine.fail()
             failure = ev.Failure(kind=ev.FailureKind.internal, message=f"internal error: {exc}")
         if not machine.is_terminal:  # only an interrupt leaves the loop without a terminal
-            self._close_open_calls(turn.turn_id, "interrupted by the user")
+            self._close_open_calls(turn, INTERRUPTED_OUTPUT)
             machine.interrupt()
         self._end(turn, machine, failure)
 
@@ -794,8 +806,18 @@ class Session:
         result: ToolOutcome = await self.tools.run(call.name, args)
         return result.status, result.output
 
-    def _close_open_calls(self, turn_id: str, why: str) -> None:
-        close_open_calls(self.journal, turn_id, why)
+    def _close_open_calls(self, turn: Turn, output: str) -> None:
+        """Synthetic results for the calls the turn leaves unanswered, each
+        also published as a ``tool.result`` event."""
+        for result in close_open_calls(self.journal, turn.turn_id, output):
+            turn._emit(
+                ev.ToolResultEvent(
+                    turn_id=turn.turn_id,
+                    call_id=result.call_id,
+                    status=ev.ToolStatus.interrupted,
+                    output=result.output,
+                )
+            )
 
 
 _SECRET_MARKERS = ("KEY", "SECRET", "TOKEN", "PASSWORD", "CREDENTIAL")
@@ -1023,7 +1045,7 @@ class Runtime:
             raise
         try:
             journal = Journal.open(path)
-            aborted, synthetic = recover_journal(journal)
+            aborted, completed, synthetic = recover_journal(journal)
             acknowledged = {
                 mid
                 for r in journal.records
@@ -1056,6 +1078,7 @@ class Runtime:
         session.recovery = ev.SessionRecoveredEvent(
             session_id=session_id,
             aborted_turns=aborted,
+            completed_turns=completed,
             synthetic_results=synthetic,
             replayed_inputs=len(inbox.entries),
         )
@@ -1063,18 +1086,34 @@ class Runtime:
         return session
 
 
-def close_open_calls(journal: Journal, turn_id: str, why: str) -> int:
+INTERRUPTED_OUTPUT = (
+    "[interrupted by the user: the call was stopped (its process group killed) and was not "
+    "run again]"
+)
+ABORTED_OUTPUT = "[the turn was aborted while this call was pending; it was not run again]"
+CRASHED_OUTPUT = (
+    "[mind stopped while this call was pending: whether it ran to the end is unknown (it may "
+    "have completed); it was not run again — check its effects before repeating it]"
+)
+"""Outputs of synthetic tool results (the model reads them; never a re-run)."""
+
+
+def close_open_calls(journal: Journal, turn_id: str, output: str) -> list[jr.ToolResult]:
     """Give every unanswered tool call of ``turn_id`` a durable synthetic
-    ``interrupted`` result (never re-running it). Returns how many."""
+    ``interrupted`` result with ``output`` (never re-running it).
+
+    Returns:
+        The records written, in call order.
+    """
     answered = {r.call_id for r in journal.records if isinstance(r, jr.ToolResult)}
-    written = 0
+    written: list[jr.ToolResult] = []
     for rec in list(journal.records):
         if isinstance(rec, jr.ModelRound) and rec.turn_id == turn_id:
             for call in rec.tool_calls:
                 if call.call_id in answered:
                     continue
                 answered.add(call.call_id)
-                journal.append(
+                result = journal.append(
                     jr.ToolResult(
                         seq=0,
                         recorded_at_ms=0,
@@ -1082,44 +1121,69 @@ def close_open_calls(journal: Journal, turn_id: str, why: str) -> int:
                         call_id=call.call_id,
                         name=call.name,
                         status=jr.ToolStatus.interrupted,
-                        output=f"[not completed: {why}; the call was not run again]",
+                        output=output,
                         synthetic=True,
                     )
                 )
-                written += 1
+                assert isinstance(result, jr.ToolResult)
+                written.append(result)
     return written
 
 
-def recover_journal(journal: Journal) -> tuple[int, int]:
+def recover_journal(journal: Journal) -> tuple[int, int, int]:
     """Close what a crash left open (seed 000 PersistentStore.recoverInterruptedTurn).
 
     For each turn without a terminal record: first a durable synthetic result
-    for each orphan tool call, then ``turn_completed`` with status
-    ``aborted`` and no acknowledgement (its inputs replay). Idempotent.
+    for each orphan tool call (:data:`CRASHED_OUTPUT`), then the terminal:
+
+    - ``completed``, acknowledging the turn's journaled inputs, when its last
+      model round was a final answer (text, no tool calls): the answer was
+      already given, so asking the model again would answer twice (seed 000:
+      a final-ready turn is closed by a host-owned receipt, never by calling
+      the provider again);
+    - otherwise ``aborted`` with no acknowledgement: its inputs replay.
+
+    Idempotent.
 
     Returns:
-        ``(aborted_turns, synthetic_results)``.
+        ``(aborted_turns, completed_turns, synthetic_results)``.
     """
     started = [r.turn_id for r in journal.records if isinstance(r, jr.TurnStarted)]
     closed = {r.turn_id for r in journal.records if isinstance(r, jr.TurnCompleted)}
-    aborted = synthetic = 0
+    aborted = completed = synthetic = 0
     for turn_id in started:
         if turn_id in closed:
             continue
-        synthetic += close_open_calls(journal, turn_id, "mind stopped before the call finished")
+        synthetic += len(close_open_calls(journal, turn_id, CRASHED_OUTPUT))
+        rounds = [
+            r for r in journal.records if isinstance(r, jr.ModelRound) and r.turn_id == turn_id
+        ]
+        final_ready = bool(rounds) and not rounds[-1].tool_calls and bool(rounds[-1].text.strip())
+        inputs = [
+            r.message_id
+            for r in journal.records
+            if isinstance(r, jr.UserMessage) and r.turn_id == turn_id
+        ]
+        usage = jr.Usage(
+            input_tokens=sum(r.usage.input_tokens for r in rounds),
+            output_tokens=sum(r.usage.output_tokens for r in rounds),
+        )
         journal.append(
             jr.TurnCompleted(
                 seq=0,
                 recorded_at_ms=0,
                 turn_id=turn_id,
-                status=jr.TurnStatus.aborted,
-                usage=jr.Usage(input_tokens=0, output_tokens=0),
-                acknowledged=[],
+                status=jr.TurnStatus.completed if final_ready else jr.TurnStatus.aborted,
+                usage=usage,
+                acknowledged=list(dict.fromkeys(inputs)) if final_ready else [],
             ),
             sync=True,
         )
-        aborted += 1
-    return aborted, synthetic
+        if final_ready:
+            completed += 1
+        else:
+            aborted += 1
+    return aborted, completed, synthetic
 
 
 __all__ = [

@@ -253,3 +253,33 @@ def test_ctrl_c_twice_when_idle_exits_and_once_clears_a_draft(spawn: Spawn) -> N
     child.sendcontrol("c")  # asks to confirm
     child.expect(words("Press Ctrl+C again to exit"))
     exit_cleanly(child, "\x03")
+
+
+@pytest.mark.parametrize("sig", ["SIGHUP", "SIGTERM"])
+def test_closing_the_terminal_interrupts_the_turn_and_kills_its_tool(
+    spawn: Spawn, tmp_path: Path, sig: str
+) -> None:
+    """A closed terminal (SIGHUP) or SIGTERM leaves like /exit: the running
+    tool's process group is killed and the turn is closed `interrupted`, so no
+    orphan finishes a side effect the journal calls "not completed"."""
+    import signal as signals
+
+    marker = tmp_path / "late-effect"
+    child = spawn(
+        [{"tool_calls": [{"name": "shell", "arguments": {"command": f"sleep 2; touch {marker}"}}]}],
+        "--approval",
+        "never",
+    )
+    child.send("go" + ENTER)
+    child.expect(words("⏺ Calling shell"))
+    os.kill(child.pid, getattr(signals, sig))
+    child.expect(pexpect.EOF)
+    child.close()
+    journal = next((tmp_path / "state" / "sessions").iterdir()) / "journal.jsonl"
+    lines = [__import__("json").loads(line) for line in journal.read_text().splitlines()]
+    ends = [x for x in lines if x["type"] == "turn_completed"]
+    assert [x["status"] for x in ends] == ["interrupted"]
+    deadline = time.monotonic() + 4  # past the 2 s the killed command would have slept
+    while time.monotonic() < deadline and not marker.exists():
+        time.sleep(0.2)  # waiting out the killed command's would-be runtime, not a timing assertion
+    assert not marker.exists()
