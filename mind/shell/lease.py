@@ -40,6 +40,7 @@ class SessionLease:
         self.path = path
         self.record = record
         self.session_id = session_id
+        self._held_fd: int | None = None
 
     @classmethod
     def acquire(cls, path: Path, session_id: str) -> SessionLease:
@@ -69,21 +70,49 @@ class SessionLease:
                 if holder.pid == pid:  # this process already holds it
                     return cls(path, holder, session_id)
                 raise SessionOccupiedError(session_id, holder.pid)
+            # The pid check cannot see an owner in another PID namespace (a
+            # container sharing the state directory): its pid looks dead here.
+            # An flock held on the session directory for the lease's lifetime
+            # can — the kernel shares it across namespaces and drops it when
+            # the owner dies, even by SIGKILL.
+            held_fd = _hold_directory(path.parent)
+            if held_fd is None:
+                raise SessionOccupiedError(session_id, holder.pid if holder else 0)
             tmp = path.with_name(f".{path.name}.{record.owner_id}")
             try:
                 _write(tmp, msgspec.json.encode(record))
                 os.replace(tmp, path)
             except OSError as exc:
+                os.close(held_fd)
                 raise StateDirError(path.parent, f"cannot write lease: {exc.strerror}") from exc
-            return cls(path, record, session_id)
+            lease = cls(path, record, session_id)
+            lease._held_fd = held_fd
+            return lease
         finally:
             os.close(lock_fd)  # also releases the flock
 
     def release(self) -> None:
-        """Delete the lease if it still names this owner (idempotent)."""
+        """Delete the lease if it still names this owner, and drop the
+        directory flock (idempotent)."""
         if _read(self.path) == self.record:
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()
+        if self._held_fd is not None:
+            os.close(self._held_fd)  # also releases the flock
+            self._held_fd = None
+
+
+def _hold_directory(directory: Path) -> int | None:
+    """An fd holding ``flock(LOCK_EX)`` on ``directory``, or None when another
+    open file description holds it (a live owner, possibly in another PID
+    namespace)."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def read_holder(path: Path) -> LeaseRecord | None:

@@ -60,7 +60,7 @@ from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import StyleAndTextTuples
-from prompt_toolkit.history import FileHistory
+from prompt_toolkit.history import FileHistory, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
@@ -356,7 +356,7 @@ class Repl:
         runtime: Runtime,
         session: Session,
         config: ResolvedConfig,
-        history_path: Path,
+        history_path: Path | None,
         console: Console,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -395,7 +395,7 @@ class Repl:
             message=self._message,
             multiline=True,
             prompt_continuation=lambda width, line, wrap: [("class:continuation", "  ")],
-            history=FileHistory(str(history_path)),
+            history=FileHistory(str(history_path)) if history_path else InMemoryHistory(),
             key_bindings=self._key_bindings(),
             reserve_space_for_menu=0,
             completer=_CommandCompleter(lambda: self.commands.values()),
@@ -1343,7 +1343,15 @@ async def run_repl(
             "the interactive REPL needs a terminal; use `mind exec PROMPT` in scripts and pipes"
         )
     work_dir = _work_dir(cwd)
-    history_path = history_file(os.environ)
+    try:
+        history_path: Path | None = history_file(os.environ)
+    except OSError as exc:  # a read-only MIND_HOME: keep input history in memory only
+        history_path = None
+        Console(stderr=True).print(
+            Text(
+                f"mind: input history is not saved ({exc.strerror}: {exc.filename})", style="yellow"
+            )
+        )
     console = Console(highlight=False)
     async with Runtime.open() as rt:
         if latest:

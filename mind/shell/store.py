@@ -84,7 +84,11 @@ class Store:
         self.root = root
         self.sessions_dir = root / "sessions"
         try:
-            self.sessions_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            created_root = not root.exists()
+            root.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if created_root:
+                root.chmod(0o700)  # private: mkdir's mode is narrowed by the umask only
+            self.sessions_dir.mkdir(exist_ok=True, mode=0o700)
         except OSError as exc:
             raise StateDirError(root, exc.strerror or str(exc)) from exc
         if not os.access(self.sessions_dir, os.W_OK | os.X_OK):
