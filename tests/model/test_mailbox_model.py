@@ -43,9 +43,10 @@ from mind.errors import InputRefused
 from mind.generated.inbox import InboxEntry, InboxKind
 from mind.generated.inbox_message_chart import InboxMessageChart
 from mind.generated.mailbox_chart import MailboxChart
-from mind.machines.coverage import TransitionCoverage, walk_every_edge
+from mind.machines.coverage import TransitionCoverage
 from mind.machines.mailbox import Mailbox, MailboxRefused, MessageKind
 from mind.shell.inbox import MAX_INBOX_BYTES, Inbox, encode_inbox
+from tests.model.reporting import check_every_edge, write_report
 
 CI = settings(
     derandomize=True,
@@ -62,14 +63,6 @@ BIG_TEXT = 7000  # characters: a second big entry crosses FILE_CAP
 MIB = 1024 * 1024
 
 
-def write_report(request: pytest.FixtureRequest, name: str, coverage: TransitionCoverage) -> None:
-    report = coverage.report()
-    print(report)
-    cache = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
-    if cache is not None:
-        (cache.mkdir("transition-coverage") / f"{name}.txt").write_text(report)
-
-
 # ------------------------------------------------------------------ per edge
 
 
@@ -79,17 +72,7 @@ def write_report(request: pytest.FixtureRequest, name: str, coverage: Transition
 def test_every_edge_is_walked_and_lands_where_the_chart_says(
     request: pytest.FixtureRequest, chart: Any, edges: int
 ) -> None:
-    walks, coverage = walk_every_edge(chart)
-    write_report(request, f"{chart.__name__}-edges", coverage)
-    failures = [
-        f"{w.edge}: path={[s.event for s in w.path]} fired={w.fired} "
-        f"expected={sorted(w.expected)} actual={sorted(w.actual)}"
-        for w in walks
-        if not w.ok
-    ]
-    assert failures == []
-    assert coverage.missed == ()
-    assert len(walks) == len(coverage.edges) == edges
+    check_every_edge(request, chart, edges)
 
 
 # ------------------------------------------------------------------ reference model

@@ -49,9 +49,10 @@ from hypothesis.stateful import (
 
 from mind.errors import MountHolder, MountRefused
 from mind.generated.mount_chart import MountChart
-from mind.machines.coverage import TransitionCoverage, walk_every_edge
+from mind.machines.coverage import TransitionCoverage
 from mind.machines.mount import MountTransitionRefused
 from mind.shell.mounts import LEDGER_NAME, LOCK_NAME, MountHandle, MountLedger
+from tests.model.reporting import check_every_edge, write_report
 
 CI = settings(
     derandomize=True,
@@ -67,31 +68,13 @@ DEAD = 998  # a pid that is never alive
 MAX_WAITS = 5  # backoff waits before `busy`
 
 
-def write_report(request: pytest.FixtureRequest, name: str, coverage: TransitionCoverage) -> None:
-    report = coverage.report()
-    print(report)
-    cache = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
-    if cache is not None:
-        (cache.mkdir("transition-coverage") / f"{name}.txt").write_text(report)
-
-
 # ------------------------------------------------------------------ per edge
 
 
 def test_every_edge_is_walked_and_lands_where_the_chart_says(
     request: pytest.FixtureRequest,
 ) -> None:
-    walks, coverage = walk_every_edge(MountChart)
-    write_report(request, "MountChart-edges", coverage)
-    failures = [
-        f"{w.edge}: path={[s.event for s in w.path]} fired={w.fired} "
-        f"expected={sorted(w.expected)} actual={sorted(w.actual)}"
-        for w in walks
-        if not w.ok
-    ]
-    assert failures == []
-    assert coverage.missed == ()
-    assert len(walks) == len(coverage.edges) == 18
+    check_every_edge(request, MountChart, 18)
 
 
 # ------------------------------------------------------------------ reference model

@@ -28,8 +28,9 @@ from hypothesis.stateful import (
 )
 
 from mind.generated.turn_chart import TurnChart
-from mind.machines.coverage import TransitionCoverage, walk_every_edge
+from mind.machines.coverage import TransitionCoverage
 from mind.machines.turn import TransitionRefused, TurnMachine
+from tests.model.reporting import check_every_edge, write_report
 
 CI = settings(
     derandomize=True,
@@ -40,31 +41,13 @@ CI = settings(
 )
 
 
-def write_report(request: pytest.FixtureRequest, name: str, coverage: TransitionCoverage) -> None:
-    report = coverage.report()
-    print(report)
-    cache = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
-    if cache is not None:
-        (cache.mkdir("transition-coverage") / f"{name}.txt").write_text(report)
-
-
 # ------------------------------------------------------------------ per edge
 
 
 def test_every_turn_edge_is_walked_and_lands_where_the_chart_says(
     request: pytest.FixtureRequest,
 ) -> None:
-    walks, coverage = walk_every_edge(TurnChart)
-    write_report(request, "TurnChart-edges", coverage)
-    failures = [
-        f"{w.edge}: path={[s.event for s in w.path]} fired={w.fired} "
-        f"expected={sorted(w.expected)} actual={sorted(w.actual)}"
-        for w in walks
-        if not w.ok
-    ]
-    assert failures == []
-    assert coverage.missed == ()
-    assert len(walks) == len(coverage.edges) == 17
+    check_every_edge(request, TurnChart, 17)
 
 
 # ------------------------------------------------------------------ reference model
