@@ -44,9 +44,11 @@ import signal
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
+
+from tests.support.loopback import LoopbackServer, OwnedServer
 
 __all__ = ["EFFECTS_FILE", "FakeModel", "decide", "read_requests", "user_texts", "wanted_tools"]
 
@@ -158,7 +160,7 @@ def read_requests(path: Path) -> list[dict[str, Any]]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: _Server
+    server: OwnedServer
 
     def log_message(self, format: str, *args: Any) -> None:
         """Silence the default stderr access log."""
@@ -204,12 +206,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    owner: FakeModel
-
-
-class FakeModel:
+class FakeModel(LoopbackServer):
     """Serve :func:`decide` replies on ``127.0.0.1:<free port>`` from a daemon thread.
 
     Args:
@@ -217,6 +214,9 @@ class FakeModel:
         chunk_delay_s: pause before each SSE chunk, in seconds (0: none).
         tool_sleep_s: each tool command sleeps this long before its effect.
     """
+
+    handler = _Handler
+    thread_name = "fake-model"
 
     def __init__(
         self,
@@ -230,14 +230,7 @@ class FakeModel:
         self.tool_sleep_s = tool_sleep_s
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def port(self) -> int:
-        """The bound port (after :meth:`start`)."""
-        assert self._server is not None, "server not started"
-        return int(self._server.server_address[1])
+        super().__init__()
 
     @property
     def base_url(self) -> str:
@@ -250,35 +243,6 @@ class FakeModel:
             if self.record_path is not None:
                 with self.record_path.open("a", encoding="utf-8") as fh:
                     fh.write(json.dumps(body) + "\n")
-
-    def start(self) -> FakeModel:
-        """Bind and serve in a daemon thread."""
-        self._server = _Server(("127.0.0.1", 0), _Handler)
-        self._server.owner = self
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.01},
-            name="fake-model",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and close the socket."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-
-    def __enter__(self) -> FakeModel:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

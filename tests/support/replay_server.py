@@ -39,9 +39,11 @@ import socket
 import sys
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
+
+from tests.support.loopback import LoopbackServer, OwnedServer
 
 __all__ = ["RecordedRequest", "ReplayServer", "Reply", "random_splits", "shared_dir"]
 
@@ -145,7 +147,7 @@ class RecordedRequest:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: _Server
+    server: OwnedServer
 
     def log_message(self, format: str, *args: Any) -> None:
         """Silence the default stderr access log."""
@@ -189,12 +191,7 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client went away (e.g. it stopped after the terminal event)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    owner: ReplayServer
-
-
-class ReplayServer:
+class ReplayServer(LoopbackServer):
     """Serve queued :class:`Reply` values on ``127.0.0.1:<free port>``.
 
     Args:
@@ -203,6 +200,9 @@ class ReplayServer:
             (instead of answering 599).
         record_path: append every received request as a JSON line here.
     """
+
+    handler = _Handler
+    thread_name = "replay-server"
 
     def __init__(
         self,
@@ -217,14 +217,7 @@ class ReplayServer:
         self.repeat_last = repeat_last
         self.record_path = record_path
         self.requests: list[RecordedRequest] = []
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def port(self) -> int:
-        """The bound port (after ``start``)."""
-        assert self._server is not None, "server not started"
-        return int(self._server.server_address[1])
+        super().__init__()
 
     @property
     def url(self) -> str:
@@ -262,35 +255,6 @@ class ReplayServer:
             content_type="application/json",
             body=b'{"error": {"message": "replay queue exhausted", "type": "replay"}}',
         )
-
-    def start(self) -> ReplayServer:
-        """Bind and serve in a daemon thread."""
-        self._server = _Server(("127.0.0.1", 0), _Handler)
-        self._server.owner = self
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.01},  # shutdown() returns within ~10 ms
-            name="replay-server",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and close the socket."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-
-    def __enter__(self) -> ReplayServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
