@@ -28,14 +28,19 @@ Rules, in journal order:
 
 Normalisations that keep the request valid for every provider:
 
-- Call ids are valid and unique for every provider, in the call and in its
-  result alike: characters outside ``[a-zA-Z0-9_-]`` become ``_`` (Anthropic's
-  tool_use id pattern; ids from other servers such as ``functions.shell:0``
-  would be rejected); an empty id becomes ``call``; an id longer than
-  :data:`MAX_CALL_ID_CHARS` keeps its first 31 characters plus ``_`` and the
-  CRC-32 of the original (8 hex); an id already used by an earlier call gets
-  ``_<n>`` (smallest ``n >= 2`` not in use, trimmed to the length limit).
-  The journal keeps the original ids; only requests use these.
+- Call ids are the server's own, verbatim (some compatible servers encode
+  meaning in them: Kimi's ``functions.shell:0`` names the tool and its index
+  for the chat template), except that an empty id becomes ``call`` and an id
+  already used by an earlier call gets ``_<n>`` (smallest ``n >= 2`` not in
+  use): every API pairs results with calls by id.
+
+Call ids per target API (PROVIDER-RULES 22): an adapter passes the built
+messages through :func:`conform_call_ids` with its API's :class:`CallIdRule`,
+which rewrites an id only where that API documents a rule the id breaks
+(Anthropic's character pattern, OpenAI's length limits). The mapping is the
+one function here, deterministic (the same journal yields the same request,
+across resumes), collision-free, and prefix-stable (a longer journal never
+changes an id already sent). The journal keeps the original ids.
 - Arguments are JSON text of an object: ``""`` (or whitespace) becomes
   ``"{}"``; text that is not a JSON object becomes
   ``{"invalid_arguments": "<the raw text>"}`` so the model still sees what it
@@ -48,6 +53,7 @@ import re
 import zlib
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 import msgspec
@@ -56,16 +62,56 @@ from mind.conversation import AssistantMessage, Message, ToolCall, ToolResultMes
 from mind.generated import journal as jr
 
 __all__ = [
-    "MAX_CALL_ID_CHARS",
+    "ANTHROPIC_CALL_IDS",
+    "COMPATIBLE_CALL_IDS",
+    "OPENAI_CHAT_CALL_IDS",
+    "OPENAI_RESPONSES_CALL_IDS",
     "SYNTHETIC_INTERRUPTED_OUTPUT",
+    "CallIdRule",
     "build_messages",
+    "conform_call_ids",
     "pending_tool_calls",
 ]
 
-MAX_CALL_ID_CHARS: Final = 40
-"""Longest call id sent to a provider (OpenAI rejects longer tool call ids)."""
 
-_UNSAFE_ID: Final = re.compile(r"[^a-zA-Z0-9_-]")
+@dataclass(frozen=True, slots=True)
+class CallIdRule:
+    """What one target API accepts as a tool-call id, beyond non-empty and unique.
+
+    Attributes:
+        name: the target, for messages.
+        unsafe: characters the API rejects (each becomes ``_``); None: any.
+        max_chars: longest id the API accepts, in characters; None: no limit.
+    """
+
+    name: str
+    unsafe: re.Pattern[str] | None = None
+    max_chars: int | None = None
+
+
+COMPATIBLE_CALL_IDS: Final = CallIdRule("openai-compatible")
+"""No rule: ids go back verbatim (llama.cpp, vLLM, Ollama, LM Studio, ...).
+
+vLLM mints 46-character ids (``chatcmpl-tool-<32 hex>``) and accepts them
+back; Kimi-style ids (``functions.NAME:INDEX``) are parsed by the chat
+template; OpenAI's own limits are not these servers' rules."""
+
+OPENAI_CHAT_CALL_IDS: Final = CallIdRule("openai-chat", max_chars=40)
+"""OpenAI's Chat Completions: 400 ``string_above_max_length`` "Invalid
+'messages[N].tool_calls[0].id': string too long. Expected a string with
+maximum length 40" (reported in autogen#6377, agno#5382, openclaw#875)."""
+
+OPENAI_RESPONSES_CALL_IDS: Final = CallIdRule("openai-responses", max_chars=64)
+"""OpenAI's Responses API: 400 ``string_above_max_length`` "Invalid
+'input[N].call_id': string too long. Expected a string with maximum length
+64" (reported in fastllm#45, nanobot#1623)."""
+
+ANTHROPIC_CALL_IDS: Final = CallIdRule("anthropic", unsafe=re.compile(r"[^a-zA-Z0-9_-]"))
+"""Anthropic Messages: ``tool_use.id`` must match ``^[a-zA-Z0-9_-]+$`` (the
+API's documented pattern; 400 "String should match pattern")."""
+
+_HASH_CHARS: Final = 9
+"""``_`` plus 8 hex digits of CRC-32: the tail of an id cut to a length limit."""
 
 SYNTHETIC_INTERRUPTED_OUTPUT: Final = (
     "[interrupted: this tool call did not complete; it was not run again]"
@@ -93,20 +139,67 @@ class _Round:
         self.slots = slots
 
 
-def _unique_id(call_id: str, used: set[str]) -> str:
-    """A call id every provider accepts, unique among ``used``."""
-    base = _UNSAFE_ID.sub("_", call_id) or "call"
-    if len(base) > MAX_CALL_ID_CHARS:
-        base = f"{base[: MAX_CALL_ID_CHARS - 9]}_{zlib.crc32(call_id.encode()):08x}"
+def _conform_id(call_id: str, rule: CallIdRule, used: set[str]) -> str:
+    """``call_id`` as ``rule`` accepts it, unique among ``used`` (not added).
+
+    Verbatim when valid and unused. Otherwise: unsafe characters become
+    ``_``; empty becomes ``call``; over ``max_chars`` keeps the first
+    ``max_chars - 9`` characters plus ``_`` and the CRC-32 of the id (8 hex);
+    a used id gets ``_<n>`` (smallest ``n >= 2`` free, trimmed to the limit).
+    """
+    base = (rule.unsafe.sub("_", call_id) if rule.unsafe is not None else call_id) or "call"
+    limit = rule.max_chars
+    if limit is not None and len(base) > limit:
+        base = f"{base[: limit - _HASH_CHARS]}_{zlib.crc32(call_id.encode()):08x}"
     if base not in used:
         return base
     n = 2
     while True:
         suffix = f"_{n}"
-        candidate = base[: MAX_CALL_ID_CHARS - len(suffix)] + suffix
+        head = base if limit is None else base[: limit - len(suffix)]
+        candidate = head + suffix
         if candidate not in used:
             return candidate
         n += 1
+
+
+def conform_call_ids(messages: Sequence[Message], rule: CallIdRule) -> list[Message]:
+    """Rewrite call ids only where the target API's ``rule`` is broken.
+
+    Each distinct id is mapped once, in order of first appearance (calls and
+    results alike, so a result keeps pairing with its call), with
+    :func:`_conform_id`; the mapping is injective, deterministic and
+    prefix-stable. Messages whose ids all stay are returned unchanged.
+
+    Args:
+        messages: a conversation (normally from :func:`build_messages`, whose
+            ids are already non-empty and unique).
+        rule: the target API's rule (e.g. :data:`ANTHROPIC_CALL_IDS`).
+
+    Returns:
+        A new list; ``messages`` is not modified.
+    """
+    mapping: dict[str, str] = {}
+    used: set[str] = set()
+
+    def out_id(call_id: str) -> str:
+        if call_id not in mapping:
+            mapping[call_id] = _conform_id(call_id, rule, used)
+            used.add(mapping[call_id])
+        return mapping[call_id]
+
+    out: list[Message] = []
+    for msg in messages:
+        if isinstance(msg, AssistantMessage) and msg.tool_calls:
+            calls = [msgspec.structs.replace(c, call_id=out_id(c.call_id)) for c in msg.tool_calls]
+            if calls != msg.tool_calls:
+                msg = msgspec.structs.replace(msg, tool_calls=calls)
+        elif isinstance(msg, ToolResultMessage):
+            new_id = out_id(msg.call_id)
+            if new_id != msg.call_id:
+                msg = msgspec.structs.replace(msg, call_id=new_id)
+        out.append(msg)
+    return out
 
 
 def _match(records: Sequence[jr.JournalRecord]) -> list[jr.UserMessage | _Round]:
@@ -127,7 +220,7 @@ def _match(records: Sequence[jr.JournalRecord]) -> list[jr.UserMessage | _Round]
         elif isinstance(record, jr.ModelRound):
             slots: list[_Slot] = []
             for call in record.tool_calls:
-                out_id = _unique_id(call.call_id, used)
+                out_id = _conform_id(call.call_id, COMPATIBLE_CALL_IDS, used)
                 used.add(out_id)
                 slot = _Slot(call, out_id, record.turn_id)
                 slots.append(slot)

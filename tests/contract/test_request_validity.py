@@ -11,6 +11,7 @@ pinned against the recorded request bodies in the shared cassettes.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -24,7 +25,7 @@ from hypothesis import strategies as st
 
 from mind.conversation import ModelRequest, ToolSpec, UserMessage
 from mind.generated import journal as jr
-from mind.history import build_messages
+from mind.history import OPENAI_CHAT_CALL_IDS, OPENAI_RESPONSES_CALL_IDS, build_messages
 from mind.shell.journal import Journal
 from mind.shell.providers import anthropic, openai_chat, openai_responses
 from tests.support.provider_rules import (
@@ -40,6 +41,15 @@ PROVIDERS: dict[str, tuple[Callable[[ModelRequest], dict[str, Any]], Validator]]
     "openai-chat": (openai_chat.build_body, validate_openai_chat),
     "openai-responses": (openai_responses.build_body, validate_openai_responses),
     "anthropic": (anthropic.build_body, validate_anthropic),
+    # OpenAI's own hosts add their id length limits (PROVIDER-RULES 22).
+    "openai-chat@api.openai.com": (
+        functools.partial(openai_chat.build_body, call_ids=OPENAI_CHAT_CALL_IDS),
+        functools.partial(validate_openai_chat, max_id_chars=40),
+    ),
+    "openai-responses@api.openai.com": (
+        functools.partial(openai_responses.build_body, call_ids=OPENAI_RESPONSES_CALL_IDS),
+        functools.partial(validate_openai_responses, max_id_chars=64),
+    ),
 }
 CASSETTE_DIRS: dict[str, Validator] = {
     "openai-chat": validate_openai_chat,
@@ -284,6 +294,8 @@ def _id_strategy(turn: int, rnd: int, k: int) -> st.SearchStrategy[str]:
             f"functions_shell_{k}",  # collides with the above after sanitising
             "call_0",  # a server that reuses ids every round
             "",  # a server that sent no id
+            f"chatcmpl-tool-{turn}{rnd}{k}" + "f" * 29,  # vLLM: 46 characters
+            f"fc_{turn}{rnd}{k}" + "9" * 61 + ".x",  # over every limit, unsafe too
         ]
     )
 

@@ -6,15 +6,21 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mind.conversation import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
 from mind.generated import journal as jr
 from mind.history import (
-    MAX_CALL_ID_CHARS,
+    ANTHROPIC_CALL_IDS,
+    COMPATIBLE_CALL_IDS,
+    OPENAI_CHAT_CALL_IDS,
+    OPENAI_RESPONSES_CALL_IDS,
     SYNTHETIC_INTERRUPTED_OUTPUT,
+    CallIdRule,
     build_messages,
+    conform_call_ids,
     pending_tool_calls,
 )
 
@@ -293,19 +299,87 @@ def test_output_always_pairs_calls_with_results(records: list[jr.JournalRecord])
         assert_paired(build_messages(records[:cut]))
 
 
-def test_call_ids_are_made_safe_for_every_provider() -> None:
-    long_id = "x" * 50
-    records = [
-        round_("", [call("functions.shell:0"), call("functions_shell_0"), call(long_id)]),
-        round_("", [call(long_id)]),
+def test_server_call_ids_are_kept_verbatim_in_the_conversation() -> None:
+    # Kimi-style ids encode the tool and its index (the chat template parses
+    # them); vLLM mints 46-character ids. The conversation keeps both as sent.
+    kimi, vllm = "functions.shell:0", "chatcmpl-tool-" + "0123456789abcdef" * 2
+    records = [round_("", [call(kimi), call(vllm)]), result(kimi), result(vllm)]
+    assert build_messages(records) == [
+        AssistantMessage(tool_calls=[tc(kimi), tc(vllm)]),
+        ok(kimi),
+        ok(vllm),
     ]
-    first, *_, second, _ = build_messages(records)
-    assert isinstance(first, AssistantMessage) and isinstance(second, AssistantMessage)
-    hashed = "x" * 31 + "_" + f"{zlib.crc32(long_id.encode()):08x}"
-    assert [c.call_id for c in first.tool_calls] == [
-        "functions_shell_0",
-        "functions_shell_0_2",
-        hashed,
+
+
+@pytest.mark.parametrize(
+    ("rule", "ids", "expected"),
+    [
+        (COMPATIBLE_CALL_IDS, ["functions.shell:0", "x" * 50], ["functions.shell:0", "x" * 50]),
+        (
+            ANTHROPIC_CALL_IDS,
+            ["functions.shell:0", "functions_shell_0", "toolu_01A"],
+            ["functions_shell_0", "functions_shell_0_2", "toolu_01A"],
+        ),
+        (
+            OPENAI_CHAT_CALL_IDS,
+            ["call_ok", "x" * 50, "x" * 50 + "_2", "functions.shell:0"],
+            [
+                "call_ok",
+                "x" * 31 + f"_{zlib.crc32(('x' * 50).encode()):08x}",
+                "x" * 31 + f"_{zlib.crc32(('x' * 50 + '_2').encode()):08x}",
+                "functions.shell:0",
+            ],
+        ),
+        (
+            OPENAI_RESPONSES_CALL_IDS,
+            ["y" * 64, "y" * 65],
+            ["y" * 64, "y" * 55 + f"_{zlib.crc32(b'y' * 65):08x}"],
+        ),
+    ],
+    ids=["compatible", "anthropic", "openai-chat", "openai-responses"],
+)
+def test_call_ids_are_rewritten_only_where_the_target_rule_is_broken(
+    rule: CallIdRule, ids: list[str], expected: list[str]
+) -> None:
+    messages: list[Message] = [
+        UserMessage(text="q"),
+        AssistantMessage(tool_calls=[tc(i) for i in ids]),
+        *[ok(i, f"out {i}") for i in ids],
     ]
-    assert [c.call_id for c in second.tool_calls] == [hashed[:38] + "_2"]
-    assert all(len(c.call_id) <= MAX_CALL_ID_CHARS for c in first.tool_calls)
+    out = conform_call_ids(messages, rule)
+    assert out == [
+        UserMessage(text="q"),
+        AssistantMessage(tool_calls=[tc(i) for i in expected]),
+        *[ok(e, f"out {i}") for i, e in zip(ids, expected, strict=True)],
+    ]
+    # Deterministic: the same conversation (a resumed journal) maps the same way.
+    assert conform_call_ids(messages, rule) == out
+
+
+@settings(derandomize=True, database=None, deadline=None, max_examples=200)
+@given(
+    ids=st.lists(
+        st.sampled_from(["a.b", "a_b", "a_b_2", "", "call", "z" * 70, "z" * 70 + "!", "k:1"]),
+        max_size=8,
+    ),
+    rule=st.sampled_from(
+        [COMPATIBLE_CALL_IDS, ANTHROPIC_CALL_IDS, OPENAI_CHAT_CALL_IDS, OPENAI_RESPONSES_CALL_IDS]
+    ),
+)
+def test_conformed_ids_are_collision_free_valid_and_stable_as_the_journal_grows(
+    ids: list[str], rule: CallIdRule
+) -> None:
+    records: list[jr.JournalRecord] = [round_("", [call(i)]) for i in ids]
+    full = conform_call_ids(build_messages(records), rule)
+    sent = [c.call_id for m in full if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    assert len(set(sent)) == len(sent) == len(ids)
+    assert all(sent) and all(rule.max_chars is None or len(s) <= rule.max_chars for s in sent)
+    if rule.unsafe is not None:
+        assert not any(rule.unsafe.search(s) for s in sent)
+    assert_paired(full)
+    # A longer journal never changes the ids already sent (prompt caches, resumes).
+    for cut in range(len(records)):
+        prefix = conform_call_ids(build_messages(records[:cut]), rule)
+        assert [
+            c.call_id for m in prefix if isinstance(m, AssistantMessage) for c in m.tool_calls
+        ] == sent[:cut]

@@ -77,8 +77,10 @@ def _chat_content(where: str, content: Any, *, required: bool) -> None:
         )
 
 
-def validate_openai_chat(body: dict[str, Any]) -> None:
+def validate_openai_chat(body: dict[str, Any], *, max_id_chars: int | None = None) -> None:
     """Check a Chat Completions body.
+
+    ``max_id_chars`` is the target's id length limit (OpenAI's own API: 40).
 
     Rules: roles are system/developer/user/assistant/tool; an assistant
     message with ``tool_calls`` has a non-empty list of
@@ -120,6 +122,11 @@ def validate_openai_chat(body: dict[str, Any]) -> None:
             _check(isinstance(c, dict), cw, "must be an object")
             cid = c.get("id")
             _check(_nonempty_str(cid), cw, "id must be a non-empty string")
+            _check(
+                max_id_chars is None or len(cid) <= max_id_chars,
+                cw,
+                f"id longer than {max_id_chars} characters",
+            )
             _check(cid not in seen_ids, cw, f"duplicate tool call id {cid!r}")
             seen_ids.add(cid)
             ids.append(cid)
@@ -154,8 +161,10 @@ def validate_openai_chat(body: dict[str, Any]) -> None:
 _RESPONSES_ROLES = ("user", "assistant", "system", "developer")
 
 
-def validate_openai_responses(body: dict[str, Any]) -> None:
+def validate_openai_responses(body: dict[str, Any], *, max_id_chars: int | None = None) -> None:
     """Check a Responses API body (``input`` items).
+
+    ``max_id_chars`` is the target's ``call_id`` length limit (OpenAI's: 64).
 
     Rules: items are messages (``role`` + ``content``, ``type`` absent or
     ``"message"``), ``function_call``, ``function_call_output`` or
@@ -191,6 +200,11 @@ def validate_openai_responses(body: dict[str, Any]) -> None:
         elif kind == "function_call":
             cid = item.get("call_id")
             _check(_nonempty_str(cid), where, "call_id must be a non-empty string")
+            _check(
+                max_id_chars is None or len(cid) <= max_id_chars,
+                where,
+                f"call_id longer than {max_id_chars} characters",
+            )
             _check(cid not in seen, where, f"duplicate function_call call_id {cid!r}")
             seen.add(cid)
             pending.append(cid)

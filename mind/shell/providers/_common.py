@@ -9,6 +9,7 @@ import itertools
 import json
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from mind.conversation import (
     AssistantMessage,
@@ -150,3 +151,15 @@ def as_int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return 0
     return max(0, int(value))
+
+
+def is_openai_host(base_url: str) -> bool:
+    """True when ``base_url`` reaches OpenAI's own API, whose validation differs.
+
+    OpenAI (``api.openai.com``), Azure OpenAI (``*.openai.azure.com``) and
+    OpenRouter (``openrouter.ai``, which passes OpenAI's validation errors
+    through, openclaw#875). Every other host is a compatible server with its
+    own rules (PROVIDER-RULES 22: never apply one API's rule to another's).
+    """
+    host = (urlsplit(base_url).hostname or "").lower()
+    return host in ("api.openai.com", "openrouter.ai") or host.endswith(".openai.azure.com")

@@ -24,7 +24,6 @@ Body shape (:func:`build_body`)::
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from mind.conversation import (
@@ -41,6 +40,7 @@ from mind.conversation import (
     Usage,
 )
 from mind.errors import ProviderError
+from mind.history import ANTHROPIC_CALL_IDS, conform_call_ids
 from mind.shell.providers._common import (
     CallSlot,
     as_int,
@@ -65,14 +65,6 @@ _FINISH: dict[str, FinishReason] = {
     "refusal": "content_filter",
 }
 
-_ID_UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
-
-
-def _tool_id(call_id: str) -> str:
-    """A tool_use id Anthropic accepts (``^[a-zA-Z0-9_-]+$``), stable per input."""
-    safe = _ID_UNSAFE.sub("_", call_id)
-    return safe or "call"
-
 
 def _input_object(arguments: str) -> dict[str, Any]:
     try:
@@ -90,7 +82,9 @@ def build_body(request: ModelRequest) -> dict[str, Any]:
     round travel in ONE user message. Empty text blocks are omitted (the API
     rejects them); a message left with no blocks is dropped. Tool input that
     is not a JSON object is sent as ``{}``. Thinking blocks carried in
-    provider_items come first in their assistant message.
+    provider_items come first in their assistant message. Call ids are made
+    to match ``^[a-zA-Z0-9_-]+$`` by :func:`mind.history.conform_call_ids`
+    (:data:`~mind.history.ANTHROPIC_CALL_IDS`; valid ids stay verbatim).
 
     Args:
         request: the provider-neutral request.
@@ -115,7 +109,7 @@ def build_body(request: ModelRequest) -> dict[str, Any]:
             return
         messages.append({"role": role, "content": list(blocks)})
 
-    for msg in sequence_messages(request.messages):
+    for msg in sequence_messages(conform_call_ids(request.messages, ANTHROPIC_CALL_IDS)):
         if isinstance(msg, AssistantMessage):
             blocks: list[dict[str, Any]] = [
                 dict(entry["item"]) for entry in provider_items_of(msg, PROVIDER)
@@ -126,7 +120,7 @@ def build_body(request: ModelRequest) -> dict[str, Any]:
                 blocks.append(
                     {
                         "type": "tool_use",
-                        "id": _tool_id(call.call_id),
+                        "id": call.call_id,
                         "name": call.name,
                         "input": _input_object(call.arguments),
                     }
@@ -134,7 +128,7 @@ def build_body(request: ModelRequest) -> dict[str, Any]:
             if msg.text or msg.tool_calls:
                 add("assistant", blocks)
         elif isinstance(msg, ToolResultMessage):
-            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": _tool_id(msg.call_id)}
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": msg.call_id}
             if msg.output:
                 block["content"] = [{"type": "text", "text": msg.output}]
             if msg.is_error:

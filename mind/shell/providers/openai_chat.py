@@ -32,10 +32,17 @@ from mind.conversation import (
     Usage,
 )
 from mind.errors import ProviderError
+from mind.history import (
+    COMPATIBLE_CALL_IDS,
+    OPENAI_CHAT_CALL_IDS,
+    CallIdRule,
+    conform_call_ids,
+)
 from mind.shell.providers._common import (
     CallSlot,
     as_int,
     finalize_arguments,
+    is_openai_host,
     parses_as_json,
     sequence_messages,
 )
@@ -61,11 +68,24 @@ _FINISH: dict[str, FinishReason] = {
 }
 
 
-def build_body(request: ModelRequest) -> dict[str, Any]:
+def call_id_rule(base_url: str) -> CallIdRule:
+    """The call-id rule of the server at ``base_url`` (PROVIDER-RULES 22).
+
+    OpenAI's 40-character limit on OpenAI's hosts (:func:`is_openai_host`);
+    none for compatible servers, which get their own ids back verbatim.
+    """
+    return OPENAI_CHAT_CALL_IDS if is_openai_host(base_url) else COMPATIBLE_CALL_IDS
+
+
+def build_body(
+    request: ModelRequest, *, call_ids: CallIdRule = COMPATIBLE_CALL_IDS
+) -> dict[str, Any]:
     """Serialise ``request`` as a Chat Completions request body (pure).
 
-    The message list is re-sequenced first (each assistant tool call answered
-    by exactly one ``role: "tool"`` message before anything else). Assistant
+    Call ids are passed through :func:`mind.history.conform_call_ids` with
+    ``call_ids`` (see :func:`call_id_rule`). The message list is re-sequenced
+    first (each assistant tool call answered by exactly one ``role: "tool"``
+    message before anything else). Assistant
     messages omit ``content`` when they only call tools; arguments that are
     not valid JSON are sent as ``"{}"`` (compatible servers reject them in
     history). Per-call extras kept by this adapter (Gemini ``extra_content``)
@@ -73,6 +93,7 @@ def build_body(request: ModelRequest) -> dict[str, Any]:
 
     Args:
         request: the provider-neutral request.
+        call_ids: the target's call-id rule.
 
     Returns:
         A JSON-ready dict (see module docstring for the shape).
@@ -80,7 +101,7 @@ def build_body(request: ModelRequest) -> dict[str, Any]:
     messages: list[dict[str, Any]] = []
     if request.system:
         messages.append({"role": "system", "content": request.system})
-    for msg in sequence_messages(request.messages):
+    for msg in sequence_messages(conform_call_ids(request.messages, call_ids)):
         if isinstance(msg, AssistantMessage):
             out: dict[str, Any] = {"role": "assistant"}
             if msg.text or not msg.tool_calls:
@@ -389,7 +410,7 @@ class OpenAIChatProvider(HttpProvider):
         return {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
     def _body(self, request: ModelRequest) -> dict[str, Any]:
-        return build_body(request)
+        return build_body(request, call_ids=call_id_rule(self.base_url))
 
     def _parser(self) -> StreamParser:
         return ChatStreamParser(api_key=self._api_key)

@@ -44,10 +44,17 @@ from mind.conversation import (
     Usage,
 )
 from mind.errors import ProviderError
+from mind.history import (
+    COMPATIBLE_CALL_IDS,
+    OPENAI_RESPONSES_CALL_IDS,
+    CallIdRule,
+    conform_call_ids,
+)
 from mind.shell.providers._common import (
     CallSlot,
     as_int,
     finalize_arguments,
+    is_openai_host,
     parses_as_json,
     provider_items_of,
     sequence_messages,
@@ -95,8 +102,23 @@ def _assistant_items(msg: AssistantMessage) -> list[dict[str, Any]]:
     return out
 
 
-def build_body(request: ModelRequest) -> dict[str, Any]:
+def call_id_rule(base_url: str) -> CallIdRule:
+    """The call-id rule of the server at ``base_url`` (PROVIDER-RULES 22).
+
+    OpenAI's 64-character ``call_id`` limit on OpenAI's hosts
+    (:func:`is_openai_host`); none for compatible servers (vLLM, Ollama, LM
+    Studio serve ``/v1/responses`` too), which get their own ids back verbatim.
+    """
+    return OPENAI_RESPONSES_CALL_IDS if is_openai_host(base_url) else COMPATIBLE_CALL_IDS
+
+
+def build_body(
+    request: ModelRequest, *, call_ids: CallIdRule = COMPATIBLE_CALL_IDS
+) -> dict[str, Any]:
     """Serialise ``request`` as a stateless Responses request body (pure).
+
+    Call ids are passed through :func:`mind.history.conform_call_ids` with
+    ``call_ids`` (see :func:`call_id_rule`).
 
     Reasoning items of this provider are re-sent before the item that
     followed them (cassette ``json_reasoning_function_call_roundtrip_gpt55``);
@@ -105,12 +127,13 @@ def build_body(request: ModelRequest) -> dict[str, Any]:
 
     Args:
         request: the provider-neutral request.
+        call_ids: the target's call-id rule.
 
     Returns:
         A JSON-ready dict (see module docstring for the shape).
     """
     items: list[dict[str, Any]] = []
-    for msg in sequence_messages(request.messages):
+    for msg in sequence_messages(conform_call_ids(request.messages, call_ids)):
         if isinstance(msg, AssistantMessage):
             items.extend(_assistant_items(msg))
         elif isinstance(msg, ToolResultMessage):
@@ -431,7 +454,7 @@ class OpenAIResponsesProvider(HttpProvider):
         return {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
     def _body(self, request: ModelRequest) -> dict[str, Any]:
-        return build_body(request)
+        return build_body(request, call_ids=call_id_rule(self.base_url))
 
     def _parser(self) -> StreamParser:
         return ResponsesStreamParser(api_key=self._api_key)
