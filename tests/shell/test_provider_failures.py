@@ -50,6 +50,15 @@ from tests.support.replay_server import ReplayServer, Reply
         (None, 400, None, "Token limit reached", "invalid_request"),
         (None, None, None, "", "server"),  # in-stream error with nothing recognisable
         (408, None, None, "", "network"),
+        (None, 408, None, "timed out", "server"),  # in-stream: the server answered
+        (405, None, None, "Method Not Allowed", "not_found"),  # another API shape
+        (400, "string_above_max_length", "invalid_request_error", "", "invalid_request"),
+        (None, None, "validation", "Input validation error: x", "invalid_request"),  # TGI
+        (None, None, "BadRequestError", "", "invalid_request"),  # vLLM
+        (None, None, "INVALID_ARGUMENT", "", "invalid_request"),  # Gemini status
+        (None, None, None, "Input validation error: `top_k` must be > 0", "invalid_request"),
+        (500, None, None, "Input validation error", "server"),  # HTTP status wins
+        (None, None, "exceed_context_size_error", "", "context_length"),  # llama.cpp
     ],
 )
 def test_classify_failure(
@@ -58,6 +67,11 @@ def test_classify_failure(
     assert (
         classify_failure(status=status, code=code, error_type=error_type, message=message) == kind
     )
+
+
+def test_an_in_stream_error_naming_a_param_is_a_rejected_request() -> None:
+    assert classify_failure(status=None, code="x", param="input[1]") == "invalid_request"
+    assert classify_failure(status=None, code="x") == "server"
 
 
 def test_error_payload_shapes() -> None:

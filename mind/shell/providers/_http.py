@@ -16,8 +16,13 @@ from typing import Any, Protocol
 import httpx
 
 from mind.conversation import ModelRequest, StreamDone, StreamEvent
-from mind.errors import FailureKind, ProviderError
-from mind.shell.providers.failures import MAX_DETAIL_CHARS, error_from_http, error_from_payload
+from mind.errors import ProviderError
+from mind.shell.providers.failures import (
+    MAX_DETAIL_CHARS,
+    error_from_http,
+    error_from_payload,
+    error_from_transport,
+)
 from mind.shell.providers.sse import SSEDecoder, SSEEvent
 
 
@@ -159,7 +164,7 @@ class HttpProvider:
                 if not 200 <= resp.status_code < 300:
                     raw = await resp.aread()
                     raise error_from_http(
-                        resp.status_code, raw, resp.headers, api_key=self._api_key
+                        resp.status_code, raw, resp.headers, api_key=self._api_key, url=self._url()
                     )
                 ctype = content_type_of(resp.headers)
                 body_started = True
@@ -187,8 +192,7 @@ class HttpProvider:
         except httpx.DecodingError as exc:
             raise ProviderError("server", detail=f"undecodable body: {exc}") from None
         except httpx.TransportError as exc:
-            kind: FailureKind = "stream_cut" if body_started else "network"
-            raise ProviderError(kind, detail=f"{type(exc).__name__}: {exc}") from None
+            raise error_from_transport(exc, url=self._url(), body_started=body_started) from None
 
     async def _sse(self, resp: httpx.Response, parser: StreamParser) -> AsyncIterator[StreamEvent]:
         decoder = SSEDecoder()
@@ -213,6 +217,6 @@ class HttpProvider:
         yield parser.finish(transport_cut=cut)
 
 
-def error_event(payload: Any, *, api_key: str | None) -> ProviderError:
-    """An in-stream error (HTTP status 200) as a ProviderError."""
-    return error_from_payload(payload, status=None, api_key=api_key)
+def error_event(payload: Any, *, api_key: str | None, url: str | None = None) -> ProviderError:
+    """An in-stream error (HTTP status 200) as a ProviderError; ``url`` for hints."""
+    return error_from_payload(payload, status=None, api_key=api_key, url=url)

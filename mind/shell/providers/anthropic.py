@@ -176,10 +176,12 @@ class AnthropicStreamParser(StreamParser):
 
     Args:
         api_key: a secret to redact from error details.
+        url: the request URL, for the hint of an endpoint mismatch.
     """
 
-    def __init__(self, *, api_key: str | None = None) -> None:
+    def __init__(self, *, api_key: str | None = None, url: str | None = None) -> None:
         self._api_key = api_key
+        self._url = url
         self._blocks: dict[int, _Block] = {}
         self._order: list[_Block] = []
         self._text: list[str] = []
@@ -290,7 +292,7 @@ class AnthropicStreamParser(StreamParser):
             return []
         kind = payload.get("type") if isinstance(payload.get("type"), str) else event.event
         if kind == "error" or event.event == "error":
-            raise error_event(payload, api_key=self._api_key)
+            raise error_event(payload, api_key=self._api_key, url=self._url)
         if kind == "message_start":
             message = payload.get("message")
             if isinstance(message, dict):
@@ -373,7 +375,7 @@ class AnthropicStreamParser(StreamParser):
         if not isinstance(body, dict):
             raise ProviderError("server", detail="JSON body is not an object")
         if body.get("type") == "error" or body.get("error") is not None:
-            raise error_event(body, api_key=self._api_key)
+            raise error_event(body, api_key=self._api_key, url=self._url)
         self._usage(body.get("usage"))
         if isinstance(body.get("stop_reason"), str):
             self._stop_reason = body["stop_reason"]
@@ -412,4 +414,4 @@ class AnthropicProvider(HttpProvider):
         return build_body(request)
 
     def _parser(self) -> StreamParser:
-        return AnthropicStreamParser(api_key=self._api_key)
+        return AnthropicStreamParser(api_key=self._api_key, url=self._url())

@@ -1,13 +1,19 @@
-"""Provider failure mapping: HTTP status / error body / in-stream error -> FailureKind.
+"""Provider failure mapping: HTTP status / error body / in-stream error / transport
+error -> FailureKind, for every adapter.
 
 Everything that decides a :data:`~mind.errors.FailureKind` lives in
 :func:`classify_failure` (one tested function, STYLE "Errors"); the helpers
-here only extract its inputs from the shapes servers send.
+here only extract its inputs from the shapes servers send, over HTTP or
+inside a 200 stream alike (PROVIDER-RULES 9, 20, 21, 23), and add a one-line
+hint when the server does not speak the configured API (issue #7 item 12b).
 
 Error shapes handled::
 
     OpenAI / compatible:  {"error": {"message", "type", "code": str|int|null, "param"}}
-    TGI:                  {"error": "plain string"}
+    vLLM (older), SGLang: {"object": "error", "message", "type": "BadRequestError", "code": 400}
+    TGI:                  {"error": "plain string", "error_type": "validation"}
+    llama.cpp:            {"error": {"code": 400, "message", "type": "exceed_context_size_error"}}
+    Gemini compat:        [{"error": {"code": 400, "message", "status": "INVALID_ARGUMENT"}}]
     Anthropic:            {"type": "error", "error": {"type": "overloaded_error", "message"}}
     Responses stream:     {"type": "error", "code", "message", "param"}
     Responses failed:     {"type": "response.failed", "response": {"error": {...} | null}}
@@ -19,17 +25,52 @@ import email.utils
 import json
 import math
 import re
+import ssl
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+import httpx
 
 from mind.errors import FailureKind, ProviderError
 
-_CONTEXT_RE = re.compile(
-    r"context[_ ]length|context window|maximum context|prompt is too long|"
-    r"too many tokens in (?:the )?prompt|input is too long|exceeds? the context",
-    re.IGNORECASE,
+CONTEXT_OVERFLOW_PATTERNS: Final[tuple[tuple[str, str], ...]] = (
+    # (regular expression, case-insensitive; where the wording comes from)
+    (r"context[_ ]length", "OpenAI/Groq code context_length_exceeded; LM Studio, Ollama, SGLang"),
+    (r"maximum context length", "OpenAI, vLLM, DeepSeek, OpenRouter, Mistral"),
+    (r"context window", "OpenAI Responses 'exceeds the context window'; llama-cpp-python"),
+    (r"exceeds? (?:the )?available context size", "llama.cpp server (exceed_context_size_error)"),
+    (r"exceeds? (?:the )?context", "Ollama 'the input length exceeds the context length'"),
+    (r"exceed context limit", "Anthropic 'input length and `max_tokens` exceed context limit'"),
+    (r"prompt is too long", "Anthropic 'prompt is too long: N tokens > M maximum'"),
+    (r"when context the overflows", "LM Studio 'Trying to keep the first N tokens when ...'"),
+    (r"\bn_ctx\b", "llama.cpp / LM Studio messages naming the context size n_ctx"),
+    (r"longer than the maximum model length", "vLLM 'The decoder prompt (length N) is ...'"),
+    (r"`inputs` tokens \+ `max_new_tokens` must be", "TGI input validation"),
+    (r"`inputs` must have less than \d+ tokens", "TGI input validation"),
+    (r"input token count.{0,40}exceeds the maximum number of tokens", "Gemini OpenAI compat"),
+    (r"maximum prompt length", "xAI 'This model's maximum prompt length is N'"),
+    (r"too many tokens in (?:the )?prompt", "compatible servers"),
+    (r"input is too long", "Amazon Bedrock 'Input is too long for requested model'"),
 )
+"""Wordings of a context overflow, one table (issue #7 item 24).
+
+Any match in an error's message (or a non-JSON body) makes the failure
+``context_length`` whatever the HTTP status (400, 413, 422, 500) or stream
+shape carries it. Codes/types mapping to ``context_length`` are in
+``_TOKEN_KINDS`` (``context_length_exceeded``, ``exceed_context_size_error``).
+"""
+
+_CONTEXT_RE: Final = re.compile(
+    "|".join(f"(?:{pattern})" for pattern, _ in CONTEXT_OVERFLOW_PATTERNS), re.IGNORECASE
+)
+
+_VALIDATION_RE: Final = re.compile(r"\bvalidation error\b", re.IGNORECASE)
+"""In-stream wording of a rejected request (TGI "Input validation error: ...")."""
+
+_NO_ENDPOINT_RE: Final = re.compile(r"unexpected endpoint or method", re.IGNORECASE)
+"""LM Studio's answer (HTTP 200, "Returning 200 anyway") to a path it does not serve."""
 
 _TOKEN_KINDS: dict[str, FailureKind] = {
     # auth
@@ -55,7 +96,7 @@ _TOKEN_KINDS: dict[str, FailureKind] = {
     "server_overloaded": "overloaded",
     # context
     "context_length_exceeded": "context_length",
-    "string_above_max_length": "context_length",
+    "exceed_context_size_error": "context_length",  # llama.cpp
     # server
     "api_error": "server",
     "server_error": "server",
@@ -63,11 +104,36 @@ _TOKEN_KINDS: dict[str, FailureKind] = {
     "internal_server_error": "server",
     "service_unavailable": "server",
     "timeout": "server",
-    # request
+    "internalservererror": "server",  # vLLM
+    "generation": "server",  # TGI
+    "incomplete_generation": "server",  # TGI
+    "internal": "server",  # Gemini status
+    "deadline_exceeded": "server",  # Gemini status
+    "unavailable_error": "overloaded",  # llama.cpp: model still loading
+    "unavailable": "overloaded",  # Gemini status
+    "resource_exhausted": "rate_limited",  # Gemini status
+    "unauthenticated": "auth",  # Gemini status
+    "notfounderror": "not_found",  # vLLM
+    # request: deterministic, never retried
     "invalid_request_error": "invalid_request",
     "invalid_request": "invalid_request",
     "request_too_large": "invalid_request",
     "invalid_prompt": "invalid_request",
+    "string_above_max_length": "invalid_request",  # one field too long (e.g. a call id)
+    "invalid_value": "invalid_request",
+    "invalid_type": "invalid_request",
+    "missing_required_parameter": "invalid_request",
+    "unsupported_parameter": "invalid_request",
+    "unsupported_value": "invalid_request",
+    "badrequesterror": "invalid_request",  # vLLM, SGLang
+    "bad_request": "invalid_request",
+    "validation": "invalid_request",  # TGI error_type
+    "validation_error": "invalid_request",
+    "template_error": "invalid_request",  # TGI
+    "tool_error": "invalid_request",  # TGI
+    "not_supported_error": "invalid_request",  # llama.cpp
+    "invalid_argument": "invalid_request",  # Gemini status
+    "failed_precondition": "invalid_request",  # Gemini status
 }
 
 # Tokens that identify the failure more precisely than an HTTP 400/5xx status.
@@ -82,7 +148,8 @@ MAX_DETAIL_CHARS = 2000
 def _status_kind(status: int) -> FailureKind | None:
     if status in (401, 403):
         return "auth"
-    if status == 404:
+    if status in (404, 405):
+        # 405: the path exists with another method, i.e. another API shape
         return "not_found"
     if status == 408:
         return "network"
@@ -103,25 +170,34 @@ def classify_failure(
     code: str | int | None = None,
     error_type: str | None = None,
     message: str = "",
+    param: str | None = None,
 ) -> FailureKind:
-    """Decide the failure kind of one provider error.
+    """Decide the failure kind of one provider error, from HTTP or from a stream.
 
     Precedence: a context-length code or message wins (400 "prompt is too
-    long" is ``context_length``, not ``invalid_request``); then a specific
-    code/type token (auth, not_found — e.g. Responses 400 ``model_not_found``,
-    rate_limited, overloaded); then the HTTP status (401/403 auth, 404
+    long" is ``context_length``, not ``invalid_request``;
+    :data:`CONTEXT_OVERFLOW_PATTERNS`); then a specific code/type token
+    (auth, not_found — e.g. Responses 400 ``model_not_found``,
+    rate_limited, overloaded); then the HTTP status (401/403 auth, 404/405
     not_found, 408 network, 429 rate_limited, 529 overloaded, 5xx server,
     other 4xx invalid_request); then a generic token (``server_error`` →
-    server, ``invalid_request_error`` → invalid_request); an in-stream error
-    with nothing recognisable is ``server`` (PROVIDER-RULES 9, 20, 21).
+    server, ``invalid_request_error`` / TGI ``validation`` → invalid_request).
+    An in-stream error is classified the same way (PROVIDER-RULES 23), with
+    its numeric ``code`` standing for the status; it is never ``network``
+    (the server was reached and answered); naming a ``param``, or saying
+    "validation error", makes it ``invalid_request``; LM Studio's
+    "Unexpected endpoint or method" is ``not_found``; with nothing
+    recognisable it is ``server`` (PROVIDER-RULES 9, 20, 21).
 
     Args:
         status: HTTP status, or None for an error inside a 200 stream. A
             numeric in-body ``code`` (OpenRouter ``"code": 429``) is used as
             the status when ``status`` is None or 200.
         code: the error's ``code`` (string or integer) if any.
-        error_type: the error's ``type`` if any.
-        message: human text of the error (used for context-length phrases).
+        error_type: the error's ``type`` (or TGI ``error_type``, Gemini
+            ``status``) if any.
+        message: human text of the error (context-length phrases, ...).
+        param: the request field an error names (OpenAI ``param``), if any.
 
     Returns:
         The failure kind.
@@ -139,16 +215,51 @@ def classify_failure(
     for kind in token_kinds:
         if kind in _SPECIFIC:
             return kind
-    effective_status = status
-    if (status is None or status == 200) and int_code is not None:
-        effective_status = int_code
+    in_stream = status is None or status == 200
+    effective_status = int_code if in_stream else status
     if effective_status is not None:
         by_status = _status_kind(effective_status)
+        if by_status == "network" and in_stream:
+            by_status = "server"
         if by_status is not None:
             return by_status
     if token_kinds:
         return token_kinds[0]
+    if in_stream:
+        if _NO_ENDPOINT_RE.search(message or ""):
+            return "not_found"
+        if param or _VALIDATION_RE.search(message or ""):
+            return "invalid_request"
     return "server"
+
+
+def endpoint_hint(url: str) -> str:
+    """One line saying the server at ``url`` does not serve its path (item 12b).
+
+    ``"the server at http://h:p does not serve /v1/responses — check
+    --base-url / --provider"``; when the path has no version segment
+    (``/v1``, ``/v1beta``) the hint asks whether ``--base-url`` needs ``/v1``.
+    """
+    parts = urlsplit(url)
+    path = parts.path or "/"
+    check = "--base-url"
+    if not re.search(r"/v\d+[a-z0-9]*/", path):
+        check = "--base-url (does it need /v1?)"
+    return (
+        f"the server at {parts.scheme}://{parts.netloc} does not serve {path}"
+        f" — check {check} / --provider"
+    )
+
+
+def _about_model(code: str | int | None, message: str) -> bool:
+    """True when a not-found error names the model, not the endpoint."""
+    return code == "model_not_found" or "model" in message.lower()
+
+
+def _hinted(kind: FailureKind, detail: str, url: str | None, *, about_model: bool) -> str:
+    if kind == "not_found" and url and not about_model:
+        return f"{endpoint_hint(url)}; {detail}"
+    return detail
 
 
 def _redact(text: str, secret: str | None) -> str:
@@ -163,19 +274,25 @@ def error_from_payload(
     status: int | None,
     retry_after_s: float | None = None,
     api_key: str | None = None,
+    url: str | None = None,
 ) -> ProviderError:
     """Build a ProviderError from an error object of any known shape.
 
     Args:
         payload: a parsed JSON body or event (see module docstring), the
-            inner error object, a plain string (TGI), or None.
+            inner error object, a plain string (TGI), a one-element list
+            (Gemini), or None.
         status: HTTP status, or None for an in-stream error.
         retry_after_s: server-requested delay already parsed from headers.
         api_key: a secret to redact from ``detail`` (never logged).
+        url: the request URL; a ``not_found`` that is not about the model
+            gets :func:`endpoint_hint` at the start of ``detail``.
 
     Returns:
         The error to raise (kind from :func:`classify_failure`).
     """
+    if isinstance(payload, list) and payload and isinstance(payload[0], Mapping):
+        payload = payload[0]
     err: Any = payload
     if isinstance(payload, Mapping):
         if "error" in payload:
@@ -184,23 +301,38 @@ def error_from_payload(
             err = payload["response"]["error"]
     code: str | int | None = None
     error_type: str | None = None
+    param: str | None = None
     message = ""
     if isinstance(err, Mapping):
         raw_code = err.get("code")
         if isinstance(raw_code, str | int) and not isinstance(raw_code, bool):
             code = raw_code
         raw_type = err.get("type")
+        if not isinstance(raw_type, str) or not raw_type:
+            raw_type = err.get("status")  # Gemini: "INVALID_ARGUMENT"
         if isinstance(raw_type, str):
             error_type = raw_type
+        raw_param = err.get("param")
+        param = raw_param if isinstance(raw_param, str) and raw_param else None
         raw_msg = err.get("message")
         message = raw_msg if isinstance(raw_msg, str) else ""
         detail = json.dumps(err, ensure_ascii=False)
     elif isinstance(err, str):
         message = err
         detail = err
+        if isinstance(payload, Mapping):
+            # TGI: {"error": "...", "error_type": "validation"}
+            sibling = payload.get("error_type")
+            error_type = sibling if isinstance(sibling, str) else None
+            raw_code = payload.get("code")
+            if isinstance(raw_code, str | int) and not isinstance(raw_code, bool):
+                code = raw_code
     else:
         detail = "" if err is None else json.dumps(err, ensure_ascii=False, default=str)
-    kind = classify_failure(status=status, code=code, error_type=error_type, message=message)
+    kind = classify_failure(
+        status=status, code=code, error_type=error_type, message=message, param=param
+    )
+    detail = _hinted(kind, detail, url, about_model=_about_model(code, message))
     return ProviderError(
         kind,
         detail=_redact(detail, api_key),
@@ -216,6 +348,7 @@ def error_from_http(
     *,
     api_key: str | None = None,
     now: datetime | None = None,
+    url: str | None = None,
 ) -> ProviderError:
     """Map a non-2xx HTTP response to a ProviderError (PROVIDER-RULES 7).
 
@@ -226,6 +359,7 @@ def error_from_http(
             if a plain dict).
         api_key: a secret to redact from ``detail``.
         now: the current time, for an HTTP-date ``retry-after``.
+        url: the request URL, for the hint of a 404/405 (item 12b).
 
     Returns:
         The error to raise, with ``retry_after_s`` from the headers.
@@ -236,14 +370,17 @@ def error_from_http(
         payload: Any = json.loads(text)
     except ValueError:
         payload = None
-    if isinstance(payload, Mapping) and "error" in payload:
+    if isinstance(payload, list) and payload and isinstance(payload[0], Mapping):
+        payload = payload[0]  # Gemini wraps its error object in a list
+    if isinstance(payload, Mapping) and ("error" in payload or payload.get("object") == "error"):
         return error_from_payload(
-            payload, status=status, retry_after_s=retry_after_s, api_key=api_key
+            payload, status=status, retry_after_s=retry_after_s, api_key=api_key, url=url
         )
     kind = classify_failure(status=status, message=text)
+    detail = _hinted(kind, f"HTTP {status}: {text}", url, about_model=_about_model(None, text))
     return ProviderError(
         kind,
-        detail=_redact(f"HTTP {status}: {text}", api_key),
+        detail=_redact(detail, api_key),
         status=status,
         retry_after_s=retry_after_s,
     )
@@ -290,3 +427,49 @@ def parse_retry_after(headers: Mapping[str, str], *, now: datetime | None = None
         when = when.replace(tzinfo=UTC)
     current = now if now is not None else datetime.now(UTC)
     return max(0.0, (when - current).total_seconds())
+
+
+_TLS_MISMATCH_EXEMPT: Final = (
+    ssl.SSLEOFError,
+    ssl.SSLZeroReturnError,
+    ssl.SSLCertVerificationError,
+)
+"""TLS errors that are not a protocol mismatch: a dropped connection (may pass)
+and a certificate refusal (its own message, below)."""
+
+
+def error_from_transport(
+    exc: httpx.TransportError, *, url: str, body_started: bool
+) -> ProviderError:
+    """Map an httpx transport error (no HTTP status) to a ProviderError.
+
+    A TLS handshake that fails on the protocol itself (``WRONG_VERSION_NUMBER``:
+    HTTPS to a plain-HTTP server) is deterministic: ``not_found`` with a hint
+    to use ``http://``, never retried (issue #7 item 12b). Other errors are
+    ``network`` before the body started and ``stream_cut`` after; a refused
+    certificate stays ``network`` with the verifier's reason in ``detail``.
+
+    Args:
+        exc: the error httpx raised.
+        url: the request URL (for the hint).
+        body_started: True once the response status was received.
+
+    Returns:
+        The error to raise.
+    """
+    detail = f"{type(exc).__name__}: {exc}"
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ssl.SSLError):
+            parts = urlsplit(url)
+            origin = f"{parts.scheme}://{parts.netloc}"
+            if isinstance(cause, ssl.SSLCertVerificationError):
+                reason = cause.verify_message or cause.reason or "rejected"
+                detail = f"the certificate of the server at {origin} was not accepted: {reason}"
+            elif not isinstance(cause, _TLS_MISMATCH_EXEMPT):
+                plain = f"http://{parts.netloc}"
+                hint = f"the server at {origin} does not speak TLS — try {plain} in --base-url"
+                return ProviderError("not_found", detail=f"{hint}; {detail}")
+            break
+        cause = cause.__cause__ or cause.__context__
+    return ProviderError("stream_cut" if body_started else "network", detail=detail)

@@ -170,10 +170,12 @@ class ChatStreamParser(StreamParser):
 
     Args:
         api_key: a secret to redact from error details.
+        url: the request URL, for the hint of an endpoint mismatch.
     """
 
-    def __init__(self, *, api_key: str | None = None) -> None:
+    def __init__(self, *, api_key: str | None = None, url: str | None = None) -> None:
         self._api_key = api_key
+        self._url = url
         self._text: list[str] = []
         self._reasoning: list[str] = []
         self._calls: list[CallSlot] = []
@@ -194,7 +196,7 @@ class ChatStreamParser(StreamParser):
     def feed_event(self, event: SSEEvent) -> list[StreamEvent]:
         if event.error:
             # Non-standard `error:` field (old llama.cpp, PROVIDER-RULES 5).
-            raise error_event(_maybe_json(event.error), api_key=self._api_key)
+            raise error_event(_maybe_json(event.error), api_key=self._api_key, url=self._url)
         # Only unnamed / "message" events, plus "error" (PROVIDER-RULES 4).
         if event.event not in ("", "message", "error"):
             return []
@@ -212,15 +214,16 @@ class ChatStreamParser(StreamParser):
                 return []  # torn last event: EOF logic decides (rule 19)
             raise ProviderError("server", detail=f"malformed stream event: {data[:200]}") from None
         if event.event == "error":
-            raise error_event(chunk, api_key=self._api_key)
+            raise error_event(chunk, api_key=self._api_key, url=self._url)
         return self._chunk(chunk)
 
     def _chunk(self, chunk: Any) -> list[StreamEvent]:
         if not isinstance(chunk, dict):
             return []
-        # Top-level error first, object or plain string (PROVIDER-RULES 9).
-        if chunk.get("error") is not None:
-            raise error_event(chunk, api_key=self._api_key)
+        # Top-level error first, object or plain string (PROVIDER-RULES 9);
+        # older vLLM sends the error object itself ({"object": "error", ...}).
+        if chunk.get("error") is not None or chunk.get("object") == "error":
+            raise error_event(chunk, api_key=self._api_key, url=self._url)
         # Usage: top-level, else x_groq.usage; last value wins (rule 10).
         usage = _usage(chunk.get("usage"))
         if usage is not None:
@@ -363,8 +366,8 @@ class ChatStreamParser(StreamParser):
     def parse_json(self, body: Any) -> list[StreamEvent]:
         if not isinstance(body, dict):
             raise ProviderError("server", detail="JSON body is not an object")
-        if body.get("error") is not None:
-            raise error_event(body, api_key=self._api_key)
+        if body.get("error") is not None or body.get("object") == "error":
+            raise error_event(body, api_key=self._api_key, url=self._url)
         usage = _usage(body.get("usage"))
         if usage is not None:
             self._usage_top = usage
@@ -413,4 +416,4 @@ class OpenAIChatProvider(HttpProvider):
         return build_body(request, call_ids=call_id_rule(self.base_url))
 
     def _parser(self) -> StreamParser:
-        return ChatStreamParser(api_key=self._api_key)
+        return ChatStreamParser(api_key=self._api_key, url=self._url())

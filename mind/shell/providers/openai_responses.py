@@ -207,10 +207,12 @@ class ResponsesStreamParser(StreamParser):
 
     Args:
         api_key: a secret to redact from error details.
+        url: the request URL, for the hint of an endpoint mismatch.
     """
 
-    def __init__(self, *, api_key: str | None = None) -> None:
+    def __init__(self, *, api_key: str | None = None, url: str | None = None) -> None:
         self._api_key = api_key
+        self._url = url
         self._text: list[str] = []
         self._reasoning: list[str] = []
         self._calls: dict[str, CallSlot] = {}
@@ -364,9 +366,11 @@ class ResponsesStreamParser(StreamParser):
             # The error is at response.error and may be null: still a failure.
             response = payload.get("response")
             err = response.get("error") if isinstance(response, dict) else None
-            raise error_event({"error": err} if err is not None else None, api_key=self._api_key)
+            raise error_event(
+                {"error": err} if err is not None else None, api_key=self._api_key, url=self._url
+            )
         elif kind == "error":
-            raise error_event(payload, api_key=self._api_key)
+            raise error_event(payload, api_key=self._api_key, url=self._url)
         # Unknown event types are ignored (PROVIDER-RULES 21).
         return out
 
@@ -437,6 +441,7 @@ class ResponsesStreamParser(StreamParser):
             raise error_event(
                 {"error": body.get("error")} if body.get("error") is not None else None,
                 api_key=self._api_key,
+                url=self._url,
             )
         kind = "response.incomplete" if status == "incomplete" else "response.completed"
         return self._terminal(body, kind)
@@ -457,4 +462,4 @@ class OpenAIResponsesProvider(HttpProvider):
         return build_body(request, call_ids=call_id_rule(self.base_url))
 
     def _parser(self) -> StreamParser:
-        return ResponsesStreamParser(api_key=self._api_key)
+        return ResponsesStreamParser(api_key=self._api_key, url=self._url())
