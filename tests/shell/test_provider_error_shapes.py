@@ -144,6 +144,15 @@ def test_an_in_stream_error_is_classified_like_the_same_http_error(
     assert in_stream.transient == (expected != "invalid_request")
 
 
+@pytest.mark.parametrize("kind", ["openai-responses", "anthropic"])
+def test_an_untyped_error_event_fails_the_stream_in_every_adapter(kind: str) -> None:
+    # Compatible servers behind the Responses / Messages shapes may send the
+    # chat-style {"error": ...} with no event type; it is an error, not noise.
+    reply = _data({"error": {"message": "Invalid 'input': empty", "type": "invalid_request_error"}})
+    assert _fail(kind, reply).kind == "invalid_request"
+    assert _fail(kind, _data(TGI_VALIDATION)).kind == "invalid_request"
+
+
 def test_an_in_stream_error_is_never_network() -> None:
     # llama.cpp's old error field with an HTTP-like 408 code: the server was
     # reached and answered, so a timeout it reports is its own (server).

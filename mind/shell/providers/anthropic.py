@@ -291,7 +291,9 @@ class AnthropicStreamParser(StreamParser):
         if not isinstance(payload, dict):
             return []
         kind = payload.get("type") if isinstance(payload.get("type"), str) else event.event
-        if kind == "error" or event.event == "error":
+        untyped_error = "type" not in payload and payload.get("error") is not None
+        if kind == "error" or event.event == "error" or untyped_error:
+            # untyped: a compatible server's chat-style {"error": ...} (rule 23)
             raise error_event(payload, api_key=self._api_key, url=self._url)
         if kind == "message_start":
             message = payload.get("message")

@@ -369,7 +369,8 @@ class ResponsesStreamParser(StreamParser):
             raise error_event(
                 {"error": err} if err is not None else None, api_key=self._api_key, url=self._url
             )
-        elif kind == "error":
+        elif kind == "error" or ("type" not in payload and payload.get("error") is not None):
+            # untyped: a compatible server's chat-style {"error": ...} (rule 23)
             raise error_event(payload, api_key=self._api_key, url=self._url)
         # Unknown event types are ignored (PROVIDER-RULES 21).
         return out
