@@ -166,10 +166,11 @@ def _conform_id(call_id: str, rule: CallIdRule, used: set[str]) -> str:
 def conform_call_ids(messages: Sequence[Message], rule: CallIdRule) -> list[Message]:
     """Rewrite call ids only where the target API's ``rule`` is broken.
 
-    Each distinct id is mapped once, in order of first appearance (calls and
-    results alike, so a result keeps pairing with its call), with
-    :func:`_conform_id`; the mapping is injective, deterministic and
-    prefix-stable. Messages whose ids all stay are returned unchanged.
+    Each distinct call id is mapped once, in order of first appearance, with
+    :func:`_conform_id`, and a result takes its call's new id, so it keeps
+    pairing; the mapping is injective, deterministic and prefix-stable. A
+    result before any call with its id (an orphan, which adapters drop)
+    keeps its id and reserves none.
 
     Args:
         messages: a conversation (normally from :func:`build_messages`, whose
@@ -195,7 +196,7 @@ def conform_call_ids(messages: Sequence[Message], rule: CallIdRule) -> list[Mess
             if calls != msg.tool_calls:
                 msg = msgspec.structs.replace(msg, tool_calls=calls)
         elif isinstance(msg, ToolResultMessage):
-            new_id = out_id(msg.call_id)
+            new_id = mapping.get(msg.call_id, msg.call_id)
             if new_id != msg.call_id:
                 msg = msgspec.structs.replace(msg, call_id=new_id)
         out.append(msg)
