@@ -38,7 +38,7 @@ from mind.errors import FailureKind, ProviderError
 CONTEXT_OVERFLOW_PATTERNS: Final[tuple[tuple[str, str], ...]] = (
     # (regular expression, case-insensitive; where the wording comes from)
     (r"context[_ ]length", "OpenAI/Groq code context_length_exceeded; LM Studio, Ollama, SGLang"),
-    (r"maximum context length", "OpenAI, vLLM, DeepSeek, OpenRouter, Mistral"),
+    (r"maximum context", "OpenAI, vLLM, DeepSeek, OpenRouter, Mistral 'maximum context length'"),
     (r"context window", "OpenAI Responses 'exceeds the context window'; llama-cpp-python"),
     (r"exceeds? (?:the )?available context size", "llama.cpp server (exceed_context_size_error)"),
     (r"exceeds? (?:the )?context", "Ollama 'the input length exceeds the context length'"),
