@@ -65,6 +65,7 @@ __all__ = [
     "CATCH_UP_MAX_BYTES",
     "HEAD_PEEK_MAX_BYTES",
     "INDEX_FILE",
+    "NOTE_BUSY_TIMEOUT_MS",
     "SCHEMA_VERSION",
     "TITLE_MAX_CHARS",
     "IndexEntry",
@@ -86,7 +87,11 @@ INDEX_FILE: Final = "index.db"
 SCHEMA_VERSION: Final = 1
 """``PRAGMA user_version`` of the current schema."""
 BUSY_TIMEOUT_MS: Final = 5_000
-"""How long a write waits for another process's transaction, in milliseconds."""
+"""How long opening, a rebuild or a read waits for another process's lock, in milliseconds."""
+NOTE_BUSY_TIMEOUT_MS: Final = 1_000
+"""How long :meth:`SessionIndex.note` waits for another process's write, in
+milliseconds (writes hold the lock for milliseconds; longer means something
+holds it, and the index is then given up for this process)."""
 TITLE_MAX_CHARS: Final = 80
 """Longest title kept, in characters (whitespace collapsed first)."""
 HEAD_PEEK_MAX_BYTES: Final = 64 * 1024
@@ -98,6 +103,8 @@ _FILE_MODE: Final = 0o600
 _FIRST_PEEK_BYTES: Final = 4096
 _DAMAGED: Final = (apsw.NotADBError, apsw.CorruptError)
 _UNUSABLE: Final = (
+    apsw.BusyError,
+    apsw.LockedError,
     apsw.CantOpenError,
     apsw.ReadOnlyError,
     apsw.PermissionsError,
@@ -444,15 +451,33 @@ class SessionIndex:
     Obtain one with :meth:`open`. Several processes may have the same file
     open; writes serialize through ``IMMEDIATE`` transactions.
 
+    The index is derived, so trouble with it never fails a command: when the
+    file cannot be opened, read or written (another process holds its lock
+    past the wait, read-only or full disk, a directory in its place) the
+    index becomes *unavailable* for this process — said once, as a warning
+    on ``mind.index`` — and then :meth:`entries` is empty, :meth:`note` and
+    :meth:`store_caught_up` do nothing, and listing falls back to the
+    session directories (:meth:`~mind.shell.store.Store.summaries`).
+
     Attributes:
         path: the ``index.db`` file.
+        unavailable: why the index cannot be used in this process ("" while
+            it can).
     """
 
-    def __init__(self, path: Path, con: apsw.Connection, source: SessionSource) -> None:
+    def __init__(
+        self,
+        path: Path,
+        con: apsw.Connection | None,
+        source: SessionSource,
+        *,
+        unavailable: str = "",
+    ) -> None:
         """Internal: use :meth:`open`."""
         self.path = path
         self._con = con
         self._source = source
+        self.unavailable = unavailable
 
     @classmethod
     def open(cls, source: SessionSource) -> SessionIndex:
@@ -463,14 +488,15 @@ class SessionIndex:
         is damaged or has another schema version is deleted and rebuilt from
         the journals (it is derived; no session is lost by this).
 
+        Never raises for the file: one that cannot be created, opened or
+        written (read-only state directory, a directory in its place, disk
+        full, a lock held by another process past :data:`BUSY_TIMEOUT_MS`)
+        gives an index whose :attr:`unavailable` says why (logged once). No
+        other location is tried.
+
         Args:
             source: the store whose state root holds the index and whose
                 journals a rebuild reads.
-
-        Raises:
-            StateDirError: the file cannot be created, opened or written
-                (read-only state directory, a directory in its place, disk
-                full). No other location is tried.
         """
         path = source.root / INDEX_FILE
         try:
@@ -482,15 +508,38 @@ class SessionIndex:
                 con, _ = cls._connect(path)
                 outcome = "rebuild"
         except _UNUSABLE as exc:
-            raise StateDirError(source.root, f"{INDEX_FILE}: {exc}") from exc
+            return cls._given_up(path, source, str(exc))
         except _DAMAGED as exc:
-            raise StateDirError(source.root, f"{INDEX_FILE} stays damaged: {exc}") from exc
+            return cls._given_up(path, source, f"stays damaged: {exc}")
         except OSError as exc:
-            raise StateDirError(source.root, f"{INDEX_FILE}: {exc.strerror or exc}") from exc
+            return cls._given_up(path, source, str(exc.strerror or exc))
         index = cls(path, con, source)
         if outcome == "rebuild":
-            index.rebuild(source)
+            try:
+                index.rebuild(source)
+            except StateDirError as exc:
+                index._give_up(exc.detail)
         return index
+
+    @classmethod
+    def _given_up(cls, path: Path, source: SessionSource, detail: str) -> SessionIndex:
+        index = cls(path, None, source)
+        index._give_up(detail)
+        return index
+
+    def _give_up(self, detail: str) -> None:
+        """Stop using the file in this process; say so once."""
+        if self.unavailable:
+            return
+        self.unavailable = detail or "unknown error"
+        log.warning(
+            "%s cannot be used (%s); sessions are listed from their directories",
+            self.path,
+            self.unavailable,
+        )
+        con, self._con = self._con, None
+        if con is not None:
+            con.close()
 
     @staticmethod
     def _connect(path: Path) -> tuple[apsw.Connection, str]:
@@ -519,14 +568,17 @@ class SessionIndex:
             con.pragma("synchronous", "normal")
             con.transaction_mode = "IMMEDIATE"
             outcome = "ok"
-            with con:
-                version = con.pragma("user_version")
-                if version != SCHEMA_VERSION:
-                    tables = con.execute("SELECT count(*) FROM sqlite_schema").fetchall()[0][0]
-                    outcome = "rebuild" if version or tables else "created"
-                    con.execute("DROP TABLE IF EXISTS sessions")
-                    con.execute(_SCHEMA)
-                    con.pragma("user_version", SCHEMA_VERSION)
+            # Read first: a current file needs no write lock to open, so a
+            # writer elsewhere (even one stuck holding its lock) cannot stall us.
+            if con.pragma("user_version") != SCHEMA_VERSION:
+                with con:
+                    version = con.pragma("user_version")
+                    if version != SCHEMA_VERSION:
+                        tables = con.execute("SELECT count(*) FROM sqlite_schema").fetchall()
+                        outcome = "rebuild" if version or tables[0][0] else "created"
+                        con.execute("DROP TABLE IF EXISTS sessions")
+                        con.execute(_SCHEMA)
+                        con.pragma("user_version", SCHEMA_VERSION)
         except BaseException:
             con.close()
             raise
@@ -534,7 +586,9 @@ class SessionIndex:
 
     def close(self) -> None:
         """Close the connection. Idempotent."""
-        self._con.close()
+        con, self._con = self._con, None
+        if con is not None:
+            con.close()
 
     def note(
         self,
@@ -553,7 +607,10 @@ class SessionIndex:
         missing (taking ``cwd`` from the journal's first record when not
         given). One ``stat`` of the journal and one small ``IMMEDIATE``
         transaction; a concurrent note from another process waits for it
-        (up to :data:`BUSY_TIMEOUT_MS`) and both updates are kept.
+        (up to :data:`NOTE_BUSY_TIMEOUT_MS`) and both updates are kept. A
+        lock held longer, or a file that cannot be written, makes the index
+        :attr:`unavailable` for this process (said once; later notes return
+        False at once).
 
         Merge rules: ``cwd`` and ``title`` only fill a blank (the first prompt
         stays the title; ``title`` is collapsed and cut to
@@ -576,20 +633,24 @@ class SessionIndex:
             the authority and the next listing or rebuild repairs the row).
         """
         at = _now_ms() if updated_at_ms is None else updated_at_ms
+        con = self._con
+        if con is None:
+            return False
         try:
+            con.set_busy_timeout(NOTE_BUSY_TIMEOUT_MS)
             path = self._source.journal_path(session_id)
             try:
                 size = os.stat(path).st_size
             except OSError:
                 size = 0
             if cwd is None and size:
-                known = self._con.execute(
+                known = con.execute(
                     "SELECT cwd FROM sessions WHERE session_id = ?", (session_id,)
                 ).fetchall()
                 if not known or not known[0][0]:
                     cwd = peek_head(session_id, path).cwd
-            with self._con:
-                self._con.execute(
+            with con:
+                con.execute(
                     _NOTE_SQL,
                     {
                         "session_id": session_id,
@@ -601,29 +662,43 @@ class SessionIndex:
                         "size": size,
                     },
                 )
+        except _UNUSABLE as exc:
+            self._give_up(str(exc))
+            return False
         except (apsw.Error, OSError, ValueError) as exc:
             log.warning("index note for session %s not written: %s", session_id, exc)
             return False
+        finally:
+            if self._con is not None:
+                self._con.set_busy_timeout(BUSY_TIMEOUT_MS)
         return True
 
     def entries(self) -> dict[str, IndexEntry]:
-        """Every row, by session id.
+        """Every row, by session id; empty when the index is :attr:`unavailable`.
 
         A damaged file is rebuilt from the journals first (then its rows are
-        returned).
-
-        Raises:
-            StateDirError: the file is damaged and cannot be rebuilt.
+        returned). Never raises: a file that cannot be read, or stays damaged
+        or unwritable, makes the index unavailable (said once).
         """
         try:
+            try:
+                return self._select()
+            except _DAMAGED as exc:
+                log.warning("%s is damaged (%s); rebuilding it from the journals", self.path, exc)
+            self._reset()
+            self.rebuild(self._source)
             return self._select()
+        except _UNUSABLE as exc:
+            self._give_up(str(exc))
         except _DAMAGED as exc:
-            log.warning("%s is damaged (%s); rebuilding it from the journals", self.path, exc)
-        self._reset()
-        self.rebuild(self._source)
-        return self._select()
+            self._give_up(f"stays damaged: {exc}")
+        except StateDirError as exc:
+            self._give_up(exc.detail)
+        return {}
 
     def _select(self) -> dict[str, IndexEntry]:
+        if self._con is None:
+            return {}
         cursor = self._con.execute(f"SELECT {_COLUMNS} FROM sessions")
         return {
             row[0]: IndexEntry(
@@ -640,7 +715,7 @@ class SessionIndex:
 
     def _reset(self) -> None:
         """Replace a damaged file by an empty, current one."""
-        self._con.close()
+        self.close()
         _remove_files(self.path)
         try:
             self._con, _ = self._connect(self.path)
@@ -661,13 +736,17 @@ class SessionIndex:
             The number of sessions indexed.
 
         Raises:
-            StateDirError: the index cannot be written.
+            StateDirError: the index cannot be written, or is
+                :attr:`unavailable` in this process (``detail`` says why).
         """
+        con = self._con
+        if con is None:
+            raise StateDirError(source.root, f"{INDEX_FILE} cannot be used: {self.unavailable}")
         rows = list(self._scan_all(source))
         try:
-            with self._con:
-                self._con.execute("DELETE FROM sessions")
-                self._con.executemany(
+            with con:
+                con.execute("DELETE FROM sessions")
+                con.executemany(
                     f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     [r.row() for r in rows],
                 )
@@ -690,11 +769,17 @@ class SessionIndex:
         """Save rows a listing brought forward with :func:`catch_up`.
 
         A row is only replaced when the stored one accounts for fewer journal
-        bytes, so a newer :meth:`note` is never overwritten. Best effort.
+        bytes, so a newer :meth:`note` is never overwritten. Best effort: it
+        does not wait for another process's lock (a listing never stalls on
+        the index; the next one saves them).
 
         Returns:
-            True when written; False on index trouble (logged, never raised).
+            True when written; False on index trouble or a held lock (logged,
+            never raised).
         """
+        con = self._con
+        if con is None:
+            return False
         params = [
             (
                 e.title,
@@ -707,9 +792,15 @@ class SessionIndex:
             for e in entries
         ]
         try:
-            with self._con:
-                self._con.executemany(_FORWARD_SQL, params)
+            con.set_busy_timeout(0)
+            with con:
+                con.executemany(_FORWARD_SQL, params)
+        except apsw.BusyError:
+            return False  # another process is writing: a later listing saves them
         except apsw.Error as exc:
             log.warning("index catch-up not saved: %s", exc)
             return False
+        finally:
+            if self._con is not None:
+                self._con.set_busy_timeout(BUSY_TIMEOUT_MS)
         return True

@@ -52,7 +52,8 @@ class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
         created_at_ms: session start, Unix epoch milliseconds (0 if unknown).
         indexed: False when the session has no row in ``index.db`` (listed
             from its journal's first record only; ``mind sessions
-            --rebuild-index`` adds it).
+            --rebuild-index`` adds it). True also when ``index.db`` is
+            unavailable and the row was read from the journal's head and tail.
     """
 
     session_id: str
@@ -73,11 +74,12 @@ class Store:
             :func:`~mind.shell.index.read_range`; tests inject a counting one).
 
     Attributes:
-        index: the open session index ``<root>/index.db``.
+        index: the session index ``<root>/index.db``. It is derived: when it
+            cannot be used its ``unavailable`` says why and listing reads the
+            session directories instead (never an error).
 
     Raises:
-        StateDirError: the root cannot be created or is not writable, or
-            ``index.db`` cannot be created or written.
+        StateDirError: the root cannot be created or is not writable.
     """
 
     def __init__(self, root: Path, *, read_range: ReadRange | None = None) -> None:
@@ -152,12 +154,14 @@ class Store:
         from its appended bytes only (at most
         :data:`~mind.shell.index.CATCH_UP_MAX_BYTES`, saved back to the
         index); a session without a row costs one read of its first record.
-        A damaged ``index.db`` is rebuilt from the journals first.
-
-        Raises:
-            StateDirError: ``index.db`` is damaged and cannot be rebuilt.
+        A damaged ``index.db`` is rebuilt from the journals first. When the
+        index is unavailable (locked by another process, unwritable, full
+        disk) every session is listed from its directory instead: its head
+        record and at most :data:`~mind.shell.index.CATCH_UP_MAX_BYTES` from
+        the end of its journal; the order is then most recent first.
         """
         rows = self.index.entries()
+        direct = bool(self.index.unavailable)
         listed: list[SessionSummary] = []
         unindexed: list[SessionSummary] = []
         forward: list[index.IndexEntry] = []
@@ -170,6 +174,10 @@ class Store:
                 continue
             size, path = st.st_size, Path(raw_path)
             entry = rows.get(sid)
+            if entry is None and direct:
+                head = index.peek_head(sid, path, self._read)  # accounts for 0 bytes
+                listed.append(_summary(index.catch_up(head, path, size, self._read), indexed=True))
+                continue
             if entry is None:
                 unindexed.append(_summary(index.peek_head(sid, path, self._read), indexed=False))
                 continue

@@ -388,10 +388,31 @@ def test_an_index_of_another_schema_version_is_rebuilt(tmp_path: Path) -> None:
         second.close()
 
 
-def test_an_unusable_index_path_is_a_state_dir_error(tmp_path: Path) -> None:
+def test_an_unusable_index_path_lists_from_the_session_directories(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The index is derived: a directory where index.db should be fails nothing;
+    listing reads each journal's head and tail instead, and says so once."""
     (tmp_path / "state" / "index.db").mkdir(parents=True)
-    with pytest.raises(StateDirError, match=r"index\.db"):
-        Store(tmp_path / "state")
+    with caplog.at_level(logging.WARNING, logger="mind.index"):
+        store = Store(tmp_path / "state")
+        try:
+            paths = populate(store)
+            assert "is a directory" in store.index.unavailable
+            assert store.index.note("a1", status="running") is False
+            rows = store.summaries()
+            assert store.index.entries() == {}
+            with pytest.raises(StateDirError, match=r"index\.db"):
+                store.rebuild_index()
+        finally:
+            store.close()
+    want = [expected_entry(p) for p in paths.values()]
+    assert sorted((s.session_id, s.title, s.last_status, s.cwd) for s in rows) == sorted(
+        (e.session_id, e.title, e.last_status, e.cwd) for e in want
+    )
+    assert [s.updated_at_ms for s in rows] == sorted((s.updated_at_ms for s in rows), reverse=True)
+    warned = [r for r in caplog.records if r.name == "mind.index"]
+    assert len(warned) == 1 and "index.db" in warned[0].getMessage()
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
