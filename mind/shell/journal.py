@@ -85,7 +85,7 @@ from typing import IO, Any, Final, final
 import msgspec
 
 from mind.errors import JournalCorruptError, JournalError
-from mind.generated.journal import JournalRecord
+from mind.generated.journal import JournalRecord, SessionStarted
 
 __all__ = [
     "MAX_LINE_BYTES",
@@ -146,6 +146,7 @@ class _Scan:
         "tail_bytes",
         "tail_crc",
         "tail_line",
+        "tail_reason",
     )
 
     def __init__(self) -> None:
@@ -154,6 +155,7 @@ class _Scan:
         self.tail_bytes = 0
         self.tail_crc = 0
         self.tail_line = 0
+        self.tail_reason = ""
         self.ends_with_newline = True
         self.earlier_torn_spans = 0
 
@@ -261,6 +263,11 @@ def _scan(stream: IO[bytes], path: Path) -> _Scan:
     span_reason = ""
     line_no = 0
     terminated = True
+    # An unvouched damaged run may only be the torn tail: its last line, plus
+    # lines our own appends ended with the separator ``~``. The first other
+    # damaged line that turns out not to be last is remembered here.
+    not_last: tuple[int, str] | None = None
+    previous: tuple[int, str, bool] | None = None  # latest damaged line of the run
     while (got := _read_line(stream, span_crc)) is not None:
         content, length, crc, terminated = got
         line_no += 1
@@ -274,6 +281,9 @@ def _scan(stream: IO[bytes], path: Path) -> _Scan:
         if isinstance(checked, str):
             if span_line == 0:
                 span_line, span_reason = line_no, checked
+            if previous is not None and not previous[2] and not_last is None:
+                not_last = previous[:2]
+            previous = (line_no, checked, content is not None and content.endswith(b"~"))
             span_crc = crc
             offset += length
             continue
@@ -301,12 +311,38 @@ def _scan(stream: IO[bytes], path: Path) -> _Scan:
         scan.records.append(record)
         offset += length
         span_start, span_crc, span_line, span_reason = offset, 0, 0, ""
+        not_last = previous = None
+    if not_last is not None:
+        raise JournalCorruptError(path, not_last[0], f"{not_last[1]} (not the last line)")
     scan.size = offset
     scan.tail_bytes = offset - span_start
     scan.tail_crc = span_crc
     scan.tail_line = span_line
+    scan.tail_reason = span_reason
     scan.ends_with_newline = terminated
     return scan
+
+
+def _require_start(scan: _Scan, path: Path) -> None:
+    """A session journal begins with its ``session_started`` record (DESIGN §4).
+
+    A file without one — empty (the session was never started), nothing but
+    damage, or another first record — is not a session: refusing keeps a
+    caller from "recovering" it into an empty session with a made-up cwd.
+
+    Raises:
+        JournalCorruptError: line 1 (or the first damaged line), with why.
+    """
+    if not scan.records:
+        if scan.size == 0:
+            raise JournalCorruptError(path, 1, "empty journal: no session_started record")
+        raise JournalCorruptError(
+            path, scan.tail_line or 1, f"no session_started record: {scan.tail_reason}"
+        )
+    first = scan.records[0]
+    if not isinstance(first, SessionStarted):
+        tag = type(first).__struct_config__.tag
+        raise JournalCorruptError(path, 1, f"first record is {tag!r}, not 'session_started'")
 
 
 def _sanitize(value: Any) -> Any:
@@ -397,6 +433,7 @@ def read_records(path: Path) -> tuple[list[JournalRecord], JournalOpenReport]:
         raise JournalError(path, 0, f"cannot read journal: {exc.strerror}") from None
     finally:
         os.close(fd)
+    _require_start(scan, path)
     return scan.records, scan.report()
 
 
@@ -485,6 +522,8 @@ class Journal:
                 raise JournalError(path, 0, "journal is not a regular file")
             with _open_reader(fd) as reader:
                 scan = _scan(reader, path)
+            if not created:
+                _require_start(scan, path)
         except OSError as exc:
             os.close(fd)
             raise JournalError(path, 0, f"cannot read journal: {exc.strerror}") from None
