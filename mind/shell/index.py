@@ -23,12 +23,20 @@ instead of losing updates. ``PRAGMA user_version`` holds
         created_at_ms      INTEGER NOT NULL,  -- Unix epoch ms
         updated_at_ms      INTEGER NOT NULL,  -- Unix epoch ms, never decreases
         last_status        TEXT    NOT NULL,  -- '', 'running' or a turn status
-        journal_size_bytes INTEGER NOT NULL   -- journal prefix the row accounts for
+        journal_size_bytes INTEGER NOT NULL,  -- journal prefix the row accounts for
+        journal_mtime_ns   INTEGER NOT NULL,  -- the journal's mtime at that size
+        damage_line        INTEGER NOT NULL,  -- 1-based line of the damage, 0: none
+        damage_reason      TEXT    NOT NULL   -- why that line is damaged, '' if none
     ) WITHOUT ROWID
 
 ``journal_size_bytes`` makes staleness cheap: a listing compares it with
 ``stat().st_size`` and, when the journal grew, reads only the appended bytes
 (at most :data:`CATCH_UP_MAX_BYTES`, the end of them) — see :func:`catch_up`.
+A journal that shrank, or changed without growing (its mtime moved), is no
+longer what the row describes and is checked again in full
+(:func:`scan_journal`). The damage columns say why a journal cannot be opened
+(:func:`mind.shell.journal.check_journal`: the same framing rules as opening,
+without the schema decode).
 
 Who writes
 ----------
@@ -58,7 +66,8 @@ from typing import Final, Protocol, final
 import apsw
 import msgspec
 
-from mind.errors import StateDirError
+from mind.errors import JournalCorruptError, JournalError, StateDirError
+from mind.shell import journal
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -84,7 +93,7 @@ log = logging.getLogger("mind.index")
 
 INDEX_FILE: Final = "index.db"
 """File name of the index inside the state root."""
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 """``PRAGMA user_version`` of the current schema."""
 BUSY_TIMEOUT_MS: Final = 5_000
 """How long opening, a rebuild or a read waits for another process's lock, in milliseconds."""
@@ -121,18 +130,24 @@ CREATE TABLE IF NOT EXISTS sessions (
     created_at_ms      INTEGER NOT NULL,
     updated_at_ms      INTEGER NOT NULL,
     last_status        TEXT    NOT NULL,
-    journal_size_bytes INTEGER NOT NULL
+    journal_size_bytes INTEGER NOT NULL,
+    journal_mtime_ns   INTEGER NOT NULL,
+    damage_line        INTEGER NOT NULL,
+    damage_reason      TEXT    NOT NULL
 ) WITHOUT ROWID;
 """
 
 _COLUMNS: Final = (
-    "session_id, cwd, title, created_at_ms, updated_at_ms, last_status, journal_size_bytes"
+    "session_id, cwd, title, created_at_ms, updated_at_ms, last_status, journal_size_bytes, "
+    "journal_mtime_ns, damage_line, damage_reason"
 )
 
 _NOTE_SQL: Final = f"""
 INSERT INTO sessions ({_COLUMNS})
-VALUES (:session_id, :cwd, :title, :at, :at, :status, :size)
+VALUES (:session_id, :cwd, :title, :at, :at, :status, :size, :mtime, 0, '')
 ON CONFLICT (session_id) DO UPDATE SET
+    journal_mtime_ns = CASE WHEN excluded.journal_size_bytes >= journal_size_bytes
+                       THEN excluded.journal_mtime_ns ELSE journal_mtime_ns END,
     cwd = CASE WHEN cwd = '' THEN excluded.cwd ELSE cwd END,
     title = CASE WHEN title = '' THEN excluded.title ELSE title END,
     last_status = CASE WHEN :status_given THEN excluded.last_status ELSE last_status END,
@@ -142,8 +157,13 @@ ON CONFLICT (session_id) DO UPDATE SET
 
 _FORWARD_SQL: Final = """
 UPDATE sessions
-SET title = ?, last_status = ?, updated_at_ms = max(updated_at_ms, ?), journal_size_bytes = ?
+SET title = ?, last_status = ?, updated_at_ms = max(updated_at_ms, ?), journal_size_bytes = ?,
+    journal_mtime_ns = ?, damage_line = ?, damage_reason = ?
 WHERE session_id = ? AND journal_size_bytes < ?
+"""
+
+_REPLACE_SQL: Final = f"""
+INSERT OR REPLACE INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 
 ReadRange = Callable[[Path, int, int], bytes]
@@ -185,6 +205,11 @@ class IndexEntry(msgspec.Struct, frozen=True, kw_only=True):
             terminal record ("completed", "interrupted", "failed", "aborted").
         journal_size_bytes: length of the journal prefix this row accounts
             for, in bytes.
+        journal_mtime_ns: the journal's modification time at that size, ns
+            (0: unknown).
+        damage_line: 1-based line where the journal is damaged so that it
+            cannot be opened (0: not damaged as far as read).
+        damage_reason: why ("" when not damaged).
     """
 
     session_id: str
@@ -194,8 +219,11 @@ class IndexEntry(msgspec.Struct, frozen=True, kw_only=True):
     updated_at_ms: int = 0
     last_status: str = ""
     journal_size_bytes: int = 0
+    journal_mtime_ns: int = 0
+    damage_line: int = 0
+    damage_reason: str = ""
 
-    def row(self) -> tuple[str, str, str, int, int, str, int]:
+    def row(self) -> tuple[str, str, str, int, int, str, int, int, int, str]:
         """The values in :data:`_COLUMNS` order."""
         return (
             self.session_id,
@@ -205,6 +233,9 @@ class IndexEntry(msgspec.Struct, frozen=True, kw_only=True):
             self.updated_at_ms,
             self.last_status,
             self.journal_size_bytes,
+            self.journal_mtime_ns,
+            self.damage_line,
+            self.damage_reason,
         )
 
 
@@ -251,7 +282,15 @@ def _now_ms() -> int:
 class _Fold:
     """Folds peeked journal lines into an entry (rebuild and catch-up)."""
 
-    __slots__ = ("created_at_ms", "cwd", "status", "title", "updated_at_ms")
+    __slots__ = (
+        "created_at_ms",
+        "cwd",
+        "damage_line",
+        "damage_reason",
+        "status",
+        "title",
+        "updated_at_ms",
+    )
 
     def __init__(self, base: IndexEntry) -> None:
         self.cwd = base.cwd
@@ -259,6 +298,8 @@ class _Fold:
         self.status = base.last_status
         self.created_at_ms = base.created_at_ms
         self.updated_at_ms = base.updated_at_ms
+        self.damage_line = base.damage_line
+        self.damage_reason = base.damage_reason
 
     def feed(self, line: bytes) -> None:
         rec = _peek(line)
@@ -275,7 +316,7 @@ class _Fold:
         elif rec.type == "turn_completed" and rec.status:
             self.status = rec.status
 
-    def entry(self, session_id: str, size: int) -> IndexEntry:
+    def entry(self, session_id: str, size: int, mtime_ns: int = 0) -> IndexEntry:
         return IndexEntry(
             session_id=session_id,
             cwd=self.cwd,
@@ -284,6 +325,9 @@ class _Fold:
             updated_at_ms=self.updated_at_ms,
             last_status=self.status,
             journal_size_bytes=size,
+            journal_mtime_ns=mtime_ns,
+            damage_line=self.damage_line,
+            damage_reason=self.damage_reason,
         )
 
 
@@ -311,23 +355,26 @@ def read_range(path: Path, offset: int, max_bytes: int) -> bytes:
 def scan_journal(session_id: str, path: Path) -> IndexEntry:
     """Derive a row from a whole journal, reading it once, front to back.
 
-    Damaged lines are skipped (display only). ``updated_at_ms`` is the latest
-    ``recorded_at_ms`` seen, else the file's modification time.
+    The journal is checked as opening would check it, without the schema
+    decode (:func:`mind.shell.journal.check_journal`): damage fills
+    ``damage_line``/``damage_reason`` and the display values come from the
+    records before it. ``updated_at_ms`` is the latest ``recorded_at_ms``
+    seen, else the file's modification time.
 
     Raises:
         OSError: the journal cannot be opened or read.
     """
     fold = _Fold(IndexEntry(session_id=session_id))
-    size = 0
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb", buffering=1 << 20) as f:
-        mtime_ms = os.fstat(f.fileno()).st_mtime_ns // 1_000_000
-        for line in f:
-            size += len(line)
-            fold.feed(line)
+    st = os.stat(path, follow_symlinks=False)
+    try:
+        journal.check_journal(path, fold.feed)
+    except JournalCorruptError as exc:
+        fold.damage_line, fold.damage_reason = exc.line, exc.detail
+    except JournalError as exc:
+        raise OSError(exc.detail) from exc
     if fold.updated_at_ms == 0:
-        fold.updated_at_ms = mtime_ms
-    return fold.entry(session_id, size)
+        fold.updated_at_ms = st.st_mtime_ns // 1_000_000
+    return fold.entry(session_id, st.st_size, st.st_mtime_ns)
 
 
 def peek_head(session_id: str, path: Path, read: ReadRange = read_range) -> IndexEntry:
@@ -337,7 +384,10 @@ def peek_head(session_id: str, path: Path, read: ReadRange = read_range) -> Inde
     takes ``cwd`` and ``created_at_ms`` from the ``session_started`` record;
     ``updated_at_ms`` is the journal's modification time, title and status
     stay "" and ``journal_size_bytes`` 0 (nothing accounted for). A missing
-    or damaged head gives blanks.
+    head gives blanks; a first line that fails its check, is not a
+    ``session_started`` record or is a torn write with nothing after it
+    fills ``damage_line`` (1) and ``damage_reason`` (the journal would not
+    open).
     """
     fold = _Fold(IndexEntry(session_id=session_id))
     try:
@@ -348,31 +398,53 @@ def peek_head(session_id: str, path: Path, read: ReadRange = read_range) -> Inde
     except OSError:
         return fold.entry(session_id, 0)
     first, newline, _ = head.partition(b"\n")
+    damage = ""
     if newline:
-        fold.feed(first)
+        damage = journal.line_damage(first)
+        if not damage and not first.startswith(_WANTED[0]):
+            damage = "first record is not 'session_started'"
+        if not damage:
+            fold.feed(first)
+    elif head and len(head) < HEAD_PEEK_MAX_BYTES:  # one unterminated line, nothing after it
+        damage = "no session_started record: last line has no newline (torn write)"
     return IndexEntry(
         session_id=session_id,
         cwd=fold.cwd,
         created_at_ms=fold.created_at_ms,
         updated_at_ms=mtime_ms,
+        damage_line=1 if damage else 0,
+        damage_reason=damage,
     )
 
 
-def catch_up(entry: IndexEntry, path: Path, size: int, read: ReadRange = read_range) -> IndexEntry:
+def catch_up(
+    entry: IndexEntry,
+    path: Path,
+    size: int,
+    read: ReadRange = read_range,
+    *,
+    mtime_ns: int = 0,
+) -> IndexEntry | None:
     """Bring a row forward over the bytes appended since it was written.
 
     Reads the journal bytes ``[entry.journal_size_bytes, size)``, or only the
     last :data:`CATCH_UP_MAX_BYTES` of them (from the first line that starts
     inside that window) when more were appended — never the whole journal.
+    Each complete line read is checked (CRC only): a damaged one with more
+    lines after it may be corruption, which only a full check can tell from a
+    vouched torn tail, so the caller is told to do one.
 
     Args:
         entry: the row as stored.
         path: the session's journal.
         size: the journal's current size in bytes (from ``stat``).
         read: how bytes are read (see :data:`ReadRange`).
+        mtime_ns: the journal's modification time (from ``stat``), ns.
 
     Returns:
-        The row with ``journal_size_bytes == size``; unchanged on a read error.
+        The row with ``journal_size_bytes == size``; unchanged on a read
+        error; ``None`` when the appended bytes hold a damaged line that is
+        not the last (check the whole journal with :func:`scan_journal`).
     """
     start = entry.journal_size_bytes
     clipped = size - start > CATCH_UP_MAX_BYTES
@@ -386,9 +458,12 @@ def catch_up(entry: IndexEntry, path: Path, size: int, read: ReadRange = read_ra
     if clipped:
         lines = lines[1:]  # the first piece may be the end of a line
     fold = _Fold(entry)
-    for line in lines[:-1]:  # the last piece has no newline: torn or empty
+    complete = lines[:-1]  # the last piece has no newline: torn or empty
+    for n, line in enumerate(complete):
+        if journal.line_damage(line) and (n + 1 < len(complete) or lines[-1]):
+            return None
         fold.feed(line)
-    return fold.entry(entry.session_id, size)
+    return fold.entry(entry.session_id, size, mtime_ns)
 
 
 def format_age(then_ms: int, now_ms: int) -> str:
@@ -640,9 +715,10 @@ class SessionIndex:
             con.set_busy_timeout(NOTE_BUSY_TIMEOUT_MS)
             path = self._source.journal_path(session_id)
             try:
-                size = os.stat(path).st_size
+                st = os.stat(path)
+                size, mtime_ns = st.st_size, st.st_mtime_ns
             except OSError:
-                size = 0
+                size = mtime_ns = 0
             if cwd is None and size:
                 known = con.execute(
                     "SELECT cwd FROM sessions WHERE session_id = ?", (session_id,)
@@ -660,6 +736,7 @@ class SessionIndex:
                         "status_given": status is not None,
                         "at": at,
                         "size": size,
+                        "mtime": mtime_ns,
                     },
                 )
         except _UNUSABLE as exc:
@@ -709,6 +786,9 @@ class SessionIndex:
                 updated_at_ms=row[4],
                 last_status=row[5],
                 journal_size_bytes=row[6],
+                journal_mtime_ns=row[7],
+                damage_line=row[8],
+                damage_reason=row[9],
             )
             for row in cursor
         }
@@ -747,7 +827,7 @@ class SessionIndex:
             with con:
                 con.execute("DELETE FROM sessions")
                 con.executemany(
-                    f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [r.row() for r in rows],
                 )
         except _DAMAGED:
@@ -765,11 +845,15 @@ class SessionIndex:
             except OSError as exc:
                 log.warning("session %s not indexed: %s", sid, exc)
 
-    def store_caught_up(self, entries: Iterable[IndexEntry]) -> bool:
-        """Save rows a listing brought forward with :func:`catch_up`.
+    def store_caught_up(
+        self, entries: Iterable[IndexEntry], rescanned: Iterable[IndexEntry] = ()
+    ) -> bool:
+        """Save rows a listing brought forward with :func:`catch_up`, and rows
+        it derived again with :func:`scan_journal` (``rescanned``: their
+        journal shrank or changed in place, so they replace the stored row).
 
-        A row is only replaced when the stored one accounts for fewer journal
-        bytes, so a newer :meth:`note` is never overwritten. Best effort: it
+        A caught-up row is only replaced when the stored one accounts for
+        fewer journal bytes, so a newer :meth:`note` is never overwritten. Best effort: it
         does not wait for another process's lock (a listing never stalls on
         the index; the next one saves them).
 
@@ -786,6 +870,9 @@ class SessionIndex:
                 e.last_status,
                 e.updated_at_ms,
                 e.journal_size_bytes,
+                e.journal_mtime_ns,
+                e.damage_line,
+                e.damage_reason,
                 e.session_id,
                 e.journal_size_bytes,
             )
@@ -795,6 +882,7 @@ class SessionIndex:
             con.set_busy_timeout(0)
             with con:
                 con.executemany(_FORWARD_SQL, params)
+                con.executemany(_REPLACE_SQL, [e.row() for e in rescanned])
         except apsw.BusyError:
             return False  # another process is writing: a later listing saves them
         except apsw.Error as exc:

@@ -7,6 +7,9 @@ locked, or that cannot be written, fails no command.
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -108,3 +111,93 @@ def test_an_unusable_index_location_fails_no_command(
     line = next(x for x in listing.stdout.splitlines() if x.startswith(sid))
     assert "completed" in line and "one" in line  # from the session directory
     assert _index_lines(listing.stderr) == 1
+
+
+_MIND_EXEC = (sys.executable, "-m", "mind.shell.cli", "exec", "--json")
+
+
+def _row(stdout: str, sid: str) -> str:
+    return next(line for line in stdout.splitlines() if line.split()[:1] == [sid])
+
+
+def test_a_killed_holder_leaves_its_session_interrupted_not_running(
+    tmp_path: Path, run_mind: RunMind, mind_env: dict[str, str]
+) -> None:
+    common = _common(
+        tmp_path,
+        [{"tool_calls": [{"name": "shell", "arguments": {"command": "sleep 30"}}]}, {"text": "x"}],
+    )
+    holder = subprocess.Popen(
+        [*_MIND_EXEC, "--approval", "never", *common, "--session", "held", "hold it"],
+        env=mind_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        for line in holder.stdout:  # wait until the holder is inside its tool call
+            if json.loads(line)["type"] == "tool.call":
+                break
+        live = run_mind("sessions")
+        assert _row(live.stdout, "held").split()[1] == "running"
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(timeout=30)
+        if holder.stdout is not None:
+            holder.stdout.close()
+    dead = run_mind("sessions")
+    assert dead.returncode == 0, dead.stderr
+    row = _row(dead.stdout, "held")
+    assert "interrupted (resume to recover)" in row and "running" not in row
+    again = run_mind("exec", "--json", *common, "--approval", "never", "--session", "held")
+    assert again.returncode == 0, again.stderr
+    assert _row(run_mind("sessions").stdout, "held").split()[1] == "completed"
+
+
+def test_damaged_and_empty_sessions_are_listed_as_such_and_never_opened(
+    tmp_path: Path, run_mind: RunMind, mind_env: dict[str, str]
+) -> None:
+    common = _common(tmp_path, [{"text": "first"}, {"text": "second"}])
+    made = run_mind("exec", "--json", *common, "--session", "good", "one")
+    assert made.returncode == 0, made.stderr
+    sessions = Path(mind_env["MIND_HOME"]) / "sessions"
+    good = (sessions / "good" / "journal.jsonl").read_bytes()
+    lines = good.splitlines(keepends=True)
+    assert len(lines) >= 5
+    damaged = {
+        "mid": b"".join(lines[:2]) + lines[2].replace(b'"seq"', b'"sEq"') + b"".join(lines[3:]),
+        "garbage": b"this is\nnot a\njournal\n",
+        "headless": b"".join(lines[1:]),
+        "zero": b"",
+    }
+    for sid in damaged:
+        (sessions / sid).mkdir(mode=0o700)
+        (sessions / sid / "journal.jsonl").write_bytes(good)
+    (sessions / "trunc").mkdir(mode=0o700)
+    (sessions / "trunc" / "journal.jsonl").write_bytes(good)
+    (sessions / "nojournal").mkdir(mode=0o700)
+    assert run_mind("sessions", "--rebuild-index").returncode == 0
+    for sid, data in damaged.items():  # damaged after they were indexed healthy
+        (sessions / sid / "journal.jsonl").write_bytes(data)
+    # Cut inside the last turn's terminal record: a torn tail, the turn unfinished.
+    (sessions / "trunc" / "journal.jsonl").write_bytes(good[: len(good) - len(lines[-1]) // 2])
+
+    listing = run_mind("sessions")
+    assert listing.returncode == 0, listing.stderr
+    out = listing.stdout
+    assert f"damaged ({sessions / 'mid' / 'journal.jsonl'}:3, " in _row(out, "mid")
+    assert f"damaged ({sessions / 'garbage' / 'journal.jsonl'}:1, " in _row(out, "garbage")
+    assert f"damaged ({sessions / 'headless' / 'journal.jsonl'}:1, " in _row(out, "headless")
+    assert "interrupted (resume to recover)" in _row(out, "trunc")
+    assert _row(out, "zero").split()[1] == "empty"
+    assert _row(out, "nojournal").split()[1] == "empty"
+    assert "completed" in _row(out, "good")
+
+    for sid, data in damaged.items():
+        path = sessions / sid / "journal.jsonl"
+        r = run_mind("exec", "--json", *common, "--session", sid, "two")
+        assert r.returncode != 0 and "Traceback" not in r.stderr, (sid, r.stderr)
+        assert f"{path}:" in r.stderr, (sid, r.stderr)  # names path and line
+        assert path.read_bytes() == data  # byte-identical

@@ -133,6 +133,7 @@ def expected_entry(path: Path) -> IndexEntry:
         updated_at_ms=last_ms,
         last_status=status,
         journal_size_bytes=path.stat().st_size,
+        journal_mtime_ns=path.stat().st_mtime_ns,
     )
 
 
@@ -190,17 +191,20 @@ def test_rebuild_matches_the_journals(store: Store) -> None:
 def test_rebuild_drops_rows_of_removed_sessions_and_keeps_damaged_journals(store: Store) -> None:
     paths = populate(store)
     store.index.note("gone", cwd="/nowhere", status="completed")
-    # A journal damaged in the middle still gets a row (display only).
+    # A journal damaged in the middle still gets a row, saying where and why.
     raw = bytearray(paths["a1"].read_bytes())
     second_line = raw.index(b"\n") + 1
     raw[second_line : second_line + 20] = b"#" * 20
     paths["a1"].write_bytes(bytes(raw))
-    with pytest.raises(JournalCorruptError):
+    with pytest.raises(JournalCorruptError) as err:
         read_records(paths["a1"])
     assert store.rebuild_index() == 4
     entries = store.index.entries()
     assert sorted(entries) == ["a1", "a2", "b1", "b2"]
-    assert entries["a1"].last_status == "failed" and entries["a1"].cwd == "/work/a"
+    a1 = entries["a1"]
+    assert (a1.cwd, a1.damage_line, a1.damage_reason) == ("/work/a", 2, err.value.detail)
+    (row,) = [s for s in store.summaries() if s.session_id == "a1"]
+    assert row.status == f"damaged ({paths['a1']}:2, {err.value.detail})"
 
 
 # --- sessions without a row --------------------------------------------------
@@ -437,16 +441,23 @@ def test_an_up_to_date_index_lists_without_reading_journals(tmp_path: Path) -> N
         paths = populate(store)
         store.rebuild_index()
         before = store.summaries()
-        # Damage a middle line in place (same size): the strict reader fails,
-        # the listing does not notice because it never reads the journal.
+        assert store.summaries() == before
+        assert reader.total == 0
+        # Damage a middle line in place (same size): the journal's mtime moved,
+        # so it is checked again and listed damaged, naming path and line.
         raw = bytearray(paths["a1"].read_bytes())
         middle = len(raw) // 2
         raw[middle : middle + 8] = b"\x00" * 8
         paths["a1"].write_bytes(bytes(raw))
-        with pytest.raises(JournalCorruptError):
+        with pytest.raises(JournalCorruptError) as err:
             read_records(paths["a1"])
-        assert store.summaries() == before
-        assert reader.total == 0
+        rows = {s.session_id: s for s in store.summaries()}
+        assert rows["a1"].damage == f"{paths['a1']}:{err.value.line}, {err.value.detail}"
+        assert err.value.line == raw[:middle].count(b"\n") + 1
+        assert {k: v for k, v in rows.items() if k != "a1"} == {
+            s.session_id: s for s in before if s.session_id != "a1"
+        }
+        assert store.index.entries()["a1"].damage_line == err.value.line  # saved
     finally:
         store.close()
 
@@ -667,5 +678,6 @@ def test_mind_sessions_rebuild_index_says_how_many_and_lists(tmp_path: Path) -> 
     assert r.stderr == "mind: indexed 4 session(s) from their journals\n"
     lines = r.stdout.splitlines()
     assert [line.split()[0] for line in lines] == ["a2", "b2", "b1", "a1"]
-    assert lines[0].split()[1:2] == ["running"]
+    assert lines[0].split()[1:2] == ["interrupted"]  # no live process holds it
+    assert "(resume to recover)" in lines[0]
     assert "fix the bug long" in lines[3] and "failed" in lines[3]
