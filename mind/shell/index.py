@@ -74,7 +74,7 @@ __all__ = [
     "CATCH_UP_MAX_BYTES",
     "HEAD_PEEK_MAX_BYTES",
     "INDEX_FILE",
-    "NOTE_BUSY_TIMEOUT_MS",
+    "QUICK_BUSY_TIMEOUT_MS",
     "SCHEMA_VERSION",
     "TITLE_MAX_CHARS",
     "IndexEntry",
@@ -96,11 +96,11 @@ INDEX_FILE: Final = "index.db"
 SCHEMA_VERSION: Final = 2
 """``PRAGMA user_version`` of the current schema."""
 BUSY_TIMEOUT_MS: Final = 5_000
-"""How long opening, a rebuild or a read waits for another process's lock, in milliseconds."""
-NOTE_BUSY_TIMEOUT_MS: Final = 1_000
-"""How long :meth:`SessionIndex.note` waits for another process's write, in
-milliseconds (writes hold the lock for milliseconds; longer means something
-holds it, and the index is then given up for this process)."""
+"""How long a rebuild or a listing's read waits for another process's lock, in milliseconds."""
+QUICK_BUSY_TIMEOUT_MS: Final = 1_000
+"""How long opening and :meth:`SessionIndex.note` wait for another process's
+lock, in milliseconds (mind's writes hold it for milliseconds; longer means
+something else holds it, and the index is then given up for this process)."""
 TITLE_MAX_CHARS: Final = 80
 """Longest title kept, in characters (whitespace collapsed first)."""
 HEAD_PEEK_MAX_BYTES: Final = 64 * 1024
@@ -505,9 +505,9 @@ def _switch_to_wal(con: apsw.Connection) -> str:
 
     SQLite answers BUSY at once (without the busy handler) when two processes
     switch a new database to WAL together — two minds starting on a fresh
-    state root — so the switch is retried for up to :data:`BUSY_TIMEOUT_MS`.
+    state root — so the switch is retried for up to :data:`QUICK_BUSY_TIMEOUT_MS`.
     """
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    deadline = time.monotonic() + QUICK_BUSY_TIMEOUT_MS / 1000
     delay_s = 0.005
     while True:
         try:
@@ -565,7 +565,7 @@ class SessionIndex:
 
         Never raises for the file: one that cannot be created, opened or
         written (read-only state directory, a directory in its place, disk
-        full, a lock held by another process past :data:`BUSY_TIMEOUT_MS`)
+        full, a lock held by another process past :data:`QUICK_BUSY_TIMEOUT_MS`)
         gives an index whose :attr:`unavailable` says why (logged once). No
         other location is tried.
 
@@ -637,7 +637,7 @@ class SessionIndex:
             str(path), flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_NOFOLLOW
         )
         try:
-            con.set_busy_timeout(BUSY_TIMEOUT_MS)
+            con.set_busy_timeout(QUICK_BUSY_TIMEOUT_MS)  # a stuck lock must not stall startup
             if _switch_to_wal(con).lower() != "wal":
                 raise apsw.CantOpenError(f"{path}: WAL journal mode refused")
             con.pragma("synchronous", "normal")
@@ -654,6 +654,7 @@ class SessionIndex:
                         con.execute("DROP TABLE IF EXISTS sessions")
                         con.execute(_SCHEMA)
                         con.pragma("user_version", SCHEMA_VERSION)
+            con.set_busy_timeout(BUSY_TIMEOUT_MS)
         except BaseException:
             con.close()
             raise
@@ -682,7 +683,7 @@ class SessionIndex:
         missing (taking ``cwd`` from the journal's first record when not
         given). One ``stat`` of the journal and one small ``IMMEDIATE``
         transaction; a concurrent note from another process waits for it
-        (up to :data:`NOTE_BUSY_TIMEOUT_MS`) and both updates are kept. A
+        (up to :data:`QUICK_BUSY_TIMEOUT_MS`) and both updates are kept. A
         lock held longer, or a file that cannot be written, makes the index
         :attr:`unavailable` for this process (said once; later notes return
         False at once).
@@ -712,7 +713,7 @@ class SessionIndex:
         if con is None:
             return False
         try:
-            con.set_busy_timeout(NOTE_BUSY_TIMEOUT_MS)
+            con.set_busy_timeout(QUICK_BUSY_TIMEOUT_MS)
             path = self._source.journal_path(session_id)
             try:
                 st = os.stat(path)

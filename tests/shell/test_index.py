@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -681,3 +682,55 @@ def test_mind_sessions_rebuild_index_says_how_many_and_lists(tmp_path: Path) -> 
     assert lines[0].split()[1:2] == ["interrupted"]  # no live process holds it
     assert "(resume to recover)" in lines[0]
     assert "fix the bug long" in lines[3] and "failed" in lines[3]
+
+
+_EXCLUSIVE_HOLDER = textwrap.dedent(
+    """
+    import sys
+    import apsw
+
+    con = apsw.Connection(sys.argv[1])
+    con.pragma("locking_mode", "exclusive")  # readers are locked out too
+    con.execute("BEGIN EXCLUSIVE")
+    con.execute("UPDATE sessions SET title = title")
+    print("held", flush=True)
+    sys.stdin.readline()
+    """
+)
+
+
+def test_an_exclusively_locked_index_lists_from_the_directories_within_a_second(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    store = Store(state)
+    try:
+        paths = populate(store)
+        store.rebuild_index()
+    finally:
+        store.close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _EXCLUSIVE_HOLDER, str(state / "index.db")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        started = time.monotonic()
+        store = Store(state)
+        try:
+            assert "locked" in store.index.unavailable
+            rows = store.summaries()
+        finally:
+            store.close()
+        assert time.monotonic() - started < 3  # the open waits QUICK_BUSY_TIMEOUT_MS once
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=10)
+        assert holder.stdout is not None
+        holder.stdout.close()
+    assert sorted((s.session_id, s.last_status) for s in rows) == sorted(
+        (e.session_id, e.last_status) for e in map(expected_entry, paths.values())
+    )
