@@ -418,7 +418,8 @@ def lock_verdict(
             treated as fresh).
         stale_after_s: the create-to-write window, s.
         alive: liveness of a recorded process (:data:`Liveness`).
-        me: this process's pid (0: unknown).
+        me: this process's pid when it writes start identities (0: unknown,
+            or no ``/proc``, so its own tokens have none either).
     """
     token = parse_token(raw)
     if token is None:

@@ -322,16 +322,18 @@ def _scan(stream: IO[bytes], path: Path, on_record: Callable[[bytes], None] | No
                 record = _decode(checked.record_bytes)
             except ValueError as exc:
                 raise JournalCorruptError(path, line_no, str(exc)) from None
-            seq, tag = record.seq, type(record).__struct_config__.tag
+            seq = record.seq
+            if expected == 0:
+                scan.first_tag = str(type(record).__struct_config__.tag)
         else:  # the light check: framing and order only, no schema decode
             seq, tag = _light(checked.record_bytes, path, line_no)
+            if expected == 0:
+                scan.first_tag = tag
             on_record(checked.record_bytes)
         if seq != expected:
             raise JournalCorruptError(path, line_no, f"seq {seq} where {expected} was expected")
         if on_record is None:
             scan.records.append(record)
-        if expected == 0:
-            scan.first_tag = str(tag)
         scan.count += 1
         offset += length
         span_start, span_crc, span_line, span_reason = offset, 0, 0, ""

@@ -826,7 +826,8 @@ class MountLedger:
                 age_s=self._clock_s() - mtime,
                 stale_after_s=self._stale_lock_s,
                 alive=self._alive,
-                me=self.pid,
+                # Without /proc this process's own tokens carry no identity either.
+                me=self.pid if self.start_identity else 0,
             )
             if verdict == "held":
                 return False
