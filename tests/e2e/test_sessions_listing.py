@@ -21,6 +21,9 @@ import pytest
 import yaml
 
 from tests.e2e.conftest import RunMind
+from tests.e2e.test_repl import ENTER, Spawn, exit_cleanly, spawn, words
+
+__all__ = ["spawn"]  # the fixture, re-used from test_repl
 
 _LOCK_HOLDER = textwrap.dedent(
     """
@@ -201,3 +204,12 @@ def test_damaged_and_empty_sessions_are_listed_as_such_and_never_opened(
         assert r.returncode != 0 and "Traceback" not in r.stderr, (sid, r.stderr)
         assert f"{path}:" in r.stderr, (sid, r.stderr)  # names path and line
         assert path.read_bytes() == data  # byte-identical
+
+
+def test_the_repl_runs_a_turn_with_an_unusable_index(spawn: Spawn, tmp_path: Path) -> None:
+    (tmp_path / "state" / "index.db").mkdir(parents=True)  # cannot be a database
+    child = spawn([{"text": "Still here."}])
+    child.send("are you there?" + ENTER)
+    child.expect(words("Still here."))
+    child.expect(words("── completed"))
+    exit_cleanly(child)
