@@ -734,3 +734,29 @@ def test_an_exclusively_locked_index_lists_from_the_directories_within_a_second(
     assert sorted((s.session_id, s.last_status) for s in rows) == sorted(
         (e.session_id, e.last_status) for e in map(expected_entry, paths.values())
     )
+
+
+def test_damage_is_found_in_an_unindexed_head_and_in_appended_bytes(store: Store) -> None:
+    """Without a row only the first line is read: damage there is listed at
+    line 1. Appended bytes with a damaged line before their end make the
+    listing check the whole journal and say where."""
+    paths = populate(store)
+    store.rebuild_index()
+    # An unindexed session whose first line fails its check.
+    write_session(store, "u1", cwd="/work/u", turns=[], start_ms=9_000)
+    head = bytearray(store.journal_path("u1").read_bytes())
+    head[5] ^= 0x01
+    store.journal_path("u1").write_bytes(bytes(head))
+    # An indexed session that grew by a damaged line and a sound one after it.
+    with Journal.open(paths["b1"]) as j:
+        append_turns(j, [("more", "completed")])
+    data = bytearray(paths["b1"].read_bytes())
+    grown_from = store.index.entries()["b1"].journal_size_bytes
+    data[grown_from + 10] ^= 0x01  # inside the first appended line
+    paths["b1"].write_bytes(bytes(data))
+    with pytest.raises(JournalCorruptError) as err:
+        read_records(paths["b1"])
+    rows = {s.session_id: s for s in store.summaries()}
+    assert rows["u1"].status.startswith(f"damaged ({store.journal_path('u1')}:1, ")
+    assert rows["b1"].damage == f"{paths['b1']}:{err.value.line}, {err.value.detail}"
+    assert rows["a1"].damage == rows["b2"].damage == ""
