@@ -322,7 +322,8 @@ class MountRefused(SessionError):
             pids = ", ".join(str(h.pid) for h in holders) or "?"
             reason = f"occupied by pid {pids}"
         elif kind == "busy":
-            reason = "the session mount ledger is busy (another mind is updating it); try again"
+            held = f": {detail}" if detail else " (another mind is updating it)"
+            reason = f"the session mount ledger is busy{held}; try again"
         else:
             reason = f"cannot check who holds it: {detail}"
         super().__init__(session_id, reason)

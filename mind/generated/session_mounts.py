@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, TypeAlias
 
-from msgspec import Meta
+from msgspec import UNSET, Meta
 from msgspec import Struct as _Struct
+from msgspec import UnsetType
 
 
 class Struct(_Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
@@ -23,7 +24,10 @@ class MountOwner(Struct, kw_only=True, frozen=True):
 
     pid: Annotated[
         int,
-        Meta(description='The owning process id: the only liveness witness (seed 002 §3.3).', ge=1),
+        Meta(
+            description='The owning process id; with startIdentity the liveness witness (seed 002 §3.3, DESIGN §4).',
+            ge=1,
+        ),
     ]
     startedAt: Annotated[
         int,
@@ -36,6 +40,16 @@ class MountOwner(Struct, kw_only=True, frozen=True):
         list[SessionId],
         Meta(description='Session ids this process hosts or is claiming, sorted, unique.'),
     ]
+    startIdentity: (
+        Annotated[
+            str,
+            Meta(
+                description='The owner\'s start identity, "<kernel boot id>:<start time in clock ticks>" (mind.shell.procs.start_identity): a live pid whose current start identity differs is a reused pid, so the record is dead. Absent in records of older minds (then only the pid counts); "" where /proc is absent.',
+                max_length=128,
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
 
 
 class SessionMountsFile(Struct, kw_only=True, frozen=True):
@@ -50,6 +64,6 @@ class SessionMountsFile(Struct, kw_only=True, frozen=True):
     owners: Annotated[
         list[MountOwner],
         Meta(
-            description='One record per process that published its mount set; a record counts only while its pid is alive (signal 0, EPERM alive).'
+            description='One record per process that published its mount set; a record counts only while its pid is alive (signal 0, EPERM alive) and, when it carries startIdentity, that pid still has it.'
         ),
     ]

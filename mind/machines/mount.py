@@ -23,7 +23,8 @@ so the shell (:mod:`mind.shell.mounts`) only does I/O:
   dropped (cleanup happens only when writing, seed 002 §3.3), this process's
   record replaced by its current published set;
 - :func:`lock_verdict` — whether ``session-mounts.lock`` may be reclaimed:
-  only when the pid in its ``<pid>-<nonce>`` token is dead, or the token is
+  only when the process in its ``<pid>-<nonce>@<start identity>`` token is
+  dead (a reused pid counts as dead), or the token is
   unreadable *and* older than the create-to-write window (seed 002 §3.2, §6.5);
 - :func:`backoff_ms` — the bounded backoff between lock attempts
   (25–400 ms, seed 002 §3.4 ``busy``).
@@ -37,8 +38,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal, cast, final
+from typing import Final, Literal, NamedTuple, cast, final
 
+import msgspec
 from statemachine.exceptions import TransitionNotAllowed
 
 from mind.errors import MountHolder
@@ -51,12 +53,16 @@ __all__ = [
     "MAX_BACKOFF_MS",
     "MIN_BACKOFF_MS",
     "REFUSAL_STATES",
+    "Liveness",
+    "LockToken",
     "LockVerdict",
     "MountMachine",
     "MountState",
     "MountTransitionRefused",
     "backoff_ms",
+    "format_token",
     "holders_of",
+    "identity_of",
     "lock_verdict",
     "parse_token",
     "with_own_record",
@@ -317,15 +323,44 @@ def backoff_ms(retry_index: int, jitter: float) -> int:
     return max(MIN_BACKOFF_MS, min(MAX_BACKOFF_MS, wait))
 
 
-def parse_token(raw: bytes) -> tuple[int, str] | None:
-    """``b"<pid>-<nonce>"`` -> ``(pid, nonce)``; ``None`` if it is not such a token.
+class LockToken(NamedTuple):
+    """A parsed ``session-mounts.lock`` token.
+
+    Attributes:
+        pid: the holder's process id (positive).
+        nonce: whose lock it is (``[0-9a-z]+``).
+        start_identity: the holder's start identity
+            (:func:`mind.shell.procs.start_identity`); "" in an old-format
+            token, which then names its holder by pid alone.
+    """
+
+    pid: int
+    nonce: str
+    start_identity: str = ""
+
+
+_IDENTITY_MAX_CHARS: Final = 128
+
+
+def parse_token(raw: bytes) -> LockToken | None:
+    """``b"<pid>-<nonce>[@<start identity>]"`` -> :class:`LockToken`; ``None`` if malformed.
 
     The pid is a positive decimal integer, the nonce non-empty ``[0-9a-z]``
-    (seed 002 §3.2: the nonce says whose lock it is, the pid whether it may be taken).
+    (seed 002 §3.2: the nonce says whose lock it is, the pid whether it may be
+    taken). The start identity (DESIGN §4: beyond seed 002) is printable ASCII
+    without spaces, at most 128 characters; tokens of older minds have none.
     """
     try:
         text = raw.decode("ascii")
     except UnicodeDecodeError:
+        return None
+    text, at, identity = text.partition("@")
+    if at and (
+        not identity
+        or len(identity) > _IDENTITY_MAX_CHARS
+        or not identity.isprintable()
+        or " " in identity
+    ):
         return None
     pid_text, sep, nonce = text.partition("-")
     if not sep or not pid_text.isdigit() or not nonce or not nonce.isalnum():
@@ -333,7 +368,26 @@ def parse_token(raw: bytes) -> tuple[int, str] | None:
     if not nonce.isascii() or nonce.lower() != nonce or len(pid_text) > 10:
         return None
     pid = int(pid_text)
-    return (pid, nonce) if pid > 0 else None
+    return LockToken(pid, nonce, identity) if pid > 0 else None
+
+
+def format_token(pid: int, nonce: str, start_identity: str) -> bytes:
+    """The lock token :func:`parse_token` reads back (no ``@`` part when the identity is "")."""
+    token = f"{pid}-{nonce}"
+    return (f"{token}@{start_identity}" if start_identity else token).encode()
+
+
+Liveness = Callable[[int, str], bool]
+"""``(pid, recorded start identity) -> alive``: the process that wrote a record
+or token still runs. An empty identity (old format, or no ``/proc``) falls back
+to the pid alone (signal 0, EPERM alive — seed 002 §3.3); otherwise a live pid
+whose start identity differs is a reused pid, hence dead (DESIGN §4)
+(:func:`mind.shell.procs.same_process`)."""
+
+
+def identity_of(owner: MountOwner) -> str:
+    """The recorded start identity of a ledger record ("" for old-format records)."""
+    return owner.startIdentity if isinstance(owner.startIdentity, str) else ""
 
 
 LockVerdict = Literal["held", "dead", "stale"]
@@ -343,45 +397,53 @@ may be reclaimed)."""
 
 
 def lock_verdict(
-    raw: bytes, *, age_s: float, stale_after_s: float, alive: Callable[[int], bool]
+    raw: bytes, *, age_s: float, stale_after_s: float, alive: Liveness, me: int = 0
 ) -> LockVerdict:
     """Decide whether a ``session-mounts.lock`` with content ``raw`` may be reclaimed.
 
     Only a dead holder loses the lock (seed 002 §3.2, §6.5): a readable token
     whose pid is alive is ``held`` however old the file is — a holder that is
     merely paused (SIGSTOP) must not lose it, since on resuming it could
-    commit a snapshot derived before. The accepted cost: a live *unrelated*
-    process that reused the pid keeps the lock ``held`` until it exits (the
-    token carries no start identity). An unreadable token is ``held`` during
-    the create-to-write window and ``stale`` after it.
+    commit a snapshot derived before. A token carrying a start identity is
+    ``dead`` once its pid runs another process (a reused pid, or this mind's
+    own pid after a container restart — DESIGN §4, beyond seed 002); an
+    old-format token (no identity) keeps the pid-only rule, except that one
+    naming ``me`` is ``dead``: this process writes identities, so such a token
+    is a predecessor's. An unreadable token is ``held`` during the
+    create-to-write window and ``stale`` after it.
 
     Args:
         raw: the lock file's bytes.
         age_s: now minus the file's modification time, s (negative: clock skew,
             treated as fresh).
         stale_after_s: the create-to-write window, s.
-        alive: liveness of a pid (signal 0; EPERM alive — seed 002 §3.3).
+        alive: liveness of a recorded process (:data:`Liveness`).
+        me: this process's pid when it writes start identities (0: unknown,
+            or no ``/proc``, so its own tokens have none either).
     """
     token = parse_token(raw)
     if token is None:
         return "stale" if age_s > stale_after_s else "held"
-    return "held" if alive(token[0]) else "dead"
+    if not token.start_identity and token.pid == me:
+        return "dead"
+    return "held" if alive(token.pid, token.start_identity) else "dead"
 
 
 def holders_of(
-    owners: Iterable[MountOwner], session_id: str, *, me: int, alive: Callable[[int], bool]
+    owners: Iterable[MountOwner], session_id: str, *, me: int, alive: Liveness
 ) -> tuple[MountHolder, ...]:
     """Live processes other than ``me`` whose record lists ``session_id``.
 
-    A record counts only while its pid is alive (seed 002 §3.3); this
-    process's own record never conflicts (a parked session is not occupied,
+    A record counts only while its process is alive (:data:`Liveness`: the
+    pid, and its start identity when recorded); this process's own record
+    never conflicts (a parked session is not occupied,
     seed 002 §3.5). Sorted by pid, one entry per pid.
     """
     found: dict[int, MountHolder] = {}
     for owner in owners:
         if owner.pid == me or owner.pid in found or session_id not in owner.sessionIds:
             continue
-        if alive(owner.pid):
+        if alive(owner.pid, identity_of(owner)):
             found[owner.pid] = MountHolder(pid=owner.pid, started_at_ms=owner.startedAt)
     return tuple(found[pid] for pid in sorted(found))
 
@@ -392,17 +454,28 @@ def with_own_record(
     me: int,
     started_at_ms: int,
     session_ids: Iterable[str],
-    alive: Callable[[int], bool],
+    alive: Liveness,
+    start_identity: str = "",
 ) -> list[MountOwner]:
     """The owner list to write: live others kept in order, this process's record replaced.
 
     Dead records are dropped here, on the write path only (seed 002 §3.3: no
     write on the read path). This process's record holds ``session_ids``
-    sorted and unique, in the position of its old record (else last); with no
-    sessions it is removed (seed 002 §3.3: normal exit clears the record).
+    sorted and unique and ``start_identity`` (omitted when ""), in the
+    position of its old record (else last); with no sessions it is removed
+    (seed 002 §3.3: normal exit clears the record).
     """
     ids = sorted(set(session_ids))
-    mine = MountOwner(pid=me, startedAt=started_at_ms, sessionIds=ids) if ids else None
+    mine = (
+        MountOwner(
+            pid=me,
+            startedAt=started_at_ms,
+            sessionIds=ids,
+            startIdentity=start_identity or msgspec.UNSET,
+        )
+        if ids
+        else None
+    )
     out: list[MountOwner] = []
     seen: set[int] = set()
     for owner in owners:
@@ -411,7 +484,7 @@ def with_own_record(
                 out.append(mine)
                 seen.add(me)
             continue
-        if alive(owner.pid):
+        if alive(owner.pid, identity_of(owner)):
             out.append(owner)
     if mine is not None and me not in seen:
         out.append(mine)

@@ -346,8 +346,12 @@ def _short(text: str, limit: int = 120) -> str:
 async def _sessions(args: argparse.Namespace) -> int:
     async with Runtime.open() as rt:
         if args.rebuild_index:
-            count = rt.store.rebuild_index()
-            print(f"mind: indexed {count} session(s) from their journals", file=sys.stderr)
+            try:
+                count = rt.store.rebuild_index()
+            except StateDirError as exc:  # the index is derived: still list the sessions
+                print(f"mind: the index was not rebuilt: {exc.detail}", file=sys.stderr)
+            else:
+                print(f"mind: indexed {count} session(s) from their journals", file=sys.stderr)
         rows = rt.list_sessions()
     print("\n".join(listing_lines(rows, time.time_ns() // 1_000_000)))
     return EXIT_OK

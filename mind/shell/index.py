@@ -23,12 +23,20 @@ instead of losing updates. ``PRAGMA user_version`` holds
         created_at_ms      INTEGER NOT NULL,  -- Unix epoch ms
         updated_at_ms      INTEGER NOT NULL,  -- Unix epoch ms, never decreases
         last_status        TEXT    NOT NULL,  -- '', 'running' or a turn status
-        journal_size_bytes INTEGER NOT NULL   -- journal prefix the row accounts for
+        journal_size_bytes INTEGER NOT NULL,  -- journal prefix the row accounts for
+        journal_mtime_ns   INTEGER NOT NULL,  -- the journal's mtime at that size
+        damage_line        INTEGER NOT NULL,  -- 1-based line of the damage, 0: none
+        damage_reason      TEXT    NOT NULL   -- why that line is damaged, '' if none
     ) WITHOUT ROWID
 
 ``journal_size_bytes`` makes staleness cheap: a listing compares it with
 ``stat().st_size`` and, when the journal grew, reads only the appended bytes
 (at most :data:`CATCH_UP_MAX_BYTES`, the end of them) — see :func:`catch_up`.
+A journal that shrank, or changed without growing (its mtime moved), is no
+longer what the row describes and is checked again in full
+(:func:`scan_journal`). The damage columns say why a journal cannot be opened
+(:func:`mind.shell.journal.check_journal`: the same framing rules as opening,
+without the schema decode).
 
 Who writes
 ----------
@@ -58,13 +66,15 @@ from typing import Final, Protocol, final
 import apsw
 import msgspec
 
-from mind.errors import StateDirError
+from mind.errors import JournalCorruptError, JournalError, StateDirError
+from mind.shell import journal
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
     "CATCH_UP_MAX_BYTES",
     "HEAD_PEEK_MAX_BYTES",
     "INDEX_FILE",
+    "QUICK_BUSY_TIMEOUT_MS",
     "SCHEMA_VERSION",
     "TITLE_MAX_CHARS",
     "IndexEntry",
@@ -83,10 +93,14 @@ log = logging.getLogger("mind.index")
 
 INDEX_FILE: Final = "index.db"
 """File name of the index inside the state root."""
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 """``PRAGMA user_version`` of the current schema."""
 BUSY_TIMEOUT_MS: Final = 5_000
-"""How long a write waits for another process's transaction, in milliseconds."""
+"""How long a rebuild or a listing's read waits for another process's lock, in milliseconds."""
+QUICK_BUSY_TIMEOUT_MS: Final = 1_000
+"""How long opening and :meth:`SessionIndex.note` wait for another process's
+lock, in milliseconds (mind's writes hold it for milliseconds; longer means
+something else holds it, and the index is then given up for this process)."""
 TITLE_MAX_CHARS: Final = 80
 """Longest title kept, in characters (whitespace collapsed first)."""
 HEAD_PEEK_MAX_BYTES: Final = 64 * 1024
@@ -98,6 +112,8 @@ _FILE_MODE: Final = 0o600
 _FIRST_PEEK_BYTES: Final = 4096
 _DAMAGED: Final = (apsw.NotADBError, apsw.CorruptError)
 _UNUSABLE: Final = (
+    apsw.BusyError,
+    apsw.LockedError,
     apsw.CantOpenError,
     apsw.ReadOnlyError,
     apsw.PermissionsError,
@@ -114,18 +130,24 @@ CREATE TABLE IF NOT EXISTS sessions (
     created_at_ms      INTEGER NOT NULL,
     updated_at_ms      INTEGER NOT NULL,
     last_status        TEXT    NOT NULL,
-    journal_size_bytes INTEGER NOT NULL
+    journal_size_bytes INTEGER NOT NULL,
+    journal_mtime_ns   INTEGER NOT NULL,
+    damage_line        INTEGER NOT NULL,
+    damage_reason      TEXT    NOT NULL
 ) WITHOUT ROWID;
 """
 
 _COLUMNS: Final = (
-    "session_id, cwd, title, created_at_ms, updated_at_ms, last_status, journal_size_bytes"
+    "session_id, cwd, title, created_at_ms, updated_at_ms, last_status, journal_size_bytes, "
+    "journal_mtime_ns, damage_line, damage_reason"
 )
 
 _NOTE_SQL: Final = f"""
 INSERT INTO sessions ({_COLUMNS})
-VALUES (:session_id, :cwd, :title, :at, :at, :status, :size)
+VALUES (:session_id, :cwd, :title, :at, :at, :status, :size, :mtime, 0, '')
 ON CONFLICT (session_id) DO UPDATE SET
+    journal_mtime_ns = CASE WHEN excluded.journal_size_bytes >= journal_size_bytes
+                       THEN excluded.journal_mtime_ns ELSE journal_mtime_ns END,
     cwd = CASE WHEN cwd = '' THEN excluded.cwd ELSE cwd END,
     title = CASE WHEN title = '' THEN excluded.title ELSE title END,
     last_status = CASE WHEN :status_given THEN excluded.last_status ELSE last_status END,
@@ -135,8 +157,13 @@ ON CONFLICT (session_id) DO UPDATE SET
 
 _FORWARD_SQL: Final = """
 UPDATE sessions
-SET title = ?, last_status = ?, updated_at_ms = max(updated_at_ms, ?), journal_size_bytes = ?
+SET title = ?, last_status = ?, updated_at_ms = max(updated_at_ms, ?), journal_size_bytes = ?,
+    journal_mtime_ns = ?, damage_line = ?, damage_reason = ?
 WHERE session_id = ? AND journal_size_bytes < ?
+"""
+
+_REPLACE_SQL: Final = f"""
+INSERT OR REPLACE INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 
 ReadRange = Callable[[Path, int, int], bytes]
@@ -178,6 +205,11 @@ class IndexEntry(msgspec.Struct, frozen=True, kw_only=True):
             terminal record ("completed", "interrupted", "failed", "aborted").
         journal_size_bytes: length of the journal prefix this row accounts
             for, in bytes.
+        journal_mtime_ns: the journal's modification time at that size, ns
+            (0: unknown).
+        damage_line: 1-based line where the journal is damaged so that it
+            cannot be opened (0: not damaged as far as read).
+        damage_reason: why ("" when not damaged).
     """
 
     session_id: str
@@ -187,8 +219,11 @@ class IndexEntry(msgspec.Struct, frozen=True, kw_only=True):
     updated_at_ms: int = 0
     last_status: str = ""
     journal_size_bytes: int = 0
+    journal_mtime_ns: int = 0
+    damage_line: int = 0
+    damage_reason: str = ""
 
-    def row(self) -> tuple[str, str, str, int, int, str, int]:
+    def row(self) -> tuple[str, str, str, int, int, str, int, int, int, str]:
         """The values in :data:`_COLUMNS` order."""
         return (
             self.session_id,
@@ -198,6 +233,9 @@ class IndexEntry(msgspec.Struct, frozen=True, kw_only=True):
             self.updated_at_ms,
             self.last_status,
             self.journal_size_bytes,
+            self.journal_mtime_ns,
+            self.damage_line,
+            self.damage_reason,
         )
 
 
@@ -244,7 +282,15 @@ def _now_ms() -> int:
 class _Fold:
     """Folds peeked journal lines into an entry (rebuild and catch-up)."""
 
-    __slots__ = ("created_at_ms", "cwd", "status", "title", "updated_at_ms")
+    __slots__ = (
+        "created_at_ms",
+        "cwd",
+        "damage_line",
+        "damage_reason",
+        "status",
+        "title",
+        "updated_at_ms",
+    )
 
     def __init__(self, base: IndexEntry) -> None:
         self.cwd = base.cwd
@@ -252,6 +298,8 @@ class _Fold:
         self.status = base.last_status
         self.created_at_ms = base.created_at_ms
         self.updated_at_ms = base.updated_at_ms
+        self.damage_line = base.damage_line
+        self.damage_reason = base.damage_reason
 
     def feed(self, line: bytes) -> None:
         rec = _peek(line)
@@ -268,7 +316,7 @@ class _Fold:
         elif rec.type == "turn_completed" and rec.status:
             self.status = rec.status
 
-    def entry(self, session_id: str, size: int) -> IndexEntry:
+    def entry(self, session_id: str, size: int, mtime_ns: int = 0) -> IndexEntry:
         return IndexEntry(
             session_id=session_id,
             cwd=self.cwd,
@@ -277,6 +325,9 @@ class _Fold:
             updated_at_ms=self.updated_at_ms,
             last_status=self.status,
             journal_size_bytes=size,
+            journal_mtime_ns=mtime_ns,
+            damage_line=self.damage_line,
+            damage_reason=self.damage_reason,
         )
 
 
@@ -304,23 +355,26 @@ def read_range(path: Path, offset: int, max_bytes: int) -> bytes:
 def scan_journal(session_id: str, path: Path) -> IndexEntry:
     """Derive a row from a whole journal, reading it once, front to back.
 
-    Damaged lines are skipped (display only). ``updated_at_ms`` is the latest
-    ``recorded_at_ms`` seen, else the file's modification time.
+    The journal is checked as opening would check it, without the schema
+    decode (:func:`mind.shell.journal.check_journal`): damage fills
+    ``damage_line``/``damage_reason`` and the display values come from the
+    records before it. ``updated_at_ms`` is the latest ``recorded_at_ms``
+    seen, else the file's modification time.
 
     Raises:
         OSError: the journal cannot be opened or read.
     """
     fold = _Fold(IndexEntry(session_id=session_id))
-    size = 0
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb", buffering=1 << 20) as f:
-        mtime_ms = os.fstat(f.fileno()).st_mtime_ns // 1_000_000
-        for line in f:
-            size += len(line)
-            fold.feed(line)
+    st = os.stat(path, follow_symlinks=False)
+    try:
+        journal.check_journal(path, fold.feed)
+    except JournalCorruptError as exc:
+        fold.damage_line, fold.damage_reason = exc.line, exc.detail
+    except JournalError as exc:
+        raise OSError(exc.detail) from exc
     if fold.updated_at_ms == 0:
-        fold.updated_at_ms = mtime_ms
-    return fold.entry(session_id, size)
+        fold.updated_at_ms = st.st_mtime_ns // 1_000_000
+    return fold.entry(session_id, st.st_size, st.st_mtime_ns)
 
 
 def peek_head(session_id: str, path: Path, read: ReadRange = read_range) -> IndexEntry:
@@ -330,7 +384,10 @@ def peek_head(session_id: str, path: Path, read: ReadRange = read_range) -> Inde
     takes ``cwd`` and ``created_at_ms`` from the ``session_started`` record;
     ``updated_at_ms`` is the journal's modification time, title and status
     stay "" and ``journal_size_bytes`` 0 (nothing accounted for). A missing
-    or damaged head gives blanks.
+    head gives blanks; a first line that fails its check, is not a
+    ``session_started`` record or is a torn write with nothing after it
+    fills ``damage_line`` (1) and ``damage_reason`` (the journal would not
+    open).
     """
     fold = _Fold(IndexEntry(session_id=session_id))
     try:
@@ -341,31 +398,53 @@ def peek_head(session_id: str, path: Path, read: ReadRange = read_range) -> Inde
     except OSError:
         return fold.entry(session_id, 0)
     first, newline, _ = head.partition(b"\n")
+    damage = ""
     if newline:
-        fold.feed(first)
+        damage = journal.line_damage(first)
+        if not damage and not first.startswith(_WANTED[0]):
+            damage = "first record is not 'session_started'"
+        if not damage:
+            fold.feed(first)
+    elif head and len(head) < HEAD_PEEK_MAX_BYTES:  # one unterminated line, nothing after it
+        damage = "no session_started record: last line has no newline (torn write)"
     return IndexEntry(
         session_id=session_id,
         cwd=fold.cwd,
         created_at_ms=fold.created_at_ms,
         updated_at_ms=mtime_ms,
+        damage_line=1 if damage else 0,
+        damage_reason=damage,
     )
 
 
-def catch_up(entry: IndexEntry, path: Path, size: int, read: ReadRange = read_range) -> IndexEntry:
+def catch_up(
+    entry: IndexEntry,
+    path: Path,
+    size: int,
+    read: ReadRange = read_range,
+    *,
+    mtime_ns: int = 0,
+) -> IndexEntry | None:
     """Bring a row forward over the bytes appended since it was written.
 
     Reads the journal bytes ``[entry.journal_size_bytes, size)``, or only the
     last :data:`CATCH_UP_MAX_BYTES` of them (from the first line that starts
     inside that window) when more were appended — never the whole journal.
+    Each complete line read is checked (CRC only): a damaged one with more
+    lines after it may be corruption, which only a full check can tell from a
+    vouched torn tail, so the caller is told to do one.
 
     Args:
         entry: the row as stored.
         path: the session's journal.
         size: the journal's current size in bytes (from ``stat``).
         read: how bytes are read (see :data:`ReadRange`).
+        mtime_ns: the journal's modification time (from ``stat``), ns.
 
     Returns:
-        The row with ``journal_size_bytes == size``; unchanged on a read error.
+        The row with ``journal_size_bytes == size``; unchanged on a read
+        error; ``None`` when the appended bytes hold a damaged line that is
+        not the last (check the whole journal with :func:`scan_journal`).
     """
     start = entry.journal_size_bytes
     clipped = size - start > CATCH_UP_MAX_BYTES
@@ -379,9 +458,12 @@ def catch_up(entry: IndexEntry, path: Path, size: int, read: ReadRange = read_ra
     if clipped:
         lines = lines[1:]  # the first piece may be the end of a line
     fold = _Fold(entry)
-    for line in lines[:-1]:  # the last piece has no newline: torn or empty
+    complete = lines[:-1]  # the last piece has no newline: torn or empty
+    for n, line in enumerate(complete):
+        if journal.line_damage(line) and (n + 1 < len(complete) or lines[-1]):
+            return None
         fold.feed(line)
-    return fold.entry(entry.session_id, size)
+    return fold.entry(entry.session_id, size, mtime_ns)
 
 
 def format_age(then_ms: int, now_ms: int) -> str:
@@ -423,9 +505,9 @@ def _switch_to_wal(con: apsw.Connection) -> str:
 
     SQLite answers BUSY at once (without the busy handler) when two processes
     switch a new database to WAL together — two minds starting on a fresh
-    state root — so the switch is retried for up to :data:`BUSY_TIMEOUT_MS`.
+    state root — so the switch is retried for up to :data:`QUICK_BUSY_TIMEOUT_MS`.
     """
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    deadline = time.monotonic() + QUICK_BUSY_TIMEOUT_MS / 1000
     delay_s = 0.005
     while True:
         try:
@@ -444,15 +526,33 @@ class SessionIndex:
     Obtain one with :meth:`open`. Several processes may have the same file
     open; writes serialize through ``IMMEDIATE`` transactions.
 
+    The index is derived, so trouble with it never fails a command: when the
+    file cannot be opened, read or written (another process holds its lock
+    past the wait, read-only or full disk, a directory in its place) the
+    index becomes *unavailable* for this process — said once, as a warning
+    on ``mind.index`` — and then :meth:`entries` is empty, :meth:`note` and
+    :meth:`store_caught_up` do nothing, and listing falls back to the
+    session directories (:meth:`~mind.shell.store.Store.summaries`).
+
     Attributes:
         path: the ``index.db`` file.
+        unavailable: why the index cannot be used in this process ("" while
+            it can).
     """
 
-    def __init__(self, path: Path, con: apsw.Connection, source: SessionSource) -> None:
+    def __init__(
+        self,
+        path: Path,
+        con: apsw.Connection | None,
+        source: SessionSource,
+        *,
+        unavailable: str = "",
+    ) -> None:
         """Internal: use :meth:`open`."""
         self.path = path
         self._con = con
         self._source = source
+        self.unavailable = unavailable
 
     @classmethod
     def open(cls, source: SessionSource) -> SessionIndex:
@@ -463,14 +563,15 @@ class SessionIndex:
         is damaged or has another schema version is deleted and rebuilt from
         the journals (it is derived; no session is lost by this).
 
+        Never raises for the file: one that cannot be created, opened or
+        written (read-only state directory, a directory in its place, disk
+        full, a lock held by another process past :data:`QUICK_BUSY_TIMEOUT_MS`)
+        gives an index whose :attr:`unavailable` says why (logged once). No
+        other location is tried.
+
         Args:
             source: the store whose state root holds the index and whose
                 journals a rebuild reads.
-
-        Raises:
-            StateDirError: the file cannot be created, opened or written
-                (read-only state directory, a directory in its place, disk
-                full). No other location is tried.
         """
         path = source.root / INDEX_FILE
         try:
@@ -482,15 +583,38 @@ class SessionIndex:
                 con, _ = cls._connect(path)
                 outcome = "rebuild"
         except _UNUSABLE as exc:
-            raise StateDirError(source.root, f"{INDEX_FILE}: {exc}") from exc
+            return cls._given_up(path, source, str(exc))
         except _DAMAGED as exc:
-            raise StateDirError(source.root, f"{INDEX_FILE} stays damaged: {exc}") from exc
+            return cls._given_up(path, source, f"stays damaged: {exc}")
         except OSError as exc:
-            raise StateDirError(source.root, f"{INDEX_FILE}: {exc.strerror or exc}") from exc
+            return cls._given_up(path, source, str(exc.strerror or exc))
         index = cls(path, con, source)
         if outcome == "rebuild":
-            index.rebuild(source)
+            try:
+                index.rebuild(source)
+            except StateDirError as exc:
+                index._give_up(exc.detail)
         return index
+
+    @classmethod
+    def _given_up(cls, path: Path, source: SessionSource, detail: str) -> SessionIndex:
+        index = cls(path, None, source)
+        index._give_up(detail)
+        return index
+
+    def _give_up(self, detail: str) -> None:
+        """Stop using the file in this process; say so once."""
+        if self.unavailable:
+            return
+        self.unavailable = detail or "unknown error"
+        log.warning(
+            "%s cannot be used (%s); sessions are listed from their directories",
+            self.path,
+            self.unavailable,
+        )
+        con, self._con = self._con, None
+        if con is not None:
+            con.close()
 
     @staticmethod
     def _connect(path: Path) -> tuple[apsw.Connection, str]:
@@ -513,20 +637,24 @@ class SessionIndex:
             str(path), flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_NOFOLLOW
         )
         try:
-            con.set_busy_timeout(BUSY_TIMEOUT_MS)
+            con.set_busy_timeout(QUICK_BUSY_TIMEOUT_MS)  # a stuck lock must not stall startup
             if _switch_to_wal(con).lower() != "wal":
                 raise apsw.CantOpenError(f"{path}: WAL journal mode refused")
             con.pragma("synchronous", "normal")
             con.transaction_mode = "IMMEDIATE"
             outcome = "ok"
-            with con:
-                version = con.pragma("user_version")
-                if version != SCHEMA_VERSION:
-                    tables = con.execute("SELECT count(*) FROM sqlite_schema").fetchall()[0][0]
-                    outcome = "rebuild" if version or tables else "created"
-                    con.execute("DROP TABLE IF EXISTS sessions")
-                    con.execute(_SCHEMA)
-                    con.pragma("user_version", SCHEMA_VERSION)
+            # Read first: a current file needs no write lock to open, so a
+            # writer elsewhere (even one stuck holding its lock) cannot stall us.
+            if con.pragma("user_version") != SCHEMA_VERSION:
+                with con:
+                    version = con.pragma("user_version")
+                    if version != SCHEMA_VERSION:
+                        tables = con.execute("SELECT count(*) FROM sqlite_schema").fetchall()
+                        outcome = "rebuild" if version or tables[0][0] else "created"
+                        con.execute("DROP TABLE IF EXISTS sessions")
+                        con.execute(_SCHEMA)
+                        con.pragma("user_version", SCHEMA_VERSION)
+            con.set_busy_timeout(BUSY_TIMEOUT_MS)
         except BaseException:
             con.close()
             raise
@@ -534,7 +662,9 @@ class SessionIndex:
 
     def close(self) -> None:
         """Close the connection. Idempotent."""
-        self._con.close()
+        con, self._con = self._con, None
+        if con is not None:
+            con.close()
 
     def note(
         self,
@@ -553,7 +683,10 @@ class SessionIndex:
         missing (taking ``cwd`` from the journal's first record when not
         given). One ``stat`` of the journal and one small ``IMMEDIATE``
         transaction; a concurrent note from another process waits for it
-        (up to :data:`BUSY_TIMEOUT_MS`) and both updates are kept.
+        (up to :data:`QUICK_BUSY_TIMEOUT_MS`) and both updates are kept. A
+        lock held longer, or a file that cannot be written, makes the index
+        :attr:`unavailable` for this process (said once; later notes return
+        False at once).
 
         Merge rules: ``cwd`` and ``title`` only fill a blank (the first prompt
         stays the title; ``title`` is collapsed and cut to
@@ -576,20 +709,25 @@ class SessionIndex:
             the authority and the next listing or rebuild repairs the row).
         """
         at = _now_ms() if updated_at_ms is None else updated_at_ms
+        con = self._con
+        if con is None:
+            return False
         try:
+            con.set_busy_timeout(QUICK_BUSY_TIMEOUT_MS)
             path = self._source.journal_path(session_id)
             try:
-                size = os.stat(path).st_size
+                st = os.stat(path)
+                size, mtime_ns = st.st_size, st.st_mtime_ns
             except OSError:
-                size = 0
+                size = mtime_ns = 0
             if cwd is None and size:
-                known = self._con.execute(
+                known = con.execute(
                     "SELECT cwd FROM sessions WHERE session_id = ?", (session_id,)
                 ).fetchall()
                 if not known or not known[0][0]:
                     cwd = peek_head(session_id, path).cwd
-            with self._con:
-                self._con.execute(
+            with con:
+                con.execute(
                     _NOTE_SQL,
                     {
                         "session_id": session_id,
@@ -599,31 +737,46 @@ class SessionIndex:
                         "status_given": status is not None,
                         "at": at,
                         "size": size,
+                        "mtime": mtime_ns,
                     },
                 )
+        except _UNUSABLE as exc:
+            self._give_up(str(exc))
+            return False
         except (apsw.Error, OSError, ValueError) as exc:
             log.warning("index note for session %s not written: %s", session_id, exc)
             return False
+        finally:
+            if self._con is not None:
+                self._con.set_busy_timeout(BUSY_TIMEOUT_MS)
         return True
 
     def entries(self) -> dict[str, IndexEntry]:
-        """Every row, by session id.
+        """Every row, by session id; empty when the index is :attr:`unavailable`.
 
         A damaged file is rebuilt from the journals first (then its rows are
-        returned).
-
-        Raises:
-            StateDirError: the file is damaged and cannot be rebuilt.
+        returned). Never raises: a file that cannot be read, or stays damaged
+        or unwritable, makes the index unavailable (said once).
         """
         try:
+            try:
+                return self._select()
+            except _DAMAGED as exc:
+                log.warning("%s is damaged (%s); rebuilding it from the journals", self.path, exc)
+            self._reset()
+            self.rebuild(self._source)
             return self._select()
+        except _UNUSABLE as exc:
+            self._give_up(str(exc))
         except _DAMAGED as exc:
-            log.warning("%s is damaged (%s); rebuilding it from the journals", self.path, exc)
-        self._reset()
-        self.rebuild(self._source)
-        return self._select()
+            self._give_up(f"stays damaged: {exc}")
+        except StateDirError as exc:
+            self._give_up(exc.detail)
+        return {}
 
     def _select(self) -> dict[str, IndexEntry]:
+        if self._con is None:
+            return {}
         cursor = self._con.execute(f"SELECT {_COLUMNS} FROM sessions")
         return {
             row[0]: IndexEntry(
@@ -634,13 +787,16 @@ class SessionIndex:
                 updated_at_ms=row[4],
                 last_status=row[5],
                 journal_size_bytes=row[6],
+                journal_mtime_ns=row[7],
+                damage_line=row[8],
+                damage_reason=row[9],
             )
             for row in cursor
         }
 
     def _reset(self) -> None:
         """Replace a damaged file by an empty, current one."""
-        self._con.close()
+        self.close()
         _remove_files(self.path)
         try:
             self._con, _ = self._connect(self.path)
@@ -661,14 +817,18 @@ class SessionIndex:
             The number of sessions indexed.
 
         Raises:
-            StateDirError: the index cannot be written.
+            StateDirError: the index cannot be written, or is
+                :attr:`unavailable` in this process (``detail`` says why).
         """
+        con = self._con
+        if con is None:
+            raise StateDirError(source.root, f"{INDEX_FILE} cannot be used: {self.unavailable}")
         rows = list(self._scan_all(source))
         try:
-            with self._con:
-                self._con.execute("DELETE FROM sessions")
-                self._con.executemany(
-                    f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            with con:
+                con.execute("DELETE FROM sessions")
+                con.executemany(
+                    f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [r.row() for r in rows],
                 )
         except _DAMAGED:
@@ -686,30 +846,50 @@ class SessionIndex:
             except OSError as exc:
                 log.warning("session %s not indexed: %s", sid, exc)
 
-    def store_caught_up(self, entries: Iterable[IndexEntry]) -> bool:
-        """Save rows a listing brought forward with :func:`catch_up`.
+    def store_caught_up(
+        self, entries: Iterable[IndexEntry], rescanned: Iterable[IndexEntry] = ()
+    ) -> bool:
+        """Save rows a listing brought forward with :func:`catch_up`, and rows
+        it derived again with :func:`scan_journal` (``rescanned``: their
+        journal shrank or changed in place, so they replace the stored row).
 
-        A row is only replaced when the stored one accounts for fewer journal
-        bytes, so a newer :meth:`note` is never overwritten. Best effort.
+        A caught-up row is only replaced when the stored one accounts for
+        fewer journal bytes, so a newer :meth:`note` is never overwritten. Best effort: it
+        does not wait for another process's lock (a listing never stalls on
+        the index; the next one saves them).
 
         Returns:
-            True when written; False on index trouble (logged, never raised).
+            True when written; False on index trouble or a held lock (logged,
+            never raised).
         """
+        con = self._con
+        if con is None:
+            return False
         params = [
             (
                 e.title,
                 e.last_status,
                 e.updated_at_ms,
                 e.journal_size_bytes,
+                e.journal_mtime_ns,
+                e.damage_line,
+                e.damage_reason,
                 e.session_id,
                 e.journal_size_bytes,
             )
             for e in entries
         ]
         try:
-            with self._con:
-                self._con.executemany(_FORWARD_SQL, params)
+            con.set_busy_timeout(0)
+            with con:
+                con.executemany(_FORWARD_SQL, params)
+                con.executemany(_REPLACE_SQL, [e.row() for e in rescanned])
+        except apsw.BusyError:
+            return False  # another process is writing: a later listing saves them
         except apsw.Error as exc:
             log.warning("index catch-up not saved: %s", exc)
             return False
+        finally:
+            if self._con is not None:
+                self._con.set_busy_timeout(BUSY_TIMEOUT_MS)
         return True

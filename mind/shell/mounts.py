@@ -3,10 +3,11 @@
 Two files in the state root (``MIND_STATE_HOME``):
 
 - ``session-mounts.json`` — ``{"version": 1, "owners": [{"pid", "startedAt",
-  "sessionIds"}]}`` (schema ``specs/schemas/session_mounts.schema.json``):
+  "sessionIds", "startIdentity"}]}`` (schema ``specs/schemas/session_mounts.schema.json``):
   every process publishes its mount set (hosted sessions ∪ claims in flight).
 - ``session-mounts.lock`` — the cross-process lock, created exclusively
-  (``O_CREAT | O_EXCL``) holding the token ``<pid>-<nonce>``.
+  (``O_CREAT | O_EXCL``) holding the token ``<pid>-<nonce>@<start identity>``
+  (:func:`~mind.machines.mount.parse_token`).
 
 This ledger is the same-machine *visibility* layer and the admission check
 for mounting; the per-session lease (:mod:`mind.shell.lease`) stays the write
@@ -26,17 +27,21 @@ Rules (seed 002 §3.2–3.4, §6), each kept by one function below:
    still be the very file this process created (same inode) holding its token;
    otherwise the commit is abandoned and the attempt counts as contended.
    Release deletes the lock only under the same check.
-4. Only dead holders are reclaimed (§3.2, §6.5): a lock whose token pid is
-   alive (signal 0, EPERM alive) is never taken, however old; an unreadable
-   token is taken only after :data:`STALE_LOCK_S`. A pid reused by an unrelated
-   process keeps the lock until that process exits — the seed's accepted cost
-   (the token has no start identity). Reclaimers are serialised by an
+4. Only dead holders are reclaimed (§3.2, §6.5): a lock whose token names a
+   live process (signal 0, EPERM alive, and the same start identity) is never
+   taken, however old; an unreadable token is taken only after
+   :data:`STALE_LOCK_S`. Tokens and records carry the writer's start identity
+   (DESIGN §4, beyond seed 002's accepted cost), so a pid reused by an
+   unrelated process — or this mind's own pid after a container restart — no
+   longer blocks anyone; old-format tokens and records (no identity) keep the
+   pid-only rule. Reclaimers are serialised by an
    ``flock`` on the state directory itself (released by the kernel when its
    holder dies, so it never goes stale, and it adds no file): each re-reads
    the lock under it before moving it away, so two reclaimers can never both
    remove a lock, nor remove a live lock created after a dead one was taken.
-5. Liveness has one witness, the pid (§3.3): no heartbeats. A record of a dead
-   pid is ignored when read and dropped at the next write.
+5. Liveness has one witness, the process — pid plus start identity (§3.3,
+   DESIGN §4): no heartbeats. A record of a dead or reused pid is ignored when
+   read and dropped at the next write.
 6. No write on the read path (§3.3, §6.6): :meth:`MountLedger.holders` and
    :meth:`MountLedger.snapshot` read leniently (damaged -> empty) and never
    write; filtering happens in memory.
@@ -83,11 +88,15 @@ from mind.errors import MountHolder, MountRefused
 from mind.generated.session_mounts import MountOwner, SessionMountsFile
 from mind.machines.mount import (
     BACKOFF_MS,
+    Liveness,
     MountMachine,
     MountState,
     backoff_ms,
+    format_token,
     holders_of,
+    identity_of,
     lock_verdict,
+    parse_token,
     with_own_record,
 )
 from mind.shell import procs
@@ -134,7 +143,8 @@ class _Unavailable(Exception):
 
 
 class _Contended(Exception):
-    """The lock is held by a live peer, or was lost before the commit."""
+    """The lock is held by a live peer, or was lost before the commit; ``str()``
+    names the lock file and its holder."""
 
 
 class _Occupied(Exception):
@@ -376,8 +386,9 @@ class MountLedger:
             0700 on the first write if missing; never replaced by another place.
         pid: the pid published and written in lock tokens (tests may pass a
             live child's pid; default this process).
-        alive: liveness of a pid (default :func:`mind.shell.procs.is_alive`:
-            signal 0, EPERM alive, zombies dead).
+        alive: liveness of a recorded process, ``(pid, start identity)``
+            (default :func:`mind.shell.procs.same_process`: signal 0, EPERM
+            alive, zombies dead, a differing start identity dead).
         clock_s: wall clock, s since the epoch (compared with file mtimes for
             the stale-token window, and names tmp files).
         sleep_s: waits between lock attempts, s.
@@ -390,7 +401,7 @@ class MountLedger:
         root: Path,
         *,
         pid: int | None = None,
-        alive: Callable[[int], bool] = procs.is_alive,
+        alive: Liveness = procs.same_process,
         clock_s: Callable[[], float] = time.time,
         sleep_s: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
@@ -401,6 +412,7 @@ class MountLedger:
         self.lock_path = root / LOCK_NAME
         self.pid = pid if pid is not None else os.getpid()
         self.started_at_ms = _started_at_ms(self.pid, int(clock_s() * 1000))
+        self.start_identity = procs.start_identity(self.pid)
         self._alive = alive
         self._clock_s = clock_s
         self._sleep_s = sleep_s
@@ -443,7 +455,7 @@ class MountLedger:
         """Every live record in file order, this process's included (lenient, no write)."""
         out: list[OwnerRecord] = []
         for owner in read_ledger_lenient(self.ledger_path):
-            if self._alive(owner.pid):
+            if self._alive(owner.pid, identity_of(owner)):
                 out.append(
                     OwnerRecord(
                         pid=owner.pid,
@@ -544,13 +556,13 @@ class MountLedger:
             except _Occupied as occupied:
                 machine.conflict()
                 return MountRefused(sid, "occupied", holders=occupied.holders)
-            except _Contended:
+            except _Contended as contended:
                 machine.contend()
                 if machine.state == "backing_off":
                     self._sleep_s(machine.next_backoff_ms(self._rng.random()) / 1000)
                     machine.retry()
                     continue
-                return MountRefused(sid, "busy")
+                return MountRefused(sid, "busy", detail=str(contended))
             except _Unavailable as unavailable:
                 machine.fail()
                 return MountRefused(sid, "unavailable", detail=str(unavailable))
@@ -622,9 +634,9 @@ class MountLedger:
             try:
                 self._commit(sessions, conflict_for=None)
                 return
-            except _Contended:
+            except _Contended as contended:
                 if attempt >= len(BACKOFF_MS):
-                    raise MountRefused("*", "busy") from None
+                    raise MountRefused("*", "busy", detail=str(contended)) from None
                 self._sleep_s(backoff_ms(attempt, self._rng.random()) / 1000)
                 attempt += 1
             except _Unavailable as unavailable:
@@ -655,6 +667,7 @@ class MountLedger:
                 started_at_ms=self.started_at_ms,
                 session_ids=sessions,
                 alive=self._alive,
+                start_identity=self.start_identity,
             )
             data = _ENCODER.encode(SessionMountsFile(version=1, owners=new_owners))
             self._replace(data, held)
@@ -674,7 +687,7 @@ class MountLedger:
         old and the new file are equally right, and the lock is held shorter.
         """
         if not self._still_mine(held):
-            raise _Contended()
+            raise self._lost()
         self._seq += 1
         ms = int(self._clock_s() * 1000)
         tmp = self.root / f"{LEDGER_NAME}.{self.pid}.{ms}.{self._seq}.tmp"
@@ -689,7 +702,7 @@ class MountLedger:
             finally:
                 os.close(fd)
             if not self._still_mine(held):
-                raise _Contended()
+                raise self._lost()
             os.replace(tmp, self.ledger_path)
         except OSError as exc:
             with contextlib.suppress(OSError):
@@ -717,14 +730,14 @@ class MountLedger:
         except OSError as exc:
             raise _Unavailable(f"cannot create {self.root}: {exc.strerror}") from exc
         for _ in range(2):
-            token = f"{self.pid}-{secrets.token_hex(8)}".encode()
+            token = format_token(self.pid, secrets.token_hex(8), self.start_identity)
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
             try:
                 fd = os.open(self.lock_path, flags, _FILE_MODE)
             except FileExistsError:
                 if self._reclaim():
                     continue
-                raise _Contended() from None
+                raise _Contended(self._holder_text()) from None
             except OSError as exc:
                 raise _Unavailable(f"cannot create {self.lock_path}: {exc.strerror}") from exc
             info: os.stat_result | None = None
@@ -746,9 +759,26 @@ class MountLedger:
                 raise
             held = _Held(token=token, dev=info.st_dev, ino=info.st_ino)
             if not self._still_mine(held):  # reclaimed as unreadable while we were paused
-                raise _Contended()
+                raise self._lost()
             return held
-        raise _Contended()
+        raise _Contended(self._holder_text())
+
+    def _lost(self) -> _Contended:
+        return _Contended(f"{self.lock_path} was taken over by {self._holder_text(bare=True)}")
+
+    def _holder_text(self, *, bare: bool = False) -> str:
+        """Who holds the lock now, for busy messages: the file and the holder's pid."""
+        try:
+            found = _read_lock(self.lock_path)
+        except _Unavailable as exc:
+            return str(exc)
+        if found is None:
+            who = "nobody (it was just released)"
+        elif (token := parse_token(found[0])) is None:
+            who = f"a holder whose token is not written yet ({found[0][:40]!r})"
+        else:
+            who = f"pid {token.pid}"
+        return who if bare else f"{self.lock_path} is held by {who}"
 
     def _still_mine(self, held: _Held) -> bool:
         """The lock file is the one this process created and holds its token."""
@@ -796,6 +826,8 @@ class MountLedger:
                 age_s=self._clock_s() - mtime,
                 stale_after_s=self._stale_lock_s,
                 alive=self._alive,
+                # Without /proc this process's own tokens carry no identity either.
+                me=self.pid if self.start_identity else 0,
             )
             if verdict == "held":
                 return False
@@ -830,7 +862,8 @@ class MountLedger:
                 pid_text = name[len(LOCK_NAME) + 1 :].split(".", 1)[0]
             else:
                 continue
-            if pid_text.isdigit() and int(pid_text) != self.pid and not self._alive(int(pid_text)):
+            pid = int(pid_text) if pid_text.isdigit() else 0
+            if pid and pid != self.pid and not self._alive(pid, ""):
                 with contextlib.suppress(OSError):
                     (self.root / name).unlink()
 

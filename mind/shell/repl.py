@@ -76,7 +76,7 @@ from mind.shell.config import ResolvedConfig
 from mind.shell.index import format_age
 from mind.shell.render import TurnView, format_duration, format_tokens, shorten
 from mind.shell.runtime import Decision, InputKind, InputReceipt, Runtime, Session, Turn
-from mind.shell.store import SessionSummary, mind_home
+from mind.shell.store import INTERRUPTED, SessionSummary, mind_home
 
 EXIT_CONFIRM_WINDOW_S: Final = 2.0
 """A second Ctrl+C within this many seconds of the first exits."""
@@ -232,7 +232,11 @@ def picker_rows(
         now_ms: the current time, Unix epoch milliseconds.
 
     Returns:
-        Every hosted session and every listed one, once each.
+        Every hosted session and every listed one, once each. A session not
+        hosted here is "occupied by pid N" (a live ledger record, else a live
+        lease holder), "empty", "damaged (path:line, reason)", "free ·
+        interrupted (resume to recover)" (its process died mid-turn) or "free"
+        — the same words as ``mind sessions``.
     """
     by_id = {s.session_id: s for s in summaries}
     rows: list[PickerRow] = []
@@ -263,10 +267,15 @@ def picker_rows(
         sid = summary.session_id
         if sid in hosted:
             continue
-        pids = holders.get(sid)
-        mark, state = (
-            ("⊘", "occupied by pid " + ", ".join(map(str, pids))) if pids else (" ", "free")
-        )
+        pids = holders.get(sid) or ([summary.holder_pid] if summary.holder_pid else [])
+        if pids:  # the ledger's live records, else the session's live lease holder
+            mark, state = "⊘", "occupied by pid " + ", ".join(map(str, pids))
+        elif summary.empty or summary.damage:
+            mark, state = " ", summary.status
+        elif summary.status == INTERRUPTED:
+            mark, state = " ", f"free · {INTERRUPTED}"
+        else:
+            mark, state = " ", "free"
         group = None
         if not summary.indexed and summary.cwd != last_group:
             last_group = summary.cwd

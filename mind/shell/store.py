@@ -14,11 +14,12 @@ import re
 import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Final
 
 import msgspec
 
 from mind.errors import StateDirError
-from mind.shell import index
+from mind.shell import index, lease
 from mind.shell.index import ReadRange
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -37,6 +38,11 @@ def state_home(env: Mapping[str, str]) -> Path:
     return Path(raw).expanduser() if raw else mind_home(env)
 
 
+INTERRUPTED: Final = "interrupted (resume to recover)"
+"""How a session is shown whose last turn has no terminal record while no live
+process holds it: the process running it died (resuming closes the turn)."""
+
+
 class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
     """One line of ``mind sessions``.
 
@@ -47,12 +53,21 @@ class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
             not indexed).
         updated_at_ms: last known activity, Unix epoch milliseconds (the
             journal's modification time when not indexed).
-        last_status: "running", the status of the last terminal record, or ""
-            (no turn yet, or not indexed).
+        last_status: "running" (the last turn has no terminal record), the
+            status of the last terminal record, or "" (no turn yet, or not
+            indexed). See :attr:`status` for what to show.
         created_at_ms: session start, Unix epoch milliseconds (0 if unknown).
         indexed: False when the session has no row in ``index.db`` (listed
             from its journal's first record only; ``mind sessions
-            --rebuild-index`` adds it).
+            --rebuild-index`` adds it). True also when ``index.db`` is
+            unavailable and the row was read from the journal's head and tail.
+        holder_pid: the live process holding the session's lease (pid and
+            start identity checked), 0 when none; read only for sessions whose
+            ``last_status`` is "running".
+        damage: ``"<journal path>:<line>, <reason>"`` when the journal cannot
+            be opened (as far as listing read it), else "".
+        empty: the session directory has no journal, or a 0-byte one (a
+            session whose creation never wrote its first record).
     """
 
     session_id: str
@@ -62,6 +77,23 @@ class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
     last_status: str
     created_at_ms: int = 0
     indexed: bool = True
+    holder_pid: int = 0
+    damage: str = ""
+    empty: bool = False
+
+    @property
+    def status(self) -> str:
+        """What to show: ``empty``, ``damaged (path:line, reason)``, ``running``
+        (only while a live process holds it), :data:`INTERRUPTED` (a last turn
+        without terminal and without a live holder), else :attr:`last_status`
+        ("-" when there is none)."""
+        if self.empty:
+            return "empty"
+        if self.damage:
+            return f"damaged ({self.damage})"
+        if self.last_status == "running":
+            return "running" if self.holder_pid else INTERRUPTED
+        return self.last_status or "-"
 
 
 class Store:
@@ -73,11 +105,12 @@ class Store:
             :func:`~mind.shell.index.read_range`; tests inject a counting one).
 
     Attributes:
-        index: the open session index ``<root>/index.db``.
+        index: the session index ``<root>/index.db``. It is derived: when it
+            cannot be used its ``unavailable`` says why and listing reads the
+            session directories instead (never an error).
 
     Raises:
-        StateDirError: the root cannot be created or is not writable, or
-            ``index.db`` cannot be created or written.
+        StateDirError: the root cannot be created or is not writable.
     """
 
     def __init__(self, root: Path, *, read_range: ReadRange | None = None) -> None:
@@ -124,11 +157,11 @@ class Store:
         return sorted(out)
 
     def _journal_files(self) -> Iterator[tuple[str, str]]:
-        """``(session_id, journal path)`` per directory entry with a valid id (unchecked)."""
+        """``(session_id, journal path)`` per directory with a valid id (journal unchecked)."""
         base = os.fspath(self.sessions_dir)
         with os.scandir(base) as it:
             for d in it:
-                if SESSION_ID_RE.match(d.name):
+                if SESSION_ID_RE.match(d.name) and d.is_dir(follow_symlinks=False):
                     yield d.name, f"{base}/{d.name}/journal.jsonl"
 
     def rebuild_index(self) -> int:
@@ -143,57 +176,120 @@ class Store:
         return self.index.rebuild(self)
 
     def summaries(self) -> list[SessionSummary]:
-        """A :class:`SessionSummary` per session directory holding a journal.
+        """A :class:`SessionSummary` per session directory.
 
         Indexed sessions come first, most recently updated first; then the
         sessions without an index row, grouped by cwd (cwds in order, most
-        recent first within one). Never parses whole journals: per session
-        one ``stat``; a journal longer than its row accounts for is caught up
-        from its appended bytes only (at most
-        :data:`~mind.shell.index.CATCH_UP_MAX_BYTES`, saved back to the
-        index); a session without a row costs one read of its first record.
-        A damaged ``index.db`` is rebuilt from the journals first.
-
-        Raises:
-            StateDirError: ``index.db`` is damaged and cannot be rebuilt.
+        recent first within one). Never parses whole journals it has seen:
+        per session one ``stat``; a journal longer than its row accounts for
+        is caught up from its appended bytes only (at most
+        :data:`~mind.shell.index.CATCH_UP_MAX_BYTES`); one that shrank,
+        changed without growing (another mtime), or whose appended bytes hold
+        damage before their end is checked again in full; both are saved back
+        to the index. A session without a row costs one read of its first
+        record. A session whose last turn is "running" costs one read of its
+        lease (is a live process holding it?). A directory without a journal,
+        or with a 0-byte one, is listed ``empty``; damage is listed with its
+        path and line (:attr:`SessionSummary.damage`). A damaged ``index.db``
+        is rebuilt from the journals first. When the index is unavailable
+        (locked by another process, unwritable, full disk) every session is
+        listed from its directory instead: its head record and at most
+        :data:`~mind.shell.index.CATCH_UP_MAX_BYTES` from the end of its
+        journal; the order is then most recent first.
         """
         rows = self.index.entries()
+        direct = bool(self.index.unavailable)
         listed: list[SessionSummary] = []
         unindexed: list[SessionSummary] = []
         forward: list[index.IndexEntry] = []
+        rescanned: list[index.IndexEntry] = []
         for sid, raw_path in self._journal_files():
+            path = Path(raw_path)
             try:
                 st = os.stat(raw_path, follow_symlinks=False)
+            except FileNotFoundError:
+                listed.append(self._empty(sid, path.parent))
+                continue
             except OSError:
                 continue
             if not stat.S_ISREG(st.st_mode):
                 continue
-            size, path = st.st_size, Path(raw_path)
-            entry = rows.get(sid)
-            if entry is None:
-                unindexed.append(_summary(index.peek_head(sid, path, self._read), indexed=False))
+            if st.st_size == 0:
+                listed.append(self._empty(sid, path))
                 continue
-            if size > entry.journal_size_bytes:
-                entry = index.catch_up(entry, path, size, self._read)
-                forward.append(entry)
-            listed.append(_summary(entry, indexed=True))
-        if forward:
-            self.index.store_caught_up(forward)
+            entry = rows.get(sid)
+            if entry is None and direct:
+                head = index.peek_head(sid, path, self._read)  # accounts for 0 bytes
+                grown = (
+                    index.catch_up(head, path, st.st_size, self._read)
+                    if not head.damage_line
+                    else head
+                )
+                listed.append(self._summary(grown or self._scan(sid, path, head), indexed=True))
+                continue
+            if entry is None:
+                unindexed.append(
+                    self._summary(index.peek_head(sid, path, self._read), indexed=False)
+                )
+                continue
+            if st.st_size > entry.journal_size_bytes:
+                grown = index.catch_up(entry, path, st.st_size, self._read, mtime_ns=st.st_mtime_ns)
+                if grown is None:
+                    entry = self._scan(sid, path, entry)
+                    rescanned.append(entry)
+                else:
+                    entry = grown
+                    forward.append(entry)
+            elif st.st_size < entry.journal_size_bytes or (
+                entry.journal_mtime_ns and st.st_mtime_ns != entry.journal_mtime_ns
+            ):
+                entry = self._scan(sid, path, entry)
+                rescanned.append(entry)
+            listed.append(self._summary(entry, indexed=True))
+        if forward or rescanned:
+            self.index.store_caught_up(forward, rescanned)
         listed.sort(key=lambda s: (-s.updated_at_ms, s.session_id))
         unindexed.sort(key=lambda s: (s.cwd, -s.updated_at_ms, s.session_id))
         return listed + unindexed
 
+    @staticmethod
+    def _scan(sid: str, path: Path, fallback: index.IndexEntry) -> index.IndexEntry:
+        """The whole journal checked again (it changed unlike an append)."""
+        try:
+            return index.scan_journal(sid, path)
+        except OSError:
+            return fallback
 
-def _summary(entry: index.IndexEntry, *, indexed: bool) -> SessionSummary:
-    return SessionSummary(
-        session_id=entry.session_id,
-        cwd=entry.cwd,
-        title=entry.title,
-        updated_at_ms=entry.updated_at_ms,
-        last_status=entry.last_status,
-        created_at_ms=entry.created_at_ms,
-        indexed=indexed,
-    )
+    @staticmethod
+    def _empty(sid: str, path: Path) -> SessionSummary:
+        try:
+            mtime_ms = os.stat(path).st_mtime_ns // 1_000_000
+        except OSError:
+            mtime_ms = 0
+        return SessionSummary(
+            session_id=sid, cwd="", title="", updated_at_ms=mtime_ms, last_status="", empty=True
+        )
+
+    def _summary(self, entry: index.IndexEntry, *, indexed: bool) -> SessionSummary:
+        holder = 0
+        if entry.last_status == "running" and not entry.damage_line:
+            found = lease.read_holder(self.session_dir(entry.session_id) / "lease")
+            holder = found.pid if found is not None else 0
+        damage = ""
+        if entry.damage_line:
+            where = self.journal_path(entry.session_id)
+            damage = f"{where}:{entry.damage_line}, {entry.damage_reason}"
+        return SessionSummary(
+            session_id=entry.session_id,
+            cwd=entry.cwd,
+            title=entry.title,
+            updated_at_ms=entry.updated_at_ms,
+            last_status=entry.last_status,
+            created_at_ms=entry.created_at_ms,
+            indexed=indexed,
+            holder_pid=holder,
+            damage=damage,
+        )
 
 
 def listing_lines(rows: list[SessionSummary], now_ms: int) -> list[str]:
@@ -213,7 +309,7 @@ def listing_lines(rows: list[SessionSummary], now_ms: int) -> list[str]:
     if not rows:
         return ["no sessions yet"]
     out = [
-        f"{s.session_id}  {s.last_status or '-':<11}  "
+        f"{s.session_id}  {s.status:<11}  "
         f"{index.format_age(s.updated_at_ms, now_ms):<12}  {s.cwd}  {s.title}".rstrip()
         for s in rows
         if s.indexed
@@ -230,5 +326,7 @@ def listing_lines(rows: list[SessionSummary], now_ms: int) -> list[str]:
             if s.cwd != cwd:
                 cwd = s.cwd
                 out.append(f"  {cwd or '(unknown cwd)'}")
-            out.append(f"    {s.session_id}  {index.format_age(s.updated_at_ms, now_ms)}")
+            age = index.format_age(s.updated_at_ms, now_ms)
+            state = "" if s.status == "-" else f"  {s.status}"
+            out.append(f"    {s.session_id}  {age}{state}")
     return out

@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mind.conversation import ModelRequest, ToolSpec, UserMessage
+from mind.errors import JournalCorruptError
 from mind.generated import journal as jr
 from mind.history import OPENAI_CHAT_CALL_IDS, OPENAI_RESPONSES_CALL_IDS, build_messages
 from mind.shell.journal import Journal
@@ -474,7 +475,12 @@ def test_requests_after_a_crash_cut_the_journal_file_at_any_byte(
             for r in records:
                 j.append(r)
         data = path.read_bytes()
-        path.write_bytes(data[: draw.draw(st.integers(0, len(data)), label="cut")])
+        cut = draw.draw(st.integers(0, len(data)), label="cut")
+        path.write_bytes(data[:cut])
+        if cut <= data.index(b"\n"):  # no session_started record: refused, not a session
+            with pytest.raises(JournalCorruptError):
+                Journal.open(path)
+            return
         with Journal.open(path) as j:
             reopened = list(j.records)
     assert len(reopened) <= len(records)

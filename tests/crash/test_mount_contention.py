@@ -359,6 +359,78 @@ def test_record_naming_a_reused_pid_is_occupied_until_that_process_exits(
     ledger.close()
 
 
+def test_lock_whose_token_names_a_reused_pid_is_reclaimed_at_once(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
+    """A token with a start identity (DESIGN §4): a live pid that now runs
+    another process is dead for the lock, even while the file is fresh."""
+    root = tmp_path / "state"
+    root.mkdir(mode=0o700)
+    identity = procs.start_identity(sleeper.pid)
+    assert identity
+    (root / LOCK_NAME).write_bytes(f"{sleeper.pid}-0dead0@{identity}9".encode())
+    ledger, waits = no_wait_ledger(root)
+    handle = ledger.claim("s1")
+    assert (handle.published, waits, (root / LOCK_NAME).exists()) == (True, [], False)
+    ledger.close()
+
+
+def test_lock_left_under_this_pid_before_a_container_restart_is_reclaimed(
+    tmp_path: Path,
+) -> None:
+    """After a container restart the new mind may get its predecessor's pid:
+    a token naming this pid with another start identity (or none: this mind
+    always writes one) is a predecessor's, never this process's own."""
+    root = tmp_path / "state"
+    root.mkdir(mode=0o700)
+    mine = procs.start_identity(os.getpid())
+    boot = mine.rpartition(":")[0]
+    for token in (f"{os.getpid()}-0dead0@{boot}:1", f"{os.getpid()}-0dead0"):
+        (root / LOCK_NAME).write_bytes(token.encode())
+        ledger, waits = no_wait_ledger(root)
+        handle = ledger.claim("s1")
+        assert (handle.published, waits, (root / LOCK_NAME).exists()) == (True, [], False)
+        ledger.close()
+
+
+def test_busy_names_the_lock_file_and_its_holder(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
+    root = tmp_path / "state"
+    root.mkdir(mode=0o700)
+    identity = procs.start_identity(sleeper.pid)
+    (root / LOCK_NAME).write_bytes(f"{sleeper.pid}-0a1b2c@{identity}".encode())  # really held
+    ledger, _ = no_wait_ledger(root)
+    with pytest.raises(MountRefused) as busy:
+        ledger.claim("s1")
+    assert busy.value.kind == "busy"
+    assert f"{root / LOCK_NAME} is held by pid {sleeper.pid}" in str(busy.value)
+
+
+def test_record_naming_a_reused_pid_by_its_start_identity_is_dead(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
+    """A ledger record carries its writer's start identity: a live pid whose
+    identity differs does not occupy the session; one whose identity matches does."""
+    root = tmp_path / "state"
+    root.mkdir(mode=0o700)
+    identity = procs.start_identity(sleeper.pid)
+    reused = {"pid": sleeper.pid, "startedAt": 1, "sessionIds": ["s1"], "startIdentity": "x:1"}
+    live = {"pid": sleeper.pid, "startedAt": 1, "sessionIds": ["s2"], "startIdentity": identity}
+    ledger_file = root / LEDGER_NAME
+    ledger_file.write_bytes(msgspec.json.encode({"version": 1, "owners": [reused]}))
+    ledger = MountLedger(root)
+    assert ledger.holders("s1") == []
+    assert ledger.claim("s1").published
+    ledger.close()
+    assert [o.pid for o in read_ledger_strict(ledger_file)] == []  # dropped on the write path
+    ledger_file.write_bytes(msgspec.json.encode({"version": 1, "owners": [live]}))
+    ledger = MountLedger(root)
+    with pytest.raises(MountRefused, match=f"occupied by pid {sleeper.pid}"):
+        ledger.claim("s2")
+    ledger.close()
+
+
 def test_lease_naming_a_reused_pid_is_reclaimed_at_once(
     tmp_path: Path, sleeper: subprocess.Popen[bytes]
 ) -> None:

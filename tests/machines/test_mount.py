@@ -198,8 +198,12 @@ def test_backoff_is_always_within_25_to_400_ms() -> None:
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [
-        (b"123-abc0", (123, "abc0")),
-        (b"1-f", (1, "f")),
+        (b"123-abc0", (123, "abc0", "")),  # an older mind's token: no start identity
+        (b"1-f", (1, "f", "")),
+        (b"123-abc0@0e1f-2a:987", (123, "abc0", "0e1f-2a:987")),
+        (b"123-abc0@", None),
+        (b"123-abc0@a b", None),
+        (b"123-abc0@" + b"x" * 129, None),
         (b"", None),
         (b"123", None),
         (b"123-", None),
@@ -213,7 +217,7 @@ def test_backoff_is_always_within_25_to_400_ms() -> None:
         (b"99999999999-abc", None),
     ],
 )
-def test_parse_token(raw: bytes, expected: tuple[int, str] | None) -> None:
+def test_parse_token(raw: bytes, expected: tuple[int, str, str] | None) -> None:
     assert parse_token(raw) == expected
 
 
@@ -232,12 +236,27 @@ def test_parse_token(raw: bytes, expected: tuple[int, str] | None) -> None:
 def test_lock_verdict(raw: bytes, age_s: float, alive: bool, expected: str) -> None:
     seen: list[int] = []
 
-    def is_alive(pid: int) -> bool:
+    def is_alive(pid: int, identity: str) -> bool:
         seen.append(pid)
         return alive
 
     assert lock_verdict(raw, age_s=age_s, stale_after_s=10.0, alive=is_alive) == expected
     assert seen == ([10] if raw.startswith(b"10-") else [])
+
+
+def test_lock_verdict_passes_the_token_identity_and_knows_its_own_old_tokens() -> None:
+    seen: list[tuple[int, str]] = []
+
+    def same(pid: int, identity: str) -> bool:
+        seen.append((pid, identity))
+        return identity != "boot:1"  # the process with this pid now has another identity
+
+    verdict = lock_verdict(b"10-abc@boot:1", age_s=0.0, stale_after_s=10.0, alive=same, me=10)
+    assert (verdict, seen) == ("dead", [(10, "boot:1")])
+    assert lock_verdict(b"10-abc@boot:2", age_s=0.0, stale_after_s=10.0, alive=same) == "held"
+    # An old-format token naming this very pid was not written by this process.
+    assert lock_verdict(b"10-abc", age_s=0.0, stale_after_s=10.0, alive=same, me=10) == "dead"
+    assert lock_verdict(b"10-abc", age_s=0.0, stale_after_s=10.0, alive=same, me=11) == "held"
 
 
 # ------------------------------------------------------------------ owners
@@ -256,7 +275,7 @@ def test_holders_of_names_live_other_processes_only() -> None:
         owner(1, "b", started=99),  # duplicate pid: first record wins
         owner(7, "b"),  # this process
     ]
-    live = {1, 3, 4, 7}.__contains__
+    live = lambda pid, _identity: pid in {1, 3, 4, 7}  # noqa: E731
     assert holders_of(owners, "b", me=7, alive=live) == (
         MountHolder(pid=1, started_at_ms=11),
         MountHolder(pid=4, started_at_ms=44),
@@ -267,7 +286,7 @@ def test_holders_of_names_live_other_processes_only() -> None:
 
 def test_with_own_record_drops_dead_keeps_order_and_replaces_mine_in_place() -> None:
     owners = [owner(1, "a"), owner(5, "old"), owner(2, "b"), owner(3, "c")]
-    live = {1, 3, 5}.__contains__
+    live = lambda pid, _identity: pid in {1, 3, 5}  # noqa: E731
     assert with_own_record(
         owners, me=5, started_at_ms=9, session_ids=["z", "y", "z"], alive=live
     ) == [
@@ -279,7 +298,7 @@ def test_with_own_record_drops_dead_keeps_order_and_replaces_mine_in_place() -> 
 
 def test_with_own_record_appends_a_new_record_and_removes_an_empty_one() -> None:
     owners = [owner(1, "a")]
-    live = {1, 5}.__contains__
+    live = lambda pid, _identity: pid in {1, 5}  # noqa: E731
     assert with_own_record(owners, me=5, started_at_ms=9, session_ids=["s"], alive=live) == [
         owner(1, "a"),
         owner(5, "s", started=9),

@@ -142,7 +142,7 @@ class LedgerAgainstReference(RuleBasedStateMachine):
         ledger = MountLedger(
             self.root,
             pid=pid,
-            alive=self.alive.__contains__,
+            alive=lambda pid, _identity: pid in self.alive,
             sleep_s=self._sleep,
             rng=random.Random(pid),
         )
@@ -589,8 +589,8 @@ def tour(root: Path, coverage: TransitionCoverage) -> None:
     """Every edge of the chart, once, through real ledgers (deterministic)."""
     alive = {1, 2, PEER}
     waits: list[float] = []
-    a = MountLedger(root, pid=1, alive=alive.__contains__, sleep_s=waits.append)
-    b = MountLedger(root, pid=2, alive=alive.__contains__, sleep_s=waits.append)
+    a = MountLedger(root, pid=1, alive=lambda pid, _identity: pid in alive, sleep_s=waits.append)
+    b = MountLedger(root, pid=2, alive=lambda pid, _identity: pid in alive, sleep_s=waits.append)
     a.observe(coverage)
     b.observe(coverage)
     h = a.claim("s")  # claim, grant

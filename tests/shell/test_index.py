@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -133,6 +134,7 @@ def expected_entry(path: Path) -> IndexEntry:
         updated_at_ms=last_ms,
         last_status=status,
         journal_size_bytes=path.stat().st_size,
+        journal_mtime_ns=path.stat().st_mtime_ns,
     )
 
 
@@ -190,17 +192,20 @@ def test_rebuild_matches_the_journals(store: Store) -> None:
 def test_rebuild_drops_rows_of_removed_sessions_and_keeps_damaged_journals(store: Store) -> None:
     paths = populate(store)
     store.index.note("gone", cwd="/nowhere", status="completed")
-    # A journal damaged in the middle still gets a row (display only).
+    # A journal damaged in the middle still gets a row, saying where and why.
     raw = bytearray(paths["a1"].read_bytes())
     second_line = raw.index(b"\n") + 1
     raw[second_line : second_line + 20] = b"#" * 20
     paths["a1"].write_bytes(bytes(raw))
-    with pytest.raises(JournalCorruptError):
+    with pytest.raises(JournalCorruptError) as err:
         read_records(paths["a1"])
     assert store.rebuild_index() == 4
     entries = store.index.entries()
     assert sorted(entries) == ["a1", "a2", "b1", "b2"]
-    assert entries["a1"].last_status == "failed" and entries["a1"].cwd == "/work/a"
+    a1 = entries["a1"]
+    assert (a1.cwd, a1.damage_line, a1.damage_reason) == ("/work/a", 2, err.value.detail)
+    (row,) = [s for s in store.summaries() if s.session_id == "a1"]
+    assert row.status == f"damaged ({paths['a1']}:2, {err.value.detail})"
 
 
 # --- sessions without a row --------------------------------------------------
@@ -388,10 +393,31 @@ def test_an_index_of_another_schema_version_is_rebuilt(tmp_path: Path) -> None:
         second.close()
 
 
-def test_an_unusable_index_path_is_a_state_dir_error(tmp_path: Path) -> None:
+def test_an_unusable_index_path_lists_from_the_session_directories(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The index is derived: a directory where index.db should be fails nothing;
+    listing reads each journal's head and tail instead, and says so once."""
     (tmp_path / "state" / "index.db").mkdir(parents=True)
-    with pytest.raises(StateDirError, match=r"index\.db"):
-        Store(tmp_path / "state")
+    with caplog.at_level(logging.WARNING, logger="mind.index"):
+        store = Store(tmp_path / "state")
+        try:
+            paths = populate(store)
+            assert "is a directory" in store.index.unavailable
+            assert store.index.note("a1", status="running") is False
+            rows = store.summaries()
+            assert store.index.entries() == {}
+            with pytest.raises(StateDirError, match=r"index\.db"):
+                store.rebuild_index()
+        finally:
+            store.close()
+    want = [expected_entry(p) for p in paths.values()]
+    assert sorted((s.session_id, s.title, s.last_status, s.cwd) for s in rows) == sorted(
+        (e.session_id, e.title, e.last_status, e.cwd) for e in want
+    )
+    assert [s.updated_at_ms for s in rows] == sorted((s.updated_at_ms for s in rows), reverse=True)
+    warned = [r for r in caplog.records if r.name == "mind.index"]
+    assert len(warned) == 1 and "index.db" in warned[0].getMessage()
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
@@ -416,16 +442,23 @@ def test_an_up_to_date_index_lists_without_reading_journals(tmp_path: Path) -> N
         paths = populate(store)
         store.rebuild_index()
         before = store.summaries()
-        # Damage a middle line in place (same size): the strict reader fails,
-        # the listing does not notice because it never reads the journal.
+        assert store.summaries() == before
+        assert reader.total == 0
+        # Damage a middle line in place (same size): the journal's mtime moved,
+        # so it is checked again and listed damaged, naming path and line.
         raw = bytearray(paths["a1"].read_bytes())
         middle = len(raw) // 2
         raw[middle : middle + 8] = b"\x00" * 8
         paths["a1"].write_bytes(bytes(raw))
-        with pytest.raises(JournalCorruptError):
+        with pytest.raises(JournalCorruptError) as err:
             read_records(paths["a1"])
-        assert store.summaries() == before
-        assert reader.total == 0
+        rows = {s.session_id: s for s in store.summaries()}
+        assert rows["a1"].damage == f"{paths['a1']}:{err.value.line}, {err.value.detail}"
+        assert err.value.line == raw[:middle].count(b"\n") + 1
+        assert {k: v for k, v in rows.items() if k != "a1"} == {
+            s.session_id: s for s in before if s.session_id != "a1"
+        }
+        assert store.index.entries()["a1"].damage_line == err.value.line  # saved
     finally:
         store.close()
 
@@ -646,5 +679,84 @@ def test_mind_sessions_rebuild_index_says_how_many_and_lists(tmp_path: Path) -> 
     assert r.stderr == "mind: indexed 4 session(s) from their journals\n"
     lines = r.stdout.splitlines()
     assert [line.split()[0] for line in lines] == ["a2", "b2", "b1", "a1"]
-    assert lines[0].split()[1:2] == ["running"]
+    assert lines[0].split()[1:2] == ["interrupted"]  # no live process holds it
+    assert "(resume to recover)" in lines[0]
     assert "fix the bug long" in lines[3] and "failed" in lines[3]
+
+
+_EXCLUSIVE_HOLDER = textwrap.dedent(
+    """
+    import sys
+    import apsw
+
+    con = apsw.Connection(sys.argv[1])
+    con.pragma("locking_mode", "exclusive")  # readers are locked out too
+    con.execute("BEGIN EXCLUSIVE")
+    con.execute("UPDATE sessions SET title = title")
+    print("held", flush=True)
+    sys.stdin.readline()
+    """
+)
+
+
+def test_an_exclusively_locked_index_lists_from_the_directories_within_a_second(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    store = Store(state)
+    try:
+        paths = populate(store)
+        store.rebuild_index()
+    finally:
+        store.close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _EXCLUSIVE_HOLDER, str(state / "index.db")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        started = time.monotonic()
+        store = Store(state)
+        try:
+            assert "locked" in store.index.unavailable
+            rows = store.summaries()
+        finally:
+            store.close()
+        assert time.monotonic() - started < 3  # the open waits QUICK_BUSY_TIMEOUT_MS once
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=10)
+        assert holder.stdout is not None
+        holder.stdout.close()
+    assert sorted((s.session_id, s.last_status) for s in rows) == sorted(
+        (e.session_id, e.last_status) for e in map(expected_entry, paths.values())
+    )
+
+
+def test_damage_is_found_in_an_unindexed_head_and_in_appended_bytes(store: Store) -> None:
+    """Without a row only the first line is read: damage there is listed at
+    line 1. Appended bytes with a damaged line before their end make the
+    listing check the whole journal and say where."""
+    paths = populate(store)
+    store.rebuild_index()
+    # An unindexed session whose first line fails its check.
+    write_session(store, "u1", cwd="/work/u", turns=[], start_ms=9_000)
+    head = bytearray(store.journal_path("u1").read_bytes())
+    head[5] ^= 0x01
+    store.journal_path("u1").write_bytes(bytes(head))
+    # An indexed session that grew by a damaged line and a sound one after it.
+    with Journal.open(paths["b1"]) as j:
+        append_turns(j, [("more", "completed")])
+    data = bytearray(paths["b1"].read_bytes())
+    grown_from = store.index.entries()["b1"].journal_size_bytes
+    data[grown_from + 10] ^= 0x01  # inside the first appended line
+    paths["b1"].write_bytes(bytes(data))
+    with pytest.raises(JournalCorruptError) as err:
+        read_records(paths["b1"])
+    rows = {s.session_id: s for s in store.summaries()}
+    assert rows["u1"].status.startswith(f"damaged ({store.journal_path('u1')}:1, ")
+    assert rows["b1"].damage == f"{paths['b1']}:{err.value.line}, {err.value.detail}"
+    assert rows["a1"].damage == rows["b2"].damage == ""

@@ -67,10 +67,15 @@ def _stamped(record: jr.JournalRecord, seq: int, at_ms: int = 7) -> jr.JournalRe
     return msgspec.structs.replace(record, seq=seq, recorded_at_ms=at_ms)
 
 
+def _start() -> jr.SessionStarted:
+    return jr.SessionStarted(seq=0, recorded_at_ms=0, session_id="s1", cwd="/w", mind_version="t")
+
+
 def _write(path: Path, n: int) -> list[jr.JournalRecord]:
+    """A session journal of ``n`` records: ``session_started``, then user messages."""
     with Journal.open(path, create=True, clock_ms=lambda: 7) as j:
         for i in range(n):
-            j.append(_user(f"text {i}", f"m{i}"))
+            j.append(_user(f"text {i}", f"m{i}") if i else _start())
         return list(j.records)
 
 
@@ -86,10 +91,10 @@ def path(tmp_path: Path) -> Path:
 def test_create_append_reopen_roundtrip(path: Path) -> None:
     with Journal.open(path, create=True, clock_ms=lambda: 1234) as j:
         assert (j.records, j.report, j.next_seq) == ([], CLEAN, 0)
-        first = j.append(_user(), sync=True)
+        first = j.append(_start(), sync=True)
         second = j.append(_round(), sync=True)
         j.sync()
-        assert [first, second] == [_stamped(_user(), 0, 1234), _stamped(_round(), 1, 1234)]
+        assert [first, second] == [_stamped(_start(), 0, 1234), _stamped(_round(), 1, 1234)]
         assert j.records == [first, second]
         assert j.next_seq == 2
     assert path.read_bytes() == _line(first) + _line(second)
@@ -123,11 +128,40 @@ def test_missing_journal_is_an_error_unless_created(path: Path) -> None:
     assert not path.parent.exists()
 
 
-def test_empty_file_is_a_clean_empty_journal(path: Path) -> None:
+def test_a_journal_without_its_session_started_record_is_refused(path: Path) -> None:
+    """Empty, all damage, or another first record: never opened as a session
+    (it would start empty with the caller's cwd); the file stays byte-identical."""
     path.parent.mkdir(parents=True)
-    path.write_bytes(b"")
-    with Journal.open(path) as j:
+    garbage = b"not json\n\x00\x00\x00\nstill not\n"
+    cases = [
+        (b"", 1, "empty journal"),
+        (garbage, 1, "not a journal line"),
+        (b'{"type":"session_started","se', 1, "torn write"),  # a crash while creating it
+        (_line(_stamped(_user(), 0)), 1, "first record is 'user_message'"),
+    ]
+    for data, line, why in cases:
+        path.write_bytes(data)
+        for opener in (Journal.open, read_records):
+            with pytest.raises(JournalCorruptError) as err:
+                opener(path)
+            assert (err.value.path, err.value.line) == (path, line)
+            assert why in err.value.detail
+            assert path.read_bytes() == data
+    with Journal.open(path.with_name("new.jsonl"), create=True) as j:  # creating is fine
         assert (j.records, j.report) == ([], CLEAN)
+
+
+def test_only_the_last_line_may_be_a_torn_tail(path: Path) -> None:
+    """A damaged line followed by more damage is corruption, named by its line,
+    unless our own append ended it with the separator ``~``."""
+    records = _write(path, 2)
+    good = path.read_bytes()
+    path.write_bytes(good + b"garbage\n" + b'{"type":"user_mes')
+    with pytest.raises(JournalCorruptError) as err:
+        Journal.open(path)
+    assert (err.value.line, "not the last line" in err.value.detail) == (3, True)
+    path.write_bytes(good + b"garbage~\n" + b'{"type":"user_mes')
+    assert read_records(path)[0] == records
 
 
 def test_symlink_is_refused(path: Path, tmp_path: Path) -> None:
@@ -241,7 +275,7 @@ def test_checked_line_failing_the_schema_is_corruption_not_a_torn_tail(path: Pat
 
 def test_vouch_must_match_the_damaged_bytes_exactly(path: Path) -> None:
     path.parent.mkdir(parents=True)
-    first = _line(_stamped(_user(), 0))
+    first = _line(_stamped(_start(), 0))
     torn = b'{"type":"user_m\n'
     ok = _line(_stamped(_user(), 1), (len(torn), zlib.crc32(torn)))
     path.write_bytes(first + torn + ok)
@@ -262,13 +296,14 @@ def test_vouch_must_match_the_damaged_bytes_exactly(path: Path) -> None:
 def test_hostile_strings_round_trip_on_one_line(path: Path) -> None:
     text = 'a\u2028b\u2029c\x00d\ne\rf\x1b[31m "quoted" \\ \ufeff😀 é'
     with Journal.open(path, create=True, clock_ms=lambda: 1) as j:
+        start = j.append(_start())
         stored = j.append(_user(text))
     assert isinstance(stored, jr.UserMessage)
     assert stored.text == text
     raw = path.read_bytes()
-    assert raw.count(b"\n") == 1
+    assert raw.count(b"\n") == 2
     assert "\u2028".encode() in raw  # raw UTF-8; lines split on b"\n" only
-    assert read_records(path)[0] == [stored]
+    assert read_records(path)[0] == [start, stored]
 
 
 def test_lone_surrogates_become_replacement_characters(path: Path) -> None:
@@ -276,12 +311,13 @@ def test_lone_surrogates_become_replacement_characters(path: Path) -> None:
     rec = _round(items=[{"k\udcff": ["v\ud800", {"n": "\udfff"}]}])
     rec = msgspec.structs.replace(rec, text=invalid_utf8)
     with Journal.open(path, create=True, clock_ms=lambda: 1) as j:
+        start = j.append(_start())
         stored = j.append(rec)
-        assert j.records == [stored]
+        assert j.records == [start, stored]
     assert isinstance(stored, jr.ModelRound)
     assert stored.text == "ok \ufffd\ufffd end"
     assert stored.provider_items == [{"k\ufffd": ["v\ufffd", {"n": "\ufffd"}]}]
-    assert read_records(path)[0] == [stored]
+    assert read_records(path)[0] == [start, stored]
 
 
 def test_unjournalable_records_write_nothing_and_keep_the_journal_usable(path: Path) -> None:
@@ -292,14 +328,16 @@ def test_unjournalable_records_write_nothing_and_keep_the_journal_usable(path: P
     too_long = _user("x" * (MAX_LINE_BYTES + 1))
     not_json = _round(items=[{"obj": object()}])
     with Journal.open(path, create=True, clock_ms=lambda: 1) as j:
+        start = j.append(_start())
+        header = path.read_bytes()
         for bad in (_round(items=[{"deep": deep}]), negative, too_long, not_json):
             with pytest.raises(JournalError) as err:
                 j.append(bad)
             assert err.value.line == 0
-            assert path.read_bytes() == b""
-            assert (j.records, j.next_seq) == ([], 0)
+            assert path.read_bytes() == header
+            assert (j.records, j.next_seq) == ([start], 1)
         good = j.append(_user())
-    assert read_records(path)[0] == [good]
+    assert read_records(path)[0] == [start, good]
 
 
 def test_deeply_nested_checked_line_is_corruption(path: Path) -> None:
@@ -317,7 +355,7 @@ def test_deeply_nested_checked_line_is_corruption(path: Path) -> None:
 
 def test_overlong_line_is_damage(path: Path) -> None:
     path.parent.mkdir(parents=True)
-    first = _line(_stamped(_user(), 0))
+    first = _line(_stamped(_start(), 0))
     huge = b"x" * (MAX_LINE_BYTES + 10)
     path.write_bytes(first + huge + b"\n" + _line(_stamped(_user(), 1)))
     with pytest.raises(JournalCorruptError) as err:

@@ -5,6 +5,7 @@
   append after it survives the next open with the torn bytes vouched for.
 - Damage anywhere: one flipped byte either fails closed naming exactly the
   damaged line, or (last line only) is dropped as a torn tail.
+- A journal cut inside its ``session_started`` line is refused (line 1).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -75,7 +77,14 @@ records_st = st.lists(
 )
 
 
+_START: jr.JournalRecord = jr.SessionStarted(
+    seq=0, recorded_at_ms=0, session_id="s", cwd="/w", mind_version="t"
+)
+
+
 def _write(path: Path, records: list[jr.JournalRecord]) -> tuple[list[jr.JournalRecord], bytes]:
+    """A session journal: its ``session_started`` record, then ``records``."""
+    records = [_START, *records]
     with Journal.open(path, create=True, clock_ms=lambda: 42) as j:
         for r in records[:-1]:
             j.append(r)
@@ -105,6 +114,11 @@ def test_cut_at_any_byte_reopens_as_a_clean_prefix(
         starts = _line_starts(data)
         complete = sum(1 for s in starts[1:] if s <= cut)
         boundary = starts[complete]
+        if complete == 0:  # cut inside the session_started line: not a session
+            with pytest.raises(JournalCorruptError) as err:
+                Journal.open(path)
+            assert (err.value.line, path.read_bytes()) == (1, cut_data)
+            return
         with Journal.open(path, clock_ms=lambda: 43) as j:
             assert path.read_bytes() == cut_data
             assert j.records == written[:complete]

@@ -25,7 +25,7 @@ import pytest
 
 from mind.errors import MountRefused
 from mind.machines.mount import BACKOFF_MS
-from mind.shell import mounts
+from mind.shell import mounts, procs
 from mind.shell.mounts import (
     LEDGER_NAME,
     LOCK_NAME,
@@ -99,19 +99,28 @@ def test_claim_creates_dir_0700_and_ledger_0600_and_leaves_no_lock(root: Path) -
     data = msgspec.json.decode((root / LEDGER_NAME).read_bytes())
     assert data == {
         "version": 1,
-        "owners": [{"pid": ME, "startedAt": ledger.started_at_ms, "sessionIds": ["s1"]}],
+        "owners": [
+            {
+                "pid": ME,
+                "startedAt": ledger.started_at_ms,
+                "sessionIds": ["s1"],
+                "startIdentity": procs.start_identity(ME),
+            }
+        ],
     }
     assert (handle.state, handle.published, handle.warning, waits) == ("reserved", True, None, [])
 
 
-def test_lock_file_is_created_0600_with_a_pid_nonce_token(root: Path) -> None:
+def test_lock_file_is_created_0600_with_a_pid_nonce_identity_token(root: Path) -> None:
     ledger, _ = ledger_at(root)
     root.mkdir(mode=0o700)
     held = ledger._acquire()
     lock = root / LOCK_NAME
     assert stat.S_IMODE(lock.stat().st_mode) == 0o600
-    pid, _, nonce = lock.read_text().partition("-")
+    token, _, identity = lock.read_text().partition("@")
+    pid, _, nonce = token.partition("-")
     assert (int(pid), len(nonce) >= 16, lock.read_bytes()) == (ME, True, held.token)
+    assert identity == procs.start_identity(ME) != ""
     ledger._release(held)
     assert not lock.exists()
 
