@@ -5,10 +5,13 @@ output goes through ``patch_stdout(raw=True)`` and appears above the prompt
 (DESIGN §7). That proxy only flushes whole lines and nothing printed can be
 redrawn later, so rendering is append-only, with two small exceptions:
 
-- streamed assistant text is cut into *complete markdown blocks* (a blank
-  line outside a code fence, or a closing fence) and each block is rendered
-  with rich as soon as it is complete; the rest waits for the next delta or
-  for the end of the message;
+- streamed assistant text is cut into *complete markdown blocks* by
+  :class:`mind.shell.stream_blocks.MarkdownBlocks` (a blank line outside a
+  code fence, or a closing fence) and each block is rendered with rich as
+  soon as it is complete; a code fence at the left margin is printed line by
+  line as its lines complete (:mod:`mind.shell.code_lines` highlights
+  each piece at the cost of its own length); the rest waits for the next delta or the end of
+  the message;
 - a tool call's ``⏺ Calling`` line is replaced in place by its ``✓ Called``
   line when nothing else was printed in between (one cursor-up + erase-line;
   the ``Calling`` line is always cut to one terminal row so this is exact).
@@ -32,8 +35,9 @@ from rich.table import Table
 from rich.text import Text
 
 from mind.generated import events as ev
+from mind.shell.code_lines import CODE_THEME, CodeLines
+from mind.shell.stream_blocks import MarkdownBlocks, Piece
 
-_FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _ERASE_PREVIOUS_LINE = "\x1b[1A\x1b[2K\r"
 MISSED_LINES = 200
 """Lines of a parked session's output kept to show when it is attached again."""
@@ -58,69 +62,7 @@ class _Markdown(Markdown):
 
 def render_markdown(text: str) -> RenderableType:
     """The rich renderable of one markdown block (code blocks highlighted)."""
-    return _Markdown(plain(text), code_theme="ansi_dark", hyperlinks=False)
-
-
-@final
-class MarkdownBlocks:
-    """Cuts a stream of markdown text into complete blocks.
-
-    Feed deltas with :meth:`feed`; it returns the text of every block that
-    can no longer change (everything up to the last blank line outside a code
-    fence, or up to a closing fence). :meth:`rest` returns and forgets what is
-    still pending, for the end of a message.
-    """
-
-    def __init__(self) -> None:
-        self._pending = ""
-
-    def feed(self, delta: str) -> str:
-        """Add ``delta``; return the complete blocks now ready ("" if none)."""
-        self._pending += delta
-        cut = _last_block_boundary(self._pending)
-        if cut == 0:
-            return ""
-        ready, self._pending = self._pending[:cut], self._pending[cut:]
-        return ready
-
-    def rest(self) -> str:
-        """Return the pending text and start over."""
-        pending, self._pending = self._pending, ""
-        return pending
-
-    @property
-    def pending(self) -> str:
-        """Text received but not yet returned."""
-        return self._pending
-
-
-def _last_block_boundary(text: str) -> int:
-    """Offset just after the last safe cut in ``text`` (0: no safe cut yet).
-
-    A safe cut follows a blank line outside a fence, or a closing fence line.
-    Only whole lines (ending in ``\\n``) are considered.
-    """
-    cut = 0
-    fence: str | None = None
-    offset = 0
-    for line in text.split("\n")[:-1]:  # the last piece has no newline yet
-        offset += len(line) + 1
-        if fence is None:
-            match = _FENCE_RE.match(line)
-            if match:
-                fence = match.group(1)
-            elif not line.strip():
-                cut = offset
-        elif _closes_fence(line, fence):
-            fence = None
-            cut = offset
-    return cut
-
-
-def _closes_fence(line: str, fence: str) -> bool:
-    """Whether ``line`` closes a code block opened by ``fence`` (CommonMark rule)."""
-    stripped = line.strip()
-    return len(stripped) >= len(fence) and set(stripped) == {fence[0]}
+    return _Markdown(plain(text), code_theme=CODE_THEME, hyperlinks=False)
 
 
 _SGR_TAIL_RE = re.compile(r"(?:\x1b\[[0-9;]*m| )+$")
@@ -244,6 +186,10 @@ class TurnView:
         self._clock = clock
         self._text = MarkdownBlocks()
         self._reasoning = MarkdownBlocks()
+        self._fence_opened = False
+        """A code fence just opened: a blank line goes before its first line."""
+        self._code: CodeLines | None = None
+        """The painter of the open fence's lines."""
         self._streamed: list[str] = []
         self._calls: dict[str, tuple[str, Any, float]] = {}
         self._last_line_call: str | None = None
@@ -281,7 +227,11 @@ class TurnView:
     # ---- low-level output ------------------------------------------------
 
     def print(
-        self, *renderables: RenderableType, replace_last: bool = False, kind: str = "note"
+        self,
+        *renderables: RenderableType,
+        replace_last: bool = False,
+        kind: str = "note",
+        gap: bool | None = None,
     ) -> None:
         """Render ``renderables`` and write them in one piece.
 
@@ -289,23 +239,36 @@ class TurnView:
             renderables: what to print, each on its own line(s).
             replace_last: erase the previous terminal row first (only honoured
                 on a terminal).
-            kind: what is printed (``text``, ``tool``, ``note``...): a blank
-                line separates output of different kinds and consecutive
-                markdown blocks.
+            kind: what is printed (``text``, ``code``, ``tool``, ``note``...):
+                a blank line separates output of different kinds and
+                consecutive markdown blocks (lines of one code fence follow
+                each other).
+            gap: force (True) or suppress (False) that blank line; None
+                applies the rule above.
         """
         with self.console.capture() as capture:
             for item in renderables:
                 self.console.print(item, crop=False, soft_wrap=False)
-        data = _tidy(capture.get(), strip_blank_edges=kind == "text")
+        self._emit(
+            _tidy(capture.get(), strip_blank_edges=kind == "text"),
+            replace_last=replace_last,
+            kind=kind,
+            gap=gap,
+        )
+
+    def _emit(self, data: str, *, replace_last: bool, kind: str, gap: bool | None) -> None:
+        """Write rendered ``data`` (whole lines) with the spacing rule of :meth:`print`."""
         if not data:
             return
-        if self._muted:
-            if (
+        if gap is None:
+            gap = (
                 not replace_last
                 and self._last_kind is not None
                 and (kind != self._last_kind or kind == "text")
-            ):
-                data = "\n" + data
+            )
+        if gap:
+            data = "\n" + data
+        if self._muted:
             lines = data.rstrip("\n").split("\n")
             if replace_last and self._missed:  # the Calling line becomes Called
                 self._missed.pop()
@@ -315,12 +278,6 @@ class TurnView:
             self._last_kind = kind
             self._last_line_call = None
             return
-        if (
-            not replace_last
-            and self._last_kind is not None
-            and (kind != self._last_kind or kind == "text")
-        ):
-            data = "\n" + data
         if replace_last and self.console.is_terminal:
             data = _ERASE_PREVIOUS_LINE + data
         self.console.file.write(data)
@@ -378,13 +335,9 @@ class TurnView:
         elif isinstance(event, ev.MessageDeltaEvent):
             self._flush_reasoning()
             self._streamed.append(event.text)
-            ready = self._text.feed(event.text)
-            if ready.strip():
-                self.print(render_markdown(ready), kind="text")
+            self._print_text(self._text.feed(event.text))
         elif isinstance(event, ev.ReasoningDeltaEvent):
-            ready = self._reasoning.feed(event.text)
-            if ready.strip():
-                self.print(Text(plain(ready).rstrip("\n"), style="dim italic"), kind="text")
+            self._print_reasoning(self._reasoning.feed(event.text))
         elif isinstance(event, ev.MessageCompletedEvent):
             self._flush_reasoning()
             if "".join(self._streamed) == event.text:
@@ -417,24 +370,48 @@ class TurnView:
         """The tail of the text still streaming (not yet a complete block), as
         one line of at most ``width`` characters ("" if none). The REPL shows
         it under the output so a long paragraph is visibly arriving."""
-        pending = self._text.pending or self._reasoning.pending
-        lines = [line for line in pending.split("\n") if line.strip()]
-        if not lines or width < 2:
+        line = self._text.tail() or self._reasoning.tail()
+        if not line.strip() or width < 2:
             return ""
-        tail = " ".join(lines[-1].split())
+        tail = " ".join(line.split())
         return tail if len(tail) <= width else "…" + tail[-(width - 1) :]
 
     def flush_text(self) -> None:
         """Print any pending streamed text (the message ended or was cut)."""
         self._flush_reasoning()
-        rest = self._text.rest()
-        if rest.strip():
-            self.print(render_markdown(rest), kind="text")
+        self._print_text(self._text.rest())
 
     def _flush_reasoning(self) -> None:
-        rest = self._reasoning.rest()
-        if rest.strip():
-            self.print(Text(plain(rest).strip("\n"), style="dim italic"), kind="text")
+        self._print_reasoning(self._reasoning.rest())
+
+    def _print_text(self, pieces: list[Piece]) -> None:
+        """Print answer pieces: blocks as markdown, fence lines highlighted."""
+        for piece in pieces:
+            if piece.kind == "markdown":
+                if piece.text.strip():
+                    self.print(render_markdown(piece.text), kind="text")
+            elif piece.kind == "fence":
+                self._code = CodeLines(piece.lang, self.console.color_system)
+                self._fence_opened = True
+            elif piece.kind == "code":
+                if self._code is None or self._code.lang != piece.lang:
+                    self._code = CodeLines(piece.lang, self.console.color_system)
+                self._emit(
+                    self._code.paint(plain(piece.text)),
+                    replace_last=False,
+                    kind="code",
+                    gap=True if self._fence_opened else None,
+                )
+                self._fence_opened = False
+
+    def _print_reasoning(self, pieces: list[Piece]) -> None:
+        """Print reasoning pieces as dim plain text (code lines as they come)."""
+        for piece in pieces:
+            if piece.kind == "markdown" and piece.text.strip():
+                self.print(Text(plain(piece.text).strip("\n"), style="dim italic"), kind="text")
+            elif piece.kind == "code":
+                text = Text(plain(piece.text).removesuffix("\n"), style="dim italic")
+                self.print(text, kind="code")
 
     def call_line(
         self, name: str, arguments: Any, *, verb: str, style: str, suffix: str = ""
@@ -544,7 +521,6 @@ class TurnView:
 
 
 __all__ = [
-    "MarkdownBlocks",
     "TurnView",
     "describe_arguments",
     "format_duration",
