@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal, final
 
+from rich.cells import cell_len
 from rich.console import Console, RenderableType
 from rich.markdown import Heading, Markdown
 from rich.table import Table
@@ -43,6 +44,12 @@ MISSED_LINES = 200
 """Lines of a parked session's output kept to show when it is attached again."""
 RESULT_PREVIEW_LINES = 2
 """How many lines of a tool's output are shown under its ``Called`` line."""
+
+PROMPT_ROWS = 12
+"""Rows assumed for the prompt area below the output when the REPL says nothing."""
+
+_ANSWER_KINDS = frozenset({"text", "code"})
+"""Output kinds that belong to a model attempt's answer (erased when it is retried)."""
 
 _ARGUMENT_KEYS = ("command", "path", "pattern", "query", "url")
 """Argument names whose value alone says what a call does (shown instead of JSON)."""
@@ -89,6 +96,14 @@ def _tidy(data: str, *, strip_blank_edges: bool) -> str:
         while out and not _SGR_RE.sub("", out[-1]).strip():
             out.pop()
     return "".join(line + "\n" for line in out)
+
+
+def _rows(data: str, width: int) -> int:
+    """Terminal rows ``data`` (whole lines, SGR styling only) takes at ``width`` columns."""
+    width = max(1, width)
+    return sum(
+        max(1, -(-cell_len(_SGR_RE.sub("", line)) // width)) for line in data.split("\n")[:-1]
+    )
 
 
 def describe_arguments(name: str, arguments: Any, limit: int = 200) -> str:
@@ -179,11 +194,29 @@ class TurnView:
         console: the rich console to print to (its file is resolved at print
             time, so under ``patch_stdout`` it writes through the proxy).
         clock: monotonic clock in seconds (injectable for tests).
+        reserved_rows: terminal rows below the output that are not the
+            view's (the prompt area); output is erased in place only above it.
     """
 
-    def __init__(self, console: Console, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        console: Console,
+        clock: Callable[[], float] = time.monotonic,
+        reserved_rows: Callable[[], int] = lambda: PROMPT_ROWS,
+    ) -> None:
         self.console = console
         self._clock = clock
+        self._reserved_rows = reserved_rows
+        self._attempt_rows = 0
+        """Terminal rows (parked: kept lines) printed for the current model attempt."""
+        self._attempt_lines = 0
+        self._attempt_clean = True
+        """Nothing but the attempt's answer was printed since it began."""
+        self._attempt_width = 0
+        """The terminal width when the attempt's first row was printed."""
+        self._kind_before_attempt: str | None = None
+        self._call_width = 0
+        """The terminal width when the last ``Calling`` line was printed."""
         self._text = MarkdownBlocks()
         self._reasoning = MarkdownBlocks()
         self._fence_opened = False
@@ -214,6 +247,7 @@ class TurnView:
         # Whatever was on the last row belongs to another session now: never erase it.
         self._last_line_call = None
         self._last_kind = None
+        self._start_attempt()
 
     def take_missed(self) -> tuple[str, int]:
         """What would have been printed while muted, and how many earlier lines
@@ -256,8 +290,20 @@ class TurnView:
             gap=gap,
         )
 
-    def _emit(self, data: str, *, replace_last: bool, kind: str, gap: bool | None) -> None:
-        """Write rendered ``data`` (whole lines) with the spacing rule of :meth:`print`."""
+    def _emit(
+        self,
+        data: str,
+        *,
+        replace_last: bool,
+        kind: str,
+        gap: bool | None,
+        erase_rows: int = 0,
+    ) -> None:
+        """Write rendered ``data`` (whole lines) with the spacing rule of :meth:`print`.
+
+        ``erase_rows`` terminal rows just above are erased first (the caller
+        checked they are this view's and still on screen).
+        """
         if not data:
             return
         if gap is None:
@@ -268,6 +314,9 @@ class TurnView:
             )
         if gap:
             data = "\n" + data
+        answer = kind in _ANSWER_KINDS
+        if not answer and self._attempt_rows:
+            self._attempt_clean = False  # something else now sits below the partial answer
         if self._muted:
             lines = data.rstrip("\n").split("\n")
             if replace_last and self._missed:  # the Calling line becomes Called
@@ -275,15 +324,79 @@ class TurnView:
                 self._missed_total -= 1
             self._missed.extend(lines)
             self._missed_total += len(lines)
+            if answer:
+                self._attempt_lines += len(lines)
+                self._attempt_rows += len(lines)
             self._last_kind = kind
             self._last_line_call = None
             return
+        if answer:
+            if not self._attempt_rows:
+                self._attempt_width = self.console.width
+            self._attempt_rows += _rows(data, self.console.width)
         if replace_last and self.console.is_terminal:
             data = _ERASE_PREVIOUS_LINE + data
+        elif erase_rows:
+            data = f"\x1b[{erase_rows}A\r\x1b[J" + data
         self.console.file.write(data)
         self.console.file.flush()
         self._last_line_call = None
         self._last_kind = kind
+
+    def _start_attempt(self) -> None:
+        """What is printed from now on belongs to a new model attempt."""
+        self._attempt_rows = 0
+        self._attempt_lines = 0
+        self._attempt_clean = True
+        self._kind_before_attempt = self._last_kind
+
+    def _discard_attempt(self, note: Text) -> None:
+        """Print the retry ``note`` in place of the abandoned attempt's answer.
+
+        The rule (issue 7 §4): the answer is on screen once. Pending text is
+        dropped; what was already printed is erased when it is provably this
+        view's and still on screen (a terminal, nothing else printed after it,
+        the same width as when printed, fewer rows than the screen minus the
+        prompt area); parked, its kept lines are dropped. Otherwise the note
+        says the partial answer above is discarded.
+        """
+        self._text.rest()
+        self._reasoning.rest()
+        self._streamed.clear()
+        self._fence_opened = False
+        rows = self._attempt_rows
+        if rows and self._muted:
+            for _ in range(min(self._attempt_lines, len(self._missed))):
+                self._missed.pop()
+            self._missed_total -= self._attempt_lines
+            self._last_kind = self._kind_before_attempt
+            self.print(note)
+        elif rows and self._can_erase(rows):
+            self._last_kind = self._kind_before_attempt
+            with self.console.capture() as capture:
+                self.console.print(note, crop=False, soft_wrap=False)
+            self._emit(
+                _tidy(capture.get(), strip_blank_edges=False),
+                replace_last=False,
+                kind="note",
+                gap=None,
+                erase_rows=rows,
+            )
+        elif rows:
+            note.append(" The partial answer above is discarded.", style="yellow")
+            self.print(note)
+        else:
+            self.print(note)
+        self._start_attempt()
+
+    def _can_erase(self, rows: int) -> bool:
+        """Whether the last ``rows`` terminal rows are this attempt's and on screen."""
+        return (
+            self.console.is_terminal
+            and self._attempt_clean
+            and self._attempt_width == self.console.width
+            and rows + self._reserved_rows() < self.console.height
+        )
 
     def write_ansi(self, data: str, kind: str = "replay") -> None:
         """Write text already rendered (e.g. :meth:`take_missed`) as it is."""
@@ -332,6 +445,7 @@ class TurnView:
             self.turn_started_at = self._clock()
             self._streamed.clear()
             self._last_kind = "prompt"  # the prompt line was just echoed: keep a gap after it
+            self._start_attempt()
         elif isinstance(event, ev.MessageDeltaEvent):
             self._flush_reasoning()
             self._streamed.append(event.text)
@@ -347,15 +461,17 @@ class TurnView:
                 if event.text.strip():
                     self.print(render_markdown(event.text), kind="text")
             self._streamed.clear()
+            self._start_attempt()
         elif isinstance(event, ev.ToolCallEvent):
             self.flush_text()
+            self._start_attempt()
             self._show_call(event)
         elif isinstance(event, ev.ToolResultEvent):
             self.flush_text()
             self._show_result(event)
+            self._start_attempt()
         elif isinstance(event, ev.TurnRetryingEvent):
-            self.flush_text()
-            self.print(
+            self._discard_attempt(
                 Text(
                     f"↻ {event.failure.message} Retrying in {format_duration(event.delay_s)} "
                     f"(attempt {event.attempt}).",
@@ -446,6 +562,7 @@ class TurnView:
             kind="tool",
         )
         self._last_line_call = event.call_id
+        self._call_width = self.console.width
 
     def show_approval(self, event: ev.ApprovalRequestedEvent) -> None:
         """Print the call waiting for a decision and why it needs one."""
@@ -497,7 +614,10 @@ class TurnView:
             body.append(Text(f"    … +{hidden} lines", style="dim", no_wrap=True))
         if not shown:
             body.append(Text("  ⎿ (no output)", style="dim"))
-        self.print(line, *body, replace_last=self._last_line_call == event.call_id, kind="tool")
+        # In place only at the width the Calling line was cut to: after a resize
+        # the terminal may have re-wrapped it, so the Called line goes below.
+        in_place = self._last_line_call == event.call_id and self._call_width == self.console.width
+        self.print(line, *body, replace_last=in_place, kind="tool")
 
     def _show_end(self, event: ev.TurnCompletedEvent) -> None:
         elapsed = self._clock() - self.turn_started_at if self.turn_started_at else 0.0

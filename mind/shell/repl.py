@@ -424,7 +424,7 @@ class Repl:
         if hosted is None:
             hosted = _Hosted(
                 session=session,
-                view=TurnView(self.console, self._clock),
+                view=TurnView(self.console, self._clock, reserved_rows=self._prompt_rows),
                 journal_pos=len(session.journal.records),
             )
             self._hosted[session.session_id] = hosted
@@ -466,6 +466,13 @@ class Repl:
 
     def _invalidate(self) -> None:
         self.prompt.app.invalidate()
+
+    def _prompt_rows(self) -> int:
+        """Rows the prompt area takes below the output now (lines above the
+        prompt, the draft), plus slack for a wrapped line: output is only
+        erased in place above it."""
+        above = "".join(fragment[1] for fragment in self._message())
+        return above.count("\n") + self.prompt.default_buffer.document.line_count + 2
 
     # ---- main loop -------------------------------------------------------------
 

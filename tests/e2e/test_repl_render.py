@@ -159,3 +159,51 @@ def test_lines_of_an_open_fence_are_shown_before_it_closes() -> None:
     view.show(ev.MessageCompletedEvent(turn_id="t", text=full))
     shown = plain(out.getvalue())
     assert shown.count("first_line") == 1 and "third_line = 3" in shown and "After." in shown
+
+
+# ---- a retried stream (issue 7 §4) -------------------------------------------------
+
+
+def _retry(view: TurnView) -> None:
+    failure = ev.Failure(kind=ev.FailureKind.stream_cut, message="The stream was cut.")
+    view.show(ev.TurnRetryingEvent(turn_id="t", attempt=1, delay_s=0.5, failure=failure))
+
+
+def _stream(view: TurnView, text: str) -> None:
+    for i in range(0, len(text), 5):
+        view.show(ev.MessageDeltaEvent(turn_id="t", text=text[i : i + 5]))
+
+
+ANSWER = "First block of the answer.\n\n```py\ncode_line = 1\n```\n\nLast block."
+
+
+def test_a_retry_where_erasing_is_impossible_says_the_partial_is_discarded() -> None:
+    out = io.StringIO()
+    view = TurnView(Console(file=out, width=100))  # not a terminal: nothing can be erased
+    view.show(ev.TurnStartedEvent(turn_id="t"))
+    _stream(view, ANSWER[:45])
+    _retry(view)
+    _stream(view, ANSWER)
+    view.show(ev.MessageCompletedEvent(turn_id="t", text=ANSWER))
+    shown = out.getvalue()
+    retry_at = shown.index("↻")
+    assert "partial answer above is discarded" in shown[retry_at:]
+    after = shown[retry_at:]
+    assert after.count("First block") == 1 and after.count("code_line") == 1
+    assert after.count("Last block.") == 1
+    assert "Last block." not in shown[:retry_at]  # pending text of the cut attempt is dropped
+
+
+def test_a_parked_session_keeps_only_the_retried_answer() -> None:
+    view = TurnView(Console(file=io.StringIO(), width=100, force_terminal=True))
+    view.muted = True
+    view.show(ev.TurnStartedEvent(turn_id="t"))
+    _stream(view, ANSWER[:45])
+    _retry(view)
+    _stream(view, ANSWER)
+    view.show(ev.MessageCompletedEvent(turn_id="t", text=ANSWER))
+    missed, dropped = view.take_missed()
+    shown = plain(missed)
+    assert dropped == 0 and "↻" in shown and "discarded" not in shown
+    assert shown.count("First block") == 1 and shown.count("code_line") == 1
+    assert shown.index("↻") < shown.index("First block")
