@@ -35,7 +35,7 @@ from tests.support.replay_server import ReplayServer, Reply
 
 TOKENS = 20_000
 """Deltas per answer; a delta is about 4 characters (one token)."""
-REPEATS = 3
+REPEATS = 5
 TIMEOUT_S = 300.0
 _ROOT = Path(__file__).resolve().parents[1]
 _DONE = re.compile(r"── (?:\x1b\[[0-9;]*m)*completed")
@@ -150,37 +150,40 @@ def _spawn(args: list[str], tmp: Path) -> pexpect.spawn:
     )
 
 
-def repl_seconds(deltas: list[str], tmp: Path) -> float:
-    """Best time, s, from Enter to ``── completed`` of the REPL showing ``deltas``."""
+def _timed_turn(child: pexpect.spawn, keys: str, done: re.Pattern[str] | str) -> float:
+    """Seconds from sending ``keys`` to ``done`` appearing on ``child``'s screen."""
+    child.send(keys)
+    t0 = time.perf_counter()
+    if isinstance(done, str):
+        child.expect_exact(done)
+    else:
+        child.expect(done)
+    return time.perf_counter() - t0
+
+
+def repl_and_stream_seconds(deltas: list[str], tmp: Path) -> tuple[float, float]:
+    """Best times, s, of the REPL showing ``deltas`` (Enter to ``── completed``)
+    and of the library turn writing them raw; the two run turn about, so a
+    change of load on the machine hits both alike."""
     with ReplayServer([Reply(body=chat_sse(deltas))], repeat_last=True) as server:
-        child = _spawn(
-            [
-                "-m",
-                "mind.shell.cli",
-                "--provider",
-                "openai-chat",
-                "--base-url",
-                server.url + "/v1",
-                "--model",
-                "bench",
-                "--cwd",
-                str(tmp),
-            ],
-            tmp,
-        )
+        url = server.url + "/v1"
+        args = ["--provider", "openai-chat", "--base-url", url, "--model", "bench"]
+        repl = _spawn(["-m", "mind.shell.cli", *args, "--cwd", str(tmp)], tmp)
+        raw = _spawn(["-c", _RAW_STREAM, url, str(tmp), _RAW_DONE, str(REPEATS)], tmp)
         try:
-            child.expect("› ")
-            best = float("inf")
+            repl.expect("› ")
+            raw.expect("ready")
+            best_repl = best_raw = float("inf")
             for n in range(REPEATS):
-                child.send(f"answer {n}\r")
-                t0 = time.perf_counter()
-                child.expect(_DONE)
-                best = min(best, time.perf_counter() - t0)
-            child.send("/exit\r")
-            child.expect(pexpect.EOF)
+                best_repl = min(best_repl, _timed_turn(repl, f"answer {n}\r", _DONE))
+                best_raw = min(best_raw, _timed_turn(raw, "\r", _RAW_DONE))
+            repl.send("/exit\r")
+            repl.expect(pexpect.EOF)
+            raw.expect(pexpect.EOF)
         finally:
-            child.close(force=True)
-    return best
+            repl.close(force=True)
+            raw.close(force=True)
+    return best_repl, best_raw
 
 
 def raw_seconds(deltas: list[str], tmp: Path) -> float:
@@ -203,29 +206,9 @@ def raw_seconds(deltas: list[str], tmp: Path) -> float:
     return best
 
 
-def raw_stream_seconds(deltas: list[str], tmp: Path) -> float:
-    """Best time, s, of the same turn through the library API, each delta written raw."""
-    with ReplayServer([Reply(body=chat_sse(deltas))], repeat_last=True) as server:
-        child = _spawn(
-            ["-c", _RAW_STREAM, server.url + "/v1", str(tmp), _RAW_DONE, str(REPEATS)], tmp
-        )
-        try:
-            child.expect("ready")
-            best = float("inf")
-            for _ in range(REPEATS):
-                child.send("\r")
-                t0 = time.perf_counter()
-                child.expect_exact(_RAW_DONE)
-                best = min(best, time.perf_counter() - t0)
-            child.expect(pexpect.EOF)
-        finally:
-            child.close(force=True)
-    return best
-
-
 def bench_repl_render(tokens: int = TOKENS) -> list[tuple[str, float, float]]:
     """``[(name, REPL s, raw stream s), ...]`` for the fenced and the markdown
-    answer, then ``(name + ".vs-list", REPL s, raw list write s)`` for each."""
+    answer, then ``(name + "/list", REPL s, raw list write s)`` for each."""
     rows = []
     extra = []
     for name, deltas in (
@@ -233,8 +216,8 @@ def bench_repl_render(tokens: int = TOKENS) -> list[tuple[str, float, float]]:
         ("repl.render.md", markdown_answer(tokens)),
     ):
         with tempfile.TemporaryDirectory() as tmp:
-            mine = repl_seconds(deltas, Path(tmp))
-            rows.append((name, mine, raw_stream_seconds(deltas, Path(tmp))))
+            mine, stream = repl_and_stream_seconds(deltas, Path(tmp))
+            rows.append((name, mine, stream))
             extra.append((name + "/list", mine, raw_seconds(deltas, Path(tmp))))
     return rows + extra
 

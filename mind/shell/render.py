@@ -196,6 +196,11 @@ class TurnView:
         clock: monotonic clock in seconds (injectable for tests).
         reserved_rows: terminal rows below the output that are not the
             view's (the prompt area); output is erased in place only above it.
+        coalesce_s: complete markdown blocks and fence lines are held up to
+            this many seconds (while deltas keep coming) and rendered
+            together: the cost per render dominates a fast stream of short
+            pieces. 0 renders each at once. Anything else printed first
+            renders what is held.
     """
 
     def __init__(
@@ -203,10 +208,16 @@ class TurnView:
         console: Console,
         clock: Callable[[], float] = time.monotonic,
         reserved_rows: Callable[[], int] = lambda: PROMPT_ROWS,
+        coalesce_s: float = 0.0,
     ) -> None:
         self.console = console
         self._clock = clock
         self._reserved_rows = reserved_rows
+        self._coalesce_s = coalesce_s
+        self._ready: list[Piece] = []
+        """Complete answer pieces held so a burst is rendered in one piece."""
+        self._ready_since = 0.0
+        self._rendering_ready = False
         self._attempt_rows = 0
         """Terminal rows (parked: kept lines) printed for the current model attempt."""
         self._attempt_lines = 0
@@ -306,6 +317,8 @@ class TurnView:
         """
         if not data:
             return
+        if self._ready and not self._rendering_ready:
+            self._render_ready()  # held answer blocks come before anything printed after them
         if gap is None:
             gap = (
                 not replace_last
@@ -362,6 +375,7 @@ class TurnView:
         """
         self._text.rest()
         self._reasoning.rest()
+        self._ready.clear()
         self._streamed.clear()
         self._fence_opened = False
         rows = self._attempt_rows
@@ -401,6 +415,7 @@ class TurnView:
     def write_ansi(self, data: str, kind: str = "replay") -> None:
         """Write text already rendered (e.g. :meth:`take_missed`) as it is."""
         if data and not self._muted:
+            self._render_ready()
             self.console.file.write(data if data.endswith("\n") else data + "\n")
             self.console.file.flush()
             self._last_line_call = None
@@ -496,29 +511,64 @@ class TurnView:
         """Print any pending streamed text (the message ended or was cut)."""
         self._flush_reasoning()
         self._print_text(self._text.rest())
+        self._render_ready()
+
+    def flush_due(self) -> None:
+        """Render complete blocks held for coalescing once they waited
+        ``coalesce_s`` (the REPL calls this from its redraw tick, so a stream
+        that pauses still shows what is complete)."""
+        if self._ready and self._clock() - self._ready_since >= self._coalesce_s:
+            self._render_ready()
+
+    def _render_ready(self) -> None:
+        """Render the held pieces: each run of blocks as one markdown document,
+        each run of a fence's lines as one highlighted piece."""
+        if not self._ready:
+            return
+        held = self._ready
+        self._ready = []
+        self._rendering_ready = True
+        try:
+            run: list[str] = []
+            for i, piece in enumerate(held):
+                run.append(piece.text)
+                if i + 1 < len(held) and held[i + 1].kind == piece.kind:
+                    continue
+                self._render_piece(piece._replace(text="".join(run)))
+                run = []
+        finally:
+            self._rendering_ready = False
+
+    def _render_piece(self, piece: Piece) -> None:
+        if piece.kind == "markdown":
+            self.print(render_markdown(piece.text), kind="text")
+        elif piece.kind == "fence":
+            self._code = CodeLines(piece.lang, self.console.color_system)
+            self._fence_opened = True
+        elif piece.kind == "code":
+            if self._code is None or self._code.lang != piece.lang:
+                self._code = CodeLines(piece.lang, self.console.color_system)
+            self._emit(
+                self._code.paint(plain(piece.text)),
+                replace_last=False,
+                kind="code",
+                gap=True if self._fence_opened else None,
+            )
+            self._fence_opened = False
 
     def _flush_reasoning(self) -> None:
         self._print_reasoning(self._reasoning.rest())
 
     def _print_text(self, pieces: list[Piece]) -> None:
-        """Print answer pieces: blocks as markdown, fence lines highlighted."""
+        """Hold answer pieces (blocks, a fence opening, fence lines) and render
+        them once they waited ``coalesce_s``."""
         for piece in pieces:
-            if piece.kind == "markdown":
-                if piece.text.strip():
-                    self.print(render_markdown(piece.text), kind="text")
-            elif piece.kind == "fence":
-                self._code = CodeLines(piece.lang, self.console.color_system)
-                self._fence_opened = True
-            elif piece.kind == "code":
-                if self._code is None or self._code.lang != piece.lang:
-                    self._code = CodeLines(piece.lang, self.console.color_system)
-                self._emit(
-                    self._code.paint(plain(piece.text)),
-                    replace_last=False,
-                    kind="code",
-                    gap=True if self._fence_opened else None,
-                )
-                self._fence_opened = False
+            if piece.kind == "close" or (piece.kind == "markdown" and not piece.text.strip()):
+                continue
+            if not self._ready:
+                self._ready_since = self._clock()
+            self._ready.append(piece)
+        self.flush_due()
 
     def _print_reasoning(self, pieces: list[Piece]) -> None:
         """Print reasoning pieces as dim plain text (code lines as they come)."""

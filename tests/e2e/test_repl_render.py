@@ -207,3 +207,18 @@ def test_a_parked_session_keeps_only_the_retried_answer() -> None:
     assert dropped == 0 and "↻" in shown and "discarded" not in shown
     assert shown.count("First block") == 1 and shown.count("code_line") == 1
     assert shown.index("↻") < shown.index("First block")
+
+
+def test_blocks_of_a_burst_are_rendered_together_and_a_pause_shows_them() -> None:
+    now = [0.0]
+    out = io.StringIO()
+    view = TurnView(Console(file=out, width=100), clock=lambda: now[0], coalesce_s=0.05)
+    view.show(ev.TurnStartedEvent(turn_id="t"))
+    _stream(view, "One.\n\nTwo.\n\nThr")
+    assert out.getvalue() == ""  # held: more may come within the window
+    now[0] = 0.06
+    view.flush_due()  # the stream paused: the REPL's tick shows what is complete
+    assert plain(out.getvalue()).split() == ["One.", "Two."]
+    _stream(view, "ee.\n\n")
+    view.show(ev.ToolCallEvent(turn_id="t", call_id="c", name="shell", arguments={}))
+    assert plain(out.getvalue()).split()[:3] == ["One.", "Two.", "Three."]  # before the call
