@@ -8,7 +8,9 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pexpect
@@ -23,12 +25,15 @@ REPO = Path(__file__).resolve().parents[2]
 ROWS, COLS = 40, 120
 
 
+def sse_delta(text: str) -> bytes:
+    """One OpenAI Chat SSE event carrying ``text``."""
+    chunk = {"id": "r", "choices": [{"index": 0, "delta": {"content": text}}]}
+    return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+
 def chat_sse(deltas: list[str]) -> bytes:
     """An OpenAI Chat SSE body streaming ``deltas``, then stop with usage."""
-    out = b""
-    for d in deltas:
-        chunk = {"id": "r", "choices": [{"index": 0, "delta": {"content": d}}]}
-        out += b"data: " + json.dumps(chunk).encode() + b"\n\n"
+    out = b"".join(sse_delta(d) for d in deltas)
     end = {
         "id": "r",
         "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
@@ -87,6 +92,17 @@ def resize(child: pexpect.spawn, screen: Screen, rows: int, cols: int) -> None:
             child.read_nonblocking(1 << 16, timeout=0.05)
     screen.resize(rows, cols)
     child.setwinsize(rows, cols)
+
+
+def wait_for_screen(
+    child: pexpect.spawn, screen: Screen, done: Callable[[list[str]], bool], timeout: float = 10
+) -> None:
+    """Read the child's output until ``done(screen.lines())`` (bounded by ``timeout`` s)."""
+    deadline = time.monotonic() + timeout
+    while not done(screen.lines()):
+        assert time.monotonic() < deadline, screen.transcript()
+        with contextlib.suppress(pexpect.TIMEOUT):
+            child.read_nonblocking(1 << 16, timeout=0.05)
 
 
 def journal_records(tmp_path: Path) -> list[dict[str, object]]:
@@ -165,3 +181,31 @@ def test_no_stale_working_line_remains_after_the_terminal_narrows(tmp_path: Path
         assert not [line for line in screen.lines() if "Working" in line], screen.transcript()
     finally:
         child.terminate(force=True)
+
+
+def test_lines_of_a_long_fence_appear_while_the_stream_is_paused_inside_it(
+    repl: tuple[pexpect.spawn, Screen, ReplayServer],
+) -> None:
+    child, screen, server = repl
+    code = "".join(f"step_{i} = {i} * 2\n" for i in range(30))
+    answer = "Here:\n\n```python\n" + code + "```\n\nThat is all."
+    deltas = [answer[i : i + 4] for i in range(0, len(answer), 4)]
+    body = chat_sse(deltas)
+    release = threading.Event()
+    # Paused inside the fence: step_19's line is complete, step_20's has begun.
+    inside = answer.index("step_20") // 4 + 1
+    hold = sum(len(sse_delta(d)) for d in deltas[:inside])
+    server.enqueue(Reply(body=body, hold_at=hold, release=release))
+    try:
+        child.send("show me" + ENTER)
+        # Printed as output (one column in, as code), not only the preview line.
+        wait_for_screen(child, screen, lambda lines: " step_19 = 19 * 2" in lines)
+        lines = screen.lines()
+        assert " step_0 = 0 * 2" in lines and " step_20 = 20 * 2" not in lines
+        assert not any("completed" in line for line in lines)
+    finally:
+        release.set()
+    child.expect(words("── completed"))
+    shown = screen.transcript()
+    assert shown.count("step_0 = 0 * 2") == 1 and shown.count("step_29 = 29 * 2") == 1
+    assert "```" not in shown and "That is all." in shown
