@@ -3,18 +3,22 @@
 The REPL keeps a prompt_toolkit prompt on screen while a turn runs, so all
 output goes through ``patch_stdout(raw=True)`` and appears above the prompt
 (DESIGN §7). That proxy only flushes whole lines and nothing printed can be
-redrawn later, so rendering is append-only, with two small exceptions:
+redrawn later, so rendering is append-only, with these exceptions:
 
 - streamed assistant text is cut into *complete markdown blocks* by
   :class:`mind.shell.stream_blocks.MarkdownBlocks` (a blank line outside a
-  code fence, or a closing fence) and each block is rendered with rich as
-  soon as it is complete; a code fence at the left margin is printed line by
-  line as its lines complete (:mod:`mind.shell.code_lines` highlights
-  each piece at the cost of its own length); the rest waits for the next delta or the end of
-  the message;
+  code fence, or a closing fence), in time linear in the stream; a code
+  fence at the left margin is handed over line by line and highlighted by
+  :mod:`mind.shell.code_lines` at the cost of each piece. Complete pieces
+  arriving within ``coalesce_s`` are rendered together; the rest waits for
+  the next delta or the end of the message;
 - a tool call's ``⏺ Calling`` line is replaced in place by its ``✓ Called``
-  line when nothing else was printed in between (one cursor-up + erase-line;
-  the ``Calling`` line is always cut to one terminal row so this is exact).
+  line when nothing else was printed in between and the terminal width is
+  the one the line was cut to (one cursor-up + erase-line: the line is one
+  row); after a resize the ``Called`` line is printed below it instead;
+- when a stream is cut and retried, the rows printed for the abandoned
+  attempt are erased if they are provably this view's and on screen;
+  otherwise the retry line says the partial answer above is discarded.
 
 :class:`TurnView` is a projection of one session's event stream: it can be
 fed any :data:`mind.generated.events.Event` and keeps no durable state.
