@@ -10,6 +10,9 @@ job with the standard library, in the same process and run, and prints
     sse+chat.parse      SSEDecoder + ChatStreamParser over a long stream vs bytes.split + json.loads
     history.build       build_messages over a long journal          vs  one list comprehension
     sessions.list       Store.summaries of 1000 sessions (index.db) vs  64 KiB head+tail per journal
+    repl.render.fence   REPL (pty) showing a 20k-token code fence   vs  the same stream written raw
+    repl.render.md      REPL (pty) showing 20k tokens of markdown   vs  the same stream written raw
+                        (``/list`` rows: vs the deltas written from a list; see repl_render)
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.mount_claims import bench_mount_claims
+from benchmarks.repl_render import TOKENS, bench_repl_render
 from mind.generated import journal as jr
 from mind.history import build_messages
 from mind.shell.journal import Journal
@@ -262,10 +266,14 @@ def main() -> int:
     rows.append(bench_history(records))
     with tempfile.TemporaryDirectory() as tmp:
         rows.append(bench_mount_claims(Path(tmp)))
-    print(f"{'benchmark':<16} {'mind (ms)':>10} {'baseline (ms)':>14} {'ratio':>7}")
+    rows += bench_repl_render()
+    print(f"{'benchmark':<24} {'mind (ms)':>10} {'baseline (ms)':>14} {'ratio':>7}")
     for name, mine, base in rows:
-        print(f"{name:<16} {mine * 1e3:>10.1f} {base * 1e3:>14.1f} {mine / base:>7.2f}x")
-    print(f"(records: {len(records)}; stream chunks: 20000; best of {REPEATS})")
+        print(f"{name:<24} {mine * 1e3:>10.1f} {base * 1e3:>14.1f} {mine / base:>7.2f}x")
+    print(
+        f"(records: {len(records)}; stream chunks: 20000; REPL answers: {TOKENS} tokens; "
+        f"best of {REPEATS})"
+    )
     return 0
 
 

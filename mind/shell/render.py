@@ -3,15 +3,22 @@
 The REPL keeps a prompt_toolkit prompt on screen while a turn runs, so all
 output goes through ``patch_stdout(raw=True)`` and appears above the prompt
 (DESIGN §7). That proxy only flushes whole lines and nothing printed can be
-redrawn later, so rendering is append-only, with two small exceptions:
+redrawn later, so rendering is append-only, with these exceptions:
 
-- streamed assistant text is cut into *complete markdown blocks* (a blank
-  line outside a code fence, or a closing fence) and each block is rendered
-  with rich as soon as it is complete; the rest waits for the next delta or
-  for the end of the message;
+- streamed assistant text is cut into *complete markdown blocks* by
+  :class:`mind.shell.stream_blocks.MarkdownBlocks` (a blank line outside a
+  code fence, or a closing fence), in time linear in the stream; a code
+  fence at the left margin is handed over line by line and highlighted by
+  :mod:`mind.shell.code_lines` at the cost of each piece. Complete pieces
+  arriving within ``coalesce_s`` are rendered together; the rest waits for
+  the next delta or the end of the message;
 - a tool call's ``⏺ Calling`` line is replaced in place by its ``✓ Called``
-  line when nothing else was printed in between (one cursor-up + erase-line;
-  the ``Calling`` line is always cut to one terminal row so this is exact).
+  line when nothing else was printed in between and the terminal width is
+  the one the line was cut to (one cursor-up + erase-line: the line is one
+  row); after a resize the ``Called`` line is printed below it instead;
+- when a stream is cut and retried, the rows printed for the abandoned
+  attempt are erased if they are provably this view's and on screen;
+  otherwise the retry line says the partial answer above is discarded.
 
 :class:`TurnView` is a projection of one session's event stream: it can be
 fed any :data:`mind.generated.events.Event` and keeps no durable state.
@@ -26,19 +33,27 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal, final
 
+from rich.cells import cell_len
 from rich.console import Console, RenderableType
 from rich.markdown import Heading, Markdown
 from rich.table import Table
 from rich.text import Text
 
 from mind.generated import events as ev
+from mind.shell.code_lines import CODE_THEME, CodeLines
+from mind.shell.stream_blocks import MarkdownBlocks, Piece
 
-_FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _ERASE_PREVIOUS_LINE = "\x1b[1A\x1b[2K\r"
 MISSED_LINES = 200
 """Lines of a parked session's output kept to show when it is attached again."""
 RESULT_PREVIEW_LINES = 2
 """How many lines of a tool's output are shown under its ``Called`` line."""
+
+PROMPT_ROWS = 12
+"""Rows assumed for the prompt area below the output when the REPL says nothing."""
+
+_ANSWER_KINDS = frozenset({"text", "code"})
+"""Output kinds that belong to a model attempt's answer (erased when it is retried)."""
 
 _ARGUMENT_KEYS = ("command", "path", "pattern", "query", "url")
 """Argument names whose value alone says what a call does (shown instead of JSON)."""
@@ -58,69 +73,7 @@ class _Markdown(Markdown):
 
 def render_markdown(text: str) -> RenderableType:
     """The rich renderable of one markdown block (code blocks highlighted)."""
-    return _Markdown(plain(text), code_theme="ansi_dark", hyperlinks=False)
-
-
-@final
-class MarkdownBlocks:
-    """Cuts a stream of markdown text into complete blocks.
-
-    Feed deltas with :meth:`feed`; it returns the text of every block that
-    can no longer change (everything up to the last blank line outside a code
-    fence, or up to a closing fence). :meth:`rest` returns and forgets what is
-    still pending, for the end of a message.
-    """
-
-    def __init__(self) -> None:
-        self._pending = ""
-
-    def feed(self, delta: str) -> str:
-        """Add ``delta``; return the complete blocks now ready ("" if none)."""
-        self._pending += delta
-        cut = _last_block_boundary(self._pending)
-        if cut == 0:
-            return ""
-        ready, self._pending = self._pending[:cut], self._pending[cut:]
-        return ready
-
-    def rest(self) -> str:
-        """Return the pending text and start over."""
-        pending, self._pending = self._pending, ""
-        return pending
-
-    @property
-    def pending(self) -> str:
-        """Text received but not yet returned."""
-        return self._pending
-
-
-def _last_block_boundary(text: str) -> int:
-    """Offset just after the last safe cut in ``text`` (0: no safe cut yet).
-
-    A safe cut follows a blank line outside a fence, or a closing fence line.
-    Only whole lines (ending in ``\\n``) are considered.
-    """
-    cut = 0
-    fence: str | None = None
-    offset = 0
-    for line in text.split("\n")[:-1]:  # the last piece has no newline yet
-        offset += len(line) + 1
-        if fence is None:
-            match = _FENCE_RE.match(line)
-            if match:
-                fence = match.group(1)
-            elif not line.strip():
-                cut = offset
-        elif _closes_fence(line, fence):
-            fence = None
-            cut = offset
-    return cut
-
-
-def _closes_fence(line: str, fence: str) -> bool:
-    """Whether ``line`` closes a code block opened by ``fence`` (CommonMark rule)."""
-    stripped = line.strip()
-    return len(stripped) >= len(fence) and set(stripped) == {fence[0]}
+    return _Markdown(plain(text), code_theme=CODE_THEME, hyperlinks=False)
 
 
 _SGR_TAIL_RE = re.compile(r"(?:\x1b\[[0-9;]*m| )+$")
@@ -147,6 +100,14 @@ def _tidy(data: str, *, strip_blank_edges: bool) -> str:
         while out and not _SGR_RE.sub("", out[-1]).strip():
             out.pop()
     return "".join(line + "\n" for line in out)
+
+
+def _rows(data: str, width: int) -> int:
+    """Terminal rows ``data`` (whole lines, SGR styling only) takes at ``width`` columns."""
+    width = max(1, width)
+    return sum(
+        max(1, -(-cell_len(_SGR_RE.sub("", line)) // width)) for line in data.split("\n")[:-1]
+    )
 
 
 def describe_arguments(name: str, arguments: Any, limit: int = 200) -> str:
@@ -237,13 +198,46 @@ class TurnView:
         console: the rich console to print to (its file is resolved at print
             time, so under ``patch_stdout`` it writes through the proxy).
         clock: monotonic clock in seconds (injectable for tests).
+        reserved_rows: terminal rows below the output that are not the
+            view's (the prompt area); output is erased in place only above it.
+        coalesce_s: complete markdown blocks and fence lines are held up to
+            this many seconds (while deltas keep coming) and rendered
+            together: the cost per render dominates a fast stream of short
+            pieces. 0 renders each at once. Anything else printed first
+            renders what is held.
     """
 
-    def __init__(self, console: Console, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        console: Console,
+        clock: Callable[[], float] = time.monotonic,
+        reserved_rows: Callable[[], int] = lambda: PROMPT_ROWS,
+        coalesce_s: float = 0.0,
+    ) -> None:
         self.console = console
         self._clock = clock
+        self._reserved_rows = reserved_rows
+        self._coalesce_s = coalesce_s
+        self._ready: list[Piece] = []
+        """Complete answer pieces held so a burst is rendered in one piece."""
+        self._ready_since = 0.0
+        self._rendering_ready = False
+        self._attempt_rows = 0
+        """Terminal rows (parked: kept lines) printed for the current model attempt."""
+        self._attempt_lines = 0
+        self._attempt_clean = True
+        """Nothing but the attempt's answer was printed since it began."""
+        self._attempt_width = 0
+        """The terminal width when the attempt's first row was printed."""
+        self._kind_before_attempt: str | None = None
+        self._call_width = 0
+        """The terminal width when the last ``Calling`` line was printed."""
         self._text = MarkdownBlocks()
         self._reasoning = MarkdownBlocks()
+        self._fence_opened = False
+        """A code fence just opened: a blank line goes before its first line."""
+        self._code: CodeLines | None = None
+        """The painter of the open fence's lines."""
         self._streamed: list[str] = []
         self._calls: dict[str, tuple[str, Any, float]] = {}
         self._last_line_call: str | None = None
@@ -268,6 +262,7 @@ class TurnView:
         # Whatever was on the last row belongs to another session now: never erase it.
         self._last_line_call = None
         self._last_kind = None
+        self._start_attempt()
 
     def take_missed(self) -> tuple[str, int]:
         """What would have been printed while muted, and how many earlier lines
@@ -281,7 +276,11 @@ class TurnView:
     # ---- low-level output ------------------------------------------------
 
     def print(
-        self, *renderables: RenderableType, replace_last: bool = False, kind: str = "note"
+        self,
+        *renderables: RenderableType,
+        replace_last: bool = False,
+        kind: str = "note",
+        gap: bool | None = None,
     ) -> None:
         """Render ``renderables`` and write them in one piece.
 
@@ -289,48 +288,138 @@ class TurnView:
             renderables: what to print, each on its own line(s).
             replace_last: erase the previous terminal row first (only honoured
                 on a terminal).
-            kind: what is printed (``text``, ``tool``, ``note``...): a blank
-                line separates output of different kinds and consecutive
-                markdown blocks.
+            kind: what is printed (``text``, ``code``, ``tool``, ``note``...):
+                a blank line separates output of different kinds and
+                consecutive markdown blocks (lines of one code fence follow
+                each other).
+            gap: force (True) or suppress (False) that blank line; None
+                applies the rule above.
         """
         with self.console.capture() as capture:
             for item in renderables:
                 self.console.print(item, crop=False, soft_wrap=False)
-        data = _tidy(capture.get(), strip_blank_edges=kind == "text")
+        self._emit(
+            _tidy(capture.get(), strip_blank_edges=kind == "text"),
+            replace_last=replace_last,
+            kind=kind,
+            gap=gap,
+        )
+
+    def _emit(
+        self,
+        data: str,
+        *,
+        replace_last: bool,
+        kind: str,
+        gap: bool | None,
+        erase_rows: int = 0,
+    ) -> None:
+        """Write rendered ``data`` (whole lines) with the spacing rule of :meth:`print`.
+
+        ``erase_rows`` terminal rows just above are erased first (the caller
+        checked they are this view's and still on screen).
+        """
         if not data:
             return
-        if self._muted:
-            if (
+        if self._ready and not self._rendering_ready:
+            self._render_ready()  # held answer blocks come before anything printed after them
+        if gap is None:
+            gap = (
                 not replace_last
                 and self._last_kind is not None
                 and (kind != self._last_kind or kind == "text")
-            ):
-                data = "\n" + data
+            )
+        if gap:
+            data = "\n" + data
+        answer = kind in _ANSWER_KINDS
+        if not answer and self._attempt_rows:
+            self._attempt_clean = False  # something else now sits below the partial answer
+        if self._muted:
             lines = data.rstrip("\n").split("\n")
             if replace_last and self._missed:  # the Calling line becomes Called
                 self._missed.pop()
                 self._missed_total -= 1
             self._missed.extend(lines)
             self._missed_total += len(lines)
+            if answer:
+                self._attempt_lines += len(lines)
+                self._attempt_rows += len(lines)
             self._last_kind = kind
             self._last_line_call = None
             return
-        if (
-            not replace_last
-            and self._last_kind is not None
-            and (kind != self._last_kind or kind == "text")
-        ):
-            data = "\n" + data
+        if answer:
+            if not self._attempt_rows:
+                self._attempt_width = self.console.width
+            self._attempt_rows += _rows(data, self.console.width)
         if replace_last and self.console.is_terminal:
             data = _ERASE_PREVIOUS_LINE + data
+        elif erase_rows:
+            data = f"\x1b[{erase_rows}A\r\x1b[J" + data
         self.console.file.write(data)
         self.console.file.flush()
         self._last_line_call = None
         self._last_kind = kind
 
+    def _start_attempt(self) -> None:
+        """What is printed from now on belongs to a new model attempt."""
+        self._attempt_rows = 0
+        self._attempt_lines = 0
+        self._attempt_clean = True
+        self._kind_before_attempt = self._last_kind
+
+    def _discard_attempt(self, note: Text) -> None:
+        """Print the retry ``note`` in place of the abandoned attempt's answer.
+
+        The rule (issue 7 §4): the answer is on screen once. Pending text is
+        dropped; what was already printed is erased when it is provably this
+        view's and still on screen (a terminal, nothing else printed after it,
+        the same width as when printed, fewer rows than the screen minus the
+        prompt area); parked, its kept lines are dropped. Otherwise the note
+        says the partial answer above is discarded.
+        """
+        self._text.rest()
+        self._reasoning.rest()
+        self._ready.clear()
+        self._streamed.clear()
+        self._fence_opened = False
+        rows = self._attempt_rows
+        if rows and self._muted:
+            for _ in range(min(self._attempt_lines, len(self._missed))):
+                self._missed.pop()
+            self._missed_total -= self._attempt_lines
+            self._last_kind = self._kind_before_attempt
+            self.print(note)
+        elif rows and self._can_erase(rows):
+            self._last_kind = self._kind_before_attempt
+            with self.console.capture() as capture:
+                self.console.print(note, crop=False, soft_wrap=False)
+            self._emit(
+                _tidy(capture.get(), strip_blank_edges=False),
+                replace_last=False,
+                kind="note",
+                gap=None,
+                erase_rows=rows,
+            )
+        elif rows:
+            note.append(" The partial answer above is discarded.", style="yellow")
+            self.print(note)
+        else:
+            self.print(note)
+        self._start_attempt()
+
+    def _can_erase(self, rows: int) -> bool:
+        """Whether the last ``rows`` terminal rows are this attempt's and on screen."""
+        return (
+            self.console.is_terminal
+            and self._attempt_clean
+            and self._attempt_width == self.console.width
+            and rows + self._reserved_rows() < self.console.height
+        )
+
     def write_ansi(self, data: str, kind: str = "replay") -> None:
         """Write text already rendered (e.g. :meth:`take_missed`) as it is."""
         if data and not self._muted:
+            self._render_ready()
             self.console.file.write(data if data.endswith("\n") else data + "\n")
             self.console.file.flush()
             self._last_line_call = None
@@ -375,16 +464,13 @@ class TurnView:
             self.turn_started_at = self._clock()
             self._streamed.clear()
             self._last_kind = "prompt"  # the prompt line was just echoed: keep a gap after it
+            self._start_attempt()
         elif isinstance(event, ev.MessageDeltaEvent):
             self._flush_reasoning()
             self._streamed.append(event.text)
-            ready = self._text.feed(event.text)
-            if ready.strip():
-                self.print(render_markdown(ready), kind="text")
+            self._print_text(self._text.feed(event.text))
         elif isinstance(event, ev.ReasoningDeltaEvent):
-            ready = self._reasoning.feed(event.text)
-            if ready.strip():
-                self.print(Text(plain(ready).rstrip("\n"), style="dim italic"), kind="text")
+            self._print_reasoning(self._reasoning.feed(event.text))
         elif isinstance(event, ev.MessageCompletedEvent):
             self._flush_reasoning()
             if "".join(self._streamed) == event.text:
@@ -394,15 +480,17 @@ class TurnView:
                 if event.text.strip():
                     self.print(render_markdown(event.text), kind="text")
             self._streamed.clear()
+            self._start_attempt()
         elif isinstance(event, ev.ToolCallEvent):
             self.flush_text()
+            self._start_attempt()
             self._show_call(event)
         elif isinstance(event, ev.ToolResultEvent):
             self.flush_text()
             self._show_result(event)
+            self._start_attempt()
         elif isinstance(event, ev.TurnRetryingEvent):
-            self.flush_text()
-            self.print(
+            self._discard_attempt(
                 Text(
                     f"↻ {event.failure.message} Retrying in {format_duration(event.delay_s)} "
                     f"(attempt {event.attempt}).",
@@ -417,24 +505,83 @@ class TurnView:
         """The tail of the text still streaming (not yet a complete block), as
         one line of at most ``width`` characters ("" if none). The REPL shows
         it under the output so a long paragraph is visibly arriving."""
-        pending = self._text.pending or self._reasoning.pending
-        lines = [line for line in pending.split("\n") if line.strip()]
-        if not lines or width < 2:
+        line = self._text.tail() or self._reasoning.tail()
+        if not line.strip() or width < 2:
             return ""
-        tail = " ".join(lines[-1].split())
+        tail = " ".join(line.split())
         return tail if len(tail) <= width else "…" + tail[-(width - 1) :]
 
     def flush_text(self) -> None:
         """Print any pending streamed text (the message ended or was cut)."""
         self._flush_reasoning()
-        rest = self._text.rest()
-        if rest.strip():
-            self.print(render_markdown(rest), kind="text")
+        self._print_text(self._text.rest())
+        self._render_ready()
+
+    def flush_due(self) -> None:
+        """Render complete blocks held for coalescing once they waited
+        ``coalesce_s`` (the REPL calls this from its redraw tick, so a stream
+        that pauses still shows what is complete)."""
+        if self._ready and self._clock() - self._ready_since >= self._coalesce_s:
+            self._render_ready()
+
+    def _render_ready(self) -> None:
+        """Render the held pieces: each run of blocks as one markdown document,
+        each run of a fence's lines as one highlighted piece."""
+        if not self._ready:
+            return
+        held = self._ready
+        self._ready = []
+        self._rendering_ready = True
+        try:
+            run: list[str] = []
+            for i, piece in enumerate(held):
+                run.append(piece.text)
+                if i + 1 < len(held) and held[i + 1].kind == piece.kind:
+                    continue
+                self._render_piece(piece._replace(text="".join(run)))
+                run = []
+        finally:
+            self._rendering_ready = False
+
+    def _render_piece(self, piece: Piece) -> None:
+        if piece.kind == "markdown":
+            self.print(render_markdown(piece.text), kind="text")
+        elif piece.kind == "fence":
+            self._code = CodeLines(piece.lang, self.console.color_system)
+            self._fence_opened = True
+        elif piece.kind == "code":
+            if self._code is None or self._code.lang != piece.lang:
+                self._code = CodeLines(piece.lang, self.console.color_system)
+            self._emit(
+                self._code.paint(plain(piece.text)),
+                replace_last=False,
+                kind="code",
+                gap=True if self._fence_opened else None,
+            )
+            self._fence_opened = False
 
     def _flush_reasoning(self) -> None:
-        rest = self._reasoning.rest()
-        if rest.strip():
-            self.print(Text(plain(rest).strip("\n"), style="dim italic"), kind="text")
+        self._print_reasoning(self._reasoning.rest())
+
+    def _print_text(self, pieces: list[Piece]) -> None:
+        """Hold answer pieces (blocks, a fence opening, fence lines) and render
+        them once they waited ``coalesce_s``."""
+        for piece in pieces:
+            if piece.kind == "close" or (piece.kind == "markdown" and not piece.text.strip()):
+                continue
+            if not self._ready:
+                self._ready_since = self._clock()
+            self._ready.append(piece)
+        self.flush_due()
+
+    def _print_reasoning(self, pieces: list[Piece]) -> None:
+        """Print reasoning pieces as dim plain text (code lines as they come)."""
+        for piece in pieces:
+            if piece.kind == "markdown" and piece.text.strip():
+                self.print(Text(plain(piece.text).strip("\n"), style="dim italic"), kind="text")
+            elif piece.kind == "code":
+                text = Text(plain(piece.text).removesuffix("\n"), style="dim italic")
+                self.print(text, kind="code")
 
     def call_line(
         self, name: str, arguments: Any, *, verb: str, style: str, suffix: str = ""
@@ -469,6 +616,7 @@ class TurnView:
             kind="tool",
         )
         self._last_line_call = event.call_id
+        self._call_width = self.console.width
 
     def show_approval(self, event: ev.ApprovalRequestedEvent) -> None:
         """Print the call waiting for a decision and why it needs one."""
@@ -520,7 +668,10 @@ class TurnView:
             body.append(Text(f"    … +{hidden} lines", style="dim", no_wrap=True))
         if not shown:
             body.append(Text("  ⎿ (no output)", style="dim"))
-        self.print(line, *body, replace_last=self._last_line_call == event.call_id, kind="tool")
+        # In place only at the width the Calling line was cut to: after a resize
+        # the terminal may have re-wrapped it, so the Called line goes below.
+        in_place = self._last_line_call == event.call_id and self._call_width == self.console.width
+        self.print(line, *body, replace_last=in_place, kind="tool")
 
     def _show_end(self, event: ev.TurnCompletedEvent) -> None:
         elapsed = self._clock() - self.turn_started_at if self.turn_started_at else 0.0
@@ -544,7 +695,6 @@ class TurnView:
 
 
 __all__ = [
-    "MarkdownBlocks",
     "TurnView",
     "describe_arguments",
     "format_duration",

@@ -92,6 +92,10 @@ question that appeared mid-word)."""
 TICK_S: Final = 0.2
 """Redraw period of the status line while something is moving."""
 
+COALESCE_S: Final = 0.05
+"""Complete markdown blocks arriving within this many seconds are rendered
+together (see :class:`~mind.shell.render.TurnView`); the tick shows held ones."""
+
 PENDING_LINES: Final = 5
 """Waiting messages listed above the prompt; more are counted on one line."""
 
@@ -433,7 +437,12 @@ class Repl:
         if hosted is None:
             hosted = _Hosted(
                 session=session,
-                view=TurnView(self.console, self._clock),
+                view=TurnView(
+                    self.console,
+                    self._clock,
+                    reserved_rows=self._prompt_rows,
+                    coalesce_s=COALESCE_S,
+                ),
                 journal_pos=len(session.journal.records),
             )
             self._hosted[session.session_id] = hosted
@@ -475,6 +484,13 @@ class Repl:
 
     def _invalidate(self) -> None:
         self.prompt.app.invalidate()
+
+    def _prompt_rows(self) -> int:
+        """Rows the prompt area takes below the output now (lines above the
+        prompt, the draft), plus slack for a wrapped line: output is only
+        erased in place above it."""
+        above = "".join(fragment[1] for fragment in self._message())
+        return above.count("\n") + self.prompt.default_buffer.document.line_count + 2
 
     # ---- main loop -------------------------------------------------------------
 
@@ -730,6 +746,8 @@ class Repl:
                 self._clock() - self._picker_read_at >= PICKER_REFRESH_S
             ):
                 self._refresh_picker()
+            for hosted in self._hosted.values():
+                hosted.view.flush_due()  # a stream that paused shows its complete blocks
             if self.busy or self._picker is not None:
                 self._invalidate()
 

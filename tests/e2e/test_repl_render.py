@@ -2,32 +2,72 @@
 
 from __future__ import annotations
 
-from mind.shell.render import MarkdownBlocks, describe_arguments, plain, preview_lines
+import io
+import os
+import sys
+from types import FrameType
+
+from rich.console import Console
+
+from mind.generated import events as ev
+from mind.shell.render import TurnView, describe_arguments, plain, preview_lines
+from mind.shell.stream_blocks import MarkdownBlocks, Piece
 
 
-def feed_all(pieces: list[str]) -> tuple[list[str], str]:
+def feed_all(pieces: list[str]) -> tuple[list[list[Piece]], list[Piece]]:
     blocks = MarkdownBlocks()
     ready = [out for piece in pieces if (out := blocks.feed(piece))]
     return ready, blocks.rest()
 
 
+def md(text: str) -> Piece:
+    return Piece("markdown", text)
+
+
 def test_blocks_are_cut_at_blank_lines_only_once_complete() -> None:
     ready, rest = feed_all(["First para", "graph.\n", "\nSecond", " one.\n\nThird"])
-    assert ready == ["First paragraph.\n\n", "Second one.\n\n"]
-    assert rest == "Third"
+    assert ready == [[md("First paragraph.\n\n")], [md("Second one.\n\n")]]
+    assert rest == [md("Third")]
 
 
-def test_a_blank_line_inside_a_code_fence_does_not_cut_it() -> None:
-    text = "```python\nx = 1\n\ny = 2\n```\nafter\n"
-    ready, rest = feed_all([text[:12], text[12:20], text[20:]])
-    assert ready == ["```python\nx = 1\n\ny = 2\n```\n"]
-    assert rest == "after\n"
+def test_a_left_margin_fence_is_handed_over_line_by_line() -> None:
+    ready, rest = feed_all(["Intro\n```pyt", "hon\nx = 1\n", "\ny = 2\n```\nafter\n"])
+    assert ready == [
+        [
+            md("Intro\n"),
+            Piece("fence", "```python\n", "python"),
+            Piece("code", "x = 1\n", "python"),
+        ],
+        [Piece("code", "\ny = 2\n", "python"), Piece("close", "```\n", "python")],
+    ]
+    assert rest == [md("after\n")]
+
+
+def test_an_unclosed_fence_ends_with_the_message() -> None:
+    ready, rest = feed_all(["```\nline\npart"])
+    assert ready == [[Piece("fence", "```\n"), Piece("code", "line\n")]]
+    assert rest == [Piece("code", "part"), Piece("close", "")]
+
+
+def test_an_indented_fence_stays_one_block_with_its_blank_lines() -> None:
+    text = "- item\n\n  ```\n  x = 1\n\n  y\n  ```\nafter\n"
+    ready, rest = feed_all([text[:9], text[9:25], text[25:]])
+    assert ready == [[md("- item\n\n")], [md("  ```\n  x = 1\n\n  y\n  ```\n")]]
+    assert rest == [md("after\n")]
 
 
 def test_a_longer_fence_is_closed_only_by_a_fence_at_least_as_long() -> None:
     ready, rest = feed_all(["````\n```\n\n````\n", "tail"])
-    assert ready == ["````\n```\n\n````\n"]
-    assert rest == "tail"
+    assert ready == [[Piece("fence", "````\n"), Piece("code", "```\n\n"), Piece("close", "````\n")]]
+    assert rest == [md("tail")]
+
+
+def test_scanning_examines_each_character_a_bounded_number_of_times() -> None:
+    blocks = MarkdownBlocks()
+    text = "```\n" + "x = 1  # a line of code\n" * 500
+    for i in range(0, len(text), 3):
+        blocks.feed(text[i : i + 3])
+    assert blocks.scanned <= 2 * len(text)
 
 
 def test_tool_output_cannot_drive_the_terminal() -> None:
@@ -41,3 +81,144 @@ def test_arguments_are_summarised_by_their_telling_field() -> None:
     assert describe_arguments("shell", {"command": ["git", "status"]}) == "git status"
     assert describe_arguments("x", {"a": 1}) == '{"a": 1}'
     assert describe_arguments("shell", {"command": "y" * 50}, limit=10) == "y" * 9 + "…"
+
+
+# ---- streaming cost and open fences (issue 7 §1) ------------------------------------
+
+_WATCHED = (
+    f"{os.sep}mind{os.sep}shell{os.sep}",
+    f"{os.sep}rich{os.sep}",
+    f"{os.sep}pygments{os.sep}",
+)
+
+
+def _fenced(lines: int) -> str:
+    body = "".join(
+        f"    value_{i} = combine(value_{i - 1}, {i})  # step {i}\n" for i in range(lines)
+    )
+    return "Here is the module:\n\n```python\n" + body + "```\n\nDone.\n"
+
+
+def _work_of_streaming(text: str, piece: int = 4) -> tuple[int, str]:
+    """Python lines executed by the renderer (mind.shell, rich, pygments frames)
+    while ``text`` streams in ``piece``-character deltas, and what it printed.
+
+    A structural count, not wall-clock: deterministic on a loaded machine.
+    """
+    out = io.StringIO()
+    view = TurnView(Console(file=out, width=100, force_terminal=True, color_system="256"))
+    view.show(ev.TurnStartedEvent(turn_id="t"))
+    count = 0
+
+    def local(frame: FrameType, event: str, arg: object) -> object:
+        nonlocal count
+        if event == "line":
+            count += 1
+        return local
+
+    def global_(frame: FrameType, event: str, arg: object) -> object:
+        return local if any(w in frame.f_code.co_filename for w in _WATCHED) else None
+
+    sys.settrace(global_)
+    try:
+        for i in range(0, len(text), piece):
+            view.show(ev.MessageDeltaEvent(turn_id="t", text=text[i : i + piece]))
+    finally:
+        sys.settrace(None)
+    view.show(ev.MessageCompletedEvent(turn_id="t", text=text))
+    return count, out.getvalue()
+
+
+def test_streaming_a_long_fence_costs_work_linear_in_its_length() -> None:
+    small, _ = _work_of_streaming(_fenced(60))
+    large, _ = _work_of_streaming(_fenced(120))
+    # Linear work doubles; rescanning the pending text on every delta quadruples it.
+    assert large / small < 2.2, (small, large)
+
+
+def test_streaming_long_markdown_costs_work_linear_in_its_length() -> None:
+    para = "A sentence of the **answer** with `code` in it and more words. " * 12
+    small, _ = _work_of_streaming((para + "\n\n") * 8)
+    large, _ = _work_of_streaming((para + "\n\n") * 16)
+    assert large / small < 2.2, (small, large)
+
+
+def test_lines_of_an_open_fence_are_shown_before_it_closes() -> None:
+    out = io.StringIO()
+    view = TurnView(Console(file=out, width=100, force_terminal=True, color_system="256"))
+    view.show(ev.TurnStartedEvent(turn_id="t"))
+    for piece in ["Intro.\n\n```py", "thon\nfirst_line = 1\nsecond", "_line = 2\nthird"]:
+        view.show(ev.MessageDeltaEvent(turn_id="t", text=piece))
+    shown = plain(out.getvalue())
+    assert "Intro." in shown and "first_line = 1" in shown and "second_line = 2" in shown
+    assert "third" not in shown  # an incomplete line waits
+    assert "```" not in shown  # the fence itself is markup, not text
+    assert "\x1b[" in out.getvalue().split("first_line")[1]  # highlighted as python
+    view.show(ev.MessageDeltaEvent(turn_id="t", text="_line = 3\n```\nAfter.\n"))
+    full = "Intro.\n\n```python\nfirst_line = 1\nsecond_line = 2\nthird_line = 3\n```\nAfter.\n"
+    view.show(ev.MessageCompletedEvent(turn_id="t", text=full))
+    shown = plain(out.getvalue())
+    assert shown.count("first_line") == 1 and "third_line = 3" in shown and "After." in shown
+
+
+# ---- a retried stream (issue 7 §4) -------------------------------------------------
+
+
+def _retry(view: TurnView) -> None:
+    failure = ev.Failure(kind=ev.FailureKind.stream_cut, message="The stream was cut.")
+    view.show(ev.TurnRetryingEvent(turn_id="t", attempt=1, delay_s=0.5, failure=failure))
+
+
+def _stream(view: TurnView, text: str) -> None:
+    for i in range(0, len(text), 5):
+        view.show(ev.MessageDeltaEvent(turn_id="t", text=text[i : i + 5]))
+
+
+ANSWER = "First block of the answer.\n\n```py\ncode_line = 1\n```\n\nLast block."
+
+
+def test_a_retry_where_erasing_is_impossible_says_the_partial_is_discarded() -> None:
+    out = io.StringIO()
+    view = TurnView(Console(file=out, width=100))  # not a terminal: nothing can be erased
+    view.show(ev.TurnStartedEvent(turn_id="t"))
+    _stream(view, ANSWER[:45])
+    _retry(view)
+    _stream(view, ANSWER)
+    view.show(ev.MessageCompletedEvent(turn_id="t", text=ANSWER))
+    shown = out.getvalue()
+    retry_at = shown.index("↻")
+    assert "partial answer above is discarded" in shown[retry_at:]
+    after = shown[retry_at:]
+    assert after.count("First block") == 1 and after.count("code_line") == 1
+    assert after.count("Last block.") == 1
+    assert "Last block." not in shown[:retry_at]  # pending text of the cut attempt is dropped
+
+
+def test_a_parked_session_keeps_only_the_retried_answer() -> None:
+    view = TurnView(Console(file=io.StringIO(), width=100, force_terminal=True))
+    view.muted = True
+    view.show(ev.TurnStartedEvent(turn_id="t"))
+    _stream(view, ANSWER[:45])
+    _retry(view)
+    _stream(view, ANSWER)
+    view.show(ev.MessageCompletedEvent(turn_id="t", text=ANSWER))
+    missed, dropped = view.take_missed()
+    shown = plain(missed)
+    assert dropped == 0 and "↻" in shown and "discarded" not in shown
+    assert shown.count("First block") == 1 and shown.count("code_line") == 1
+    assert shown.index("↻") < shown.index("First block")
+
+
+def test_blocks_of_a_burst_are_rendered_together_and_a_pause_shows_them() -> None:
+    now = [0.0]
+    out = io.StringIO()
+    view = TurnView(Console(file=out, width=100), clock=lambda: now[0], coalesce_s=0.05)
+    view.show(ev.TurnStartedEvent(turn_id="t"))
+    _stream(view, "One.\n\nTwo.\n\nThr")
+    assert out.getvalue() == ""  # held: more may come within the window
+    now[0] = 0.06
+    view.flush_due()  # the stream paused: the REPL's tick shows what is complete
+    assert plain(out.getvalue()).split() == ["One.", "Two."]
+    _stream(view, "ee.\n\n")
+    view.show(ev.ToolCallEvent(turn_id="t", call_id="c", name="shell", arguments={}))
+    assert plain(out.getvalue()).split()[:3] == ["One.", "Two.", "Three."]  # before the call

@@ -45,7 +45,17 @@ from typing import Any
 
 from tests.support.loopback import LoopbackServer, OwnedServer
 
-__all__ = ["RecordedRequest", "ReplayServer", "Reply", "random_splits", "shared_dir"]
+HOLD_LIMIT_S = 10.0
+"""Longest a held reply waits for its release (a test that forgot it still ends)."""
+
+__all__ = [
+    "HOLD_LIMIT_S",
+    "RecordedRequest",
+    "ReplayServer",
+    "Reply",
+    "random_splits",
+    "shared_dir",
+]
 
 
 def shared_dir() -> Path | None:
@@ -81,6 +91,10 @@ class Reply:
         splits: byte offsets where the body is cut into separate chunks.
         truncate_at: if set, send only this many body bytes then drop the
             connection (no terminating chunk).
+        hold_at: if set (with ``release``), stop after this many body bytes
+            until ``release`` is set (at most ``HOLD_LIMIT_S``): a stream
+            that pauses mid-answer.
+        release: the event that lets a held reply go on.
     """
 
     status: int = 200
@@ -89,6 +103,8 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     splits: list[int] = field(default_factory=list)
     truncate_at: int | None = None
+    hold_at: int | None = None
+    release: threading.Event | None = None
 
     @classmethod
     def from_case(
@@ -127,7 +143,8 @@ class Reply:
     def pieces(self) -> list[bytes]:
         """The body cut at ``splits`` (and ``truncate_at``); no empty pieces."""
         body = self.body if self.truncate_at is None else self.body[: self.truncate_at]
-        cuts = [0, *sorted({s for s in self.splits if 0 < s < len(body)}), len(body)]
+        splits = {*self.splits, *([self.hold_at] if self.hold_at is not None else [])}
+        cuts = [0, *sorted({s for s in splits if 0 < s < len(body)}), len(body)]
         return [body[a:b] for a, b in itertools.pairwise(cuts) if b > a]
 
 
@@ -178,9 +195,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.close_connection = True
         try:
+            sent = 0
             for piece in reply.pieces():
+                if sent == reply.hold_at and reply.release is not None:
+                    reply.release.wait(HOLD_LIMIT_S)
                 self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
                 self.wfile.flush()
+                sent += len(piece)
             if reply.truncate_at is not None:
                 # Drop the connection without the last chunk: a cut stream.
                 self.connection.shutdown(socket.SHUT_RDWR)
