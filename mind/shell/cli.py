@@ -33,7 +33,7 @@ from mind.errors import (
 )
 from mind.generated import events as ev
 from mind.shell import faults
-from mind.shell.config import CliOverrides, ResolvedConfig, resolve
+from mind.shell.config import CliOverrides, ResolvedConfig, describe, environment_help, resolve
 from mind.shell.runtime import Runtime, Session
 from mind.shell.store import SESSION_ID_RE, listing_lines, mind_home
 
@@ -70,7 +70,8 @@ def _add_provider_options(p: argparse.ArgumentParser, *, sub: bool = False) -> N
     )
     p.add_argument(
         "--script",
-        help="script file for --provider scripted (YAML list of replies)",
+        help="script file of the offline scripted provider (YAML list of replies); "
+        "implies --provider scripted",
         **kw,  # type: ignore[arg-type]
     )
     p.add_argument(
@@ -89,7 +90,10 @@ def _add_provider_options(p: argparse.ArgumentParser, *, sub: bool = False) -> N
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``mind`` (sub-commands ``exec``, ``resume``, ``sessions``)."""
     parser = argparse.ArgumentParser(
-        prog="mind", description="A coding agent whose sessions cannot be lost."
+        prog="mind",
+        description="A coding agent whose sessions cannot be lost.",
+        epilog=environment_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"mind {__version__}")
     _add_provider_options(parser)
@@ -124,6 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="rebuild the session index (index.db) from every journal first",
     )
+    cfg = sub.add_parser(
+        "config",
+        help="print the effective settings and where each came from (keys never shown)",
+    )
+    _add_provider_options(cfg, sub=True)
     dbg = sub.add_parser("debug", help="maintainer tools")
     dbg_sub = dbg.add_subparsers(dest="debug_command", required=True)
     dbg_sub.add_parser("boundaries", help="print every named durable boundary (MIND_CRASH_AT)")
@@ -153,6 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return anyio.run(_exec, args)
         if args.command == "sessions":
             return anyio.run(_sessions, args)
+        if args.command == "config":
+            return _config(args)
         if args.command == "debug":
             print("\n".join(faults.BOUNDARIES))
             return EXIT_OK
@@ -341,6 +352,22 @@ def _human_progress(event: ev.Event) -> None:
 
 def _short(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _config(args: argparse.Namespace) -> int:
+    """``mind config``: one ``key  value  source`` line per setting; exit 2 with
+    the reason when the settings do not resolve (the lines before it still print)."""
+    env = os.environ
+    path = mind_home(env) / "config.toml"
+    rows, error = describe(_overrides(args), env, path)
+    state = "" if path.is_file() else " (absent)"
+    print(f"{'config file':<12}  {path}{state}")
+    for row in rows:
+        print(f"{row.key:<12}  {row.value:<32}  {row.source}")
+    if error is not None:
+        print(f"mind: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK
 
 
 async def _sessions(args: argparse.Namespace) -> int:
