@@ -238,6 +238,20 @@ class SessionError(MindError):
         self.detail = detail
 
 
+class SessionLookupError(SessionError):
+    """A session id or prefix that names no session, or more than one.
+
+    ``mind exec --session`` exits 2 with it; the REPL says it and stays.
+
+    Attributes:
+        candidates: the ids that start with the prefix, sorted (empty: none).
+    """
+
+    def __init__(self, prefix: str, detail: str, candidates: tuple[str, ...] = ()) -> None:
+        super().__init__(prefix, detail)
+        self.candidates = candidates
+
+
 class SessionBusyError(SessionError, RuntimeError):
     """A turn was submitted while another turn of the session is running (misuse)."""
 

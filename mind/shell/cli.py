@@ -28,6 +28,7 @@ from mind.errors import (
     MindError,
     MountRefused,
     ScriptError,
+    SessionLookupError,
     SessionOccupiedError,
     StateDirError,
 )
@@ -35,7 +36,7 @@ from mind.generated import events as ev
 from mind.shell import faults
 from mind.shell.config import CliOverrides, ResolvedConfig, describe, environment_help, resolve
 from mind.shell.runtime import Runtime, Session
-from mind.shell.store import SESSION_ID_RE, listing_lines, mind_home
+from mind.shell.store import SESSION_ID_RE, listing_lines, mind_home, resolve_session_id
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -101,8 +102,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     ex = sub.add_parser("exec", help="run one turn non-interactively and print the final answer")
     _add_provider_options(ex, sub=True)
-    ex.add_argument(
-        "--session", help="continue this session (created if absent)", default=argparse.SUPPRESS
+    which = ex.add_mutually_exclusive_group()
+    which.add_argument(
+        "--session",
+        metavar="ID",
+        help="continue this session (its id or a unique prefix; never created)",
+        default=argparse.SUPPRESS,
+    )
+    which.add_argument(
+        "--new-session",
+        metavar="ID",
+        help="create a new session with this id (refused if it exists); without a PROMPT "
+        "it is only created",
     )
     ex.add_argument("--json", action="store_true", help="print one JSON event per line on stdout")
     ex.add_argument(
@@ -178,6 +189,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"mind: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except SessionLookupError as exc:  # a typed id that names no session, or several
+        print(f"mind: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except SessionOccupiedError as exc:
         print(f"mind: {exc}", file=sys.stderr)
         return EXIT_OCCUPIED
@@ -201,14 +215,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _read_prompt(args: argparse.Namespace) -> str | None:
+    named = bool(args.session or args.new_session)
     if args.prompt not in (None, "-"):
         return str(args.prompt)
     if args.prompt == "-" or not sys.stdin.isatty():
         text = sys.stdin.read()
-        if text or args.prompt == "-" or not args.session:
+        if text or args.prompt == "-" or not named:
             return text
-        return None  # --session with an empty, non-interactive stdin: recover only
-    if args.session:
+        return None  # a named session with an empty, non-interactive stdin: nothing to send
+    if named:
         return None
     raise ConfigError("mind exec needs a PROMPT argument (or '-' to read it from stdin)")
 
@@ -222,12 +237,21 @@ async def _exec(args: argparse.Namespace) -> int:
     cwd = Path(args.cwd).expanduser() if args.cwd else Path.cwd()
     if not cwd.is_dir():
         raise ConfigError(f"--cwd {cwd} is not a directory")
-    if args.session is not None and not SESSION_ID_RE.match(args.session):
-        raise ConfigError(f"--session {args.session!r} is not a valid session id")
+    for flag, value in (("--session", args.session), ("--new-session", args.new_session)):
+        if value is not None and not SESSION_ID_RE.match(value):
+            raise ConfigError(f"{flag} {value!r} is not a valid session id")
     out = sys.stdout
     async with Runtime.open() as rt:
-        if args.session:
-            session = rt.open_session(args.session, config=config, create=True, cwd=cwd)
+        if args.new_session:
+            if rt.store.journal_path(args.new_session).exists():
+                raise ConfigError(
+                    f"session {args.new_session} already exists; continue it with "
+                    f"--session {args.new_session}"
+                )
+            session = rt.create_session(cwd=cwd, config=config, session_id=args.new_session)
+        elif args.session:
+            sid = resolve_session_id(args.session, [r.session_id for r in rt.list_sessions()])
+            session = rt.open_session(sid, config=config, cwd=cwd)
             if args.cwd and session.cwd != cwd.resolve():
                 print(
                     f"mind: note: session {session.session_id} keeps its working directory "

@@ -76,7 +76,7 @@ from mind.shell.config import ResolvedConfig
 from mind.shell.index import format_age
 from mind.shell.render import TurnView, format_duration, format_tokens, shorten
 from mind.shell.runtime import Decision, InputKind, InputReceipt, Runtime, Session, Turn
-from mind.shell.store import SessionSummary, mind_home
+from mind.shell.store import SessionSummary, mind_home, resolve_session_id
 
 EXIT_CONFIRM_WINDOW_S: Final = 2.0
 """A second Ctrl+C within this many seconds of the first exits."""
@@ -273,25 +273,6 @@ def picker_rows(
             group = summary.cwd or "(unknown cwd)"
         rows.append(row(sid, mark, state, group))
     return rows
-
-
-def resolve_session_id(prefix: str, candidates: Iterable[str]) -> str:
-    """The one session id among ``candidates`` that equals or starts with ``prefix``.
-
-    Raises:
-        SessionError: no session matches, or several do (the message says which).
-    """
-    ids = sorted(set(candidates))
-    if prefix in ids:
-        return prefix
-    matches = [sid for sid in ids if sid.startswith(prefix)]
-    if not matches:
-        raise SessionError(prefix, "no such session (/sessions lists them)")
-    if len(matches) > 1:
-        raise SessionError(
-            prefix, f"ambiguous: {len(matches)} sessions start with it; type more of the id"
-        )
-    return matches[0]
 
 
 @final

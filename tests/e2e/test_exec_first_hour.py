@@ -59,3 +59,44 @@ def test_help_documents_every_variable(run_mind: RunMind) -> None:
     assert r.returncode == 0
     for needle in ("MIND_PROVIDER", "MIND_MODEL", "MIND_MAX_RETRIES", "max_retries", "keyring"):
         assert needle in r.stdout
+
+
+def _three_replies(tmp_path: Path) -> Path:
+    return _script(tmp_path / "s.yaml", [{"text": "one"}, {"text": "two"}, {"text": "three"}])
+
+
+def test_session_prefix_continues_the_one_matching_session(
+    tmp_path: Path, run_mind: RunMind
+) -> None:
+    script = str(_three_replies(tmp_path))
+    for sid in ("proj-alpha", "proj-beta"):
+        r = run_mind("exec", "--script", script, "--new-session", sid, "hi")
+        assert r.returncode == 0, r.stderr
+    r = run_mind("exec", "--json", "--script", script, "--session", "proj-a", "again")
+    assert r.returncode == 0, r.stderr
+    assert r.events[0] == {"type": "session.started", "session_id": "proj-alpha"}
+    assert r.of_type("message.completed")[-1]["text"] == "two"
+    assert _sessions(tmp_path) == ["proj-alpha", "proj-beta"]
+
+
+def test_session_prefix_ambiguous_or_unknown_exits_2_and_creates_nothing(
+    tmp_path: Path, run_mind: RunMind
+) -> None:
+    script = str(_three_replies(tmp_path))
+    for sid in ("proj-alpha", "proj-beta"):
+        assert run_mind("exec", "--script", script, "--new-session", sid, "hi").returncode == 0
+    r = run_mind("exec", "--script", script, "--session", "proj", "again")
+    assert r.returncode == 2
+    assert "ambiguous" in r.stderr and "proj-alpha" in r.stderr and "proj-beta" in r.stderr
+    r = run_mind("exec", "--script", script, "--session", "nosuch", "again")
+    assert r.returncode == 2
+    assert "no such session" in r.stderr
+    assert _sessions(tmp_path) == ["proj-alpha", "proj-beta"]
+
+
+def test_new_session_refuses_an_existing_id(tmp_path: Path, run_mind: RunMind) -> None:
+    script = str(_three_replies(tmp_path))
+    assert run_mind("exec", "--script", script, "--new-session", "mine", "hi").returncode == 0
+    r = run_mind("exec", "--script", script, "--new-session", "mine", "again")
+    assert r.returncode == 2
+    assert "already exists" in r.stderr and "--session" in r.stderr
