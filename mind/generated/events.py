@@ -154,6 +154,34 @@ class InputAcceptedEvent(Struct, kw_only=True, tag_field='type', tag='input.acce
     disposition: Annotated[Disposition, Meta(title='Disposition')]
 
 
+class ExecFailureKind(StrEnum):
+    """
+    Why a `mind exec` run failed: `usage` (exit 2: bad flags, configuration, script, or a session id that names no session or several), `occupied` (exit 3: another live process holds the session), `session` (exit 1: a session, journal or inbox error), `state_dir` (exit 1: the state root is unusable), `turn_failed` / `turn_aborted` (exit 1), `interrupted` (exit 130), `internal` (exit 1: a bug; the traceback is on stderr).
+    """
+
+    usage = 'usage'
+    occupied = 'occupied'
+    session = 'session'
+    state_dir = 'state_dir'
+    turn_failed = 'turn_failed'
+    turn_aborted = 'turn_aborted'
+    interrupted = 'interrupted'
+    internal = 'internal'
+
+
+class ExecFailedEvent(Struct, kw_only=True, tag_field='type', tag='exec.failed', frozen=True):
+    """`mind exec --json` only: the last line of every run that exits non-zero (except 141, when stdout itself is gone)."""
+
+    kind: ExecFailureKind
+    message: Annotated[
+        str,
+        Meta(
+            description='The one-line reason also printed on stderr (no secrets, no provider text).'
+        ),
+    ]
+    exit_code: Annotated[int, Meta(ge=1)]
+
+
 class Failure(Struct, kw_only=True, frozen=True):
     """A turn failure: closed kind plus its canonical message (no provider text)."""
 
@@ -180,7 +208,7 @@ class TurnCompletedEvent(Struct, kw_only=True, tag_field='type', tag='turn.compl
 
 
 Event: TypeAlias = Annotated[
-    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | TurnStartedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | ApprovalRequestedEvent | ToolResultEvent | TurnRetryingEvent | TurnCompletedEvent,
+    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | TurnStartedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | ApprovalRequestedEvent | ToolResultEvent | TurnRetryingEvent | TurnCompletedEvent | ExecFailedEvent,
     Meta(
         description="One event of a session: the library's typed events and `mind exec --json` lines (tagged union on `type`).",
         title='Event',

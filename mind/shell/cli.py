@@ -9,14 +9,16 @@ live process; 130 interrupted; 141 stdout was closed by its reader.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
 import signal
 import sys
 import time
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import NoReturn, TextIO
 
 import anyio
 import msgspec
@@ -90,7 +92,7 @@ def _add_provider_options(p: argparse.ArgumentParser, *, sub: bool = False) -> N
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``mind`` (sub-commands ``exec``, ``resume``, ``sessions``)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="mind",
         description="A coding agent whose sessions cannot be lost.",
         epilog=environment_help(),
@@ -167,51 +169,108 @@ def _resolve(args: argparse.Namespace) -> ResolvedConfig:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``mind`` console script; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    raw = list(sys.argv[1:] if argv is None else argv)
     try:
-        if args.command == "exec":
-            return anyio.run(_exec, args)
-        if args.command == "sessions":
-            return anyio.run(_sessions, args)
-        if args.command == "config":
-            return _config(args)
-        if args.command == "debug":
-            print("\n".join(faults.BOUNDARIES))
-            return EXIT_OK
-        from mind.shell.repl import run_repl
+        args = build_parser().parse_args(raw)
+    except _UsageError as exc:
+        print(f"{exc.usage}{exc.prog}: error: {exc.message}", file=sys.stderr)
+        if "exec" in raw and "--json" in raw[raw.index("exec") :]:
+            _emit_failure(EXIT_USAGE, "usage", f"{exc.prog}: {exc.message}")
+        return EXIT_USAGE
+    json_mode = args.command == "exec" and bool(args.json)
+    try:
+        return _dispatch(args)
+    except BaseException as exc:
+        leaf = _single_leaf(exc)
+        if isinstance(leaf, BrokenPipeError):
+            # stdout was closed (`mind sessions | head -1`): stop quietly, like other CLIs.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return EXIT_BROKEN_PIPE
+        failure = _classify(leaf)
+        if failure is None:
+            if not json_mode or not isinstance(leaf, Exception):
+                raise
+            traceback.print_exception(leaf)
+            failure = (EXIT_FAILED, "internal")
+        code, kind = failure
+        message = (
+            f"internal error: {type(leaf).__name__}: {leaf}" if kind == "internal" else str(leaf)
+        )
+        if kind != "internal":
+            print(f"mind: {message}", file=sys.stderr)
+        if json_mode:
+            _emit_failure(code, kind, message)
+        return code
 
-        if args.command == "resume":
-            resume = functools.partial(
-                run_repl, _resolve(args), args.cwd, args.session_id, latest=not args.session_id
-            )
-            return anyio.run(resume)
-        return anyio.run(run_repl, _resolve(args), args.cwd, args.session)
-    except ConfigError as exc:
-        print(f"mind: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except SessionLookupError as exc:  # a typed id that names no session, or several
-        print(f"mind: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except SessionOccupiedError as exc:
-        print(f"mind: {exc}", file=sys.stderr)
-        return EXIT_OCCUPIED
-    except MountRefused as exc:
-        print(f"mind: {exc}", file=sys.stderr)
-        return EXIT_OCCUPIED if exc.kind == "occupied" else EXIT_FAILED
-    except ScriptError as exc:  # the offline script is part of the configuration
-        print(f"mind: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except StateDirError as exc:
-        print(f"mind: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    except BrokenPipeError:
-        # stdout was closed (`mind sessions | head -1`): stop quietly, like other CLIs.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_BROKEN_PIPE
-    except MindError as exc:
-        print(f"mind: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+
+class _UsageError(Exception):
+    """argparse's complaint, raised instead of its ``sys.exit(2)`` so that
+    ``--json`` runs can still end stdout with an ``exec.failed`` line."""
+
+    def __init__(self, prog: str, usage: str, message: str) -> None:
+        super().__init__(message)
+        self.prog, self.usage, self.message = prog, usage, message
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(self.prog, self.format_usage(), message)
+
+
+_FAILURES: tuple[tuple[type[BaseException], int, str], ...] = (
+    (ConfigError, EXIT_USAGE, "usage"),
+    (SessionLookupError, EXIT_USAGE, "usage"),  # a typed id naming no session, or several
+    (ScriptError, EXIT_USAGE, "usage"),  # the offline script is part of the configuration
+    (SessionOccupiedError, EXIT_OCCUPIED, "occupied"),
+    (StateDirError, EXIT_FAILED, "state_dir"),
+    (MindError, EXIT_FAILED, "session"),
+)
+"""Exception type → (exit code, ``exec.failed`` kind); the first match wins."""
+
+
+def _classify(exc: BaseException) -> tuple[int, str] | None:
+    """Exit code and failure kind of an error that ends a run; None for a bug."""
+    if isinstance(exc, MountRefused):
+        return (EXIT_OCCUPIED, "occupied") if exc.kind == "occupied" else (EXIT_FAILED, "session")
+    for kind_type, code, kind in _FAILURES:
+        if isinstance(exc, kind_type):
+            return code, kind
+    return None
+
+
+def _single_leaf(exc: BaseException) -> BaseException:
+    """The one exception inside (nested) task-group groups, else ``exc`` itself."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _emit_failure(code: int, kind: str, message: str) -> None:
+    """The last ``--json`` line of a failed run (best effort: stdout may be gone)."""
+    event = ev.ExecFailedEvent(kind=ev.ExecFailureKind(kind), message=message, exit_code=code)
+    with contextlib.suppress(BrokenPipeError, ValueError):  # closed by its reader, or closed
+        _emit_json(sys.stdout, event)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "exec":
+        return anyio.run(_exec, args)
+    if args.command == "sessions":
+        return anyio.run(_sessions, args)
+    if args.command == "config":
+        return _config(args)
+    if args.command == "debug":
+        print("\n".join(faults.BOUNDARIES))
+        return EXIT_OK
+    from mind.shell.repl import run_repl
+
+    if args.command == "resume":
+        resume = functools.partial(
+            run_repl, _resolve(args), args.cwd, args.session_id, latest=not args.session_id
+        )
+        return anyio.run(resume)
+    return anyio.run(run_repl, _resolve(args), args.cwd, args.session)
 
 
 def _read_prompt(args: argparse.Namespace) -> str | None:
@@ -355,6 +414,14 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
             if detail:
                 line += f" — {' '.join(detail.split())[:300]}"
         print(line, file=sys.stderr)
+        if json_mode:
+            message = line.removeprefix("mind: ").split(" — ")[0]  # canonical, no provider text
+            kind = (
+                "interrupted"
+                if last.status == ev.TurnStatus.interrupted
+                else (f"turn_{last.status.value}")
+            )
+            _emit_failure(_STATUS_EXIT[last.status.value], kind, message)
     return _STATUS_EXIT[last.status.value]
 
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
 
-from tests.e2e.conftest import RunMind
+from tests.e2e.conftest import MindResult, RunMind
 
 
 def _script(path: Path, replies: list[dict[str, object]]) -> Path:
@@ -100,3 +105,64 @@ def test_new_session_refuses_an_existing_id(tmp_path: Path, run_mind: RunMind) -
     r = run_mind("exec", "--script", script, "--new-session", "mine", "again")
     assert r.returncode == 2
     assert "already exists" in r.stderr and "--session" in r.stderr
+
+
+def _last_is_failure(r: MindResult, kind: str, code: int) -> dict[str, object]:
+    assert r.returncode == code, r.stderr
+    assert r.events, f"nothing on stdout; stderr: {r.stderr}"
+    last = r.events[-1]
+    assert last["type"] == "exec.failed", r.events
+    assert (last["kind"], last["exit_code"]) == (kind, code)
+    assert isinstance(last["message"], str) and last["message"]
+    assert [e["type"] for e in r.events].count("exec.failed") == 1
+    return last
+
+
+def test_json_usage_failure_ends_stdout_with_one_event(tmp_path: Path, run_mind: RunMind) -> None:
+    script = str(_three_replies(tmp_path))
+    r = run_mind("exec", "--json", "--script", script, "--session", "nosuch", "hi")
+    last = _last_is_failure(r, "usage", 2)
+    assert "no such session" in str(last["message"])
+    r = run_mind("exec", "--json", "hi")  # nothing configured
+    _last_is_failure(r, "usage", 2)
+
+
+def test_json_turn_failure_ends_stdout_with_one_event(run_mind: RunMind) -> None:
+    env = {"MIND_MAX_RETRIES": "0"}
+    args = ("--provider", "openai-chat", "--base-url", "http://127.0.0.1:9/v1")
+    r = run_mind("exec", "--json", *args, "hi", env=env)
+    last = _last_is_failure(r, "turn_failed", 1)
+    assert r.events[-2]["type"] == "turn.completed"
+    assert "network" in str(last["message"])
+
+
+def test_json_occupied_session_ends_stdout_with_one_event(
+    tmp_path: Path, run_mind: RunMind, mind_env: dict[str, str]
+) -> None:
+    script = _script(
+        tmp_path / "s.yaml",
+        [{"tool_calls": [{"name": "shell", "arguments": {"command": "sleep 30"}}]}, {"text": "x"}],
+    )
+    common = ["--script", str(script), "--approval", "never", "--cwd", str(tmp_path)]
+    argv = [sys.executable, "-m", "mind.shell.cli", "exec", "--json", *common]
+    holder = subprocess.Popen(
+        [*argv, "--new-session", "held", "hold it"],
+        env=mind_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        for line in holder.stdout:  # wait until the holder is inside its tool call
+            if json.loads(line)["type"] == "tool.call":
+                break
+        r = run_mind("exec", "--json", *common, "--session", "held", "me too")
+        last = _last_is_failure(r, "occupied", 3)
+        assert f"pid {holder.pid}" in str(last["message"])
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(timeout=30)
+        if holder.stdout is not None:
+            holder.stdout.close()
