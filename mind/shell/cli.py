@@ -37,6 +37,7 @@ from mind.errors import (
 from mind.generated import events as ev
 from mind.shell import faults
 from mind.shell.config import CliOverrides, ResolvedConfig, describe, environment_help, resolve
+from mind.shell.render import describe_arguments, plain, preview_lines, shorten
 from mind.shell.runtime import Runtime, Session
 from mind.shell.store import SESSION_ID_RE, listing_lines, mind_home, resolve_session_id
 
@@ -412,7 +413,7 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
             line += f" ({failure.kind.value}): {failure.message}"
             detail = session.current.failure_detail if session.current else ""
             if detail:
-                line += f" — {' '.join(detail.split())[:300]}"
+                line += f" — {' '.join(plain(detail).split())[:300]}"
         print(line, file=sys.stderr)
         if json_mode:
             message = line.removeprefix("mind: ").split(" — ")[0]  # canonical, no provider text
@@ -432,17 +433,17 @@ def _emit_json(out: TextIO, event: ev.Event) -> None:
 
 def _human_progress(event: ev.Event) -> None:
     err = sys.stderr
+    # Tool and model text goes through the REPL's sanitiser: it must not drive the terminal.
     if isinstance(event, ev.ToolCallEvent):
-        print(f"→ {event.name} {_short(msgspec.json.encode(event.arguments).decode())}", file=err)
+        print(
+            f"→ {plain(event.name)} {describe_arguments(event.name, event.arguments, 120)}",
+            file=err,
+        )
     elif isinstance(event, ev.ToolResultEvent):
-        first = event.output.strip().splitlines()[:1]
-        print(f"  {event.status.value}: {_short(first[0] if first else '')}", file=err)
+        first = preview_lines(event.output, 1)[0]
+        print(f"  {event.status.value}: {shorten(first[0] if first else '', 120)}", file=err)
     elif isinstance(event, ev.TurnRetryingEvent):
-        print(f"  retrying in {event.delay_s:.1f}s: {event.failure.message}", file=err)
-
-
-def _short(text: str, limit: int = 120) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+        print(f"  retrying in {event.delay_s:.1f}s: {plain(event.failure.message)}", file=err)
 
 
 def _config(args: argparse.Namespace) -> int:

@@ -166,3 +166,22 @@ def test_json_occupied_session_ends_stdout_with_one_event(
         holder.wait(timeout=30)
         if holder.stdout is not None:
             holder.stdout.close()
+
+
+def test_exec_stderr_never_passes_terminal_controls(tmp_path: Path, run_mind: RunMind) -> None:
+    # Clear-screen, an OSC window title, BEL and a C1 CSI, in the output and the arguments.
+    command = "printf '\\033[2J\\033]0;pwned\\007\\a\\302\\23331mok\\n' # \x1b[2J\x07"
+    script = _script(
+        tmp_path / "s.yaml",
+        [
+            {"tool_calls": [{"name": "shell", "arguments": {"command": command}}]},
+            {"text": "done"},
+        ],
+    )
+    r = run_mind(
+        "exec", "--script", str(script), "--approval", "never", "--cwd", str(tmp_path), "go"
+    )
+    assert r.returncode == 0, r.stderr
+    assert "  ok: ok" in r.stderr.splitlines(), r.stderr
+    for control in ("\x1b", "\x07", "\x9b"):
+        assert control not in r.stderr, repr(r.stderr)
