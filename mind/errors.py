@@ -173,11 +173,13 @@ class ScriptError(MindError):
 
 
 InputRefusalReason = Literal[
-    "empty", "steering_full", "background_full", "background_bytes", "inbox_full"
+    "empty", "not_text", "steering_full", "background_full", "background_bytes", "inbox_full"
 ]
 """Why an input was refused (DESIGN §3.2; seed 000 ActiveTurnMailbox, DurableSteeringInbox).
 
 - ``empty``: the input has no text (refused by the runtime);
+- ``not_text``: the input holds lone surrogates (undecodable bytes), which cannot
+  be stored as UTF-8 (refused by the runtime; the CLI replaces them first);
 - ``steering_full``: 20 user inputs (prompt/steer/queue) are not yet acknowledged;
 - ``background_full``: 100 background completions are not yet acknowledged;
 - ``background_bytes``: unacknowledged background completions would exceed ~7 MiB;

@@ -24,6 +24,11 @@ import anyio
 import msgspec
 
 from mind._version import __version__
+from mind.conversation import (
+    REPLACEMENT_CHARACTER,
+    replace_lone_surrogates,
+    without_lone_surrogates,
+)
 from mind.errors import (
     ConfigError,
     InputRefused,
@@ -37,6 +42,7 @@ from mind.errors import (
 from mind.generated import events as ev
 from mind.shell import faults
 from mind.shell.config import CliOverrides, ResolvedConfig, describe, environment_help, resolve
+from mind.shell.inbox import check_fits_alone
 from mind.shell.render import describe_arguments, plain, preview_lines, shorten
 from mind.shell.runtime import Runtime, Session
 from mind.shell.store import SESSION_ID_RE, listing_lines, mind_home, resolve_session_id
@@ -274,12 +280,28 @@ def _dispatch(args: argparse.Namespace) -> int:
     return anyio.run(run_repl, _resolve(args), args.cwd, args.session)
 
 
+def _decode_prompt(data: bytes, where: str) -> str:
+    """The prompt's text; invalid UTF-8 becomes U+FFFD, and stderr says so."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", errors="replace")
+        bad = text.count(REPLACEMENT_CHARACTER) - data.count(REPLACEMENT_CHARACTER.encode())
+        print(
+            f"mind: note: the prompt ({where}) is not valid UTF-8: {bad} undecodable "
+            "sequence(s) replaced with U+FFFD",
+            file=sys.stderr,
+        )
+        return text
+
+
 def _read_prompt(args: argparse.Namespace) -> str | None:
     named = bool(args.session or args.new_session)
     if args.prompt not in (None, "-"):
-        return str(args.prompt)
+        # argv was decoded with surrogateescape: get the bytes back to decode them honestly.
+        return _decode_prompt(os.fsencode(str(args.prompt)), "argument")
     if args.prompt == "-" or not sys.stdin.isatty():
-        text = sys.stdin.read()
+        text = _decode_prompt(sys.stdin.buffer.read(), "stdin")
         if text or args.prompt == "-" or not named:
             return text
         return None  # a named session with an empty, non-interactive stdin: nothing to send
@@ -294,6 +316,11 @@ async def _exec(args: argparse.Namespace) -> int:
     prompt = _read_prompt(args)
     if prompt is not None and not prompt.strip():
         raise ConfigError("the prompt is empty")
+    if prompt is not None:
+        try:
+            check_fits_alone(prompt)  # refused before a session exists: none is left behind
+        except InputRefused as exc:
+            raise ConfigError(str(exc)) from exc
     cwd = Path(args.cwd).expanduser() if args.cwd else Path.cwd()
     if not cwd.is_dir():
         raise ConfigError(f"--cwd {cwd} is not a directory")
@@ -404,7 +431,7 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
     if last is None:
         return EXIT_OK
     if not json_mode and final_text:
-        out.write(final_text.rstrip("\n") + "\n")
+        out.write(replace_lone_surrogates(final_text).rstrip("\n") + "\n")
         out.flush()
     if last.status != ev.TurnStatus.completed:
         failure = last.failure if isinstance(last.failure, ev.Failure) else None
@@ -426,8 +453,12 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
     return _STATUS_EXIT[last.status.value]
 
 
-def _emit_json(out: TextIO, event: ev.Event) -> None:
-    out.write(msgspec.json.encode(event).decode("utf-8") + "\n")
+def _emit_json(out: TextIO, event: ev.Event | ev.ExecFailedEvent) -> None:
+    try:
+        line = msgspec.json.encode(event)
+    except UnicodeEncodeError:  # a lone surrogate got past the decoders: replace, never crash
+        line = msgspec.json.encode(without_lone_surrogates(msgspec.to_builtins(event)))
+    out.write(line.decode("utf-8") + "\n")
     out.flush()
 
 

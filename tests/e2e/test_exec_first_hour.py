@@ -7,11 +7,16 @@ import os
 import signal
 import subprocess
 import sys
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
 
 from tests.e2e.conftest import MindResult, RunMind
+from tests.support.fake_model import sse_chunks
+from tests.support.loopback import LoopbackServer, OwnedServer
 
 
 def _script(path: Path, replies: list[dict[str, object]]) -> Path:
@@ -185,3 +190,126 @@ def test_exec_stderr_never_passes_terminal_controls(tmp_path: Path, run_mind: Ru
     assert "  ok: ok" in r.stderr.splitlines(), r.stderr
     for control in ("\x1b", "\x07", "\x9b"):
         assert control not in r.stderr, repr(r.stderr)
+
+
+class _Replies(LoopbackServer):
+    """Serves the given Chat Completions replies in order, one per request."""
+
+    thread_name = "replies-server"
+
+    def __init__(self, replies: list[dict[str, Any]]) -> None:
+        super().__init__()
+        self.replies = list(replies)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    class handler(BaseHTTPRequestHandler):  # the LoopbackServer hook
+        server: OwnedServer
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Silence the access log."""
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            body = b"".join(sse_chunks(self.server.owner.replies.pop(0)))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+
+LONE = "\ud800"  # json.dumps writes it as the escape a server might send: "\\ud800"
+
+
+def _journal_lines(tmp_path: Path, sid: str) -> list[dict[str, Any]]:
+    path = tmp_path / "mind-home" / "sessions" / sid / "journal.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.mark.parametrize("json_mode", [False, True])
+def test_lone_surrogates_from_a_provider_are_replaced(
+    tmp_path: Path, run_mind: RunMind, json_mode: bool
+) -> None:
+    replies = [
+        {"tool_call": {"id": "call_1", "name": "shell", "arguments": {"command": f"echo {LONE}"}}},
+        {"text": f"bad {LONE} text"},
+    ]
+    with _Replies(replies) as server:
+        args = ["--provider", "openai-chat", "--base-url", server.base_url, "--model", "m"]
+        args += ["--approval", "never", "--cwd", str(tmp_path)]
+        r = run_mind("exec", *(["--json"] if json_mode else []), *args, "hi", timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    if json_mode:
+        assert r.of_type("message.completed")[-1]["text"] == "bad \ufffd text"
+    else:
+        assert r.stdout == "bad \ufffd text\n"
+
+
+def test_lone_surrogates_in_a_script_are_replaced(tmp_path: Path, run_mind: RunMind) -> None:
+    script = tmp_path / "s.yaml"
+    script.write_text(
+        '- tool_calls: [{name: shell, arguments: {command: "echo \\ud800"}}]\n'
+        '- text: "bad \\ud800 text"\n',
+        encoding="utf-8",
+    )
+    r = run_mind(
+        "exec",
+        "--json",
+        "--script",
+        str(script),
+        "--approval",
+        "never",
+        "--cwd",
+        str(tmp_path),
+        "hi",
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.of_type("tool.call")[0]["arguments"] == {"command": "echo \ufffd"}
+    assert r.of_type("message.completed")[-1]["text"] == "bad \ufffd text"
+
+
+def _raw_exec(
+    mind_env: dict[str, str], args: list[bytes], stdin: bytes | None = None
+) -> MindResult:
+    proc = subprocess.run(
+        [sys.executable.encode(), b"-m", b"mind.shell.cli", b"exec", *args],
+        env=mind_env,
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+    )
+    out = proc.stdout.decode("utf-8")
+    return MindResult(proc.returncode, out, proc.stderr.decode("utf-8", "replace"))
+
+
+def test_invalid_utf8_prompt_is_replaced_and_said(tmp_path: Path, mind_env: dict[str, str]) -> None:
+    script = _script(tmp_path / "s.yaml", [{"text": "one"}, {"text": "two"}])
+    common = [b"--script", os.fsencode(script), b"--new-session", b"bytes"]
+    r = _raw_exec(mind_env, [*common, b"caf\xe9 \xff"])
+    assert r.returncode == 0, r.stderr
+    assert "not valid UTF-8" in r.stderr and "U+FFFD" in r.stderr
+    texts = [
+        rec.get("text")
+        for rec in _journal_lines(tmp_path, "bytes")
+        if rec.get("type") == "user_message"
+    ]
+    assert texts == ["caf\ufffd \ufffd"]
+    common[-1] = b"bytes2"
+    r = _raw_exec(mind_env, [*common, b"-"], stdin=b"stdin \xc3(\n")
+    assert r.returncode == 0, r.stderr
+    assert "not valid UTF-8" in r.stderr
+
+
+def test_a_prompt_over_the_inbox_cap_is_refused_and_leaves_no_session(
+    tmp_path: Path, run_mind: RunMind
+) -> None:
+    script = str(_three_replies(tmp_path))
+    r = run_mind("exec", "--script", script, "-", input="a" * (9 * 1024 * 1024))
+    assert r.returncode == 2
+    assert "too large" in r.stderr and "wait for the running turn" not in r.stderr
+    assert _sessions(tmp_path) == []

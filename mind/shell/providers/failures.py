@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from mind.errors import FailureKind, ProviderError
+from mind.shell.providers._common import load_json
 
 _CONTEXT_RE = re.compile(
     r"context[_ ]length|context window|maximum context|prompt is too long|"
@@ -233,7 +234,7 @@ def error_from_http(
     retry_after_s = parse_retry_after(headers, now=now)
     text = body.decode("utf-8", errors="replace")
     try:
-        payload: Any = json.loads(text)
+        payload: Any = load_json(text)
     except ValueError:
         payload = None
     if isinstance(payload, Mapping) and "error" in payload:

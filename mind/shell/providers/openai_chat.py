@@ -36,6 +36,7 @@ from mind.shell.providers._common import (
     CallSlot,
     as_int,
     finalize_arguments,
+    load_json,
     parses_as_json,
     sequence_messages,
 )
@@ -185,7 +186,7 @@ class ChatStreamParser(StreamParser):
             self._done = True
             return [self._finish_clean()]
         try:
-            chunk = json.loads(data)
+            chunk = load_json(data)
         except ValueError:
             if event.at_eof:
                 return []  # torn last event: EOF logic decides (rule 19)
