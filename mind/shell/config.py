@@ -396,6 +396,8 @@ def environment_help() -> str:
         f"(service '{KEYRING_SERVICE}', user = provider kind); never printed",
         "paths: MIND_HOME (config.toml, history; default ~/.mind), "
         "MIND_STATE_HOME (sessions, index.db; default MIND_HOME)",
+        "maintainers: MIND_CRASH_AT=BOUNDARY[:N] kills mind at a durable boundary "
+        "(`mind debug boundaries` lists them)",
         "`mind config` prints the effective settings and where each came from.",
     ]
     return "\n".join(lines)

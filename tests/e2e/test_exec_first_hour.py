@@ -313,3 +313,9 @@ def test_a_prompt_over_the_inbox_cap_is_refused_and_leaves_no_session(
     assert r.returncode == 2
     assert "too large" in r.stderr and "wait for the running turn" not in r.stderr
     assert _sessions(tmp_path) == []
+
+
+def test_json_bad_flag_ends_stdout_with_one_event(run_mind: RunMind) -> None:
+    r = run_mind("exec", "--json", "--no-such-flag", "hi")
+    last = _last_is_failure(r, "usage", 2)
+    assert "--no-such-flag" in str(last["message"]) and "--no-such-flag" in r.stderr
