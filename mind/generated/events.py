@@ -156,21 +156,18 @@ class InputAcceptedEvent(Struct, kw_only=True, tag_field='type', tag='input.acce
 
 class ExecFailureKind(StrEnum):
     """
-    Why a `mind exec` run failed: `usage` (exit 2: bad flags, configuration, script, or a session id that names no session or several), `occupied` (exit 3: another live process holds the session), `session` (exit 1: a session, journal or inbox error), `state_dir` (exit 1: the state root is unusable), `turn_failed` / `turn_aborted` (exit 1), `interrupted` (exit 130), `internal` (exit 1: a bug; the traceback is on stderr).
+    Why a `mind exec` run failed before or outside a turn: `usage` (exit 2: bad flags, configuration, script, or a session id that names no session or several), `occupied` (exit 3: another live process holds the session), `session` (exit 1: a session, journal or inbox error), `state_dir` (exit 1: the state root is unusable), `internal` (exit 1: a bug; the traceback is on stderr).
     """
 
     usage = 'usage'
     occupied = 'occupied'
     session = 'session'
     state_dir = 'state_dir'
-    turn_failed = 'turn_failed'
-    turn_aborted = 'turn_aborted'
-    interrupted = 'interrupted'
     internal = 'internal'
 
 
 class ExecFailedEvent(Struct, kw_only=True, tag_field='type', tag='exec.failed', frozen=True):
-    """`mind exec --json` only: the last line of every run that exits non-zero (except 141, when stdout itself is gone)."""
+    """`mind exec --json` only: the last line of a run that fails outside a turn. A run whose turn fails ends with that turn's `turn.completed` (status and failure) instead; exit 141 (stdout closed) prints nothing."""
 
     kind: ExecFailureKind
     message: Annotated[

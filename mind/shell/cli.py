@@ -442,14 +442,7 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
             if detail:
                 line += f" — {' '.join(plain(detail).split())[:300]}"
         print(line, file=sys.stderr)
-        if json_mode:
-            message = line.removeprefix("mind: ").split(" — ")[0]  # canonical, no provider text
-            kind = (
-                "interrupted"
-                if last.status == ev.TurnStatus.interrupted
-                else (f"turn_{last.status.value}")
-            )
-            _emit_failure(_STATUS_EXIT[last.status.value], kind, message)
+        # --json: the turn.completed line just printed already carries status and failure.
     return _STATUS_EXIT[last.status.value]
 
 

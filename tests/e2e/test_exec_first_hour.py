@@ -132,13 +132,19 @@ def test_json_usage_failure_ends_stdout_with_one_event(tmp_path: Path, run_mind:
     _last_is_failure(r, "usage", 2)
 
 
-def test_json_turn_failure_ends_stdout_with_one_event(run_mind: RunMind) -> None:
+def test_json_turn_failure_ends_with_its_turn_completed(run_mind: RunMind) -> None:
     env = {"MIND_MAX_RETRIES": "0"}
     args = ("--provider", "openai-chat", "--base-url", "http://127.0.0.1:9/v1")
     r = run_mind("exec", "--json", *args, "hi", env=env)
-    last = _last_is_failure(r, "turn_failed", 1)
-    assert r.events[-2]["type"] == "turn.completed"
-    assert "network" in str(last["message"])
+    assert r.returncode == 1
+    last = r.events[-1]
+    assert (last["type"], last["status"], last["failure"]["kind"]) == (
+        "turn.completed",
+        "failed",
+        "network",
+    )
+    assert last["failure"]["message"]
+    assert not r.of_type("exec.failed")
 
 
 def test_json_occupied_session_ends_stdout_with_one_event(
