@@ -6,16 +6,19 @@ STAMP := $(VENV)/.installed
 
 .PHONY: dev run test check lint typecheck pytest codegen codegen-check diagrams bench clean
 
+# pip's and setuptools' chatter goes to a log, shown only when the install fails.
 $(STAMP): pyproject.toml
-	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
-	touch $(STAMP)
+	@echo "installing mind and its dependencies into $(VENV) (log: $(VENV)/install.log)"
+	@$(PY) -m venv $(VENV)
+	@( $(BIN)/pip install -q --upgrade pip && $(BIN)/pip install -q -e '.[dev]' ) \
+		> $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log; exit 1; }
+	@touch $(STAMP)
 
 dev: $(STAMP)
 
+# Exit 2 means "no model configured yet": mind has said how; not a failed `make`.
 run: $(STAMP)
-	$(BIN)/mind
+	@$(BIN)/mind || [ $$? -eq 2 ]
 
 ## test: everything CI checks — lint, mypy --strict, codegen drift, the test suite.
 test: $(STAMP) lint typecheck codegen-check pytest

@@ -15,9 +15,46 @@ Shapes::
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 import msgspec
+
+REPLACEMENT_CHARACTER = "\ufffd"
+"""What a lone UTF-16 surrogate in model, tool or user text becomes (U+FFFD)."""
+
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def replace_lone_surrogates(text: str) -> str:
+    """``text`` with every lone surrogate (U+D800..U+DFFF) replaced by U+FFFD.
+
+    A JSON ``"\\ud800"`` escape, a YAML ``"\\ud800"`` or undecodable bytes
+    read with ``surrogateescape`` give a Python ``str`` that cannot be encoded
+    as UTF-8: it could be neither journaled nor printed. Every place where
+    outside text enters mind applies this (provider decode, scripts, prompts).
+    """
+    if text.isascii():
+        return text
+    return _SURROGATE_RE.sub(REPLACEMENT_CHARACTER, text)
+
+
+def has_lone_surrogates(text: str) -> bool:
+    """True when ``text`` holds a code point that UTF-8 cannot encode."""
+    return not text.isascii() and _SURROGATE_RE.search(text) is not None
+
+
+def without_lone_surrogates(value: Any) -> Any:
+    """A decoded JSON/YAML value with :func:`replace_lone_surrogates` applied to
+    every string in it (keys included); other values are returned as they are."""
+    if isinstance(value, str):
+        return replace_lone_surrogates(value)
+    if isinstance(value, list):
+        return [without_lone_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {without_lone_surrogates(k): without_lone_surrogates(v) for k, v in value.items()}
+    return value
+
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "other"]
 """Why a model round ended, normalised across providers."""

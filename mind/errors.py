@@ -173,11 +173,13 @@ class ScriptError(MindError):
 
 
 InputRefusalReason = Literal[
-    "empty", "steering_full", "background_full", "background_bytes", "inbox_full"
+    "empty", "not_text", "steering_full", "background_full", "background_bytes", "inbox_full"
 ]
 """Why an input was refused (DESIGN §3.2; seed 000 ActiveTurnMailbox, DurableSteeringInbox).
 
 - ``empty``: the input has no text (refused by the runtime);
+- ``not_text``: the input holds lone surrogates (undecodable bytes), which cannot
+  be stored as UTF-8 (refused by the runtime; the CLI replaces them first);
 - ``steering_full``: 20 user inputs (prompt/steer/queue) are not yet acknowledged;
 - ``background_full``: 100 background completions are not yet acknowledged;
 - ``background_bytes``: unacknowledged background completions would exceed ~7 MiB;
@@ -236,6 +238,20 @@ class SessionError(MindError):
         super().__init__(f"session {session_id}: {detail}")
         self.session_id = session_id
         self.detail = detail
+
+
+class SessionLookupError(SessionError):
+    """A session id or prefix that names no session, or more than one.
+
+    ``mind exec --session`` exits 2 with it; the REPL says it and stays.
+
+    Attributes:
+        candidates: the ids that start with the prefix, sorted (empty: none).
+    """
+
+    def __init__(self, prefix: str, detail: str, candidates: tuple[str, ...] = ()) -> None:
+        super().__init__(prefix, detail)
+        self.candidates = candidates
 
 
 class SessionBusyError(SessionError, RuntimeError):

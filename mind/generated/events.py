@@ -154,6 +154,31 @@ class InputAcceptedEvent(Struct, kw_only=True, tag_field='type', tag='input.acce
     disposition: Annotated[Disposition, Meta(title='Disposition')]
 
 
+class ExecFailureKind(StrEnum):
+    """
+    Why a `mind exec` run failed before or outside a turn: `usage` (exit 2: bad flags, configuration, script, or a session id that names no session or several), `occupied` (exit 3: another live process holds the session), `session` (exit 1: a session, journal or inbox error), `state_dir` (exit 1: the state root is unusable), `internal` (exit 1: a bug; the traceback is on stderr).
+    """
+
+    usage = 'usage'
+    occupied = 'occupied'
+    session = 'session'
+    state_dir = 'state_dir'
+    internal = 'internal'
+
+
+class ExecFailedEvent(Struct, kw_only=True, tag_field='type', tag='exec.failed', frozen=True):
+    """`mind exec --json` only: the last line of a run that fails outside a turn. A run whose turn fails ends with that turn's `turn.completed` (status and failure) instead; exit 141 (stdout closed) prints nothing."""
+
+    kind: ExecFailureKind
+    message: Annotated[
+        str,
+        Meta(
+            description='The one-line reason also printed on stderr (no secrets, no provider text).'
+        ),
+    ]
+    exit_code: Annotated[int, Meta(ge=1)]
+
+
 class Failure(Struct, kw_only=True, frozen=True):
     """A turn failure: closed kind plus its canonical message (no provider text)."""
 
@@ -180,7 +205,7 @@ class TurnCompletedEvent(Struct, kw_only=True, tag_field='type', tag='turn.compl
 
 
 Event: TypeAlias = Annotated[
-    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | TurnStartedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | ApprovalRequestedEvent | ToolResultEvent | TurnRetryingEvent | TurnCompletedEvent,
+    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | TurnStartedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | ApprovalRequestedEvent | ToolResultEvent | TurnRetryingEvent | TurnCompletedEvent | ExecFailedEvent,
     Meta(
         description="One event of a session: the library's typed events and `mind exec --json` lines (tagged union on `type`).",
         title='Event',

@@ -9,33 +9,43 @@ live process; 130 interrupted; 141 stdout was closed by its reader.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
 import signal
 import sys
 import time
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import NoReturn, TextIO
 
 import anyio
 import msgspec
 
 from mind._version import __version__
+from mind.conversation import (
+    REPLACEMENT_CHARACTER,
+    replace_lone_surrogates,
+    without_lone_surrogates,
+)
 from mind.errors import (
     ConfigError,
     InputRefused,
     MindError,
     MountRefused,
     ScriptError,
+    SessionLookupError,
     SessionOccupiedError,
     StateDirError,
 )
 from mind.generated import events as ev
 from mind.shell import faults
-from mind.shell.config import CliOverrides, ResolvedConfig, resolve
+from mind.shell.config import CliOverrides, ResolvedConfig, describe, environment_help, resolve
+from mind.shell.inbox import check_fits_alone
+from mind.shell.render import describe_arguments, plain, preview_lines, shorten
 from mind.shell.runtime import Runtime, Session
-from mind.shell.store import SESSION_ID_RE, listing_lines, mind_home
+from mind.shell.store import SESSION_ID_RE, listing_lines, mind_home, resolve_session_id
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -70,7 +80,8 @@ def _add_provider_options(p: argparse.ArgumentParser, *, sub: bool = False) -> N
     )
     p.add_argument(
         "--script",
-        help="script file for --provider scripted (YAML list of replies)",
+        help="script file of the offline scripted provider (YAML list of replies); "
+        "implies --provider scripted",
         **kw,  # type: ignore[arg-type]
     )
     p.add_argument(
@@ -88,8 +99,11 @@ def _add_provider_options(p: argparse.ArgumentParser, *, sub: bool = False) -> N
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``mind`` (sub-commands ``exec``, ``resume``, ``sessions``)."""
-    parser = argparse.ArgumentParser(
-        prog="mind", description="A coding agent whose sessions cannot be lost."
+    parser = _Parser(
+        prog="mind",
+        description="A coding agent whose sessions cannot be lost.",
+        epilog=environment_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"mind {__version__}")
     _add_provider_options(parser)
@@ -97,8 +111,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     ex = sub.add_parser("exec", help="run one turn non-interactively and print the final answer")
     _add_provider_options(ex, sub=True)
-    ex.add_argument(
-        "--session", help="continue this session (created if absent)", default=argparse.SUPPRESS
+    which = ex.add_mutually_exclusive_group()
+    which.add_argument(
+        "--session",
+        metavar="ID",
+        help="continue this session (its id or a unique prefix; never created)",
+        default=argparse.SUPPRESS,
+    )
+    which.add_argument(
+        "--new-session",
+        metavar="ID",
+        help="create a new session with this id (refused if it exists); without a PROMPT "
+        "it is only created",
     )
     ex.add_argument("--json", action="store_true", help="print one JSON event per line on stdout")
     ex.add_argument(
@@ -124,6 +148,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="rebuild the session index (index.db) from every journal first",
     )
+    cfg = sub.add_parser(
+        "config",
+        help="print the effective settings and where each came from (keys never shown)",
+    )
+    _add_provider_options(cfg, sub=True)
     dbg = sub.add_parser("debug", help="maintainer tools")
     dbg_sub = dbg.add_subparsers(dest="debug_command", required=True)
     dbg_sub.add_parser("boundaries", help="print every named durable boundary (MIND_CRASH_AT)")
@@ -147,57 +176,136 @@ def _resolve(args: argparse.Namespace) -> ResolvedConfig:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``mind`` console script; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    raw = list(sys.argv[1:] if argv is None else argv)
     try:
-        if args.command == "exec":
-            return anyio.run(_exec, args)
-        if args.command == "sessions":
-            return anyio.run(_sessions, args)
-        if args.command == "debug":
-            print("\n".join(faults.BOUNDARIES))
-            return EXIT_OK
-        from mind.shell.repl import run_repl
+        args = build_parser().parse_args(raw)
+    except _UsageError as exc:
+        print(f"{exc.usage}{exc.prog}: error: {exc.message}", file=sys.stderr)
+        if "exec" in raw and "--json" in raw[raw.index("exec") :]:
+            _emit_failure(EXIT_USAGE, "usage", f"{exc.prog}: {exc.message}")
+        return EXIT_USAGE
+    json_mode = args.command == "exec" and bool(args.json)
+    try:
+        return _dispatch(args)
+    except BaseException as exc:
+        leaf = _single_leaf(exc)
+        if isinstance(leaf, BrokenPipeError):
+            # stdout was closed (`mind sessions | head -1`): stop quietly, like other CLIs.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return EXIT_BROKEN_PIPE
+        failure = _classify(leaf)
+        if failure is None:
+            if not json_mode or not isinstance(leaf, Exception):
+                raise
+            traceback.print_exception(leaf)
+            failure = (EXIT_FAILED, "internal")
+        code, kind = failure
+        message = (
+            f"internal error: {type(leaf).__name__}: {leaf}" if kind == "internal" else str(leaf)
+        )
+        if kind != "internal":
+            print(f"mind: {message}", file=sys.stderr)
+        if json_mode:
+            _emit_failure(code, kind, message)
+        return code
 
-        if args.command == "resume":
-            resume = functools.partial(
-                run_repl, _resolve(args), args.cwd, args.session_id, latest=not args.session_id
-            )
-            return anyio.run(resume)
-        return anyio.run(run_repl, _resolve(args), args.cwd, args.session)
-    except ConfigError as exc:
-        print(f"mind: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except SessionOccupiedError as exc:
-        print(f"mind: {exc}", file=sys.stderr)
-        return EXIT_OCCUPIED
-    except MountRefused as exc:
-        print(f"mind: {exc}", file=sys.stderr)
-        return EXIT_OCCUPIED if exc.kind == "occupied" else EXIT_FAILED
-    except ScriptError as exc:  # the offline script is part of the configuration
-        print(f"mind: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except StateDirError as exc:
-        print(f"mind: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    except BrokenPipeError:
-        # stdout was closed (`mind sessions | head -1`): stop quietly, like other CLIs.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_BROKEN_PIPE
-    except MindError as exc:
-        print(f"mind: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+
+class _UsageError(Exception):
+    """argparse's complaint, raised instead of its ``sys.exit(2)`` so that
+    ``--json`` runs can still end stdout with an ``exec.failed`` line."""
+
+    def __init__(self, prog: str, usage: str, message: str) -> None:
+        super().__init__(message)
+        self.prog, self.usage, self.message = prog, usage, message
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(self.prog, self.format_usage(), message)
+
+
+_FAILURES: tuple[tuple[type[BaseException], int, str], ...] = (
+    (ConfigError, EXIT_USAGE, "usage"),
+    (SessionLookupError, EXIT_USAGE, "usage"),  # a typed id naming no session, or several
+    (ScriptError, EXIT_USAGE, "usage"),  # the offline script is part of the configuration
+    (SessionOccupiedError, EXIT_OCCUPIED, "occupied"),
+    (StateDirError, EXIT_FAILED, "state_dir"),
+    (MindError, EXIT_FAILED, "session"),
+)
+"""Exception type → (exit code, ``exec.failed`` kind); the first match wins."""
+
+
+def _classify(exc: BaseException) -> tuple[int, str] | None:
+    """Exit code and failure kind of an error that ends a run; None for a bug."""
+    if isinstance(exc, MountRefused):
+        return (EXIT_OCCUPIED, "occupied") if exc.kind == "occupied" else (EXIT_FAILED, "session")
+    for kind_type, code, kind in _FAILURES:
+        if isinstance(exc, kind_type):
+            return code, kind
+    return None
+
+
+def _single_leaf(exc: BaseException) -> BaseException:
+    """The one exception inside (nested) task-group groups, else ``exc`` itself."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _emit_failure(code: int, kind: str, message: str) -> None:
+    """The last ``--json`` line of a failed run (best effort: stdout may be gone)."""
+    event = ev.ExecFailedEvent(kind=ev.ExecFailureKind(kind), message=message, exit_code=code)
+    with contextlib.suppress(BrokenPipeError, ValueError):  # closed by its reader, or closed
+        _emit_json(sys.stdout, event)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "exec":
+        return anyio.run(_exec, args)
+    if args.command == "sessions":
+        return anyio.run(_sessions, args)
+    if args.command == "config":
+        return _config(args)
+    if args.command == "debug":
+        print("\n".join(faults.BOUNDARIES))
+        return EXIT_OK
+    from mind.shell.repl import run_repl
+
+    if args.command == "resume":
+        resume = functools.partial(
+            run_repl, _resolve(args), args.cwd, args.session_id, latest=not args.session_id
+        )
+        return anyio.run(resume)
+    return anyio.run(run_repl, _resolve(args), args.cwd, args.session)
+
+
+def _decode_prompt(data: bytes, where: str) -> str:
+    """The prompt's text; invalid UTF-8 becomes U+FFFD, and stderr says so."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", errors="replace")
+        bad = text.count(REPLACEMENT_CHARACTER) - data.count(REPLACEMENT_CHARACTER.encode())
+        print(
+            f"mind: note: the prompt ({where}) is not valid UTF-8: {bad} undecodable "
+            "sequence(s) replaced with U+FFFD",
+            file=sys.stderr,
+        )
+        return text
 
 
 def _read_prompt(args: argparse.Namespace) -> str | None:
+    named = bool(args.session or args.new_session)
     if args.prompt not in (None, "-"):
-        return str(args.prompt)
+        # argv was decoded with surrogateescape: get the bytes back to decode them honestly.
+        return _decode_prompt(os.fsencode(str(args.prompt)), "argument")
     if args.prompt == "-" or not sys.stdin.isatty():
-        text = sys.stdin.read()
-        if text or args.prompt == "-" or not args.session:
+        text = _decode_prompt(sys.stdin.buffer.read(), "stdin")
+        if text or args.prompt == "-" or not named:
             return text
-        return None  # --session with an empty, non-interactive stdin: recover only
-    if args.session:
+        return None  # a named session with an empty, non-interactive stdin: nothing to send
+    if named:
         return None
     raise ConfigError("mind exec needs a PROMPT argument (or '-' to read it from stdin)")
 
@@ -208,15 +316,29 @@ async def _exec(args: argparse.Namespace) -> int:
     prompt = _read_prompt(args)
     if prompt is not None and not prompt.strip():
         raise ConfigError("the prompt is empty")
+    if prompt is not None:
+        try:
+            check_fits_alone(prompt)  # refused before a session exists: none is left behind
+        except InputRefused as exc:
+            raise ConfigError(str(exc)) from exc
     cwd = Path(args.cwd).expanduser() if args.cwd else Path.cwd()
     if not cwd.is_dir():
         raise ConfigError(f"--cwd {cwd} is not a directory")
-    if args.session is not None and not SESSION_ID_RE.match(args.session):
-        raise ConfigError(f"--session {args.session!r} is not a valid session id")
+    for flag, value in (("--session", args.session), ("--new-session", args.new_session)):
+        if value is not None and not SESSION_ID_RE.match(value):
+            raise ConfigError(f"{flag} {value!r} is not a valid session id")
     out = sys.stdout
     async with Runtime.open() as rt:
-        if args.session:
-            session = rt.open_session(args.session, config=config, create=True, cwd=cwd)
+        if args.new_session:
+            if rt.store.journal_path(args.new_session).exists():
+                raise ConfigError(
+                    f"session {args.new_session} already exists; continue it with "
+                    f"--session {args.new_session}"
+                )
+            session = rt.create_session(cwd=cwd, config=config, session_id=args.new_session)
+        elif args.session:
+            sid = resolve_session_id(args.session, [r.session_id for r in rt.list_sessions()])
+            session = rt.open_session(sid, config=config, cwd=cwd)
             if args.cwd and session.cwd != cwd.resolve():
                 print(
                     f"mind: note: session {session.session_id} keeps its working directory "
@@ -309,7 +431,7 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
     if last is None:
         return EXIT_OK
     if not json_mode and final_text:
-        out.write(final_text.rstrip("\n") + "\n")
+        out.write(replace_lone_surrogates(final_text).rstrip("\n") + "\n")
         out.flush()
     if last.status != ev.TurnStatus.completed:
         failure = last.failure if isinstance(last.failure, ev.Failure) else None
@@ -318,29 +440,50 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
             line += f" ({failure.kind.value}): {failure.message}"
             detail = session.current.failure_detail if session.current else ""
             if detail:
-                line += f" — {' '.join(detail.split())[:300]}"
+                line += f" — {' '.join(plain(detail).split())[:300]}"
         print(line, file=sys.stderr)
+        # --json: the turn.completed line just printed already carries status and failure.
     return _STATUS_EXIT[last.status.value]
 
 
-def _emit_json(out: TextIO, event: ev.Event) -> None:
-    out.write(msgspec.json.encode(event).decode("utf-8") + "\n")
+def _emit_json(out: TextIO, event: ev.Event | ev.ExecFailedEvent) -> None:
+    try:
+        line = msgspec.json.encode(event)
+    except UnicodeEncodeError:  # a lone surrogate got past the decoders: replace, never crash
+        line = msgspec.json.encode(without_lone_surrogates(msgspec.to_builtins(event)))
+    out.write(line.decode("utf-8") + "\n")
     out.flush()
 
 
 def _human_progress(event: ev.Event) -> None:
     err = sys.stderr
+    # Tool and model text goes through the REPL's sanitiser: it must not drive the terminal.
     if isinstance(event, ev.ToolCallEvent):
-        print(f"→ {event.name} {_short(msgspec.json.encode(event.arguments).decode())}", file=err)
+        print(
+            f"→ {plain(event.name)} {describe_arguments(event.name, event.arguments, 120)}",
+            file=err,
+        )
     elif isinstance(event, ev.ToolResultEvent):
-        first = event.output.strip().splitlines()[:1]
-        print(f"  {event.status.value}: {_short(first[0] if first else '')}", file=err)
+        first = preview_lines(event.output, 1)[0]
+        print(f"  {event.status.value}: {shorten(first[0] if first else '', 120)}", file=err)
     elif isinstance(event, ev.TurnRetryingEvent):
-        print(f"  retrying in {event.delay_s:.1f}s: {event.failure.message}", file=err)
+        print(f"  retrying in {event.delay_s:.1f}s: {plain(event.failure.message)}", file=err)
 
 
-def _short(text: str, limit: int = 120) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _config(args: argparse.Namespace) -> int:
+    """``mind config``: one ``key  value  source`` line per setting; exit 2 with
+    the reason when the settings do not resolve (the lines before it still print)."""
+    env = os.environ
+    path = mind_home(env) / "config.toml"
+    rows, error = describe(_overrides(args), env, path)
+    state = "" if path.is_file() else " (absent)"
+    print(f"{'config file':<12}  {path}{state}")
+    for row in rows:
+        print(f"{row.key:<12}  {row.value:<32}  {row.source}")
+    if error is not None:
+        print(f"mind: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK
 
 
 async def _sessions(args: argparse.Namespace) -> int:

@@ -1,10 +1,12 @@
-"""Resolve which model provider a session talks to.
+"""Resolve the settings a session runs with: provider, model, approval, retries.
 
-Precedence, highest first: command-line flags, environment
-(``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``,
-``MIND_PROVIDER``, ``MIND_MODEL``), ``$MIND_HOME/config.toml``, then
-defaults. API keys come from the environment or the OS keyring (service
-``mind``, user = provider kind), never from the journal or logs.
+One rule for every setting, highest first: command-line flag, environment
+variable, ``$MIND_HOME/config.toml``, default (:data:`SETTINGS` is the one
+table; a new setting is one entry there plus its field on
+:class:`ResolvedConfig`). ``--script`` without ``--provider`` means the
+scripted provider. API keys come from the environment (``OPENAI_API_KEY``,
+``ANTHROPIC_API_KEY``) or a secure OS keyring (service ``mind``, user = the
+provider kind), never from the journal, logs or ``mind config``.
 
 ``config.toml``::
 
@@ -44,6 +46,14 @@ OFFICIAL_BASE_URLS: dict[str, str] = {
     "openai-responses": "https://api.openai.com/v1",
     "anthropic": "https://api.anthropic.com",
 }
+API_KEY_VARS: dict[str, str] = {
+    "openai-chat": "OPENAI_API_KEY",
+    "openai-responses": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+}
+"""The environment variable holding each provider's API key."""
+KEYRING_SERVICE = "mind"
+"""OS keyring service name; the keyring user is the provider kind."""
 
 NOT_CONFIGURED = (
     "No model provider is configured. Set OPENAI_API_KEY (OpenAI) or ANTHROPIC_API_KEY "
@@ -56,7 +66,87 @@ NOT_CONFIGURED = (
 )
 
 
-CONFIG_KEYS = frozenset({"provider", "model", "base_url", "approval", "script", "max_retries"})
+class Setting(msgspec.Struct, frozen=True, kw_only=True):
+    """One configurable value and every place it may come from.
+
+    Attributes:
+        key: the ``config.toml`` key and the :class:`CliOverrides` field.
+        help: one line for ``mind --help`` and ``mind config``.
+        flag: the command-line flag ("" when there is none).
+        env: environment variables, first non-empty one wins.
+        env_by_provider: environment variables that depend on the provider
+            kind (checked after ``env``), e.g. ``OPENAI_BASE_URL``.
+        type: ``"str"`` or ``"int"`` (env text is converted).
+        choices: allowed values ("" = any).
+        minimum, maximum: bounds of an ``int`` setting.
+    """
+
+    key: str
+    help: str
+    flag: str = ""
+    env: tuple[str, ...] = ()
+    env_by_provider: Mapping[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
+    type: Literal["str", "int"] = "str"
+    choices: tuple[str, ...] = ()
+    minimum: int = 0
+    maximum: int = 0
+
+
+_OPENAI_KINDS = ("openai-chat", "openai-responses")
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        key="provider",
+        help="model provider: " + " | ".join(PROVIDER_KINDS) + " (default: --script means "
+        "scripted, else from the API key in the environment)",
+        flag="--provider",
+        env=("MIND_PROVIDER",),
+        choices=PROVIDER_KINDS,
+    ),
+    Setting(
+        key="model",
+        help="model name (default per provider: "
+        + ", ".join(f"{k} {v}" for k, v in DEFAULT_MODELS.items() if k != "scripted")
+        + ")",
+        flag="--model",
+        env=("MIND_MODEL",),
+    ),
+    Setting(
+        key="base_url",
+        help="server root (default: the provider's official endpoint)",
+        flag="--base-url",
+        env_by_provider={
+            **dict.fromkeys(_OPENAI_KINDS, ("OPENAI_BASE_URL",)),
+            "anthropic": ("ANTHROPIC_BASE_URL",),
+        },
+    ),
+    Setting(
+        key="approval",
+        help="when to ask before running a tool: "
+        + " | ".join(APPROVAL_POLICIES)
+        + " (default on-request)",
+        flag="--approval",
+        env=("MIND_APPROVAL",),
+        choices=APPROVAL_POLICIES,
+    ),
+    Setting(
+        key="script",
+        help="reply script (YAML list) of the scripted provider",
+        flag="--script",
+    ),
+    Setting(
+        key="max_retries",
+        help="retries of a transient model failure per turn (default 4)",
+        env=("MIND_MAX_RETRIES",),
+        type="int",
+        minimum=0,
+        maximum=100,
+    ),
+)
+"""Every setting, in the order ``mind config`` prints them."""
+
+_BY_KEY = {s.key: s for s in SETTINGS}
+CONFIG_KEYS = frozenset(_BY_KEY)
 """Keys ``config.toml`` may hold; any other key is an error (a typo must not
 silently fall back to defaults)."""
 
@@ -81,12 +171,28 @@ class ResolvedConfig(msgspec.Struct, frozen=True, kw_only=True):
     config.toml, env ``MIND_MAX_RETRIES``)."""
 
 
+class SettingValue(msgspec.Struct, frozen=True, kw_only=True):
+    """One line of ``mind config``: an effective value and where it came from.
+
+    Attributes:
+        key: the setting (``api_key`` for the secret, shown masked).
+        value: display text; never a secret (an API key shows as ``set``).
+        source: ``flag --model``, ``env MIND_MODEL``, ``config PATH``,
+            ``keyring mind/openai-chat``, ``default`` or an inference such
+            as ``inferred from OPENAI_API_KEY``.
+    """
+
+    key: str
+    value: str
+    source: str
+
+
 def load_config_file(path: Path) -> dict[str, Any]:
     """Read ``config.toml``; a missing file is ``{}``.
 
     Raises:
-        ConfigError: the file is not valid TOML or has a key of the wrong type
-            (message names the path).
+        ConfigError: the file is not valid TOML, has an unknown key or a key
+            of the wrong type (message names the path).
     """
     try:
         raw = path.read_bytes()
@@ -103,83 +209,198 @@ def load_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(
             f"{path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(CONFIG_KEYS))}"
         )
-    for key in ("provider", "model", "base_url", "approval", "script"):
-        if key in data and not isinstance(data[key], str):
+    for key, value in data.items():
+        setting = _BY_KEY[key]
+        if setting.type == "str" and not isinstance(value, str):
             raise ConfigError(f"{path}: `{key}` must be a string")
+        if setting.type == "int" and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ConfigError(f"{path}: `{key}` must be an integer")
     return data
 
 
+class _Sources:
+    """Looks one setting up in flag > environment > config file order."""
+
+    def __init__(self, cli: CliOverrides, env: Mapping[str, str], path: Path) -> None:
+        self.cli, self.env, self.path = cli, env, path
+        self.file = load_config_file(path)
+
+    def pick(self, key: str, kind: str = "") -> tuple[str | int, str] | None:
+        """``(value, source)`` from the highest source that sets ``key``, checked.
+
+        Raises:
+            ConfigError: the value is outside the setting's choices or bounds,
+                or an environment value is not a number (names the source).
+        """
+        s = _BY_KEY[key]
+        found: tuple[str | int, str] | None = None
+        flag_value = getattr(self.cli, key, None)
+        if flag_value is not None:
+            found = (flag_value, f"flag {s.flag}")
+        else:
+            for var in (*s.env, *s.env_by_provider.get(kind, ())):
+                if self.env.get(var):
+                    found = (self.env[var], f"env {var}")
+                    break
+            else:
+                if key in self.file:
+                    found = (self.file[key], f"config {self.path}")
+        if found is None:
+            return None
+        value, source = found
+        if s.type == "int":
+            try:
+                value = int(str(value))
+            except ValueError:
+                raise ConfigError(f"{key} must be an integer, got {value!r} ({source})") from None
+            if not s.minimum <= value <= s.maximum:
+                raise ConfigError(
+                    f"{key} must be between {s.minimum} and {s.maximum}, got {value} ({source})"
+                )
+        if s.choices and value not in s.choices:
+            noun = "approval policy" if key == "approval" else key
+            raise ConfigError(
+                f"unknown {noun} {value!r} ({source}); choose one of {', '.join(s.choices)}"
+            )
+        return value, source
+
+
 def resolve(cli: CliOverrides, env: Mapping[str, str], config_path: Path) -> ResolvedConfig:
-    """Combine flags, environment and config file into settings.
+    """Combine flags, environment and config file into settings (flag > env > file > default).
 
     Raises:
         ConfigError: nothing configured (message :data:`NOT_CONFIGURED`), an
-            unknown provider or approval policy, a scripted provider without a
+            unknown provider or approval policy, ``--script`` with a
+            non-scripted ``--provider``, a scripted provider without a
             script, or an official endpoint without an API key.
     """
-    file = load_config_file(config_path)
-    kind = cli.provider or env.get("MIND_PROVIDER") or file.get("provider")
-    if kind is None:
-        if env.get("OPENAI_API_KEY"):
-            kind = "openai-chat"
-        elif env.get("ANTHROPIC_API_KEY"):
-            kind = "anthropic"
-        elif cli.script:
-            kind = "scripted"
-        else:
-            raise ConfigError(NOT_CONFIGURED.replace("{config}", str(config_path)))
-    if kind not in PROVIDER_KINDS:
-        raise ConfigError(f"unknown provider {kind!r}; choose one of {', '.join(PROVIDER_KINDS)}")
-    approval = cli.approval or file.get("approval") or "on-request"
-    if approval not in APPROVAL_POLICIES:
-        raise ConfigError(
-            f"unknown approval policy {approval!r}; choose one of {', '.join(APPROVAL_POLICIES)}"
-        )
-    model = cli.model or env.get("MIND_MODEL") or file.get("model") or DEFAULT_MODELS[kind]
-    base_url = cli.base_url or file.get("base_url")
-    if base_url is None and kind.startswith("openai"):
-        base_url = env.get("OPENAI_BASE_URL") or None
-    if base_url is None and kind == "anthropic":
-        base_url = env.get("ANTHROPIC_BASE_URL") or None
+    return _resolve(cli, env, config_path, [])
+
+
+def describe(
+    cli: CliOverrides, env: Mapping[str, str], config_path: Path
+) -> tuple[list[SettingValue], ConfigError | None]:
+    """What ``mind config`` prints: each effective value with its source.
+
+    Returns:
+        The values resolved (in :data:`SETTINGS` order, then ``api_key``
+        masked) and the error that stopped resolution, if any (the values
+        before it are still returned).
+    """
+    rows: list[SettingValue] = []
+    try:
+        _resolve(cli, env, config_path, rows)
+    except ConfigError as exc:
+        return rows, exc
+    return rows, None
+
+
+def _resolve(
+    cli: CliOverrides, env: Mapping[str, str], config_path: Path, rows: list[SettingValue]
+) -> ResolvedConfig:
+    src = _Sources(cli, env, config_path)
+
+    def note(key: str, value: object, source: str) -> None:
+        rows.append(SettingValue(key=key, value=str(value), source=source))
+
+    kind, source = _provider_kind(src)
+    note("provider", kind, source)
+    model, source = src.pick("model") or (DEFAULT_MODELS[kind], f"default for {kind}")
+    note("model", model, source)
+    picked = src.pick("base_url", kind)
+    base_url = str(picked[0]) if picked else None
     if base_url is not None:
         parsed = urlsplit(base_url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise ConfigError(f"base URL {base_url!r} is not an http(s) URL")
-    script = cli.script or file.get("script")
+            raise ConfigError(
+                f"base URL {base_url!r} is not an http(s) URL ({picked and picked[1]})"
+            )
+    if kind != "scripted":
+        if picked:
+            note("base_url", base_url, picked[1])
+        else:
+            note("base_url", OFFICIAL_BASE_URLS[kind], "default (official endpoint)")
+    approval, source = src.pick("approval") or ("on-request", "default")
+    note("approval", approval, source)
+    script: str | None = None
     if kind == "scripted":
-        if not script:
+        found = src.pick("script")
+        if found is None:
             raise ConfigError("--provider scripted needs --script FILE (a YAML list of replies)")
-        script = str(Path(script).expanduser().resolve())
-    api_key = _api_key(kind, env)
-    if kind != "scripted" and api_key is None and base_url in (None, OFFICIAL_BASE_URLS[kind]):
-        var = "ANTHROPIC_API_KEY" if kind == "anthropic" else "OPENAI_API_KEY"
-        raise ConfigError(
-            f"provider {kind} needs an API key: set {var} (or store one in the OS keyring "
-            f"under service 'mind', user '{kind}'), or point --base-url at a local server"
-        )
+        script = str(Path(str(found[0])).expanduser().resolve())
+        note("script", script, found[1])
+    retries, source = src.pick("max_retries") or (4, "default")
+    note("max_retries", retries, source)
+    api_key: str | None = None
+    if kind != "scripted":
+        api_key, source = _api_key(kind, env)
+        note("api_key", "set (not shown)" if api_key else "not set", source)
+        if api_key is None and base_url in (None, OFFICIAL_BASE_URLS[kind]):
+            raise ConfigError(
+                f"provider {kind} needs an API key: set {API_KEY_VARS[kind]} (or store one in "
+                f"the OS keyring under service '{KEYRING_SERVICE}', user '{kind}'), or point "
+                "--base-url at a local server"
+            )
     settings = ProviderSettings(
         kind=cast(ProviderKind, kind),
-        model=model,
+        model=str(model),
         base_url=base_url,
         api_key=api_key,
-        script_path=script if kind == "scripted" else None,
+        script_path=script,
     )
     return ResolvedConfig(
-        provider=settings,
-        approval=cast(ApprovalPolicy, approval),
-        max_retries=_max_retries(env, file, config_path),
+        provider=settings, approval=cast(ApprovalPolicy, approval), max_retries=int(retries)
     )
 
 
-def _max_retries(env: Mapping[str, str], file: Mapping[str, Any], path: Path) -> int:
-    raw: object = env.get("MIND_MAX_RETRIES", file.get("max_retries", 4))
-    try:
-        value = int(str(raw))
-    except ValueError:
-        raise ConfigError(f"max_retries must be an integer >= 0, got {raw!r}") from None
-    if not 0 <= value <= 100:
-        raise ConfigError(f"max_retries must be between 0 and 100, got {value} ({path})")
-    return value
+def _provider_kind(src: _Sources) -> tuple[str, str]:
+    """The provider kind and its source; ``--script`` alone means scripted.
+
+    Raises:
+        ConfigError: ``--script`` with another ``--provider``, an unknown
+            kind, or nothing configured.
+    """
+    if src.cli.script is not None:
+        if src.cli.provider not in (None, "scripted"):
+            raise ConfigError(
+                f"--script is only for the scripted provider, but --provider is "
+                f"{src.cli.provider}; drop --script, or use --provider scripted"
+            )
+        return "scripted", "flag --script"
+    picked = src.pick("provider")
+    if picked is not None:
+        return str(picked[0]), picked[1]
+    for var, kind in (("OPENAI_API_KEY", "openai-chat"), ("ANTHROPIC_API_KEY", "anthropic")):
+        if src.env.get(var):
+            return kind, f"inferred from {var}"
+    raise ConfigError(NOT_CONFIGURED.replace("{config}", str(src.path)))
+
+
+def environment_help() -> str:
+    """The ``mind --help`` epilog: every setting with its flag, variable and key,
+    then the other environment variables mind reads."""
+    lines = ["settings (flag > environment > config.toml > default):"]
+    for s in SETTINGS:
+        where = [s.flag] if s.flag else []
+        where += list(s.env)
+        kinds_of: dict[str, list[str]] = {}
+        for kind, names in s.env_by_provider.items():
+            for name in names:
+                kinds_of.setdefault(name, []).append(kind)
+        where += [f"{name} ({', '.join(kinds)})" for name, kinds in kinds_of.items()]
+        where.append(f"config.toml `{s.key}`")
+        lines.append(f"  {s.key}: {', '.join(where)}")
+        lines.append(f"      {s.help}")
+    lines += [
+        "secrets: OPENAI_API_KEY, ANTHROPIC_API_KEY, or the OS keyring "
+        f"(service '{KEYRING_SERVICE}', user = provider kind); never printed",
+        "paths: MIND_HOME (config.toml, history; default ~/.mind), "
+        "MIND_STATE_HOME (sessions, index.db; default MIND_HOME)",
+        "maintainers: MIND_CRASH_AT=BOUNDARY[:N] kills mind at a durable boundary "
+        "(`mind debug boundaries` lists them)",
+        "`mind config` prints the effective settings and where each came from.",
+    ]
+    return "\n".join(lines)
 
 
 _SECURE_KEYRING_MODULES = (
@@ -191,13 +412,15 @@ _SECURE_KEYRING_MODULES = (
 )
 
 
-def _api_key(kind: str, env: Mapping[str, str]) -> str | None:
-    if kind == "scripted":
-        return None
-    var = "ANTHROPIC_API_KEY" if kind == "anthropic" else "OPENAI_API_KEY"
+def _api_key(kind: str, env: Mapping[str, str]) -> tuple[str | None, str]:
+    """The provider's API key and its source (env var, keyring, or where it was looked for)."""
+    var = API_KEY_VARS[kind]
     if env.get(var):
-        return env[var]
-    return _keyring_key(kind)
+        return env[var], f"env {var}"
+    key = _keyring_key(kind)
+    if key:
+        return key, f"keyring {KEYRING_SERVICE}/{kind}"
+    return None, f"looked in env {var} and keyring {KEYRING_SERVICE}/{kind}"
 
 
 def _keyring_key(kind: str) -> str | None:
@@ -216,7 +439,7 @@ def _keyring_key(kind: str) -> str | None:
             type(b).__module__.startswith(_SECURE_KEYRING_MODULES) for b in leaves
         ):
             return None
-        value = keyring.get_password("mind", kind)
+        value = keyring.get_password(KEYRING_SERVICE, kind)
     except Exception:  # any keyring failure means "no key there"
         return None
     return value or None

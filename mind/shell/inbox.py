@@ -38,6 +38,7 @@ import contextlib
 import errno
 import os
 import stat
+import time
 from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Final, final
@@ -45,7 +46,7 @@ from typing import Final, final
 import msgspec
 
 from mind.errors import InboxCorruptError, InputRefused
-from mind.generated.inbox import InboxEntry, InboxFile
+from mind.generated.inbox import InboxEntry, InboxFile, InboxKind
 
 __all__ = ["INBOX_VERSION", "MAX_INBOX_BYTES", "Inbox", "InboxEntry"]
 
@@ -143,6 +144,36 @@ def _decode(path: Path, data: bytes) -> list[InboxEntry]:
 def encode_inbox(entries: Iterable[InboxEntry]) -> bytes:
     """The exact bytes :class:`Inbox` writes for ``entries`` (version 1, in order)."""
     return _ENCODER.encode(InboxFile(version=INBOX_VERSION, entries=list(entries)))
+
+
+def _too_large(size: int, max_bytes: int) -> str:
+    return (
+        f"the input is too large: {size} bytes stored, over the inbox cap of {max_bytes} "
+        "bytes; shorten it, or save it to a file and refer to that"
+    )
+
+
+def check_fits_alone(text: str, *, max_bytes: int = MAX_INBOX_BYTES) -> None:
+    """Refuse, before any session exists, an input that no inbox could hold.
+
+    The size is that of a one-entry ``inbox.json`` with a message id and
+    timestamp of the usual length (the same encoding :meth:`Inbox.add` checks),
+    so ``mind exec`` can refuse a huge prompt without leaving an empty session.
+
+    Raises:
+        InputRefused: ``inbox_full`` — the input alone exceeds ``max_bytes``
+            (the message says so; ``message_id`` is ``"prompt"``).
+    """
+    entry = InboxEntry(
+        message_id="msg_" + "0" * 16,
+        text=text,
+        kind=InboxKind.prompt,
+        accepted_at_ms=time.time_ns() // 1_000_000,
+        recovered=False,
+    )
+    size = len(encode_inbox([entry]))
+    if size > max_bytes:
+        raise InputRefused("inbox_full", _too_large(size, max_bytes), message_id="prompt")
 
 
 @final
@@ -254,12 +285,16 @@ class Inbox:
         entries = [*self._entries, entry]
         data = encode_inbox(entries)
         if len(data) > self._max_bytes:
-            raise InputRefused(
-                "inbox_full",
-                f"the inbox would be {len(data)} bytes (cap {self._max_bytes}); "
-                "wait for the running turn to take the pending input",
-                message_id=entry.message_id,
-            )
+            alone = len(encode_inbox([entry]))
+            if not self._entries or alone > self._max_bytes:
+                # Waiting would not help: the input is too large even in an empty inbox.
+                detail = _too_large(alone, self._max_bytes)
+            else:
+                detail = (
+                    f"the inbox would be {len(data)} bytes (cap {self._max_bytes}); "
+                    f"wait until the {len(self._entries)} input(s) before it are taken by a turn"
+                )
+            raise InputRefused("inbox_full", detail, message_id=entry.message_id)
         self._write(data)
         self._entries = entries
         self._ids.add(entry.message_id)

@@ -142,13 +142,18 @@ def shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-_ANSI_RE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
-_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_ANSI_RE = re.compile(
+    r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])"
+    # the 8-bit (C1) forms of CSI and OSC, which some terminals also obey
+    r"|\x9b[0-?]*[ -/]*[@-~]|\x9d[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"
+)
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def plain(text: str) -> str:
-    """``text`` safe to print: terminal escape sequences and control characters
-    removed, tabs expanded (tool output must not drive the terminal)."""
+    """``text`` safe to print: terminal escape sequences and C0/C1 control
+    characters removed, tabs expanded (tool or model output must not drive the
+    terminal). The one sanitiser of the REPL and ``mind exec``'s stderr."""
     return _CONTROL_RE.sub("", _ANSI_RE.sub("", text.replace("\r\n", "\n"))).expandtabs(4)
 
 

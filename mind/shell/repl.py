@@ -42,6 +42,7 @@ turn start, and for steering at the model-request boundary that delivers it.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
@@ -76,7 +77,7 @@ from mind.shell.config import ResolvedConfig
 from mind.shell.index import format_age
 from mind.shell.render import TurnView, format_duration, format_tokens, shorten
 from mind.shell.runtime import Decision, InputKind, InputReceipt, Runtime, Session, Turn
-from mind.shell.store import INTERRUPTED, SessionSummary, mind_home
+from mind.shell.store import INTERRUPTED, SessionSummary, mind_home, resolve_session_id
 
 EXIT_CONFIRM_WINDOW_S: Final = 2.0
 """A second Ctrl+C within this many seconds of the first exits."""
@@ -288,25 +289,6 @@ def picker_rows(
     return rows
 
 
-def resolve_session_id(prefix: str, candidates: Iterable[str]) -> str:
-    """The one session id among ``candidates`` that equals or starts with ``prefix``.
-
-    Raises:
-        SessionError: no session matches, or several do (the message says which).
-    """
-    ids = sorted(set(candidates))
-    if prefix in ids:
-        return prefix
-    matches = [sid for sid in ids if sid.startswith(prefix)]
-    if not matches:
-        raise SessionError(prefix, "no such session (/sessions lists them)")
-    if len(matches) > 1:
-        raise SessionError(
-            prefix, f"ambiguous: {len(matches)} sessions start with it; type more of the id"
-        )
-    return matches[0]
-
-
 @final
 class _CommandCompleter(Completer):
     """Completes ``/command`` names at the start of the line."""
@@ -379,6 +361,8 @@ class Repl:
         self._clock = clock
         self._hosted: dict[str, _Hosted] = {}
         """This process's sessions by id, in the order they were entered."""
+        self.created: set[str] = set()
+        """Ids of the sessions ``/new`` created in this run (the caller adds the first)."""
         self._cur = self._host(session)
         self._exit_armed_at: float | None = None
         self._last_typed_at = -math.inf
@@ -1119,6 +1103,7 @@ class Repl:
             old.session.attach()
             self.view.note(f"Could not start a new session: {exc}", style="red")
             return True
+        self.created.add(session.session_id)
         self._switch_to(self._host(session))
         running = " (its turn keeps running)" if old.session.busy else ""
         lines = [
@@ -1391,11 +1376,28 @@ async def run_repl(
         else:
             session = rt.create_session(cwd=work_dir, config=config, interactive=True)
         repl = Repl(rt, session, config, history_path, console)
+        if not session_id:
+            repl.created.add(session.session_id)
         with patch_stdout(raw=True):
             code = await repl.run()
-        final = repl.session.session_id
+        dropped = [s for s in repl.hosted if s.session_id in repl.created and _untouched(s)]
+        for s in dropped:
+            _drop_records(s)
+        kept = [s for s in repl.hosted if s not in dropped]
+        final = repl.session.session_id if repl.session in kept else None
         waiting = len(repl.session.waiting)
-        others = [s.session_id for s in repl.hosted[1:]]
+        others = [s.session_id for s in kept if s.session_id != final]
+    for s in dropped:
+        directory = s.journal.path.parent
+        with contextlib.suppress(OSError):  # only an empty directory; anything new stays
+            if not s.journal.path.exists():  # nobody created it again since
+                (directory / "lease.lock").unlink(missing_ok=True)
+            directory.rmdir()
+    if final is None:
+        console.print(Text("Nothing was sent: no session was kept.", style="dim"))
+        if others:
+            console.print(Text(f"Used in this run: {', '.join(others)}", style="dim"))
+        return code
     if waiting:
         console.print(
             Text(
@@ -1408,6 +1410,28 @@ async def run_repl(
     if others:
         console.print(Text(f"Also used in this run: {', '.join(others)}", style="dim"))
     return code
+
+
+def _untouched(session: Session) -> bool:
+    """True when nothing was ever sent to ``session``: its journal holds only
+    ``session_started`` and its inbox is empty (a start without input)."""
+    records = session.journal.records
+    return (
+        len(records) == 1
+        and isinstance(records[0], jr.SessionStarted)
+        and not session.inbox.entries
+        and not session.busy
+    )
+
+
+def _drop_records(session: Session) -> None:
+    """Delete an untouched session's journal and inbox while its lease is held,
+    so no other process can open it half-deleted; ``mind sessions`` lists only
+    directories with a journal. A session is kept only once input reaches it."""
+    directory = session.journal.path.parent
+    for name in ("journal.jsonl", "inbox.json"):
+        with contextlib.suppress(FileNotFoundError):
+            (directory / name).unlink()
 
 
 def _latest_session(rows: list[SessionSummary], work_dir: Path) -> str:

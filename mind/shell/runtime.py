@@ -44,7 +44,16 @@ import anyio
 import msgspec
 
 from mind._version import __version__
-from mind.conversation import ModelRequest, ReasoningDelta, StreamDone, TextDelta, ToolCall
+from mind.conversation import (
+    ModelRequest,
+    ReasoningDelta,
+    StreamDone,
+    TextDelta,
+    ToolCall,
+    has_lone_surrogates,
+    replace_lone_surrogates,
+    without_lone_surrogates,
+)
 from mind.conversation import Usage as RoundUsage
 from mind.effects.policy import ApprovalPolicy, approval_reason
 from mind.effects.retry import RetryPolicy
@@ -367,8 +376,9 @@ class Session:
                 idempotent success (``duplicate=True``).
 
         Raises:
-            InputRefused: empty text, a mailbox limit (20 steering messages),
-                or the 8 MiB inbox cap. Nothing was written; keep the text.
+            InputRefused: empty text, text with lone surrogates (``not_text``),
+                a mailbox limit (20 steering messages), or the 8 MiB inbox cap.
+                Nothing was written; keep the text.
         """
         mid = message_id or new_id("msg")
         known = self._dispositions.get(mid)
@@ -376,6 +386,13 @@ class Session:
             return InputReceipt(message_id=mid, disposition=known or "started", duplicate=True)
         if not text.strip():
             raise InputRefused("empty", "the input is empty", message_id=mid)
+        if has_lone_surrogates(text):
+            raise InputRefused(
+                "not_text",
+                "the input holds lone surrogates (undecodable bytes); replace them first, "
+                "e.g. with mind.conversation.replace_lone_surrogates",
+                message_id=mid,
+            )
         self.mailbox.admit(mid, text, kind=kind)
         self.inbox.add(
             InboxEntry(
@@ -843,11 +860,12 @@ def _always_key(name: str, args: Mapping[str, Any]) -> str:
 
 
 def _display_arguments(raw: str) -> Any:
-    """Arguments for events: the parsed JSON value when valid, else the raw text."""
+    """Arguments for events: the parsed JSON value when valid, else the raw text
+    (lone surrogates replaced: an event must always encode as UTF-8)."""
     try:
-        return json.loads(raw or "{}")
+        return without_lone_surrogates(json.loads(raw or "{}"))
     except ValueError:
-        return raw
+        return replace_lone_surrogates(raw)
 
 
 @final

@@ -12,18 +12,54 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
 import msgspec
 
-from mind.errors import StateDirError
+from mind.errors import SessionLookupError, StateDirError
 from mind.shell import index, lease
 from mind.shell.index import ReadRange
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 """Accepted session ids: a safe directory name (no separators, no leading dot)."""
+
+
+AMBIGUOUS_LISTED = 10
+"""How many candidates an ambiguous-prefix message names."""
+
+
+def resolve_session_id(prefix: str, candidates: Iterable[str]) -> str:
+    """The one session id among ``candidates`` that equals or starts with ``prefix``.
+
+    The one rule for ids typed by a person (``mind resume``, ``/resume``,
+    ``mind exec --session``): an exact id wins, else a unique prefix.
+
+    Raises:
+        SessionLookupError: no id matches, or several do (the message names
+            up to :data:`AMBIGUOUS_LISTED` of them; all are in ``candidates``).
+    """
+    ids = sorted(set(candidates))
+    if prefix in ids:
+        return prefix
+    matches = tuple(sid for sid in ids if sid.startswith(prefix))
+    if not matches:
+        raise SessionLookupError(prefix, "no such session (`mind sessions` lists them)")
+    if len(matches) > 1:
+        shown = ", ".join(matches[:AMBIGUOUS_LISTED])
+        more = (
+            f" and {len(matches) - AMBIGUOUS_LISTED} more"
+            if len(matches) > AMBIGUOUS_LISTED
+            else ""
+        )
+        raise SessionLookupError(
+            prefix,
+            f"ambiguous: {len(matches)} sessions start with it ({shown}{more}); "
+            "type more of the id",
+            matches,
+        )
+    return matches[0]
 
 
 def mind_home(env: Mapping[str, str]) -> Path:

@@ -107,9 +107,10 @@ class Case:
             "never",
         ]
 
-    def exec_argv(self, prompt: str | None) -> list[str]:
+    def exec_argv(self, prompt: str | None, *, new: bool = False) -> list[str]:
         argv = [sys.executable, "-m", "mind.shell.cli", "exec", *self.provider_args()]
-        argv += ["--session", self.session_id, "--cwd", str(self.cwd), "--json"]
+        which = "--new-session" if new else "--session"
+        argv += [which, self.session_id, "--cwd", str(self.cwd), "--json"]
         return argv + ([prompt] if prompt is not None else [])
 
     def driver_argv(self, scenario: str) -> list[str]:
@@ -178,7 +179,7 @@ def recover(case: Case) -> Recovery:
         # Killed before the session's journal existed: this restart creates
         # the session (nothing to recover, no session.recovered event).
         creates = not (case.session_dir / "journal.jsonl").exists()
-        proc = run(case.exec_argv(None), case.env())
+        proc = run(case.exec_argv(None, new=creates), case.env())
         rec.restarts += 1
         events = json_lines(proc.stdout)
         rec.events += events

@@ -118,7 +118,7 @@ def _start(
     """Run the scenario's process once; returns (returncode, inputs, problems)."""
     env = case.env(crash_at)
     if scenario.prompt is not None:
-        proc = run(case.exec_argv(scenario.prompt), env)
+        proc = run(case.exec_argv(scenario.prompt, new=True), env)
         # The prompt's inbox write is the first boundary mind exec reaches:
         # whatever the crash point, it was accepted.
         return proc.returncode, [Input(scenario.prompt, "durable")], _stderr(proc)

@@ -235,7 +235,7 @@ def test_a_session_held_by_a_live_process_is_refused_with_its_pid(
             "--approval",
             "never",
             *common,
-            "--session",
+            "--new-session",
             "held",
             "hold it",
         ],

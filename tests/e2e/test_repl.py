@@ -238,11 +238,25 @@ def test_new_starts_another_session(spawn: Spawn, tmp_path: Path) -> None:
     assert f"mind resume {second}" in out
 
 
-def test_ctrl_d_on_an_empty_line_exits(spawn: Spawn) -> None:
+def test_ctrl_d_on_an_empty_line_exits(spawn: Spawn, tmp_path: Path) -> None:
     child = spawn([{"text": "hi"}])
+    child.send("hello" + ENTER)
+    child.expect(words("── completed"))
     sid = session_id_of(child)
     out = exit_cleanly(child, "\x04")
     assert f"mind resume {sid}" in out
+    assert (tmp_path / "state" / "sessions" / sid / "journal.jsonl").exists()
+
+
+def test_a_start_without_input_leaves_no_session(spawn: Spawn, tmp_path: Path) -> None:
+    child = spawn([{"text": "hi"}])
+    child.send("/new" + ENTER)  # a second untouched session, made by /new
+    child.expect(r"new session\S*\s+(?:\x1b\[[0-9;]*m)*([0-9a-f]{8}-[0-9a-f-]{27})")
+    out = exit_cleanly(child, "\x04")
+    assert "mind resume" not in out
+    assert re.search(words("Nothing was sent: no session was kept."), out)
+    sessions = tmp_path / "state" / "sessions"
+    assert [(p.name, sorted(os.listdir(p))) for p in sessions.iterdir()] == []
 
 
 def test_ctrl_c_twice_when_idle_exits_and_once_clears_a_draft(spawn: Spawn) -> None:

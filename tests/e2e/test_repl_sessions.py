@@ -124,9 +124,12 @@ def test_new_parks_a_running_turn_which_completes_while_the_new_session_works(
 def test_a_second_repl_sees_the_first_ones_session_occupied_until_it_exits(
     spawn: Spawn, tmp_path: Path
 ) -> None:
-    one = spawn([{"text": "unused"}])
+    one = spawn([{"text": "First answer."}])
     first = session_id_of(one)
-    two = spawn([{"text": "Answered in the first session."}])
+    one.send("hi from one" + ENTER)  # a session is kept only once input reaches it
+    one.expect(words("── completed"))
+    # The scripted reply is the one after those already in the session.
+    two = spawn([{"text": "unused"}, {"text": "Answered in the first session."}])
     second = session_id_of(two)
     holder = f"occupied by pid {one.pid}"
 
@@ -147,8 +150,8 @@ def test_a_second_repl_sees_the_first_ones_session_occupied_until_it_exits(
     two.expect(words("Answered in the first session."))
     two.expect(words("── completed"))
     exit_cleanly(two)
-    assert user_texts(tmp_path, first) == ["hello from two"]
-    assert turn_ends(tmp_path, first) == ["completed"]
+    assert user_texts(tmp_path, first) == ["hi from one", "hello from two"]
+    assert turn_ends(tmp_path, first) == ["completed", "completed"]
 
 
 def test_mind_resume_opens_the_latest_session_of_the_directory(

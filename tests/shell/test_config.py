@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from mind.errors import ConfigError
-from mind.shell.config import CliOverrides, resolve
+from mind.shell.config import SETTINGS, CliOverrides, describe, environment_help, resolve
 
 
 def _toml(tmp_path: Path, text: str) -> Path:
@@ -84,9 +84,10 @@ def test_local_server_needs_no_key_but_the_official_endpoint_does(tmp_path: Path
     ],
 )
 def test_bad_config_file_is_a_clear_error(tmp_path: Path, text: str, needle: str) -> None:
-    path = _toml(tmp_path, text + '\nprovider = "scripted"\n' if "provider" not in text else text)
+    extra = '\nscript = "s.yaml"\n' + ("" if "provider" in text else 'provider = "scripted"\n')
+    path = _toml(tmp_path, text + extra)
     with pytest.raises(ConfigError, match=needle):
-        resolve(CliOverrides(script=str(tmp_path / "s.yaml")), {"OPENAI_API_KEY": "k"}, path)
+        resolve(CliOverrides(), {"OPENAI_API_KEY": "k"}, path)
 
 
 def test_scripted_needs_a_script(tmp_path: Path) -> None:
@@ -100,3 +101,78 @@ def test_unknown_keys_and_bad_urls_are_refused(tmp_path: Path) -> None:
         resolve(CliOverrides(), {"OPENAI_API_KEY": "k"}, path)
     with pytest.raises(ConfigError, match="not an http"):
         resolve(CliOverrides(provider="openai-chat", base_url="not a url"), {}, tmp_path / "x")
+
+
+def test_script_alone_means_scripted_even_with_a_key_and_env_provider(tmp_path: Path) -> None:
+    path = _toml(tmp_path, 'provider = "openai-chat"\n')
+    env = {"OPENAI_API_KEY": "sk-live", "MIND_PROVIDER": "anthropic"}
+    r = resolve(CliOverrides(script=str(tmp_path / "s.yaml")), env, path)
+    assert r.provider.kind == "scripted"
+    assert r.provider.api_key is None
+    assert r.provider.script_path == str((tmp_path / "s.yaml").resolve())
+
+
+def test_script_with_another_provider_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"--script is only for the scripted provider"):
+        resolve(
+            CliOverrides(provider="openai-chat", script="s.yaml"),
+            {"OPENAI_API_KEY": "k"},
+            tmp_path / "none.toml",
+        )
+
+
+def test_environment_beats_the_config_file_for_every_setting(tmp_path: Path) -> None:
+    path = _toml(
+        tmp_path,
+        'provider = "anthropic"\nmodel = "file-model"\nbase_url = "http://file/v1"\n'
+        'approval = "untrusted"\nmax_retries = 2\n',
+    )
+    env = {
+        "MIND_PROVIDER": "openai-chat",
+        "MIND_MODEL": "env-model",
+        "OPENAI_BASE_URL": "http://env/v1",
+        "MIND_APPROVAL": "never",
+        "MIND_MAX_RETRIES": "7",
+    }
+    r = resolve(CliOverrides(), env, path)
+    assert (r.provider.kind, r.provider.model, r.provider.base_url, r.approval, r.max_retries) == (
+        "openai-chat",
+        "env-model",
+        "http://env/v1",
+        "never",
+        7,
+    )
+
+
+def test_describe_names_each_source_and_never_the_key(tmp_path: Path) -> None:
+    path = _toml(tmp_path, 'model = "file-model"\n')
+    secret = "sk-test-0123456789abcdef"
+    rows, error = describe(
+        CliOverrides(approval="never"), {"OPENAI_API_KEY": secret, "MIND_MAX_RETRIES": "3"}, path
+    )
+    assert error is None
+    got = {r.key: (r.value, r.source) for r in rows}
+    assert got["provider"] == ("openai-chat", "inferred from OPENAI_API_KEY")
+    assert got["model"] == ("file-model", f"config {path}")
+    assert got["base_url"] == ("https://api.openai.com/v1", "default (official endpoint)")
+    assert got["approval"] == ("never", "flag --approval")
+    assert got["max_retries"] == ("3", "env MIND_MAX_RETRIES")
+    assert got["api_key"] == ("set (not shown)", "env OPENAI_API_KEY")
+    assert all(secret[:6] not in r.value + r.source for r in rows)
+
+
+def test_describe_keeps_what_resolved_before_an_error(tmp_path: Path) -> None:
+    rows, error = describe(CliOverrides(provider="openai-chat"), {}, tmp_path / "none.toml")
+    assert error is not None and "OPENAI_API_KEY" in str(error)
+    assert [r.key for r in rows][:2] == ["provider", "model"]
+    assert rows[-1].key == "api_key" and rows[-1].value == "not set"
+
+
+def test_every_setting_and_variable_is_in_the_help_text() -> None:
+    text = environment_help()
+    for s in SETTINGS:
+        assert f"config.toml `{s.key}`" in text
+        for var in s.env:
+            assert var in text
+    for var in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "MIND_HOME", "keyring"):
+        assert var in text

@@ -386,3 +386,9 @@ async def test_apply_patch_rolls_back_when_a_write_fails(
 async def test_unknown_tool_is_an_error_outcome(project: Path) -> None:
     outcome = await ToolRunner(project).run("search", {})
     assert outcome == ToolOutcome(status="error", output="unknown tool 'search'")
+
+
+async def test_list_dir_shows_a_non_utf8_name_replaced(project: Path) -> None:
+    os.close(os.open(os.path.join(os.fsencode(project), b"bad\xffname"), os.O_CREAT | os.O_WRONLY))
+    outcome = await ToolRunner(project).run("list_dir", {})
+    assert outcome == ToolOutcome(status="ok", output="bad\ufffdname\n")

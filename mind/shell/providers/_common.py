@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -17,10 +18,38 @@ from mind.conversation import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    without_lone_surrogates,
 )
 
 SYNTHETIC_RESULT = "[no result: the tool call was interrupted before it finished]"
 """Output of a synthetic result for a call whose result is missing."""
+
+
+def load_json(data: str | bytes) -> Any:
+    """``json.loads(data)`` with every lone surrogate in its strings replaced by
+    U+FFFD (:func:`~mind.conversation.without_lone_surrogates`): a server's
+    ``"\\ud800"`` escape must not reach the journal or a printer.
+
+    Raises:
+        ValueError: ``data`` is not one JSON value.
+    """
+    return without_lone_surrogates(json.loads(data))
+
+
+_SURROGATE_ESCAPE_RE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _normalise_surrogates(arguments: str) -> str:
+    """Argument JSON whose string escapes decode to lone surrogates, re-serialised
+    with them replaced by U+FFFD (the text the journal, tools and events see)."""
+    if _SURROGATE_ESCAPE_RE.search(arguments) is None:
+        return arguments
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return arguments
+    clean = without_lone_surrogates(value)
+    return arguments if clean == value else json.dumps(clean, ensure_ascii=False)
 
 
 def parses_as_json(text: str) -> bool:
@@ -46,17 +75,18 @@ def finalize_arguments(fragments: list[str]) -> str:
 
     Returns:
         Raw JSON text (may still be invalid JSON when the server sent
-        garbage; the tool contract reports that to the model).
+        garbage; the tool contract reports that to the model). Escapes of
+        lone surrogates are replaced by U+FFFD (re-serialised).
     """
     joined = "".join(fragments)
     if not joined.strip():
         return "{}"
     if parses_as_json(joined):
-        return joined
+        return _normalise_surrogates(joined)
     parts = [f for f in fragments if f]
     cumulative = len(parts) >= 2 and all(b.startswith(a) for a, b in itertools.pairwise(parts))
     if cumulative and parses_as_json(parts[-1]):
-        return parts[-1]
+        return _normalise_surrogates(parts[-1])
     return joined
 
 

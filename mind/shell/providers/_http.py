@@ -8,7 +8,6 @@ out) and a pure body builder; this module does the I/O around them.
 from __future__ import annotations
 
 import functools
-import json
 import ssl
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
@@ -17,6 +16,7 @@ import httpx
 
 from mind.conversation import ModelRequest, StreamDone, StreamEvent
 from mind.errors import ProviderError
+from mind.shell.providers._common import load_json
 from mind.shell.providers.failures import (
     MAX_DETAIL_CHARS,
     error_from_http,
@@ -174,7 +174,7 @@ class HttpProvider:
                 elif ctype == "application/json" or ctype.endswith("+json"):
                     raw = await resp.aread()
                     try:
-                        payload = json.loads(raw)
+                        payload = load_json(raw)
                     except ValueError as exc:
                         raise ProviderError(
                             "server", detail=f"malformed JSON body: {exc}", status=resp.status_code

@@ -45,6 +45,7 @@ from mind.shell.providers._common import (
     CallSlot,
     as_int,
     finalize_arguments,
+    load_json,
     provider_items_of,
     sequence_messages,
 )
@@ -283,7 +284,7 @@ class AnthropicStreamParser(StreamParser):
         if not data:
             return []
         try:
-            payload = json.loads(data)
+            payload = load_json(data)
         except ValueError:
             if event.at_eof:
                 return []

@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from mind.errors import FailureKind, ProviderError
+from mind.shell.providers._common import load_json
 
 CONTEXT_OVERFLOW_PATTERNS: Final[tuple[tuple[str, str], ...]] = (
     # (regular expression, case-insensitive; where the wording comes from)
@@ -367,7 +368,7 @@ def error_from_http(
     retry_after_s = parse_retry_after(headers, now=now)
     text = body.decode("utf-8", errors="replace")
     try:
-        payload: Any = json.loads(text)
+        payload: Any = load_json(text)
     except ValueError:
         payload = None
     if isinstance(payload, list) and payload and isinstance(payload[0], Mapping):

@@ -43,6 +43,7 @@ from mind.shell.providers._common import (
     as_int,
     finalize_arguments,
     is_openai_host,
+    load_json,
     parses_as_json,
     sequence_messages,
 )
@@ -208,7 +209,7 @@ class ChatStreamParser(StreamParser):
             self._done = True
             return [self._finish_clean()]
         try:
-            chunk = json.loads(data)
+            chunk = load_json(data)
         except ValueError:
             if event.at_eof:
                 return []  # torn last event: EOF logic decides (rule 19)

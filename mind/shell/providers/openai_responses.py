@@ -27,7 +27,6 @@ calls) that preceded the reasoning item in the response.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from mind.conversation import (
@@ -55,6 +54,7 @@ from mind.shell.providers._common import (
     as_int,
     finalize_arguments,
     is_openai_host,
+    load_json,
     parses_as_json,
     provider_items_of,
     sequence_messages,
@@ -314,7 +314,7 @@ class ResponsesStreamParser(StreamParser):
         if not data:
             return []
         try:
-            payload = json.loads(data)
+            payload = load_json(data)
         except ValueError:
             if event.at_eof:
                 return []

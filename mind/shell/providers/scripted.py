@@ -38,6 +38,8 @@ from mind.conversation import (
     ToolCall,
     ToolCallStarted,
     Usage,
+    replace_lone_surrogates,
+    without_lone_surrogates,
 )
 from mind.errors import ScriptError
 
@@ -96,13 +98,18 @@ def _parse_reply(path: Path, n: int, raw: Any) -> ScriptedReply:
                 json.loads(args) if args.strip() else None
             except ValueError as exc:
                 raise ScriptError(path, f"{cwhere}: 'arguments' is not valid JSON: {exc}") from None
-            arguments = args if args.strip() else "{}"
+            arguments = replace_lone_surrogates(args) if args.strip() else "{}"
         elif isinstance(args, dict):
-            arguments = json.dumps(args, ensure_ascii=False)
+            arguments = json.dumps(without_lone_surrogates(args), ensure_ascii=False)
         else:
             raise ScriptError(path, f"{cwhere}: 'arguments' must be an object or a JSON string")
-        calls.append(ScriptedCall(name=name, arguments=arguments))
-    return ScriptedReply(text=text, reasoning=reasoning, tool_calls=calls)
+        calls.append(ScriptedCall(name=replace_lone_surrogates(name), arguments=arguments))
+    # A YAML "\ud800" is a lone surrogate: replaced here, where the script's text enters.
+    return ScriptedReply(
+        text=replace_lone_surrogates(text),
+        reasoning=replace_lone_surrogates(reasoning),
+        tool_calls=calls,
+    )
 
 
 def load_script(path: Path) -> list[ScriptedReply]:

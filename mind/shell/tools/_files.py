@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from mind.conversation import replace_lone_surrogates
 from mind.effects.patch import AddFile, DeleteFile, UpdateFile, apply_hunks, parse_patch
 from mind.errors import PatchError
 from mind.shell.tools._text import REPLACEMENT, cap_text
@@ -161,10 +162,11 @@ def list_dir(cwd: Path, path: str, max_bytes: int) -> Result:
         return True, f"{path}: empty directory"
     lines: list[str] = []
     for entry in entries[:MAX_DIR_ENTRIES]:
-        name = entry.name
+        # A name that is not UTF-8 arrives surrogate-escaped; U+FFFD keeps it printable.
+        name = replace_lone_surrogates(entry.name)
         try:
             if entry.is_symlink():
-                name = f"{name} -> {os.readlink(entry.path)}"
+                name = f"{name} -> {replace_lone_surrogates(os.readlink(entry.path))}"
             elif entry.is_dir():
                 name += "/"
         except OSError:

@@ -11,6 +11,7 @@ from typing import Any, Literal, final
 import anyio.to_thread
 import msgspec
 
+from mind.conversation import replace_lone_surrogates
 from mind.effects.tools import (
     READ_FILE_DEFAULT_LIMIT,
     SHELL_DEFAULT_TIMEOUT_S,
@@ -98,7 +99,9 @@ class ToolRunner:
             ok, text = await self._dispatch(name, args)
         except Exception as exc:  # a bug in a tool must not end the turn
             return ToolOutcome(status="error", output=f"internal error in tool {name!r}: {exc!r}")
-        return ToolOutcome(status="ok" if ok else "error", output=text)
+        # The one exit of tool text: whatever a tool missed (an OS error naming a
+        # non-UTF-8 path) must still be journaled and printed.
+        return ToolOutcome(status="ok" if ok else "error", output=replace_lone_surrogates(text))
 
     async def _dispatch(self, name: str, args: dict[str, Any]) -> tuple[bool, str]:
         limit = self.max_output_bytes
