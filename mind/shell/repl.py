@@ -27,7 +27,8 @@ Keys:
   and waits) and asks to press it again; twice within 2 s exits.
 - Ctrl+D on an empty draft exits. Enter on an empty line of an idle session
   with waiting input sends that input now.
-- Ctrl+J (or Alt+Enter, or ``\\`` before Enter) inserts a newline; a
+- Ctrl+J (or Alt+Enter, or ``\\`` before Enter) inserts a newline in every
+  state (Esc is never eager, so Alt+Enter never interrupts); a
   bracketed paste never submits.
 - An approval request adds a y / n / a question above the prompt; the draft
   stays in the editor. A y / n / a typed less than ``TYPING_GAP_S`` after
@@ -88,6 +89,12 @@ TYPING_GAP_S: Final = 0.5
 """An approval key typed within this many seconds of the previous character
 of a draft is taken as typing, not as an answer (guards against answering a
 question that appeared mid-word)."""
+
+ESC_WAIT_S: Final = 0.1
+"""How long a lone Esc waits for a following key (prompt_toolkit's
+``timeoutlen``): Alt+Enter arrives as Esc then Enter in one write, so Esc
+cannot act at once (it would interrupt instead of inserting a newline). The
+terminal parser's own wait for escape sequences comes on top."""
 
 TICK_S: Final = 0.2
 """Redraw period of the status line while something is moving."""
@@ -404,6 +411,7 @@ class Repl:
             enable_suspend=True,
         )
         self.prompt.default_buffer.on_text_insert += self._on_typed
+        self.prompt.app.timeoutlen = ESC_WAIT_S
 
     def _on_typed(self, _: object) -> None:
         self._last_typed_at = self._clock()
@@ -924,7 +932,9 @@ class Repl:
             if rows:
                 self.enter_session(rows[self._focus_index(rows)].session_id)
 
-        @kb.add("escape", eager=True, filter=picking)
+        # Esc is never eager: Alt+Enter arrives as Esc then Enter, and must
+        # reach the newline binding below (a lone Esc fires after ESC_WAIT_S).
+        @kb.add("escape", filter=picking)
         def _close_picker(event: KeyPressEvent) -> None:
             self.close_picker()
 
@@ -968,7 +978,7 @@ class Repl:
                 self._take_line(buffer)
 
         @kb.add("c-j")
-        @kb.add("escape", "enter", filter=~busy)
+        @kb.add("escape", "enter")
         def _newline(event: KeyPressEvent) -> None:
             event.current_buffer.insert_text("\n")
 
@@ -996,7 +1006,7 @@ class Repl:
             self._leaving = True
             event.app.exit(exception=EOFError())
 
-        @kb.add("escape", eager=True, filter=busy & ~picking)
+        @kb.add("escape", filter=busy & ~picking)
         def _escape(event: KeyPressEvent) -> None:
             self.interrupt(send_pending=True)
 
