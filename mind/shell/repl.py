@@ -63,6 +63,7 @@ from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.history import FileHistory, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.keys import Keys
 from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
 from rich.console import Console
@@ -95,6 +96,11 @@ ESC_WAIT_S: Final = 0.1
 ``timeoutlen``): Alt+Enter arrives as Esc then Enter in one write, so Esc
 cannot act at once (it would interrupt instead of inserting a newline). The
 terminal parser's own wait for escape sequences comes on top."""
+
+ANSWER_WORDS: Final[Mapping[str, Decision]] = {"yes": "yes", "no": "no", "always": "always"}
+"""The answers to an approval question. The first letter answers at once; the
+rest of the word (and an Enter) typed right after it belong to the answer and
+are swallowed, so ``yes`` never leaves ``es`` in the draft."""
 
 TICK_S: Final = 0.2
 """Redraw period of the status line while something is moving."""
@@ -282,6 +288,24 @@ def picker_rows(
     return rows
 
 
+def command_word(text: str) -> tuple[str, str] | None:
+    """The slash command a submitted line names, as ``(name, rest)``; None for a message.
+
+    Rule: a line is a command when it starts with ``/`` (no leading space) and
+    its first word is ``/`` + a name with no further ``/``. So
+    ``/tmp/x what is this?`` is a message (a path), while ``/word`` is a
+    command — known or not (an unknown one is refused, never sent). A line
+    starting with ``//`` or with a space is always a message (``//`` stands for
+    a leading ``/``).
+    """
+    if not text.startswith("/") or text.startswith("//"):
+        return None
+    word, *rest = text.split(maxsplit=1)
+    if "/" in word[1:]:
+        return None
+    return word[1:], rest[0].strip() if rest else ""
+
+
 def resolve_session_id(prefix: str, candidates: Iterable[str]) -> str:
     """The one session id among ``candidates`` that equals or starts with ``prefix``.
 
@@ -376,6 +400,9 @@ class Repl:
         self._cur = self._host(session)
         self._exit_armed_at: float | None = None
         self._last_typed_at = -math.inf
+        self._answer_rest: str | None = None
+        """The rest of the approval answer just given by its first letter."""
+        self._answer_at = -math.inf
         self._leaving = False
         self._tg: anyio.abc.TaskGroup | None = None
         self._picker: list[PickerRow] | None = None
@@ -530,27 +557,26 @@ class Repl:
         A refused line is put back into the editor. Returns False to leave
         the REPL.
         """
-        stripped = text.strip()
-        if not stripped:
+        if not text.strip():
             return True
-        if stripped.startswith("/") and not stripped.startswith("//"):
-            return self._run_command(text)
+        named = command_word(text)
+        if named is not None:
+            return self._run_command(text, *named)
         if not self.send(text, "steer" if self.busy else "prompt"):
             buffer = self.prompt.default_buffer
             if not buffer.text:
                 buffer.set_document(Document(text, len(text)))
         return True
 
-    def _run_command(self, text: str) -> bool:
-        name, _, rest = text.strip()[1:].partition(" ")
+    def _run_command(self, text: str, name: str, rest: str) -> bool:
         command = self.commands.get(name)
         if command is None:  # a unique prefix names its command (/he -> /help)
             matches = [c for c in self.commands.values() if name and c.name.startswith(name)]
             command = matches[0] if len(matches) == 1 else None
         if command is None:
             self.view.note(
-                f"Unknown command /{name}. /help lists commands; start a message with // "
-                "to send a leading slash.",
+                f"Unknown command /{name}. /help lists commands; to send text that starts "
+                "with /, start it with // or a space.",
                 style="yellow",
             )
             self.prompt.default_buffer.set_document(Document(text, len(text)))
@@ -561,13 +587,14 @@ class Repl:
                 style="yellow",
             )
             return True
-        return command.run(rest.strip())
+        return command.run(rest)
 
     def send(self, text: str, kind: InputKind) -> bool:
         """Hand ``text`` to the session (durable before accepted) and render the result.
 
         Args:
-            text: the line as typed; a leading ``//`` stands for ``/``.
+            text: the line as typed; a leading ``//`` stands for ``/`` (a leading
+                space is kept: it is how a message starts with `` /``).
             kind: ``prompt`` (a new turn when idle), ``steer`` (the running
                 turn) or ``queue`` (the next turn).
 
@@ -575,8 +602,8 @@ class Repl:
             True when the session accepted the text; False when it refused it
             (the reason was printed; the caller keeps the text in the editor).
         """
-        if text.lstrip().startswith("//"):
-            text = text.replace("//", "/", 1)
+        if text.startswith("//"):
+            text = text[1:]
         try:
             receipt = self.session.send(text, kind=kind)
         except InputRefused as exc:
@@ -745,16 +772,36 @@ class Repl:
             self.view.show_decision(event.call_id, event.name, decision)
         self._invalidate()
 
-    def _answer_with(self, decision: Decision) -> Callable[[KeyPressEvent], None]:
-        def answer(event: KeyPressEvent) -> None:
-            if self._clock() - self._last_typed_at < TYPING_GAP_S:
-                # The person was typing a draft when the question appeared: this
-                # key belongs to the draft, not to the question.
-                event.current_buffer.insert_text(event.data)
-                return
-            self.decide(decision)
+    def _on_answer_key(self, event: KeyPressEvent) -> None:
+        """A y / n / a while a question waits: the answer, unless it is typing."""
+        if self._swallow(event.data):
+            return
+        if self._clock() - self._last_typed_at < TYPING_GAP_S:
+            # The person was typing a draft when the question appeared: this
+            # key belongs to the draft, not to the question.
+            event.current_buffer.insert_text(event.data)
+            return
+        word = next(w for w in ANSWER_WORDS if w[0] == event.data.lower())
+        self.decide(ANSWER_WORDS[word])
+        self._answer_rest = word[1:]
+        self._answer_at = self._clock()
 
-        return answer
+    def _swallowing(self) -> bool:
+        """True while keys may still be the rest of the word just answered."""
+        return self._answer_rest is not None and self._clock() - self._answer_at < TYPING_GAP_S
+
+    def _swallow(self, key: str) -> bool:
+        """Whether ``key`` continues the answer just given (``es`` of ``yes``,
+        then Enter): it is dropped. Any other key ends the answer."""
+        if not self._swallowing() or self._answer_rest is None:
+            self._answer_rest = None
+            return False
+        if key == "\r" or (self._answer_rest and key.lower() == self._answer_rest[0]):
+            self._answer_rest = None if key == "\r" else self._answer_rest[1:]
+            self._answer_at = self._clock()
+            return True
+        self._answer_rest = None
+        return False
 
     # ---- prompt pieces --------------------------------------------------------
 
@@ -948,8 +995,8 @@ class Repl:
             buffer = event.current_buffer
             self.close_picker()
             if buffer.complete_state is not None and buffer.complete_state.current_completion:
+                # One Enter accepts the completion and runs the completed line.
                 buffer.apply_completion(buffer.complete_state.current_completion)
-                return
             text = buffer.text
             if buffer.document.text_before_cursor.endswith("\\"):
                 buffer.delete_before_cursor(1)
@@ -959,8 +1006,7 @@ class Repl:
                 if not self.busy and self.session.waiting:
                     self.send_waiting()
                 return
-            stripped = text.lstrip()
-            if stripped.startswith("/") and not stripped.startswith("//"):
+            if command_word(text) is not None:
                 line = self._take_line(buffer)
                 self.view.echo(line)
                 if not self.handle_line(line):
@@ -1010,14 +1056,23 @@ class Repl:
         def _escape(event: KeyPressEvent) -> None:
             self.interrupt(send_pending=True)
 
-        answers: tuple[tuple[str, Decision], ...] = (("y", "yes"), ("n", "no"), ("a", "always"))
-        for key, decision in answers:
-            for variant in (key, key.upper()):
-                kb.add(variant, filter=approving)(self._answer_with(decision))
+        for word in ANSWER_WORDS:
+            for variant in (word[0], word[0].upper()):
+                kb.add(variant, filter=approving)(self._on_answer_key)
 
         @kb.add("enter", filter=approving)
         def _enter_while_asked(event: KeyPressEvent) -> None:
             """Enter neither answers nor submits while a question waits."""
+
+        swallowing = Condition(self._swallowing)
+
+        # Added last: for the same key the last binding wins, so the rest of
+        # an answer word is taken here before any other binding sees it.
+        @kb.add(Keys.Any, filter=swallowing)
+        @kb.add("enter", filter=swallowing)
+        def _rest_of_answer(event: KeyPressEvent) -> None:
+            if not self._swallow(event.data):
+                event.current_buffer.insert_text(event.data)
 
         return kb
 
@@ -1075,10 +1130,11 @@ class Repl:
             ("Tab", "while a turn runs: queue the message for the next turn"),
             ("Enter on an empty line", "send the waiting messages now (when idle)"),
             ("Ctrl+J, Alt+Enter, \\ Enter", "new line"),
+            ("// or a leading space", "send text that starts with / (a path alone is sent)"),
             ("Esc", "interrupt the turn and send the waiting messages at once"),
             ("Ctrl+C", "clear the draft, else interrupt (waiting messages are kept); twice exits"),
             ("Ctrl+D", "exit (on an empty line)"),
-            ("y / n / a", "answer an approval: yes once, no, always for this session"),
+            ("y / n / a", "answer an approval: yes once, no, always (yes / no / always too)"),
         ]
         out = [Text("Keys", style="bold")]
         out += [Text.assemble(("  " + k.ljust(28), "cyan"), v) for k, v in rows]

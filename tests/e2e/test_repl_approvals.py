@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mind.shell.repl import command_word
 from tests.e2e.test_repl import ENTER, Spawn, exit_cleanly, session_id_of, spawn, words
 from tests.e2e.test_repl_steering import CALLING, GATED_TOOL, journal, outline
 
@@ -46,3 +47,70 @@ def test_alt_enter_during_a_running_tool_inserts_a_newline_and_interrupts_nothin
     assert outline(journal(tmp_path, sid)).count("end:completed") == 2
     assert "end:interrupted" not in outline(journal(tmp_path, sid))
     assert prompts(tmp_path, sid) == ["first", "line one\nline two"]
+
+
+def test_one_enter_accepts_a_tab_completion_and_runs_the_command(spawn: Spawn) -> None:
+    child = spawn([{"text": "unused"}])
+    child.send("/stat")
+    child.expect("/stat")
+    child.send("\t")
+    child.expect("us")  # completed to /status
+    child.send(ENTER)
+    child.expect(words("state idle"))
+    exit_cleanly(child)
+
+
+def test_typing_yes_at_an_approval_approves_and_leaves_nothing_in_the_draft(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    child = spawn(
+        [
+            {"tool_calls": [{"name": "shell", "arguments": {"command": "touch approved"}}]},
+            {"text": "Made it."},
+            {"text": "Hello back."},
+        ],
+        "--approval",
+        "untrusted",
+    )
+    sid = session_id_of(child)
+    child.send("make it" + ENTER)
+    child.expect(words("Allow shell?"))
+    child.send("yes" + ENTER)  # the whole answer, as people type it
+    child.expect(words("approved once"))
+    child.expect(words("── completed"))
+    child.send("hello" + ENTER)
+    child.expect(words("Hello back."))
+    child.expect(words("── completed"))
+    exit_cleanly(child)
+    assert (tmp_path / "approved").exists()
+    assert prompts(tmp_path, sid) == ["make it", "hello"]
+
+
+def test_a_message_starting_with_a_path_is_sent_not_taken_for_a_command(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    child = spawn([{"text": "It is a file."}, {"text": "Slash kept."}])
+    sid = session_id_of(child)
+    child.send("/nosuch" + ENTER)  # looks like a command: refused, with the way out
+    child.expect(words("Unknown command /nosuch."))
+    child.expect(words("start it with // or a space"))
+    child.sendcontrol("c")  # the refused line stays in the editor: clear it
+    child.send("/tmp/x what is this?" + ENTER)
+    child.expect(words("It is a file."))
+    child.expect(words("── completed"))
+    child.send(" /help is a word here" + ENTER)
+    child.expect(words("Slash kept."))
+    child.expect(words("── completed"))
+    exit_cleanly(child)
+    assert prompts(tmp_path, sid) == ["/tmp/x what is this?", " /help is a word here"]
+
+
+def test_only_a_slash_word_without_another_slash_is_a_command() -> None:
+    assert command_word("/help") == ("help", "")
+    assert command_word("/resume  0193 \n") == ("resume", "0193")
+    assert command_word("/nosuch x") == ("nosuch", "x")
+    assert command_word("/status\nmore") == ("status", "more")
+    assert command_word("/tmp/x what is this?") is None
+    assert command_word("//help") is None
+    assert command_word(" /help") is None
+    assert command_word("hello /help") is None
