@@ -62,7 +62,7 @@ from mind.errors import (
 from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.generated.inbox import InboxEntry, InboxKind
-from mind.history import build_messages
+from mind.history import build_messages, unstarted_calls
 from mind.machines.mailbox import Mailbox, MailboxMessage
 from mind.machines.turn import TurnMachine
 from mind.shell import faults
@@ -482,7 +482,7 @@ class Session:
             # Cancelled from outside (the runtime is closing): the turn ends
             # aborted — its input is not acknowledged and replays later.
             if not machine.is_terminal:  # synchronous: nothing here can be cancelled
-                self._close_open_calls(turn, ABORTED_OUTPUT)
+                self._close_open_calls(turn, ABORTED_OUTPUT, ABORTED_UNSTARTED_OUTPUT)
                 machine.abort()
             self._end(turn, machine, None)
             raise
@@ -495,7 +495,7 @@ class Session:
                 machine.fail()
             failure = ev.Failure(kind=ev.FailureKind.internal, message=f"internal error: {exc}")
         if not machine.is_terminal:  # only an interrupt leaves the loop without a terminal
-            self._close_open_calls(turn, INTERRUPTED_OUTPUT)
+            self._close_open_calls(turn, INTERRUPTED_OUTPUT, INTERRUPTED_UNSTARTED_OUTPUT)
             machine.interrupt()
         self._end(turn, machine, failure)
 
@@ -523,6 +523,7 @@ class Session:
                 provider=self.provider.name,
                 model=self.config.provider.model,
                 approval=jr.Approval(self.approval),
+                tool_starts=True,
             ),
             sync=not turn.inputs,
         )
@@ -803,13 +804,35 @@ class Session:
                 return "denied", "The user refused this tool call; it was not run."
             if decision == "always":
                 self.always_allowed.add(key)
+        # Durable before the tool starts: a call without this record provably
+        # never ran (its synthetic result after an interrupt or crash says so).
+        self.journal.append(
+            jr.ToolStarted(
+                seq=0, recorded_at_ms=0, turn_id=turn.turn_id, call_id=call.call_id, name=call.name
+            ),
+            sync=True,
+        )
         result: ToolOutcome = await self.tools.run(call.name, args)
         return result.status, result.output
 
-    def _close_open_calls(self, turn: Turn, output: str) -> None:
+    def _close_open_calls(self, turn: Turn, output: str, unstarted: str) -> None:
         """Synthetic results for the calls the turn leaves unanswered, each
-        also published as a ``tool.result`` event."""
-        for result in close_open_calls(self.journal, turn.turn_id, output):
+        also published as a ``tool.result`` event.
+
+        Args:
+            output: the text for a call that may have run (a start is recorded).
+            unstarted: the text for a call that provably never ran; a call
+                still waiting for its approval gets
+                :data:`INTERRUPTED_UNAPPROVED_OUTPUT` instead.
+        """
+        asked = {c for c in turn._decision_events if c not in turn._decisions}
+
+        def text(call_id: str, started: bool) -> str:
+            if started:
+                return output
+            return INTERRUPTED_UNAPPROVED_OUTPUT if call_id in asked else unstarted
+
+        for result in close_open_calls(self.journal, turn.turn_id, text):
             turn._emit(
                 ev.ToolResultEvent(
                     turn_id=turn.turn_id,
@@ -1090,21 +1113,37 @@ INTERRUPTED_OUTPUT = (
     "[interrupted by the user: the call was stopped (its process group killed) and was not "
     "run again]"
 )
+INTERRUPTED_UNAPPROVED_OUTPUT = "[interrupted by the user before it was approved: it never ran]"
+INTERRUPTED_UNSTARTED_OUTPUT = "[interrupted by the user before it started: it never ran]"
 ABORTED_OUTPUT = "[the turn was aborted while this call was pending; it was not run again]"
+ABORTED_UNSTARTED_OUTPUT = "[the turn was aborted before this call started: it never ran]"
 CRASHED_OUTPUT = (
     "[mind stopped while this call was pending: whether it ran to the end is unknown (it may "
     "have completed); it was not run again — check its effects before repeating it]"
 )
-"""Outputs of synthetic tool results (the model reads them; never a re-run)."""
+CRASHED_UNSTARTED_OUTPUT = "[mind stopped before this call started: it never ran]"
+"""Outputs of synthetic tool results (the model reads them; never a re-run).
+The ``*_UNSTARTED`` / ``UNAPPROVED`` texts are used only when the journal
+proves the call never started (:func:`mind.history.unstarted_calls`)."""
 
 
-def close_open_calls(journal: Journal, turn_id: str, output: str) -> list[jr.ToolResult]:
+def close_open_calls(
+    journal: Journal, turn_id: str, output: str | Callable[[str, bool], str]
+) -> list[jr.ToolResult]:
     """Give every unanswered tool call of ``turn_id`` a durable synthetic
-    ``interrupted`` result with ``output`` (never re-running it).
+    ``interrupted`` result (never re-running it).
+
+    Args:
+        journal: the session's journal (appended to).
+        turn_id: the turn whose calls are closed.
+        output: the result text, or ``output(call_id, started)`` where
+            ``started`` is False only when the journal proves the call never
+            started (no ``tool_started`` record in a turn that records them).
 
     Returns:
         The records written, in call order.
     """
+    unstarted = unstarted_calls(journal.records, turn_id)
     answered = {r.call_id for r in journal.records if isinstance(r, jr.ToolResult)}
     written: list[jr.ToolResult] = []
     for rec in list(journal.records):
@@ -1121,7 +1160,11 @@ def close_open_calls(journal: Journal, turn_id: str, output: str) -> list[jr.Too
                         call_id=call.call_id,
                         name=call.name,
                         status=jr.ToolStatus.interrupted,
-                        output=output,
+                        output=(
+                            output
+                            if isinstance(output, str)
+                            else output(call.call_id, call.call_id not in unstarted)
+                        ),
                         synthetic=True,
                     )
                 )
@@ -1134,7 +1177,9 @@ def recover_journal(journal: Journal) -> tuple[int, int, int]:
     """Close what a crash left open (seed 000 PersistentStore.recoverInterruptedTurn).
 
     For each turn without a terminal record: first a durable synthetic result
-    for each orphan tool call (:data:`CRASHED_OUTPUT`), then the terminal:
+    for each orphan tool call (:data:`CRASHED_OUTPUT`, or
+    :data:`CRASHED_UNSTARTED_OUTPUT` when the journal proves it never
+    started), then the terminal:
 
     - ``completed``, acknowledging the turn's journaled inputs, when its last
       model round was a final answer (text, no tool calls): the answer was
@@ -1154,7 +1199,13 @@ def recover_journal(journal: Journal) -> tuple[int, int, int]:
     for turn_id in started:
         if turn_id in closed:
             continue
-        synthetic += len(close_open_calls(journal, turn_id, CRASHED_OUTPUT))
+        synthetic += len(
+            close_open_calls(
+                journal,
+                turn_id,
+                lambda _, started: CRASHED_OUTPUT if started else CRASHED_UNSTARTED_OUTPUT,
+            )
+        )
         rounds = [
             r for r in journal.records if isinstance(r, jr.ModelRound) and r.turn_id == turn_id
         ]
@@ -1187,6 +1238,13 @@ def recover_journal(journal: Journal) -> tuple[int, int, int]:
 
 
 __all__ = [
+    "ABORTED_OUTPUT",
+    "ABORTED_UNSTARTED_OUTPUT",
+    "CRASHED_OUTPUT",
+    "CRASHED_UNSTARTED_OUTPUT",
+    "INTERRUPTED_OUTPUT",
+    "INTERRUPTED_UNAPPROVED_OUTPUT",
+    "INTERRUPTED_UNSTARTED_OUTPUT",
     "Decision",
     "Disposition",
     "InputKind",

@@ -114,3 +114,22 @@ def test_only_a_slash_word_without_another_slash_is_a_command() -> None:
     assert command_word("//help") is None
     assert command_word(" /help") is None
     assert command_word("hello /help") is None
+
+
+def test_esc_at_an_approval_says_the_call_never_ran(spawn: Spawn, tmp_path: Path) -> None:
+    child = spawn(
+        [{"tool_calls": [{"name": "shell", "arguments": {"command": "touch never"}}]}],
+        "--approval",
+        "untrusted",
+    )
+    sid = session_id_of(child)
+    child.send("make it" + ENTER)
+    child.expect(words("Allow shell?"))
+    child.send("\x1b")
+    child.expect(words("⊘ Interrupted shell touch never"))
+    child.expect(words("interrupted by the user before it was approved: it never ran"))
+    child.expect(words("── interrupted"))
+    exit_cleanly(child)
+    assert not (tmp_path / "never").exists()
+    (result,) = [r for r in journal(tmp_path, sid) if r["type"] == "tool_result"]
+    assert "it never ran" in result["output"]
