@@ -30,6 +30,9 @@ Keys:
 - Ctrl+J (or Alt+Enter, or ``\\`` before Enter) inserts a newline in every
   state (Esc is never eager, so Alt+Enter never interrupts); a
   bracketed paste never submits.
+- An approval request shows what the call will do (the command, a diff of
+  each file against its current content); when part of it is hidden, ``v``
+  shows it all and y / a are refused until then.
 - An approval request adds a y / n / a question above the prompt; the draft
   stays in the editor. A y / n / a typed less than ``TYPING_GAP_S`` after
   the previous character of a draft is taken as typing, not as an answer.
@@ -188,6 +191,9 @@ class _Hosted:
     """Journal records already looked at for inputs to echo."""
     approvals: deque[tuple[str, ev.ApprovalRequestedEvent]] = field(default_factory=deque)
     """Questions waiting for y / n / a: ``(turn_id, event)``, oldest first."""
+    viewed: set[str] = field(default_factory=set)
+    """Call ids whose whole approval text was shown (``v``): only those, and
+    calls whose text was never cut, can be approved."""
     recovered: set[str] = field(default_factory=set)
     """Ids of inputs recovered when the session was opened (echoed as such)."""
     tokens: ev.Usage = field(default_factory=_no_usage)
@@ -701,6 +707,7 @@ class Repl:
             h.view.show(event)
         if isinstance(event, ev.TurnCompletedEvent):
             h.approvals = deque(a for a in h.approvals if a[0] != event.turn_id)
+            h.viewed.clear()
             h.tokens = ev.Usage(
                 input_tokens=h.tokens.input_tokens + event.usage.input_tokens,
                 output_tokens=h.tokens.output_tokens + event.usage.output_tokens,
@@ -762,15 +769,50 @@ class Repl:
     # ---- approvals ------------------------------------------------------------
 
     def decide(self, decision: Decision) -> None:
-        """Answer the oldest pending approval question."""
+        """Answer the oldest pending approval question.
+
+        A yes (or always) is refused, with the reason on screen, while part
+        of the call's text was hidden and not viewed with ``v``: a person
+        never approves text they could not see. No is always accepted.
+        """
         if not self._approvals:
             return
-        turn_id, event = self._approvals.popleft()
+        turn_id, event = self._approvals[0]
+        if decision != "no" and self._hidden(event):
+            self.view.note(
+                f"Not approved: {event.hidden_chars} characters of this {event.name} call are "
+                "hidden. Press v to view all, then y; n refuses.",
+                style="yellow",
+            )
+            self._invalidate()
+            return
+        self._approvals.popleft()
         turn = self.turn
         if turn is not None and turn.turn_id == turn_id:
             turn.decide(event.call_id, decision)
             self.view.show_decision(event.call_id, event.name, decision)
         self._invalidate()
+
+    def _hidden(self, event: ev.ApprovalRequestedEvent) -> bool:
+        """Whether part of the approval text of ``event`` was never shown."""
+        return bool(event.hidden_chars) and event.call_id not in self._cur.viewed
+
+    def view_approval_text(self) -> None:
+        """Show the whole text of the oldest pending approval (``v``)."""
+        if not self._approvals:
+            return
+        _, event = self._approvals[0]
+        self.view.show_approval_text(event)
+        self._cur.viewed.add(event.call_id)
+        self._invalidate()
+
+    def _on_view_key(self, event: KeyPressEvent) -> None:
+        """``v`` while a question waits: show its whole text, unless it is typing."""
+        self._answer_rest = None
+        if self._clock() - self._last_typed_at < TYPING_GAP_S:
+            event.current_buffer.insert_text(event.data)
+            return
+        self.view_approval_text()
 
     def _on_answer_key(self, event: KeyPressEvent) -> None:
         """A y / n / a while a question waits: the answer, unless it is typing."""
@@ -920,8 +962,15 @@ class Repl:
             return warn
         if self._approvals:
             _, event = self._approvals[0]
+            view: StyleAndTextTuples = []
+            if self._hidden(event):
+                view = [
+                    ("class:approval.key", " v "),
+                    ("", f" view all ({event.hidden_chars} characters hidden) first  "),
+                ]
             return [
                 ("class:approval", f"Allow {event.name}? "),
+                *view,
                 ("class:approval.key", " y "),
                 ("", " yes  "),
                 ("class:approval.key", " n "),
@@ -1059,6 +1108,8 @@ class Repl:
         for word in ANSWER_WORDS:
             for variant in (word[0], word[0].upper()):
                 kb.add(variant, filter=approving)(self._on_answer_key)
+        for variant in ("v", "V"):
+            kb.add(variant, filter=approving)(self._on_view_key)
 
         @kb.add("enter", filter=approving)
         def _enter_while_asked(event: KeyPressEvent) -> None:
@@ -1135,6 +1186,7 @@ class Repl:
             ("Ctrl+C", "clear the draft, else interrupt (waiting messages are kept); twice exits"),
             ("Ctrl+D", "exit (on an empty line)"),
             ("y / n / a", "answer an approval: yes once, no, always (yes / no / always too)"),
+            ("v", "at an approval: view the whole text (needed before y when part is hidden)"),
         ]
         out = [Text("Keys", style="bold")]
         out += [Text.assemble(("  " + k.ljust(28), "cyan"), v) for k, v in rows]
@@ -1291,7 +1343,7 @@ class Repl:
             self.view.print(Text(""))
         self.view.reset_spacing()
         for _, event in self._approvals:  # asked while parked: ask again here
-            self.view.show_approval(event)
+            self.view.show_approval(event, viewed=event.call_id in self._cur.viewed)
 
     # ---- the session picker ----------------------------------------------------------
 

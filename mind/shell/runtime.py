@@ -48,6 +48,7 @@ from mind.conversation import ModelRequest, ReasoningDelta, StreamDone, TextDelt
 from mind.conversation import Usage as RoundUsage
 from mind.effects.policy import ApprovalPolicy, approval_reason
 from mind.effects.retry import RetryPolicy
+from mind.effects.review import approval_text, cut_for_display
 from mind.effects.tools import parse_arguments, tool_specs
 from mind.errors import (
     TRANSIENT_KINDS,
@@ -788,6 +789,11 @@ class Session:
                     "with --approval never to allow it."
                 )
             machine.approval_needed()
+            # What the person approves, read from the files now: a diff for
+            # file tools, never only a path (issue 7 §7).
+            changes, problem = await self.tools.preview(call.name, args)
+            text, text_format = approval_text(call.name, args, changes, problem)
+            cut = cut_for_display(text)
             turn._decision_events.setdefault(call.call_id, anyio.Event())
             turn._emit(
                 ev.ApprovalRequestedEvent(
@@ -796,6 +802,12 @@ class Session:
                     name=call.name,
                     arguments=_display_arguments(call.arguments),
                     reason=reason,
+                    text=text,
+                    text_format=ev.TextFormat(text_format),
+                    head_chars=cut.head_chars,
+                    tail_chars=cut.tail_chars,
+                    hidden_chars=cut.hidden_chars,
+                    hidden_lines=cut.hidden_lines,
                 )
             )
             decision = await turn._await_decision(call.call_id)

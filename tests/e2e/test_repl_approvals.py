@@ -133,3 +133,111 @@ def test_esc_at_an_approval_says_the_call_never_ran(spawn: Spawn, tmp_path: Path
     assert not (tmp_path / "never").exists()
     (result,) = [r for r in journal(tmp_path, sid) if r["type"] == "tool_result"]
     assert "it never ran" in result["output"]
+
+
+def test_a_long_command_shows_head_and_tail_and_y_waits_until_v_showed_it_all(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    filler = "x" * 6000
+    command = f": {filler} MIDDLE-MARK {filler}; touch ran-it"
+    child = spawn(
+        [{"tool_calls": [{"name": "shell", "arguments": {"command": command}}]}, {"text": "Ran."}],
+        "--approval",
+        "untrusted",
+    )
+    sid = session_id_of(child)
+    child.send("go" + ENTER)
+    child.expect(words("Approval needed:"))
+    child.expect(words("characters hidden"))
+    seen = str(child.before)
+    child.expect(words("press v to view all"))
+    child.expect(words("touch ran-it"))  # the tail: the end of a command is never hidden
+    child.expect(words("Allow shell?"))
+    seen += str(child.before)
+    assert "MIDDLE-MARK" not in seen
+    child.send("y")
+    child.expect(words("Not approved:"))
+    child.expect(words("Press v to view all, then y"))
+    assert "approved once" not in str(child.before)
+    child.send("v")
+    child.expect("MIDDLE-MARK")
+    child.send("y")
+    child.expect(words("approved once"))
+    child.expect(words("Ran."))
+    child.expect(words("── completed"))
+    exit_cleanly(child)
+    assert (tmp_path / "ran-it").exists()
+    assert [r["type"] for r in journal(tmp_path, sid)].count("tool_started") == 1
+
+
+GREEN_PLUS = r"\x1b\[[0-9;]*32m\+"
+RED_MINUS = r"\x1b\[[0-9;]*31m-"
+
+
+def test_write_file_approval_shows_a_coloured_diff_against_the_current_file(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("one\ntwo\nthree\n", encoding="utf-8")
+    child = spawn(
+        [
+            {
+                "tool_calls": [
+                    {
+                        "name": "write_file",
+                        "arguments": {"path": "notes.txt", "content": "one\nTWO\nthree\n"},
+                    }
+                ]
+            },
+            {"text": "Wrote it."},
+        ],
+        "--approval",
+        "untrusted",
+    )
+    child.send("change it" + ENTER)
+    child.expect(words("Approval needed:"))
+    child.expect(words("--- a/notes.txt"))
+    child.expect(words("+++ b/notes.txt"))
+    child.expect(RED_MINUS + "two")
+    child.expect(GREEN_PLUS + "TWO")
+    child.expect(words("Allow write_file?"))
+    child.send("y")
+    child.expect(words("✓ Called write_file notes.txt"))
+    child.expect(words("+1 −1"))
+    child.expect(words("── completed"))
+    exit_cleanly(child)
+    assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "one\nTWO\nthree\n"
+
+
+def test_apply_patch_approval_shows_each_files_diff_and_the_result_counts_lines(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("one\ntwo\nthree\n", encoding="utf-8")
+    patch = (
+        "*** Begin Patch\n"
+        "*** Add File: new.txt\n+hello\n+world\n"
+        "*** Update File: notes.txt\n@@\n one\n-two\n+TWO\n three\n"
+        "*** End Patch\n"
+    )
+    child = spawn(
+        [
+            {"tool_calls": [{"name": "apply_patch", "arguments": {"patch": patch}}]},
+            {"text": "Patched."},
+        ],
+        "--approval",
+        "untrusted",
+    )
+    child.send("patch it" + ENTER)
+    child.expect(words("--- /dev/null"))
+    child.expect(words("+++ b/new.txt"))
+    child.expect(GREEN_PLUS + "hello")
+    child.expect(words("--- a/notes.txt"))
+    child.expect(RED_MINUS + "two")
+    child.expect(GREEN_PLUS + "TWO")
+    child.expect(words("Allow apply_patch?"))
+    child.send("y")
+    child.expect(words("✓ Called apply_patch"))
+    child.expect(words("A new.txt +2 −0"))
+    child.expect(words("M notes.txt +1 −1"))
+    child.expect(words("── completed"))
+    exit_cleanly(child)
+    assert (tmp_path / "new.txt").read_text(encoding="utf-8") == "hello\nworld\n"

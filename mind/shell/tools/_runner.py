@@ -11,6 +11,7 @@ from typing import Any, Literal, final
 import anyio.to_thread
 import msgspec
 
+from mind.effects.review import FileChange
 from mind.effects.tools import (
     READ_FILE_DEFAULT_LIMIT,
     SHELL_DEFAULT_TIMEOUT_S,
@@ -99,6 +100,19 @@ class ToolRunner:
         except Exception as exc:  # a bug in a tool must not end the turn
             return ToolOutcome(status="error", output=f"internal error in tool {name!r}: {exc!r}")
         return ToolOutcome(status="ok" if ok else "error", output=text)
+
+    async def preview(self, name: str, args: dict[str, Any]) -> tuple[list[FileChange], str | None]:
+        """How a file tool call would change files, read from the files now
+        (for its approval: :func:`mind.effects.review.approval_text`).
+
+        Returns:
+            ``(changes, problem)`` as :func:`_files.preview_changes`; other
+            tools: ``([], None)``.
+        """
+        if name not in ("write_file", "apply_patch"):
+            return [], None
+        call = functools.partial(_files.preview_changes, self.cwd, name, args)
+        return await anyio.to_thread.run_sync(call)
 
     async def _dispatch(self, name: str, args: dict[str, Any]) -> tuple[bool, str]:
         limit = self.max_output_bytes
