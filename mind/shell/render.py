@@ -31,7 +31,9 @@ from rich.markdown import Heading, Markdown
 from rich.table import Table
 from rich.text import Text
 
+from mind.effects.patch import parse_patch, patch_paths
 from mind.effects.review import visible
+from mind.errors import PatchError
 from mind.generated import events as ev
 
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -156,11 +158,17 @@ def describe_arguments(name: str, arguments: Any, limit: int = 200) -> str:
     """A one-line human summary of a tool call's arguments.
 
     Args:
-        name: the tool name (unused for now; tools may get bespoke summaries).
+        name: the tool name (``apply_patch`` is summarised by the files it touches).
         arguments: the parsed JSON arguments (or the raw text if invalid).
         limit: maximum length in characters; longer text ends with ``…``.
     """
-    del name
+    if name == "apply_patch" and isinstance(arguments, dict):
+        try:  # the files it touches say what it does; the escaped patch does not
+            paths = patch_paths(parse_patch(str(arguments.get("patch", ""))))
+        except PatchError:
+            paths = []
+        if paths:
+            return shorten(plain(", ".join(paths)), limit)
     if isinstance(arguments, dict):
         for key in _ARGUMENT_KEYS:
             value = arguments.get(key)

@@ -48,7 +48,7 @@ from mind.conversation import ModelRequest, ReasoningDelta, StreamDone, TextDelt
 from mind.conversation import Usage as RoundUsage
 from mind.effects.policy import ApprovalPolicy, approval_reason
 from mind.effects.retry import RetryPolicy
-from mind.effects.review import approval_text, cut_for_display
+from mind.effects.review import FileChange, approval_text, cut_for_display
 from mind.effects.tools import parse_arguments, tool_specs
 from mind.errors import (
     TRANSIENT_KINDS,
@@ -779,6 +779,7 @@ class Session:
         reason = approval_reason(
             self.approval, call.name, args, cwd=str(self.cwd), resolve=os.path.realpath
         )
+        approved: list[FileChange] | None = None
         key = _always_key(call.name, args)
         if reason is not None and key not in self.always_allowed:
             if not self.interactive:
@@ -792,6 +793,8 @@ class Session:
             # What the person approves, read from the files now: a diff for
             # file tools, never only a path (issue 7 §7).
             changes, problem = await self.tools.preview(call.name, args)
+            if changes and problem is None:
+                approved = changes  # what is written must be what was shown
             text, text_format = approval_text(call.name, args, changes, problem)
             cut = cut_for_display(text)
             turn._decision_events.setdefault(call.call_id, anyio.Event())
@@ -824,7 +827,7 @@ class Session:
             ),
             sync=True,
         )
-        result: ToolOutcome = await self.tools.run(call.name, args)
+        result: ToolOutcome = await self.tools.run(call.name, args, approved)
         return result.status, result.output
 
     def _close_open_calls(self, turn: Turn, output: str, unstarted: str) -> None:

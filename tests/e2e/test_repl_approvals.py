@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mind.shell.render import describe_arguments
 from mind.shell.repl import command_word
 from tests.e2e.test_repl import ENTER, Spawn, exit_cleanly, session_id_of, spawn, words
 from tests.e2e.test_repl_steering import CALLING, GATED_TOOL, journal, outline
@@ -241,3 +242,9 @@ def test_apply_patch_approval_shows_each_files_diff_and_the_result_counts_lines(
     child.expect(words("── completed"))
     exit_cleanly(child)
     assert (tmp_path / "new.txt").read_text(encoding="utf-8") == "hello\nworld\n"
+
+
+def test_a_patch_call_is_summarised_by_the_files_it_touches() -> None:
+    patch = "*** Begin Patch\n*** Add File: new.txt\n+x\n*** Delete File: old.txt\n*** End Patch\n"
+    assert describe_arguments("apply_patch", {"patch": patch}) == "new.txt, old.txt"
+    assert describe_arguments("apply_patch", {"patch": "bad"}) == '{"patch": "bad"}'

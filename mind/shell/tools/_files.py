@@ -11,7 +11,7 @@ import codecs
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -142,9 +142,15 @@ def _decode(raw: bytes, *, partial_end: bool) -> tuple[str, bool]:
     return text, True
 
 
-def write_file(cwd: Path, path: str, content: str) -> Result:
+def write_file(
+    cwd: Path, path: str, content: str, approved: Sequence[FileChange] | None = None
+) -> Result:
     """Replace or create a whole file atomically; report the bytes written and
-    the lines added and removed (``+N −M``, when the old file was readable text)."""
+    the lines added and removed (``+N −M``, when the old file was readable text).
+
+    ``approved``: the change the person approved (its ``before`` read at
+    approval time); when the file no longer holds that, nothing is written.
+    """
     target = resolve(cwd, path)
     data = content.encode("utf-8", errors="replace")
     existed = target.exists()
@@ -155,6 +161,8 @@ def write_file(cwd: Path, path: str, content: str) -> Result:
         stat_known = False
     else:
         stat_known = True
+    if approved and (not stat_known or approved[0].before != before):
+        return False, f"{path} was not written: {_changed_since_approval(path)}"
     try:
         _atomic_write(target, data)
     except IsADirectoryError:
@@ -314,7 +322,14 @@ def _plan_patch(cwd: Path, ops: list[PatchOp]) -> _Plan:
     return plan
 
 
-def apply_patch(cwd: Path, patch: str) -> Result:
+def _changed_since_approval(path: str) -> str:
+    return (
+        f"{path} changed after the approval was asked, so the change shown is not the "
+        "one that would be made; ask again if it is still wanted"
+    )
+
+
+def apply_patch(cwd: Path, patch: str, approved: Sequence[FileChange] | None = None) -> Result:
     """Apply an ``apply_patch`` envelope all-or-nothing.
 
     Every operation is computed in memory first (files read, hunks matched,
@@ -322,6 +337,10 @@ def apply_patch(cwd: Path, patch: str) -> Result:
     one by one). If a write fails midway, files already changed are put back
     as they were. The result lists each file with the lines it gained and
     lost (``M path  +3 −1``).
+
+    ``approved``: the changes the person approved (computed at approval
+    time); when the patch would now change anything differently, nothing is
+    written.
     """
     try:
         ops = parse_patch(patch)
@@ -335,6 +354,12 @@ def apply_patch(cwd: Path, patch: str) -> Result:
         return False, f"patch not applied (no file was changed): {exc.filename}: is a directory"
     except OSError as exc:
         return False, f"patch not applied (no file was changed): {exc}"
+    if approved is not None and plan.changes != list(approved):
+        differs = next(
+            (a.path for a, b in zip(approved, plan.changes, strict=False) if a != b),
+            plan.changes[0].path if plan.changes else "a file",
+        )
+        return False, f"patch not applied (no file was changed): {_changed_since_approval(differs)}"
 
     done: list[Path] = []
     try:
