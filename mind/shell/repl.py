@@ -19,7 +19,8 @@ Keys:
   model at its next step, after the pending tool results. If the turn was
   already finishing (its mailbox sealed) the text waits for the next turn and
   the screen says so.
-- Tab while a turn runs queues the line for the next turn (:meth:`Session.queue`).
+- Tab while a turn runs queues the line for the next turn (:meth:`Session.queue`);
+  on a ``/command`` draft it completes the command name, in every state.
 - Esc interrupts the running turn and sends the waiting input at once as the
   next turn (``interrupt(send_pending=True)``; the runtime starts that turn).
 - Ctrl+C clears a non-empty draft; otherwise it requests an interrupt of a
@@ -1066,7 +1067,11 @@ class Repl:
             if self.send(text, "steer" if self.busy else "prompt"):
                 self._take_line(buffer)
 
-        @kb.add("tab", filter=busy & ~approving & ~empty & ~picking)
+        # A draft that is a command being typed completes (the default Tab),
+        # never queues: "/sta" is not a message for the model.
+        command_draft = Condition(lambda: command_word(self.prompt.default_buffer.text) is not None)
+
+        @kb.add("tab", filter=busy & ~approving & ~empty & ~picking & ~command_draft)
         def _tab(event: KeyPressEvent) -> None:
             buffer = event.current_buffer
             if self.send(buffer.text, "queue"):

@@ -248,3 +248,22 @@ def test_a_patch_call_is_summarised_by_the_files_it_touches() -> None:
     patch = "*** Begin Patch\n*** Add File: new.txt\n+x\n*** Delete File: old.txt\n*** End Patch\n"
     assert describe_arguments("apply_patch", {"patch": patch}) == "new.txt, old.txt"
     assert describe_arguments("apply_patch", {"patch": "bad"}) == '{"patch": "bad"}'
+
+
+def test_tab_completes_a_command_while_a_turn_runs_instead_of_queueing_it(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    child = spawn([GATED_TOOL, {"text": "Done."}], "--approval", "never")
+    sid = session_id_of(child)
+    child.send("first" + ENTER)
+    child.expect(CALLING)
+    child.send("/stat")
+    child.expect("/stat")
+    child.send("\t")
+    child.expect("us")
+    child.send(ENTER)
+    child.expect(words("state running a turn"))
+    (tmp_path / "go").touch()
+    child.expect(words("── completed"))
+    exit_cleanly(child)
+    assert prompts(tmp_path, sid) == ["first"]  # nothing was queued
