@@ -9,11 +9,15 @@ The public API (everything else is internal)::
     TurnOutcome        the terminal event and the final answer text
     resolve_config     provider + approval settings from keywords, env and config.toml
     events             the typed event structs (``mind.events.MessageDeltaEvent`` ...)
+    review             the approval-text rules: ``cut_for_display``, ``visible``
+                       (an approval whose ``hidden_chars`` > 0 must not be
+                       approved before the whole ``text`` was shown)
     errors             the error tree (``mind.errors.MindError`` ...)
 """
 
 from mind import errors
 from mind._version import __version__
+from mind.effects import review
 from mind.generated import events
 from mind.shell.config import ResolvedConfig, resolve_config
 from mind.shell.runtime import (
@@ -41,4 +45,5 @@ __all__ = [
     "errors",
     "events",
     "resolve_config",
+    "review",
 ]

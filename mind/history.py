@@ -71,6 +71,7 @@ __all__ = [
     "build_messages",
     "conform_call_ids",
     "pending_tool_calls",
+    "unstarted_calls",
 ]
 
 
@@ -330,3 +331,33 @@ def pending_tool_calls(
         for slot in item.slots
         if slot.result is None
     ]
+
+
+def unstarted_calls(records: Sequence[jr.JournalRecord], turn_id: str) -> frozenset[str]:
+    """Call ids of ``turn_id`` that provably never started.
+
+    A turn whose ``turn_started`` says ``tool_starts`` fsyncs a
+    ``tool_started`` record before each tool runs, so its calls without one
+    never ran. A turn from an older journal records no starts: absence proves
+    nothing and the answer is empty (fail closed: "may have run").
+
+    Args:
+        records: journal records in ``seq`` order.
+        turn_id: the turn looked at.
+
+    Returns:
+        The ids of the turn's calls with no ``tool_started`` record.
+    """
+    if not any(
+        isinstance(r, jr.TurnStarted) and r.turn_id == turn_id and r.tool_starts is True
+        for r in records
+    ):
+        return frozenset()
+    started = {r.call_id for r in records if isinstance(r, jr.ToolStarted) and r.turn_id == turn_id}
+    return frozenset(
+        call.call_id
+        for r in records
+        if isinstance(r, jr.ModelRound) and r.turn_id == turn_id
+        for call in r.tool_calls
+        if call.call_id not in started
+    )

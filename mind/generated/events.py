@@ -97,14 +97,49 @@ class ToolCallEvent(Struct, kw_only=True, tag_field='type', tag='tool.call', fro
     arguments: Any
 
 
+class TextFormat(StrEnum):
+    """
+    What `text` is.
+    """
+
+    command = 'command'
+    diff = 'diff'
+    arguments = 'arguments'
+
+
 class ApprovalRequestedEvent(Struct, kw_only=True, tag_field='type', tag='approval.requested', frozen=True):
-    """A tool call waits for the person's decision."""
+    """A tool call waits for the person's decision. `text` is everything the call will do; a display that shows less than all of it must refuse approval until the whole text was viewed (the rule of mind.effects.review)."""
 
     turn_id: str
     call_id: str
     name: str
     arguments: Any
     reason: str
+    text: Annotated[
+        str,
+        Meta(
+            description='The full text the person approves: the exact shell command, unified diffs of every file change against the files at approval time, or the arguments.'
+        ),
+    ]
+    text_format: Annotated[TextFormat, Meta(description='What `text` is.')]
+    head_chars: Annotated[
+        int, Meta(description='Characters of `text` a bounded display shows from its start.', ge=0)
+    ]
+    tail_chars: Annotated[
+        int,
+        Meta(
+            description='Characters of `text` a bounded display shows from its end (0 when nothing is hidden).',
+            ge=0,
+        ),
+    ]
+    hidden_chars: Annotated[
+        int,
+        Meta(
+            description='Characters between head and tail that a bounded display hides; 0 when `text` is shown whole.',
+            ge=0,
+        ),
+    ]
+    hidden_lines: Annotated[int, Meta(description='Line breaks among the hidden characters.', ge=0)]
 
 
 class ToolResultEvent(Struct, kw_only=True, tag_field='type', tag='tool.result', frozen=True):

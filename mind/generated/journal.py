@@ -101,6 +101,15 @@ class TurnStarted(Struct, kw_only=True, tag_field='type', tag='turn_started', fr
     provider: str
     model: str
     approval: Approval
+    tool_starts: (
+        Annotated[
+            bool,
+            Meta(
+                description='True when this turn journals a tool_started record (fsync) before each tool runs, so a call without one provably never ran. False in journals written before starts were recorded.'
+            ),
+        ]
+        | UnsetType
+    ) = False
 
 
 class Kind(StrEnum):
@@ -159,6 +168,21 @@ class ModelRound(Struct, kw_only=True, tag_field='type', tag='model_round', froz
     ]
 
 
+class ToolStarted(Struct, kw_only=True, tag_field='type', tag='tool_started', frozen=True):
+    """A tool call is about to run (approved if it needed approval); durable (fsync) before the tool starts. A call with no such record never ran."""
+
+    seq: Annotated[
+        int, Meta(description='Monotonic record number within the journal, from 0.', ge=0)
+    ]
+    recorded_at_ms: Annotated[
+        int,
+        Meta(description='Wall-clock time the record was written, Unix epoch milliseconds.', ge=0),
+    ]
+    turn_id: str
+    call_id: str
+    name: str
+
+
 class ToolResult(Struct, kw_only=True, tag_field='type', tag='tool_result', frozen=True):
     """The single result answering one tool call (real, refused, or synthetic after a crash)."""
 
@@ -206,7 +230,7 @@ class TurnCompleted(Struct, kw_only=True, tag_field='type', tag='turn_completed'
 
 
 JournalRecord: TypeAlias = Annotated[
-    SessionStarted | TurnStarted | UserMessage | ModelRound | ToolResult | TurnCompleted,
+    SessionStarted | TurnStarted | UserMessage | ModelRound | ToolStarted | ToolResult | TurnCompleted,
     Meta(
         description='One line of sessions/<id>/journal.jsonl (tagged union on `type`).',
         title='JournalRecord',

@@ -39,6 +39,9 @@ from rich.markdown import Heading, Markdown
 from rich.table import Table
 from rich.text import Text
 
+from mind.effects.patch import parse_patch, patch_paths
+from mind.effects.review import visible
+from mind.errors import PatchError
 from mind.generated import events as ev
 from mind.shell.code_lines import CODE_THEME, CodeLines
 from mind.shell.stream_blocks import MarkdownBlocks, Piece
@@ -48,6 +51,8 @@ MISSED_LINES = 200
 """Lines of a parked session's output kept to show when it is attached again."""
 RESULT_PREVIEW_LINES = 2
 """How many lines of a tool's output are shown under its ``Called`` line."""
+_RESULT_LINES_BY_TOOL = {"apply_patch": 9}
+"""Tools whose result is a per-file summary: more of it is shown."""
 
 PROMPT_ROWS = 12
 """Rows assumed for the prompt area below the output when the REPL says nothing."""
@@ -114,11 +119,17 @@ def describe_arguments(name: str, arguments: Any, limit: int = 200) -> str:
     """A one-line human summary of a tool call's arguments.
 
     Args:
-        name: the tool name (unused for now; tools may get bespoke summaries).
+        name: the tool name (``apply_patch`` is summarised by the files it touches).
         arguments: the parsed JSON arguments (or the raw text if invalid).
         limit: maximum length in characters; longer text ends with ``…``.
     """
-    del name
+    if name == "apply_patch" and isinstance(arguments, dict):
+        try:  # the files it touches say what it does; the escaped patch does not
+            paths = patch_paths(parse_patch(str(arguments.get("patch", ""))))
+        except PatchError:
+            paths = []
+        if paths:
+            return shorten(plain(", ".join(paths)), limit)
     if isinstance(arguments, dict):
         for key in _ARGUMENT_KEYS:
             value = arguments.get(key)
@@ -133,6 +144,31 @@ def describe_arguments(name: str, arguments: Any, limit: int = 200) -> str:
     else:
         text = str(arguments)
     return shorten(" ".join(plain(text).split()), limit)
+
+
+_DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("+", "green"), ("-", "red"), ("@@", "cyan"))
+
+
+def approval_lines(text: str, text_format: str, *, continued: bool = False) -> list[Text]:
+    """An approval text as indented lines: a command after ``$``, a diff with
+    ``+`` green, ``-`` red and ``@@`` cyan (rich maps the colours to what the
+    terminal supports), arguments as they are. Long lines wrap, never crop.
+    ``continued``: ``text`` starts mid-text (the tail of a cut one)."""
+    out: list[Text] = []
+    for i, line in enumerate(visible(text).split("\n")):
+        if text_format == "command":
+            prefix = "  $ " if i == 0 and not continued else "    "
+            out.append(Text(prefix, style="dim") + Text(line, style="bold"))
+            continue
+        style = ""
+        if text_format == "diff":
+            style = next((st for mark, st in _DIFF_STYLES if line.startswith(mark)), "")
+        out.append(Text("  ") + Text(line, style=style))
+    if len(out) > 1 and not out[-1].plain.strip():
+        out.pop()  # the text's final newline
+    for row in out:
+        row.overflow = "fold"
+    return out
 
 
 def shorten(text: str, limit: int) -> str:
@@ -623,19 +659,42 @@ class TurnView:
         self._last_line_call = event.call_id
         self._call_width = self.console.width
 
-    def show_approval(self, event: ev.ApprovalRequestedEvent) -> None:
-        """Print the call waiting for a decision and why it needs one."""
+    def show_approval(self, event: ev.ApprovalRequestedEvent, *, viewed: bool = False) -> None:
+        """Print the call waiting for a decision, why it needs one, and what it
+        will do: the event's full text, or (when it is longer than a bounded
+        display and was not ``viewed``) its head and tail around a line saying
+        how much is hidden and that ``v`` shows it all. Control characters are
+        shown escaped (:func:`mind.effects.review.visible`), never dropped."""
         self.flush_text()
         lines: list[RenderableType] = [
             Text.assemble(
                 ("? ", "bold yellow"), ("Approval needed: ", "bold"), plain(event.reason)
             ),
         ]
-        full = describe_arguments(event.name, event.arguments, limit=4000)
-        shown = self.call_line(event.name, event.arguments, verb="⏺ Calling", style="")
-        if full and full not in shown.plain:  # the Calling line cut it: show it whole
-            lines.append(Text.assemble("  ", (event.name, "bold"), "  ", full))
+        text, fmt = event.text, event.text_format.value
+        if event.hidden_chars and not viewed:
+            lines += approval_lines(text[: event.head_chars], fmt)
+            lines.append(
+                Text(
+                    f"  … {event.hidden_chars} characters hidden ({event.hidden_lines} line "
+                    "breaks) — press v to view all before approving",
+                    style="bold yellow",
+                )
+            )
+            lines += approval_lines(text[len(text) - event.tail_chars :], fmt, continued=True)
+        else:
+            lines += approval_lines(text, fmt)
         self.print(*lines, kind="tool")
+
+    def show_approval_text(self, event: ev.ApprovalRequestedEvent) -> None:
+        """Print the whole text of an approval (the REPL's ``v``)."""
+        self.flush_text()
+        self.print(
+            Text(f"  the whole {event.name} call ({len(event.text)} characters):", style="bold"),
+            *approval_lines(event.text, event.text_format.value),
+            Text(f"  end of the {event.name} call · y approves · n refuses", style="bold"),
+            kind="tool",
+        )
 
     def show_decision(self, call_id: str, name: str, decision: str) -> None:
         """Echo the answer given to an approval prompt (the call's clock restarts)."""
@@ -663,7 +722,9 @@ class TurnView:
         }[event.status]
         took = f"  ({format_duration(elapsed)})" if elapsed >= 1.0 else ""
         line = self.call_line(name, arguments, verb=verb, style=style, suffix=took)
-        shown, hidden = preview_lines(event.output)
+        shown, hidden = preview_lines(
+            event.output, _RESULT_LINES_BY_TOOL.get(name, RESULT_PREVIEW_LINES)
+        )
         width = max(20, self.console.width - 6)
         body: list[RenderableType] = []
         for i, text in enumerate(shown):
@@ -701,6 +762,7 @@ class TurnView:
 
 __all__ = [
     "TurnView",
+    "approval_lines",
     "describe_arguments",
     "format_duration",
     "format_tokens",

@@ -19,7 +19,8 @@ Keys:
   model at its next step, after the pending tool results. If the turn was
   already finishing (its mailbox sealed) the text waits for the next turn and
   the screen says so.
-- Tab while a turn runs queues the line for the next turn (:meth:`Session.queue`).
+- Tab while a turn runs queues the line for the next turn (:meth:`Session.queue`);
+  on a ``/command`` draft it completes the command name, in every state.
 - Esc interrupts the running turn and sends the waiting input at once as the
   next turn (``interrupt(send_pending=True)``; the runtime starts that turn).
 - Ctrl+C clears a non-empty draft; otherwise it requests an interrupt of a
@@ -27,8 +28,12 @@ Keys:
   and waits) and asks to press it again; twice within 2 s exits.
 - Ctrl+D on an empty draft exits. Enter on an empty line of an idle session
   with waiting input sends that input now.
-- Ctrl+J (or Alt+Enter, or ``\\`` before Enter) inserts a newline; a
+- Ctrl+J (or Alt+Enter, or ``\\`` before Enter) inserts a newline in every
+  state (Esc is never eager, so Alt+Enter never interrupts); a
   bracketed paste never submits.
+- An approval request shows what the call will do (the command, a diff of
+  each file against its current content); when part of it is hidden, ``v``
+  shows it all and y / a are refused until then.
 - An approval request adds a y / n / a question above the prompt; the draft
   stays in the editor. A y / n / a typed less than ``TYPING_GAP_S`` after
   the previous character of a draft is taken as typing, not as an answer.
@@ -63,6 +68,7 @@ from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.history import FileHistory, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.keys import Keys
 from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
 from rich.console import Console
@@ -89,6 +95,17 @@ TYPING_GAP_S: Final = 0.5
 """An approval key typed within this many seconds of the previous character
 of a draft is taken as typing, not as an answer (guards against answering a
 question that appeared mid-word)."""
+
+ESC_WAIT_S: Final = 0.1
+"""How long a lone Esc waits for a following key (prompt_toolkit's
+``timeoutlen``): Alt+Enter arrives as Esc then Enter in one write, so Esc
+cannot act at once (it would interrupt instead of inserting a newline). The
+terminal parser's own wait for escape sequences comes on top."""
+
+ANSWER_WORDS: Final[Mapping[str, Decision]] = {"yes": "yes", "no": "no", "always": "always"}
+"""The answers to an approval question. The first letter answers at once; the
+rest of the word (and an Enter) typed right after it belong to the answer and
+are swallowed, so ``yes`` never leaves ``es`` in the draft."""
 
 TICK_S: Final = 0.2
 """Redraw period of the status line while something is moving."""
@@ -180,6 +197,9 @@ class _Hosted:
     """Journal records already looked at for inputs to echo."""
     approvals: deque[tuple[str, ev.ApprovalRequestedEvent]] = field(default_factory=deque)
     """Questions waiting for y / n / a: ``(turn_id, event)``, oldest first."""
+    viewed: set[str] = field(default_factory=set)
+    """Call ids whose whole approval text was shown (``v``): only those, and
+    calls whose text was never cut, can be approved."""
     recovered: set[str] = field(default_factory=set)
     """Ids of inputs recovered when the session was opened (echoed as such)."""
     tokens: ev.Usage = field(default_factory=_no_usage)
@@ -289,6 +309,24 @@ def picker_rows(
     return rows
 
 
+def command_word(text: str) -> tuple[str, str] | None:
+    """The slash command a submitted line names, as ``(name, rest)``; None for a message.
+
+    Rule: a line is a command when it starts with ``/`` (no leading space) and
+    its first word is ``/`` + a name with no further ``/``. So
+    ``/tmp/x what is this?`` is a message (a path), while ``/word`` is a
+    command — known or not (an unknown one is refused, never sent). A line
+    starting with ``//`` or with a space is always a message (``//`` stands for
+    a leading ``/``).
+    """
+    if not text.startswith("/") or text.startswith("//"):
+        return None
+    word, *rest = text.split(maxsplit=1)
+    if "/" in word[1:]:
+        return None
+    return word[1:], rest[0].strip() if rest else ""
+
+
 @final
 class _CommandCompleter(Completer):
     """Completes ``/command`` names at the start of the line."""
@@ -366,6 +404,9 @@ class Repl:
         self._cur = self._host(session)
         self._exit_armed_at: float | None = None
         self._last_typed_at = -math.inf
+        self._answer_rest: str | None = None
+        """The rest of the approval answer just given by its first letter."""
+        self._answer_at = -math.inf
         self._leaving = False
         self._tg: anyio.abc.TaskGroup | None = None
         self._picker: list[PickerRow] | None = None
@@ -401,6 +442,7 @@ class Repl:
             enable_suspend=True,
         )
         self.prompt.default_buffer.on_text_insert += self._on_typed
+        self.prompt.app.timeoutlen = ESC_WAIT_S
 
     def _on_typed(self, _: object) -> None:
         self._last_typed_at = self._clock()
@@ -531,27 +573,26 @@ class Repl:
         A refused line is put back into the editor. Returns False to leave
         the REPL.
         """
-        stripped = text.strip()
-        if not stripped:
+        if not text.strip():
             return True
-        if stripped.startswith("/") and not stripped.startswith("//"):
-            return self._run_command(text)
+        named = command_word(text)
+        if named is not None:
+            return self._run_command(text, *named)
         if not self.send(text, "steer" if self.busy else "prompt"):
             buffer = self.prompt.default_buffer
             if not buffer.text:
                 buffer.set_document(Document(text, len(text)))
         return True
 
-    def _run_command(self, text: str) -> bool:
-        name, _, rest = text.strip()[1:].partition(" ")
+    def _run_command(self, text: str, name: str, rest: str) -> bool:
         command = self.commands.get(name)
         if command is None:  # a unique prefix names its command (/he -> /help)
             matches = [c for c in self.commands.values() if name and c.name.startswith(name)]
             command = matches[0] if len(matches) == 1 else None
         if command is None:
             self.view.note(
-                f"Unknown command /{name}. /help lists commands; start a message with // "
-                "to send a leading slash.",
+                f"Unknown command /{name}. /help lists commands; to send text that starts "
+                "with /, start it with // or a space.",
                 style="yellow",
             )
             self.prompt.default_buffer.set_document(Document(text, len(text)))
@@ -562,13 +603,14 @@ class Repl:
                 style="yellow",
             )
             return True
-        return command.run(rest.strip())
+        return command.run(rest)
 
     def send(self, text: str, kind: InputKind) -> bool:
         """Hand ``text`` to the session (durable before accepted) and render the result.
 
         Args:
-            text: the line as typed; a leading ``//`` stands for ``/``.
+            text: the line as typed; a leading ``//`` stands for ``/`` (a leading
+                space is kept: it is how a message starts with `` /``).
             kind: ``prompt`` (a new turn when idle), ``steer`` (the running
                 turn) or ``queue`` (the next turn).
 
@@ -576,8 +618,8 @@ class Repl:
             True when the session accepted the text; False when it refused it
             (the reason was printed; the caller keeps the text in the editor).
         """
-        if text.lstrip().startswith("//"):
-            text = text.replace("//", "/", 1)
+        if text.startswith("//"):
+            text = text[1:]
         try:
             receipt = self.session.send(text, kind=kind)
         except InputRefused as exc:
@@ -675,6 +717,7 @@ class Repl:
             h.view.show(event)
         if isinstance(event, ev.TurnCompletedEvent):
             h.approvals = deque(a for a in h.approvals if a[0] != event.turn_id)
+            h.viewed.clear()
             h.tokens = ev.Usage(
                 input_tokens=h.tokens.input_tokens + event.usage.input_tokens,
                 output_tokens=h.tokens.output_tokens + event.usage.output_tokens,
@@ -738,26 +781,81 @@ class Repl:
     # ---- approvals ------------------------------------------------------------
 
     def decide(self, decision: Decision) -> None:
-        """Answer the oldest pending approval question."""
+        """Answer the oldest pending approval question.
+
+        A yes (or always) is refused, with the reason on screen, while part
+        of the call's text was hidden and not viewed with ``v``: a person
+        never approves text they could not see. No is always accepted.
+        """
         if not self._approvals:
             return
-        turn_id, event = self._approvals.popleft()
+        turn_id, event = self._approvals[0]
+        if decision != "no" and self._hidden(event):
+            self.view.note(
+                f"Not approved: {event.hidden_chars} characters of this {event.name} call are "
+                "hidden. Press v to view all, then y; n refuses.",
+                style="yellow",
+            )
+            self._invalidate()
+            return
+        self._approvals.popleft()
         turn = self.turn
         if turn is not None and turn.turn_id == turn_id:
             turn.decide(event.call_id, decision)
             self.view.show_decision(event.call_id, event.name, decision)
         self._invalidate()
 
-    def _answer_with(self, decision: Decision) -> Callable[[KeyPressEvent], None]:
-        def answer(event: KeyPressEvent) -> None:
-            if self._clock() - self._last_typed_at < TYPING_GAP_S:
-                # The person was typing a draft when the question appeared: this
-                # key belongs to the draft, not to the question.
-                event.current_buffer.insert_text(event.data)
-                return
-            self.decide(decision)
+    def _hidden(self, event: ev.ApprovalRequestedEvent) -> bool:
+        """Whether part of the approval text of ``event`` was never shown."""
+        return bool(event.hidden_chars) and event.call_id not in self._cur.viewed
 
-        return answer
+    def view_approval_text(self) -> None:
+        """Show the whole text of the oldest pending approval (``v``)."""
+        if not self._approvals:
+            return
+        _, event = self._approvals[0]
+        self.view.show_approval_text(event)
+        self._cur.viewed.add(event.call_id)
+        self._invalidate()
+
+    def _on_view_key(self, event: KeyPressEvent) -> None:
+        """``v`` while a question waits: show its whole text, unless it is typing."""
+        self._answer_rest = None
+        if self._clock() - self._last_typed_at < TYPING_GAP_S:
+            event.current_buffer.insert_text(event.data)
+            return
+        self.view_approval_text()
+
+    def _on_answer_key(self, event: KeyPressEvent) -> None:
+        """A y / n / a while a question waits: the answer, unless it is typing."""
+        if self._swallow(event.data):
+            return
+        if self._clock() - self._last_typed_at < TYPING_GAP_S:
+            # The person was typing a draft when the question appeared: this
+            # key belongs to the draft, not to the question.
+            event.current_buffer.insert_text(event.data)
+            return
+        word = next(w for w in ANSWER_WORDS if w[0] == event.data.lower())
+        self.decide(ANSWER_WORDS[word])
+        self._answer_rest = word[1:]
+        self._answer_at = self._clock()
+
+    def _swallowing(self) -> bool:
+        """True while keys may still be the rest of the word just answered."""
+        return self._answer_rest is not None and self._clock() - self._answer_at < TYPING_GAP_S
+
+    def _swallow(self, key: str) -> bool:
+        """Whether ``key`` continues the answer just given (``es`` of ``yes``,
+        then Enter): it is dropped. Any other key ends the answer."""
+        if not self._swallowing() or self._answer_rest is None:
+            self._answer_rest = None
+            return False
+        if key == "\r" or (self._answer_rest and key.lower() == self._answer_rest[0]):
+            self._answer_rest = None if key == "\r" else self._answer_rest[1:]
+            self._answer_at = self._clock()
+            return True
+        self._answer_rest = None
+        return False
 
     # ---- prompt pieces --------------------------------------------------------
 
@@ -876,8 +974,15 @@ class Repl:
             return warn
         if self._approvals:
             _, event = self._approvals[0]
+            view: StyleAndTextTuples = []
+            if self._hidden(event):
+                view = [
+                    ("class:approval.key", " v "),
+                    ("", f" view all ({event.hidden_chars} characters hidden) first  "),
+                ]
             return [
                 ("class:approval", f"Allow {event.name}? "),
+                *view,
                 ("class:approval.key", " y "),
                 ("", " yes  "),
                 ("class:approval.key", " n "),
@@ -935,7 +1040,9 @@ class Repl:
             if rows:
                 self.enter_session(rows[self._focus_index(rows)].session_id)
 
-        @kb.add("escape", eager=True, filter=picking)
+        # Esc is never eager: Alt+Enter arrives as Esc then Enter, and must
+        # reach the newline binding below (a lone Esc fires after ESC_WAIT_S).
+        @kb.add("escape", filter=picking)
         def _close_picker(event: KeyPressEvent) -> None:
             self.close_picker()
 
@@ -949,8 +1056,8 @@ class Repl:
             buffer = event.current_buffer
             self.close_picker()
             if buffer.complete_state is not None and buffer.complete_state.current_completion:
+                # One Enter accepts the completion and runs the completed line.
                 buffer.apply_completion(buffer.complete_state.current_completion)
-                return
             text = buffer.text
             if buffer.document.text_before_cursor.endswith("\\"):
                 buffer.delete_before_cursor(1)
@@ -960,8 +1067,7 @@ class Repl:
                 if not self.busy and self.session.waiting:
                     self.send_waiting()
                 return
-            stripped = text.lstrip()
-            if stripped.startswith("/") and not stripped.startswith("//"):
+            if command_word(text) is not None:
                 line = self._take_line(buffer)
                 self.view.echo(line)
                 if not self.handle_line(line):
@@ -972,14 +1078,18 @@ class Repl:
             if self.send(text, "steer" if self.busy else "prompt"):
                 self._take_line(buffer)
 
-        @kb.add("tab", filter=busy & ~approving & ~empty & ~picking)
+        # A draft that is a command being typed completes (the default Tab),
+        # never queues: "/sta" is not a message for the model.
+        command_draft = Condition(lambda: command_word(self.prompt.default_buffer.text) is not None)
+
+        @kb.add("tab", filter=busy & ~approving & ~empty & ~picking & ~command_draft)
         def _tab(event: KeyPressEvent) -> None:
             buffer = event.current_buffer
             if self.send(buffer.text, "queue"):
                 self._take_line(buffer)
 
         @kb.add("c-j")
-        @kb.add("escape", "enter", filter=~busy)
+        @kb.add("escape", "enter")
         def _newline(event: KeyPressEvent) -> None:
             event.current_buffer.insert_text("\n")
 
@@ -1007,18 +1117,29 @@ class Repl:
             self._leaving = True
             event.app.exit(exception=EOFError())
 
-        @kb.add("escape", eager=True, filter=busy & ~picking)
+        @kb.add("escape", filter=busy & ~picking)
         def _escape(event: KeyPressEvent) -> None:
             self.interrupt(send_pending=True)
 
-        answers: tuple[tuple[str, Decision], ...] = (("y", "yes"), ("n", "no"), ("a", "always"))
-        for key, decision in answers:
-            for variant in (key, key.upper()):
-                kb.add(variant, filter=approving)(self._answer_with(decision))
+        for word in ANSWER_WORDS:
+            for variant in (word[0], word[0].upper()):
+                kb.add(variant, filter=approving)(self._on_answer_key)
+        for variant in ("v", "V"):
+            kb.add(variant, filter=approving)(self._on_view_key)
 
         @kb.add("enter", filter=approving)
         def _enter_while_asked(event: KeyPressEvent) -> None:
             """Enter neither answers nor submits while a question waits."""
+
+        swallowing = Condition(self._swallowing)
+
+        # Added last: for the same key the last binding wins, so the rest of
+        # an answer word is taken here before any other binding sees it.
+        @kb.add(Keys.Any, filter=swallowing)
+        @kb.add("enter", filter=swallowing)
+        def _rest_of_answer(event: KeyPressEvent) -> None:
+            if not self._swallow(event.data):
+                event.current_buffer.insert_text(event.data)
 
         return kb
 
@@ -1076,10 +1197,12 @@ class Repl:
             ("Tab", "while a turn runs: queue the message for the next turn"),
             ("Enter on an empty line", "send the waiting messages now (when idle)"),
             ("Ctrl+J, Alt+Enter, \\ Enter", "new line"),
+            ("// or a leading space", "send text that starts with / (a path alone is sent)"),
             ("Esc", "interrupt the turn and send the waiting messages at once"),
             ("Ctrl+C", "clear the draft, else interrupt (waiting messages are kept); twice exits"),
             ("Ctrl+D", "exit (on an empty line)"),
-            ("y / n / a", "answer an approval: yes once, no, always for this session"),
+            ("y / n / a", "answer an approval: yes once, no, always (yes / no / always too)"),
+            ("v", "at an approval: view the whole text (needed before y when part is hidden)"),
         ]
         out = [Text("Keys", style="bold")]
         out += [Text.assemble(("  " + k.ljust(28), "cyan"), v) for k, v in rows]
@@ -1237,7 +1360,7 @@ class Repl:
             self.view.print(Text(""))
         self.view.reset_spacing()
         for _, event in self._approvals:  # asked while parked: ask again here
-            self.view.show_approval(event)
+            self.view.show_approval(event, viewed=event.call_id in self._cur.viewed)
 
     # ---- the session picker ----------------------------------------------------------
 
@@ -1453,6 +1576,5 @@ __all__ = [
     "Repl",
     "history_file",
     "picker_rows",
-    "resolve_session_id",
     "run_repl",
 ]

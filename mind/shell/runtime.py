@@ -57,6 +57,7 @@ from mind.conversation import (
 from mind.conversation import Usage as RoundUsage
 from mind.effects.policy import ApprovalPolicy, approval_reason
 from mind.effects.retry import RetryPolicy
+from mind.effects.review import FileChange, approval_text, cut_for_display
 from mind.effects.tools import parse_arguments, tool_specs
 from mind.errors import (
     TRANSIENT_KINDS,
@@ -71,7 +72,7 @@ from mind.errors import (
 from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.generated.inbox import InboxEntry, InboxKind
-from mind.history import build_messages
+from mind.history import build_messages, unstarted_calls
 from mind.machines.mailbox import Mailbox, MailboxMessage
 from mind.machines.turn import TurnMachine
 from mind.shell import faults
@@ -499,7 +500,7 @@ class Session:
             # Cancelled from outside (the runtime is closing): the turn ends
             # aborted — its input is not acknowledged and replays later.
             if not machine.is_terminal:  # synchronous: nothing here can be cancelled
-                self._close_open_calls(turn, ABORTED_OUTPUT)
+                self._close_open_calls(turn, ABORTED_OUTPUT, ABORTED_UNSTARTED_OUTPUT)
                 machine.abort()
             self._end(turn, machine, None)
             raise
@@ -512,7 +513,7 @@ class Session:
                 machine.fail()
             failure = ev.Failure(kind=ev.FailureKind.internal, message=f"internal error: {exc}")
         if not machine.is_terminal:  # only an interrupt leaves the loop without a terminal
-            self._close_open_calls(turn, INTERRUPTED_OUTPUT)
+            self._close_open_calls(turn, INTERRUPTED_OUTPUT, INTERRUPTED_UNSTARTED_OUTPUT)
             machine.interrupt()
         self._end(turn, machine, failure)
 
@@ -540,6 +541,7 @@ class Session:
                 provider=self.provider.name,
                 model=self.config.provider.model,
                 approval=jr.Approval(self.approval),
+                tool_starts=True,
             ),
             sync=not turn.inputs,
         )
@@ -794,6 +796,7 @@ class Session:
         reason = approval_reason(
             self.approval, call.name, args, cwd=str(self.cwd), resolve=os.path.realpath
         )
+        approved: list[FileChange] | None = None
         key = _always_key(call.name, args)
         if reason is not None and key not in self.always_allowed:
             if not self.interactive:
@@ -804,6 +807,13 @@ class Session:
                     "with --approval never to allow it."
                 )
             machine.approval_needed()
+            # What the person approves, read from the files now: a diff for
+            # file tools, never only a path (issue 7 §7).
+            changes, problem = await self.tools.preview(call.name, args)
+            if changes and problem is None:
+                approved = changes  # what is written must be what was shown
+            text, text_format = approval_text(call.name, args, changes, problem)
+            cut = cut_for_display(text)
             turn._decision_events.setdefault(call.call_id, anyio.Event())
             turn._emit(
                 ev.ApprovalRequestedEvent(
@@ -812,6 +822,12 @@ class Session:
                     name=call.name,
                     arguments=_display_arguments(call.arguments),
                     reason=reason,
+                    text=text,
+                    text_format=ev.TextFormat(text_format),
+                    head_chars=cut.head_chars,
+                    tail_chars=cut.tail_chars,
+                    hidden_chars=cut.hidden_chars,
+                    hidden_lines=cut.hidden_lines,
                 )
             )
             decision = await turn._await_decision(call.call_id)
@@ -820,13 +836,35 @@ class Session:
                 return "denied", "The user refused this tool call; it was not run."
             if decision == "always":
                 self.always_allowed.add(key)
-        result: ToolOutcome = await self.tools.run(call.name, args)
+        # Durable before the tool starts: a call without this record provably
+        # never ran (its synthetic result after an interrupt or crash says so).
+        self.journal.append(
+            jr.ToolStarted(
+                seq=0, recorded_at_ms=0, turn_id=turn.turn_id, call_id=call.call_id, name=call.name
+            ),
+            sync=True,
+        )
+        result: ToolOutcome = await self.tools.run(call.name, args, approved)
         return result.status, result.output
 
-    def _close_open_calls(self, turn: Turn, output: str) -> None:
+    def _close_open_calls(self, turn: Turn, output: str, unstarted: str) -> None:
         """Synthetic results for the calls the turn leaves unanswered, each
-        also published as a ``tool.result`` event."""
-        for result in close_open_calls(self.journal, turn.turn_id, output):
+        also published as a ``tool.result`` event.
+
+        Args:
+            output: the text for a call that may have run (a start is recorded).
+            unstarted: the text for a call that provably never ran; a call
+                still waiting for its approval gets
+                :data:`INTERRUPTED_UNAPPROVED_OUTPUT` instead.
+        """
+        asked = {c for c in turn._decision_events if c not in turn._decisions}
+
+        def text(call_id: str, started: bool) -> str:
+            if started:
+                return output
+            return INTERRUPTED_UNAPPROVED_OUTPUT if call_id in asked else unstarted
+
+        for result in close_open_calls(self.journal, turn.turn_id, text):
             turn._emit(
                 ev.ToolResultEvent(
                     turn_id=turn.turn_id,
@@ -1108,21 +1146,37 @@ INTERRUPTED_OUTPUT = (
     "[interrupted by the user: the call was stopped (its process group killed) and was not "
     "run again]"
 )
+INTERRUPTED_UNAPPROVED_OUTPUT = "[interrupted by the user before it was approved: it never ran]"
+INTERRUPTED_UNSTARTED_OUTPUT = "[interrupted by the user before it started: it never ran]"
 ABORTED_OUTPUT = "[the turn was aborted while this call was pending; it was not run again]"
+ABORTED_UNSTARTED_OUTPUT = "[the turn was aborted before this call started: it never ran]"
 CRASHED_OUTPUT = (
     "[mind stopped while this call was pending: whether it ran to the end is unknown (it may "
     "have completed); it was not run again — check its effects before repeating it]"
 )
-"""Outputs of synthetic tool results (the model reads them; never a re-run)."""
+CRASHED_UNSTARTED_OUTPUT = "[mind stopped before this call started: it never ran]"
+"""Outputs of synthetic tool results (the model reads them; never a re-run).
+The ``*_UNSTARTED`` / ``UNAPPROVED`` texts are used only when the journal
+proves the call never started (:func:`mind.history.unstarted_calls`)."""
 
 
-def close_open_calls(journal: Journal, turn_id: str, output: str) -> list[jr.ToolResult]:
+def close_open_calls(
+    journal: Journal, turn_id: str, output: str | Callable[[str, bool], str]
+) -> list[jr.ToolResult]:
     """Give every unanswered tool call of ``turn_id`` a durable synthetic
-    ``interrupted`` result with ``output`` (never re-running it).
+    ``interrupted`` result (never re-running it).
+
+    Args:
+        journal: the session's journal (appended to).
+        turn_id: the turn whose calls are closed.
+        output: the result text, or ``output(call_id, started)`` where
+            ``started`` is False only when the journal proves the call never
+            started (no ``tool_started`` record in a turn that records them).
 
     Returns:
         The records written, in call order.
     """
+    unstarted = unstarted_calls(journal.records, turn_id)
     answered = {r.call_id for r in journal.records if isinstance(r, jr.ToolResult)}
     written: list[jr.ToolResult] = []
     for rec in list(journal.records):
@@ -1139,7 +1193,11 @@ def close_open_calls(journal: Journal, turn_id: str, output: str) -> list[jr.Too
                         call_id=call.call_id,
                         name=call.name,
                         status=jr.ToolStatus.interrupted,
-                        output=output,
+                        output=(
+                            output
+                            if isinstance(output, str)
+                            else output(call.call_id, call.call_id not in unstarted)
+                        ),
                         synthetic=True,
                     )
                 )
@@ -1152,7 +1210,9 @@ def recover_journal(journal: Journal) -> tuple[int, int, int]:
     """Close what a crash left open (seed 000 PersistentStore.recoverInterruptedTurn).
 
     For each turn without a terminal record: first a durable synthetic result
-    for each orphan tool call (:data:`CRASHED_OUTPUT`), then the terminal:
+    for each orphan tool call (:data:`CRASHED_OUTPUT`, or
+    :data:`CRASHED_UNSTARTED_OUTPUT` when the journal proves it never
+    started), then the terminal:
 
     - ``completed``, acknowledging the turn's journaled inputs, when its last
       model round was a final answer (text, no tool calls): the answer was
@@ -1172,7 +1232,13 @@ def recover_journal(journal: Journal) -> tuple[int, int, int]:
     for turn_id in started:
         if turn_id in closed:
             continue
-        synthetic += len(close_open_calls(journal, turn_id, CRASHED_OUTPUT))
+        synthetic += len(
+            close_open_calls(
+                journal,
+                turn_id,
+                lambda _, started: CRASHED_OUTPUT if started else CRASHED_UNSTARTED_OUTPUT,
+            )
+        )
         rounds = [
             r for r in journal.records if isinstance(r, jr.ModelRound) and r.turn_id == turn_id
         ]
@@ -1205,6 +1271,13 @@ def recover_journal(journal: Journal) -> tuple[int, int, int]:
 
 
 __all__ = [
+    "ABORTED_OUTPUT",
+    "ABORTED_UNSTARTED_OUTPUT",
+    "CRASHED_OUTPUT",
+    "CRASHED_UNSTARTED_OUTPUT",
+    "INTERRUPTED_OUTPUT",
+    "INTERRUPTED_UNAPPROVED_OUTPUT",
+    "INTERRUPTED_UNSTARTED_OUTPUT",
     "Decision",
     "Disposition",
     "InputKind",

@@ -94,6 +94,7 @@ def test_enter_during_a_tool_call_steers_the_running_turn(spawn: Spawn, tmp_path
         "turn_started",
         "user:prompt:first",
         "model_round",
+        "tool_started",  # durable before the tool ran
         "tool_result:ok",
         "user:steer:also check the README",  # after the result, before the next round
         "model_round",
@@ -125,6 +126,7 @@ def test_tab_queues_the_text_and_the_runtime_runs_it_next(spawn: Spawn, tmp_path
         "turn_started",
         "user:prompt:first",
         "model_round",
+        "tool_started",  # durable before the tool ran
         "tool_result:ok",
         "model_round",
         "end:completed",
@@ -157,6 +159,7 @@ def test_esc_interrupts_and_the_waiting_steering_becomes_the_next_turn(
         "turn_started",
         "user:prompt:first",
         "model_round",
+        "tool_started",  # durable before the tool ran
         "tool_result:interrupted",
         "end:interrupted",
         "turn_started",

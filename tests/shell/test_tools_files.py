@@ -149,7 +149,7 @@ async def test_write_file_creates_parents_and_reports_bytes(project: Path) -> No
     outcome = await ToolRunner(project).run(
         "write_file", {"path": "new/deep/f.txt", "content": "héllo\n"}
     )
-    assert outcome == ToolOutcome(status="ok", output="created new/deep/f.txt (7 bytes)")
+    assert outcome == ToolOutcome(status="ok", output="created new/deep/f.txt (7 bytes; +1 −0)")
     assert _tree(project) == {
         "new": None,
         "new/deep": None,
@@ -162,7 +162,7 @@ async def test_write_file_replaces_atomically_and_keeps_the_mode(project: Path) 
     target.write_text("old\n")
     target.chmod(0o750)
     outcome = await ToolRunner(project).run("write_file", {"path": "f.sh", "content": "new\n"})
-    assert outcome == ToolOutcome(status="ok", output="overwrote f.sh (4 bytes)")
+    assert outcome == ToolOutcome(status="ok", output="overwrote f.sh (4 bytes; +1 −1)")
     assert _tree(project) == {"f.sh": b"new\n"}  # no temporary file left behind
     assert stat.S_IMODE(target.stat().st_mode) == 0o750
 
@@ -256,8 +256,8 @@ async def test_apply_patch_add_update_delete_move(project: Path) -> None:
     assert outcome == ToolOutcome(
         status="ok",
         output=(
-            "applied patch:\nA docs/new.md\nM src/app.py\nD old.txt\n"
-            "R name.txt -> renamed/name.txt\n"
+            "applied patch:\nA docs/new.md  +3 −0\nM src/app.py  +1 −1\nD old.txt  +0 −1\n"
+            "R name.txt -> renamed/name.txt  +1 −1\n"
         ),
     )
     assert _tree(project) == {

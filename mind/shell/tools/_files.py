@@ -11,12 +11,21 @@ import codecs
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from mind.conversation import replace_lone_surrogates
-from mind.effects.patch import AddFile, DeleteFile, UpdateFile, apply_hunks, parse_patch
+from mind.effects.patch import (
+    AddFile,
+    DeleteFile,
+    PatchOp,
+    UpdateFile,
+    apply_hunks,
+    parse_patch,
+)
+from mind.effects.review import FileChange, change_summary
 from mind.errors import PatchError
 from mind.shell.tools._text import REPLACEMENT, cap_text
 
@@ -27,6 +36,9 @@ MAX_DIR_ENTRIES = 1000
 """Most entries ``list_dir`` shows."""
 
 _BINARY_SNIFF_BYTES = 8192
+
+MAX_PREVIEW_BYTES = 8 * 1024 * 1024
+"""Largest current file read to show a change against it (bytes)."""
 
 Result = tuple[bool, str]
 """``(ok, text)``: whether the tool succeeded and what the model is told."""
@@ -131,11 +143,27 @@ def _decode(raw: bytes, *, partial_end: bool) -> tuple[str, bool]:
     return text, True
 
 
-def write_file(cwd: Path, path: str, content: str) -> Result:
-    """Replace or create a whole file atomically; report the bytes written."""
+def write_file(
+    cwd: Path, path: str, content: str, approved: Sequence[FileChange] | None = None
+) -> Result:
+    """Replace or create a whole file atomically; report the bytes written and
+    the lines added and removed (``+N −M``, when the old file was readable text).
+
+    ``approved``: the change the person approved (its ``before`` read at
+    approval time); when the file no longer holds that, nothing is written.
+    """
     target = resolve(cwd, path)
     data = content.encode("utf-8", errors="replace")
     existed = target.exists()
+    try:
+        before = current_text(target)
+    except (OSError, UnicodeDecodeError, ValueError):
+        before = ""  # unreadable or too large: no line counts, the write goes on
+        stat_known = False
+    else:
+        stat_known = True
+    if approved and (not stat_known or approved[0].before != before):
+        return False, f"{path} was not written: {_changed_since_approval(path)}"
     try:
         _atomic_write(target, data)
     except IsADirectoryError:
@@ -143,7 +171,58 @@ def write_file(cwd: Path, path: str, content: str) -> Result:
     except OSError as exc:
         return False, f"{path}: cannot write: {exc.strerror or exc}"
     verb = "overwrote" if existed else "created"
-    return True, f"{verb} {path} ({len(data)} bytes)"
+    change = FileChange(path, before, data.decode("utf-8"))
+    counts = "; " + change_summary(change).rsplit("  ", 1)[1] if stat_known else ""
+    return True, f"{verb} {path} ({len(data)} bytes{counts})"
+
+
+def current_text(target: Path) -> str | None:
+    """The text of ``target`` now, or None when it does not exist.
+
+    Raises:
+        IsADirectoryError: it is a directory.
+        ValueError: it is larger than :data:`MAX_PREVIEW_BYTES`.
+        UnicodeDecodeError: it is not UTF-8 text.
+        OSError: it cannot be read.
+    """
+    try:
+        with target.open("rb") as handle:
+            raw = handle.read(MAX_PREVIEW_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    if len(raw) > MAX_PREVIEW_BYTES:
+        raise ValueError(f"larger than {MAX_PREVIEW_BYTES} bytes")
+    return raw.decode("utf-8")
+
+
+def preview_changes(
+    cwd: Path, name: str, args: dict[str, Any]
+) -> tuple[list[FileChange], str | None]:
+    """How a file tool call would change files, read from the files now.
+
+    Returns:
+        ``(changes, problem)``: every file as the call would leave it, and
+        None; or ``[]`` and why the change cannot be shown (a patch that does
+        not apply, a file that is not text). Other tools: ``([], None)``.
+    """
+    try:
+        if name == "write_file":
+            target = resolve(cwd, str(args["path"]))
+            before = current_text(target)
+            return [FileChange(str(args["path"]), before, str(args["content"]))], None
+        if name == "apply_patch":
+            return _plan_patch(cwd, parse_patch(str(args["patch"]))).changes, None
+    except PatchError as exc:
+        return [], f"the patch does not apply: {exc}"
+    except IsADirectoryError as exc:
+        return [], f"{exc.filename or args.get('path')}: is a directory"
+    except UnicodeDecodeError:
+        return [], "the current file is not UTF-8 text"
+    except ValueError as exc:
+        return [], f"the current file is {exc}"
+    except OSError as exc:
+        return [], f"cannot read the current file: {exc.strerror or exc}"
+    return [], None
 
 
 def list_dir(cwd: Path, path: str, max_bytes: int) -> Result:
@@ -178,21 +257,25 @@ def list_dir(cwd: Path, path: str, max_bytes: int) -> Result:
     return True, text
 
 
-def apply_patch(cwd: Path, patch: str) -> Result:
-    """Apply an ``apply_patch`` envelope all-or-nothing.
+@dataclass
+class _Plan:
+    """A patch computed in memory: what each path holds now and will hold."""
 
-    Every operation is computed in memory first (files read, hunks matched,
-    existence checked); only when all succeed are files written (atomically,
-    one by one). If a write fails midway, files already changed are put back
-    as they were.
+    originals: dict[Path, bytes | None] = field(default_factory=dict)
+    planned: dict[Path, str | None] = field(default_factory=dict)
+    changes: list[FileChange] = field(default_factory=list)
+
+
+def _plan_patch(cwd: Path, ops: list[PatchOp]) -> _Plan:
+    """Read the files a parsed patch touches and compute every change in memory.
+
+    Raises:
+        PatchError: the patch does not apply (path named).
+        IsADirectoryError: a path is a directory.
+        OSError: a file cannot be read.
     """
-    try:
-        ops = parse_patch(patch)
-    except PatchError as exc:
-        return False, f"patch not applied: {exc}"
-    originals: dict[Path, bytes | None] = {}
-    planned: dict[Path, str | None] = {}
-    summary: list[str] = []
+    plan = _Plan()
+    originals, planned = plan.originals, plan.planned
 
     def current(path: Path) -> str | None:
         if path in planned:
@@ -210,53 +293,89 @@ def apply_patch(cwd: Path, patch: str) -> Result:
         except UnicodeDecodeError:
             raise PatchError(f"{path}: not UTF-8 text; cannot patch it") from None
 
-    try:
-        for op in ops:
-            target = resolve(cwd, op.path)
-            if isinstance(op, AddFile):
-                if current(target) is not None:
-                    raise PatchError(f"{op.path}: already exists (use Update File to change it)")
-                planned[target] = op.content
-                summary.append(f"A {op.path}")
-            elif isinstance(op, DeleteFile):
-                if current(target) is None:
-                    raise PatchError(f"{op.path}: cannot delete, no such file")
+    for op in ops:
+        target = resolve(cwd, op.path)
+        if isinstance(op, AddFile):
+            if current(target) is not None:
+                raise PatchError(f"{op.path}: already exists (use Update File to change it)")
+            planned[target] = op.content
+            plan.changes.append(FileChange(op.path, None, op.content))
+        elif isinstance(op, DeleteFile):
+            old = current(target)
+            if old is None:
+                raise PatchError(f"{op.path}: cannot delete, no such file")
+            planned[target] = None
+            plan.changes.append(FileChange(op.path, old, None))
+        elif isinstance(op, UpdateFile):
+            old = current(target)
+            if old is None:
+                raise PatchError(f"{op.path}: cannot update, no such file")
+            new = apply_hunks(op.path, old, op.hunks)
+            if op.move_to is not None and resolve(cwd, op.move_to) != target:
+                destination = resolve(cwd, op.move_to)
+                if current(destination) is not None:
+                    raise PatchError(f"{op.move_to}: cannot move there, the file exists")
                 planned[target] = None
-                summary.append(f"D {op.path}")
-            elif isinstance(op, UpdateFile):
-                old = current(target)
-                if old is None:
-                    raise PatchError(f"{op.path}: cannot update, no such file")
-                new = apply_hunks(op.path, old, op.hunks)
-                if op.move_to is not None and resolve(cwd, op.move_to) != target:
-                    destination = resolve(cwd, op.move_to)
-                    if current(destination) is not None:
-                        raise PatchError(f"{op.move_to}: cannot move there, the file exists")
-                    planned[target] = None
-                    planned[destination] = new
-                    summary.append(f"R {op.path} -> {op.move_to}")
-                else:
-                    planned[target] = new
-                    summary.append(f"M {op.path}")
+                planned[destination] = new
+                plan.changes.append(FileChange(op.path, old, new, move_to=op.move_to))
+            else:
+                planned[target] = new
+                plan.changes.append(FileChange(op.path, old, new))
+    return plan
+
+
+def _changed_since_approval(path: str) -> str:
+    return (
+        f"{path} changed after the approval was asked, so the change shown is not the "
+        "one that would be made; ask again if it is still wanted"
+    )
+
+
+def apply_patch(cwd: Path, patch: str, approved: Sequence[FileChange] | None = None) -> Result:
+    """Apply an ``apply_patch`` envelope all-or-nothing.
+
+    Every operation is computed in memory first (files read, hunks matched,
+    existence checked); only when all succeed are files written (atomically,
+    one by one). If a write fails midway, files already changed are put back
+    as they were. The result lists each file with the lines it gained and
+    lost (``M path  +3 −1``).
+
+    ``approved``: the changes the person approved (computed at approval
+    time); when the patch would now change anything differently, nothing is
+    written.
+    """
+    try:
+        ops = parse_patch(patch)
+    except PatchError as exc:
+        return False, f"patch not applied: {exc}"
+    try:
+        plan = _plan_patch(cwd, ops)
     except PatchError as exc:
         return False, f"patch not applied (no file was changed): {exc}"
     except IsADirectoryError as exc:
         return False, f"patch not applied (no file was changed): {exc.filename}: is a directory"
     except OSError as exc:
         return False, f"patch not applied (no file was changed): {exc}"
+    if approved is not None and plan.changes != list(approved):
+        differs = next(
+            (a.path for a, b in zip(approved, plan.changes, strict=False) if a != b),
+            plan.changes[0].path if plan.changes else "a file",
+        )
+        return False, f"patch not applied (no file was changed): {_changed_since_approval(differs)}"
 
     done: list[Path] = []
     try:
-        for path, content in planned.items():
+        for path, content in plan.planned.items():
             if content is None:
-                if originals.get(path) is not None:
+                if plan.originals.get(path) is not None:
                     path.unlink()
             else:
                 _atomic_write(path, content.encode("utf-8", errors="replace"))
             done.append(path)
     except OSError as exc:
-        _restore(done, originals)
+        _restore(done, plan.originals)
         return False, f"patch not applied (changes were rolled back): {exc}"
+    summary = [change_summary(c) for c in plan.changes]
     return True, "applied patch:\n" + "\n".join(summary) + "\n"
 
 

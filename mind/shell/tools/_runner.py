@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, final
 
@@ -12,6 +12,7 @@ import anyio.to_thread
 import msgspec
 
 from mind.conversation import replace_lone_surrogates
+from mind.effects.review import FileChange
 from mind.effects.tools import (
     READ_FILE_DEFAULT_LIMIT,
     SHELL_DEFAULT_TIMEOUT_S,
@@ -78,12 +79,17 @@ class ToolRunner:
         self.env: Mapping[str, str] | None = dict(env) if env is not None else None
         self.max_output_bytes = max_output_bytes
 
-    async def run(self, name: str, args: dict[str, Any]) -> ToolOutcome:
+    async def run(
+        self, name: str, args: dict[str, Any], approved: Sequence[FileChange] | None = None
+    ) -> ToolOutcome:
         """Run one tool call.
 
         Args:
             name: a built-in tool name (anything else is an error outcome).
             args: the call's arguments, already checked against its schema.
+            approved: for ``write_file`` / ``apply_patch``, the changes the
+                person approved (:meth:`preview` at approval time); if the
+                files changed since, the call fails and writes nothing.
 
         Returns:
             The outcome; every failure is ``status="error"`` with a message.
@@ -96,14 +102,29 @@ class ToolRunner:
                 written.
         """
         try:
-            ok, text = await self._dispatch(name, args)
+            ok, text = await self._dispatch(name, args, approved)
         except Exception as exc:  # a bug in a tool must not end the turn
             return ToolOutcome(status="error", output=f"internal error in tool {name!r}: {exc!r}")
         # The one exit of tool text: whatever a tool missed (an OS error naming a
         # non-UTF-8 path) must still be journaled and printed.
         return ToolOutcome(status="ok" if ok else "error", output=replace_lone_surrogates(text))
 
-    async def _dispatch(self, name: str, args: dict[str, Any]) -> tuple[bool, str]:
+    async def preview(self, name: str, args: dict[str, Any]) -> tuple[list[FileChange], str | None]:
+        """How a file tool call would change files, read from the files now
+        (for its approval: :func:`mind.effects.review.approval_text`).
+
+        Returns:
+            ``(changes, problem)`` as :func:`_files.preview_changes`; other
+            tools: ``([], None)``.
+        """
+        if name not in ("write_file", "apply_patch"):
+            return [], None
+        call = functools.partial(_files.preview_changes, self.cwd, name, args)
+        return await anyio.to_thread.run_sync(call)
+
+    async def _dispatch(
+        self, name: str, args: dict[str, Any], approved: Sequence[FileChange] | None
+    ) -> tuple[bool, str]:
         limit = self.max_output_bytes
         if name == "shell":
             timeout_s = min(
@@ -127,9 +148,11 @@ class ToolRunner:
                 limit,
             )
         elif name == "write_file":
-            call = functools.partial(_files.write_file, self.cwd, args["path"], args["content"])
+            call = functools.partial(
+                _files.write_file, self.cwd, args["path"], args["content"], approved
+            )
         elif name == "apply_patch":
-            call = functools.partial(_files.apply_patch, self.cwd, args["patch"])
+            call = functools.partial(_files.apply_patch, self.cwd, args["patch"], approved)
         elif name == "list_dir":
             call = functools.partial(_files.list_dir, self.cwd, args.get("path", "."), limit)
         else:
