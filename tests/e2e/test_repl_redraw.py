@@ -131,9 +131,13 @@ def test_a_retried_stream_replaces_its_partial_answer_on_screen(
     assert texts == [answer]  # the abandoned attempt is not in the session's history
 
 
-def _tool_script(tmp_path: Path, echo: int) -> Path:
+def _tool_script(tmp_path: Path, echo: int, gate: bool = False) -> Path:
+    """A script whose one shell call prints ``echo`` x's; with ``gate`` the call
+    waits until the test creates ``go`` in the working directory (so the result
+    is printed only after what the test did in between, whatever the load)."""
     script = tmp_path / "script.yaml"
-    command = "sleep 1.5; echo " + "x" * echo
+    wait = "while [ ! -e go ]; do sleep 0.02; done" if gate else "sleep 1.5"
+    command = wait + "; echo " + "x" * echo
     replies = [{"tool_calls": [{"name": "shell", "arguments": {"command": command}}]}]
     replies.append({"text": "All done."})
     script.write_text(yaml.safe_dump(replies), encoding="utf-8")
@@ -141,7 +145,8 @@ def _tool_script(tmp_path: Path, echo: int) -> Path:
 
 
 def test_a_calling_line_stays_whole_when_the_terminal_narrows_mid_call(tmp_path: Path) -> None:
-    script = _tool_script(tmp_path, echo=150)  # the Calling line is cut to one 120-column row
+    # the Calling line is cut to one 120-column row
+    script = _tool_script(tmp_path, echo=150, gate=True)
     child, screen = spawn_repl(
         tmp_path, "--provider", "scripted", "--script", str(script), reflow=True
     )
@@ -149,6 +154,7 @@ def test_a_calling_line_stays_whole_when_the_terminal_narrows_mid_call(tmp_path:
         child.send("run it" + ENTER)
         child.expect(words("⏺ Calling shell"))
         resize(child, screen, ROWS, 64)  # the Calling line now takes two rows
+        (tmp_path / "go").touch()  # the call ends only after the resize
         child.expect(words("── completed"))
         lines = screen.lines()
         calling = [i for i, line in enumerate(lines) if line.startswith("⏺ Calling")]

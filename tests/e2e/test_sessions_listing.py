@@ -131,7 +131,7 @@ def test_a_killed_holder_leaves_its_session_interrupted_not_running(
         [{"tool_calls": [{"name": "shell", "arguments": {"command": "sleep 30"}}]}, {"text": "x"}],
     )
     holder = subprocess.Popen(
-        [*_MIND_EXEC, "--approval", "never", *common, "--session", "held", "hold it"],
+        [*_MIND_EXEC, "--approval", "never", *common, "--new-session", "held", "hold it"],
         env=mind_env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -163,7 +163,7 @@ def test_damaged_and_empty_sessions_are_listed_as_such_and_never_opened(
     tmp_path: Path, run_mind: RunMind, mind_env: dict[str, str]
 ) -> None:
     common = _common(tmp_path, [{"text": "first"}, {"text": "second"}])
-    made = run_mind("exec", "--json", *common, "--session", "good", "one")
+    made = run_mind("exec", "--json", *common, "--new-session", "good", "one")
     assert made.returncode == 0, made.stderr
     sessions = Path(mind_env["MIND_HOME"]) / "sessions"
     good = (sessions / "good" / "journal.jsonl").read_bytes()
