@@ -44,6 +44,9 @@ EXIT_OCCUPIED = 3
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a killed writer
 
+WAIT_REPORT_S = 30.0
+"""While the model sends nothing, ``exec`` says so on stderr this often (seconds)."""
+
 _STATUS_EXIT = {
     "completed": EXIT_OK,
     "failed": EXIT_FAILED,
@@ -280,6 +283,7 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
                         session.current.interrupt(send_pending=False)
 
         tg.start_soon(on_sigint)
+        tg.start_soon(_report_model_waits, session)
         async for event in session.events():
             if isinstance(event, ev.TurnStartedEvent):
                 final_text = ""
@@ -321,6 +325,26 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
                 line += f" — {' '.join(detail.split())[:300]}"
         print(line, file=sys.stderr)
     return _STATUS_EXIT[last.status.value]
+
+
+async def _report_model_waits(session: Session) -> None:
+    """Print ``waiting for the model… N s`` on stderr after every
+    :data:`WAIT_REPORT_S` of silence from the model in an open request, so a
+    server that accepted and never answers is not mistaken for a hang of
+    mind's own (issue 7 item 12). Runs until cancelled."""
+    interval = WAIT_REPORT_S
+    last: tuple[float, int] | None = None
+    while True:
+        await anyio.sleep(min(1.0, interval / 4))
+        turn = session.current
+        since = turn.model_quiet_since if turn is not None and not turn.done else None
+        if since is None:
+            continue
+        waited = time.monotonic() - since
+        due = int(waited // interval)
+        if due >= 1 and last != (since, due):
+            last = (since, due)
+            print(f"mind: waiting for the model… {due * interval:g} s", file=sys.stderr)
 
 
 def _emit_json(out: TextIO, event: ev.Event) -> None:

@@ -13,10 +13,15 @@ defaults. API keys come from the environment or the OS keyring (service
     base_url = "http://127.0.0.1:11434/v1"   # optional
     approval = "on-request"         # untrusted | on-request | never
     max_retries = 4                 # retries of a transient model failure per turn
+    max_retry_seconds = 300         # total retry time of a turn (env MIND_MAX_RETRY_SECONDS)
+    stream_idle_timeout = 300       # seconds without a byte from the model before the
+                                    # attempt fails as `network` (env MIND_STREAM_IDLE_TIMEOUT)
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -56,7 +61,18 @@ NOT_CONFIGURED = (
 )
 
 
-CONFIG_KEYS = frozenset({"provider", "model", "base_url", "approval", "script", "max_retries"})
+CONFIG_KEYS = frozenset(
+    {
+        "provider",
+        "model",
+        "base_url",
+        "approval",
+        "script",
+        "max_retries",
+        "max_retry_seconds",
+        "stream_idle_timeout",
+    }
+)
 """Keys ``config.toml`` may hold; any other key is an error (a typo must not
 silently fall back to defaults)."""
 
@@ -79,6 +95,13 @@ class ResolvedConfig(msgspec.Struct, frozen=True, kw_only=True):
     max_retries: int = 4
     """Retries of a transient model-request failure per turn (``max_retries`` in
     config.toml, env ``MIND_MAX_RETRIES``)."""
+    max_retry_s: float = 300.0
+    """Total retry time of a turn in seconds (``max_retry_seconds``, env
+    ``MIND_MAX_RETRY_SECONDS``; see ``RetryPolicy.within_time``)."""
+    stream_idle_timeout_s: float = 300.0
+    """Seconds without a byte from the model (before the headers or between
+    chunks) after which the attempt fails as a transient ``network`` failure
+    (``stream_idle_timeout``, env ``MIND_STREAM_IDLE_TIMEOUT``; Codex's default)."""
 
 
 def load_config_file(path: Path) -> dict[str, Any]:
@@ -157,17 +180,23 @@ def resolve(cli: CliOverrides, env: Mapping[str, str], config_path: Path) -> Res
             f"provider {kind} needs an API key: set {var} (or store one in the OS keyring "
             f"under service 'mind', user '{kind}'), or point --base-url at a local server"
         )
+    idle_s = _seconds("stream_idle_timeout", "MIND_STREAM_IDLE_TIMEOUT", env, file, config_path)
     settings = ProviderSettings(
         kind=cast(ProviderKind, kind),
         model=model,
         base_url=base_url,
         api_key=api_key,
         script_path=script if kind == "scripted" else None,
+        timeout_s=idle_s,
     )
     return ResolvedConfig(
         provider=settings,
         approval=cast(ApprovalPolicy, approval),
         max_retries=_max_retries(env, file, config_path),
+        max_retry_s=_seconds(
+            "max_retry_seconds", "MIND_MAX_RETRY_SECONDS", env, file, config_path, zero_ok=True
+        ),
+        stream_idle_timeout_s=idle_s,
     )
 
 
@@ -179,6 +208,34 @@ def _max_retries(env: Mapping[str, str], file: Mapping[str, Any], path: Path) ->
         raise ConfigError(f"max_retries must be an integer >= 0, got {raw!r}") from None
     if not 0 <= value <= 100:
         raise ConfigError(f"max_retries must be between 0 and 100, got {value} ({path})")
+    return value
+
+
+def _seconds(
+    key: str,
+    var: str,
+    env: Mapping[str, str],
+    file: Mapping[str, Any],
+    path: Path,
+    *,
+    default: float = 300.0,
+    zero_ok: bool = False,
+) -> float:
+    """A duration in seconds from env ``var``, else ``key`` of config.toml, else ``default``.
+
+    Raises:
+        ConfigError: not a finite number, negative, or 0 unless ``zero_ok``
+            (names the variable or the file it came from).
+    """
+    where = f"env {var}" if env.get(var) else f"`{key}` in {path}"
+    raw: object = env.get(var) or file.get(key, default)
+    value = math.nan
+    if isinstance(raw, str | int | float) and not isinstance(raw, bool):
+        with contextlib.suppress(ValueError):
+            value = float(raw)
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+        least = ">= 0" if zero_ok else "> 0"
+        raise ConfigError(f"{where} must be a number of seconds {least}, got {raw!r}")
     return value
 
 

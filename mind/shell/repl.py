@@ -92,6 +92,9 @@ question that appeared mid-word)."""
 TICK_S: Final = 0.2
 """Redraw period of the status line while something is moving."""
 
+MODEL_QUIET_S: Final = 30.0
+"""The status line says "waiting for the model" once it has sent nothing this long."""
+
 PENDING_LINES: Final = 5
 """Waiting messages listed above the prompt; more are counted on one line."""
 
@@ -880,10 +883,15 @@ class Repl:
             elapsed = self._clock() - started if started is not None else 0.0
             frame = _SPINNER[int(self._clock() / 0.1) % len(_SPINNER)]
             esc = "Esc: interrupt + send waiting" if self.session.waiting else "Esc interrupts"
-            return [
-                ("class:status.busy", f"{frame} Working {format_duration(elapsed)}"),
-                ("class:status.dim", f" · {esc} · Enter steers · Tab queues"),
+            working: StyleAndTextTuples = [
+                ("class:status.busy", f"{frame} Working {format_duration(elapsed)}")
             ]
+            turn = self.turn
+            quiet_since = turn.model_quiet_since if turn is not None else None
+            if quiet_since is not None and time.monotonic() - quiet_since >= MODEL_QUIET_S:
+                quiet = format_duration(time.monotonic() - quiet_since)
+                working.append(("class:status.warn", f" · waiting for the model {quiet}"))
+            return [*working, ("class:status.dim", f" · {esc} · Enter steers · Tab queues")]
         if self.session.waiting:
             return [
                 ("class:status.warn", f"{len(self.session.waiting)} waiting"),

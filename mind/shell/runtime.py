@@ -183,6 +183,10 @@ class Turn:
         logs only: never journaled, never in events)."""
         self._usage = RoundUsage()
         self._final_text = ""
+        self.model_quiet_since: float | None = None
+        """While a model request is open: the monotonic time (seconds) of the
+        last sign of life from the model (the request sent, or the last stream
+        item); ``None`` otherwise. ``exec`` reports long waits from it."""
 
     # ---- consumer side -----------------------------------------------------
 
@@ -299,7 +303,9 @@ class Session:
         self.provider: Provider = provider or make_provider(config.provider)
         self.tools = ToolRunner(cwd, env=tool_environment(os.environ))
         self.always_allowed: set[str] = set()
-        self.retry_policy = RetryPolicy(max_retries=config.max_retries)
+        self.retry_policy = RetryPolicy(
+            max_retries=config.max_retries, max_retry_s=config.max_retry_s
+        )
         self.current: Turn | None = None
         self.mailbox = Mailbox()
         self._acknowledged: set[str] = {
@@ -601,6 +607,7 @@ class Session:
         Raises the cancellation of ``turn._scope`` on interrupt.
         """
         rounds = 0
+        first_failure_at: float | None = None  # monotonic s: the retry time starts here
         while True:
             rounds += 1
             if rounds > DEFAULT_MAX_ROUNDS:
@@ -624,7 +631,9 @@ class Session:
             partial: list[str] = []
             try:
                 opened = False
+                turn.model_quiet_since = time.monotonic()
                 async for item in self.provider.stream(request):
+                    turn.model_quiet_since = time.monotonic()
                     if not opened:
                         opened = True
                         machine.stream_opened()
@@ -638,10 +647,14 @@ class Session:
                 if done is None:
                     raise ProviderError("stream_cut", detail="stream ended without a final event")
             except ProviderError as exc:
+                turn.model_quiet_since = None
                 failure = ev.Failure(kind=ev.FailureKind(exc.kind), message=exc.message)
                 turn.failure_detail = exc.detail[:500]
-                if machine.round_failed(transient=exc.transient):
-                    delay_s = self.retry_policy.delay_s(machine.retries_used, exc.retry_after_s)
+                now = time.monotonic()
+                first_failure_at = now if first_failure_at is None else first_failure_at
+                delay_s = self.retry_policy.delay_s(machine.retries_used + 1, exc.retry_after_s)
+                in_time = self.retry_policy.within_time(now - first_failure_at, delay_s)
+                if machine.round_failed(transient=exc.transient, in_time=in_time):
                     turn._emit(
                         ev.TurnRetryingEvent(
                             turn_id=turn.turn_id,
@@ -655,6 +668,7 @@ class Session:
                     continue
                 return failure
             except anyio.get_cancelled_exc_class():
+                turn.model_quiet_since = None
                 if partial:  # keep what the person already saw
                     self._journal_round(
                         turn.turn_id,
@@ -667,6 +681,8 @@ class Session:
                         [],
                     )
                 raise
+            finally:
+                turn.model_quiet_since = None  # also on any other error (the turn fails)
             turn._usage = turn._usage + done.usage
             self._journal_round(
                 turn.turn_id,
