@@ -1,4 +1,4 @@
-"""The ``mind`` command: the REPL, ``mind resume``, ``mind exec`` and ``mind sessions``.
+"""The ``mind`` command: the REPL, ``resume``, ``exec``, ``sessions`` and ``inbox``.
 
 Exit codes: 0 the turn completed (or nothing was left to run); 1 the turn
 failed or was aborted, or a session/journal error; 2 bad usage or
@@ -32,7 +32,7 @@ from mind.errors import (
     StateDirError,
 )
 from mind.generated import events as ev
-from mind.shell import faults
+from mind.shell import faults, inbox_cli
 from mind.shell.config import CliOverrides, ResolvedConfig, resolve
 from mind.shell.runtime import Runtime, Session
 from mind.shell.store import SESSION_ID_RE, listing_lines, mind_home
@@ -127,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="rebuild the session index (index.db) from every journal first",
     )
+    inbox_cli.add_parser(sub)
     dbg = sub.add_parser("debug", help="maintainer tools")
     dbg_sub = dbg.add_subparsers(dest="debug_command", required=True)
     dbg_sub.add_parser("boundaries", help="print every named durable boundary (MIND_CRASH_AT)")
@@ -156,6 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return anyio.run(_exec, args)
         if args.command == "sessions":
             return anyio.run(_sessions, args)
+        if args.command == "inbox":
+            return anyio.run(inbox_cli.run, args)
         if args.command == "debug":
             print("\n".join(faults.BOUNDARIES))
             return EXIT_OK
@@ -272,6 +275,7 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
     last: ev.TurnCompletedEvent | None = None
     final_text = ""
     stdout_closed = False
+    waiting_notice: ev.InputWaitingEvent | None = None
     async with anyio.create_task_group() as tg:
 
         async def on_sigint() -> None:
@@ -297,6 +301,8 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
                 if json_mode:
                     if not isinstance(event, ev.ReasoningDeltaEvent | ev.InputAcceptedEvent):
                         _emit_json(out, event)
+                elif isinstance(event, ev.InputWaitingEvent):
+                    waiting_notice = event  # after the final answer and the failure line
                 else:
                     _human_progress(event)
             except BrokenPipeError:
@@ -324,6 +330,8 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
             if detail:
                 line += f" — {' '.join(detail.split())[:300]}"
         print(line, file=sys.stderr)
+    if waiting_notice is not None and not session.busy:
+        inbox_cli.announce(session.waiting_event(), sys.stderr)  # as it is now
     return _STATUS_EXIT[last.status.value]
 
 

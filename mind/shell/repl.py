@@ -665,8 +665,8 @@ class Repl:
                     f"{event.name}: /resume {h.session.session_id} to answer",
                     style="yellow",
                 )
-        elif not isinstance(event, ev.InputAcceptedEvent):
-            h.view.show(event)
+        elif not isinstance(event, ev.InputAcceptedEvent | ev.InputWaitingEvent):
+            h.view.show(event)  # waiting input is listed above the prompt instead
         if isinstance(event, ev.TurnCompletedEvent):
             h.approvals = deque(a for a in h.approvals if a[0] != event.turn_id)
             h.tokens = ev.Usage(
