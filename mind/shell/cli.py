@@ -4,6 +4,8 @@ Exit codes: 0 the turn completed (or nothing was left to run); 1 the turn
 failed or was aborted, or a session/journal error; 2 bad usage or
 configuration (including a bad --script); 3 the session is held by another
 live process; 130 interrupted; 141 stdout was closed by its reader.
+``mind inbox`` (:mod:`mind.shell.inbox_cli`): 0 listed or dropped; 1 the
+message cannot be dropped; 2 no such session; 3 the session is held elsewhere.
 """
 
 from __future__ import annotations
@@ -260,6 +262,9 @@ async def _exec(args: argparse.Namespace) -> int:
                     f"{recovered.replayed_inputs} input(s) to replay",
                     file=sys.stderr,
                 )
+        if not args.json and session.waiting:
+            # Older input rides along, first: never silently (issue 7 item 11).
+            inbox_cli.announce_replay(session.waiting_event(), sys.stderr)
         if prompt is not None:
             try:
                 session.send(prompt)

@@ -40,7 +40,7 @@ from mind.shell.journal import Journal
 from mind.shell.providers import ProviderSettings
 from mind.shell.runtime import Runtime, first_line, settled_inputs
 
-__all__ = ["add_parser", "announce", "run", "waiting_lines"]
+__all__ = ["add_parser", "announce", "announce_replay", "run", "waiting_lines"]
 
 EXIT_OK = 0
 
@@ -75,16 +75,29 @@ def waiting_lines(rows: Sequence[tuple[str, str, int, str, str]], now_ms: int) -
     return out
 
 
+def _rows(event: ev.InputWaitingEvent) -> list[tuple[str, str, int, str, str]]:
+    return [
+        (m.message_id, m.kind.value, m.accepted_at_ms, "", m.first_line) for m in event.messages
+    ]
+
+
+def announce_replay(event: ev.InputWaitingEvent, err: TextIO) -> None:
+    """``mind exec``'s stderr notice at start: earlier input that goes into this run first."""
+    if not event.messages:
+        return
+    print("mind: sent first, accepted earlier and never answered:", file=err)
+    for line in waiting_lines(_rows(event), time.time_ns() // 1_000_000):
+        print(line, file=err)
+
+
 def announce(event: ev.InputWaitingEvent, err: TextIO) -> None:
-    """``mind exec``'s stderr notice: what still waits, and how to drop it."""
+    """``mind exec``'s stderr notice at the end: what still waits, and how to drop it."""
     count = len(event.messages)
     if not count:
         return
     noun = "message waits" if count == 1 else "messages wait"
     now_ms = time.time_ns() // 1_000_000
-    rows = [
-        (m.message_id, m.kind.value, m.accepted_at_ms, "", m.first_line) for m in event.messages
-    ]
+    rows = _rows(event)
     print(
         f"mind: {count} {noun} in session {event.session_id} and will be sent "
         "again, first, with the next turn of this session:",

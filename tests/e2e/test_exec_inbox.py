@@ -51,16 +51,20 @@ def test_failed_exec_names_the_waiting_input_and_mind_inbox_drops_it(
     (x_id,) = re.findall(r"mind inbox \S+ --drop (msg_[0-9a-f]+)", err)
     assert re.search(rf"{x_id}\s+prompt\s+just now\s+do X", err), err
 
-    r = _exec(run_mind, down, "--json", "do Y")
+    r = _exec(run_mind, down, "do Y")  # "do X" goes first, and the screen says so
+    assert re.search(rf"sent first.*\n\s+{x_id}\s+prompt\s+just now\s+do X", r.stderr)  # type: ignore[attr-defined]
+    assert "2 messages wait" in r.stderr  # type: ignore[attr-defined]
+
+    r = _exec(run_mind, down, "--json", "do W")
     assert r.returncode == 1
     (waiting,) = r.of_type("input.waiting")  # type: ignore[attr-defined]
-    assert [m["first_line"] for m in waiting["messages"]] == ["do X", "do Y"]
+    assert [m["first_line"] for m in waiting["messages"]] == ["do X", "do Y", "do W"]
     assert waiting["drop_command"] == f"mind inbox {SID} --drop ID"
-    y_id = waiting["messages"][1]["message_id"]
+    y_id, w_id = (m["message_id"] for m in waiting["messages"][1:])
 
     listed = run_mind("inbox", SID[:12])
     assert listed.returncode == 0, listed.stderr
-    assert [line.split()[0] for line in listed.stdout.splitlines()] == [x_id, y_id]
+    assert [line.split()[0] for line in listed.stdout.splitlines()] == [x_id, y_id, w_id]
     assert "do X" in listed.stdout.splitlines()[0]
 
     ambiguous = run_mind("inbox", SID, "--drop", "msg_")
@@ -68,13 +72,14 @@ def test_failed_exec_names_the_waiting_input_and_mind_inbox_drops_it(
     dropped = run_mind("inbox", SID, "--drop", x_id[:10] if x_id[:10] != y_id[:10] else x_id)
     assert dropped.returncode == 0, dropped.stderr
     assert dropped.stdout.strip() == f"dropped {x_id} (prompt): do X"
+    assert run_mind("inbox", SID, "--drop", w_id).returncode == 0
     assert run_mind("inbox", SID).stdout.split()[0] == y_id
 
     with FakeModel() as model:
         r = _exec(run_mind, model.base_url, "do Z")
         assert r.returncode == 0, r.stderr  # type: ignore[attr-defined]
         sent = [user_texts(body["messages"]) for body in model.requests]
-    assert sent == [["do Y", "do Z"]]  # "do X" never again
+    assert sent == [["do Y", "do Z"]]  # "do X" and "do W" never again
     assert "waits in session" not in r.stderr  # type: ignore[attr-defined]
     assert run_mind("inbox", SID).stdout == ""
 
