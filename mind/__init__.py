@@ -4,7 +4,8 @@ The public API (everything else is internal)::
 
     Runtime            open a state root; create/open sessions; list them
     Session            send/steer/queue(text) -> InputReceipt; submit(text) -> Turn;
-                       events() over every turn; resume_pending() after a crash
+                       events() over every turn; resume_pending() after a crash;
+                       waiting / drop(id) for input no turn has taken yet
     Turn               async-iterate typed events; decide(call_id, ...); interrupt()
     TurnOutcome        the terminal event and the final answer text
     resolve_config     provider + approval settings from keywords, env and config.toml

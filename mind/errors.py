@@ -254,6 +254,23 @@ class SessionLookupError(SessionError):
         self.candidates = candidates
 
 
+class DropRefused(SessionError):
+    """A waiting input could not be dropped; nothing was changed or written.
+
+    Raised by ``Session.drop`` (issue 7 item 11): no waiting message has that
+    id or id prefix, the prefix matches several, or the running turn has
+    already claimed the message (the mailbox chart has no ``drop`` there).
+
+    Attributes:
+        session_id: the session.
+        message_id: the id or prefix as given.
+    """
+
+    def __init__(self, session_id: str, message_id: str, detail: str) -> None:
+        super().__init__(session_id, detail)
+        self.message_id = message_id
+
+
 class SessionBusyError(SessionError, RuntimeError):
     """A turn was submitted while another turn of the session is running (misuse)."""
 

@@ -11,7 +11,9 @@ Rules, in journal order:
 - ``user_message`` → :class:`~mind.conversation.UserMessage` (skipped when its
   text is empty or only whitespace: providers reject empty content, and
   when its ``message_id`` already appeared: a replayed input is sent once,
-  at its first position).
+  at its first position; and when an ``input_dropped`` record names its
+  ``message_id``: the person took it back, so the model never sees it, not
+  even at the position a failed turn had journaled it).
 - ``model_round`` → :class:`~mind.conversation.AssistantMessage` with its text,
   tool calls (in the round's order) and ``provider_items``; a round with no
   tool calls and empty/whitespace text is skipped (an opaque reasoning item
@@ -209,7 +211,8 @@ def _match(records: Sequence[jr.JournalRecord]) -> list[jr.UserMessage | _Round]
     items: list[jr.UserMessage | _Round] = []
     unanswered: dict[str, deque[_Slot]] = {}
     used: set[str] = set()
-    seen_inputs: set[str] = set()
+    # Dropped inputs count as seen from the start: none of their records is sent.
+    seen_inputs = {r.message_id for r in records if isinstance(r, jr.InputDropped)}
     for record in records:
         if isinstance(record, jr.UserMessage):
             # An input replayed after a crash is journaled again by the turn

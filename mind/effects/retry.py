@@ -7,6 +7,12 @@ reused unchanged (DESIGN §5).
 Delays with the defaults (no ``retry-after``)::
 
     retry 1: 0.5 s, 2: 1.0 s, 3: 2.0 s, 4: 4.0 s   (then the failure is final)
+
+Besides the count, the total retry time of a turn is bounded
+(:meth:`RetryPolicy.within_time`, ``max_retry_seconds``): a server that
+accepts and then idles until the stream idle timeout makes every attempt
+long, so counting retries alone would leave ``exec`` waiting for
+``(max_retries + 1) x stream_idle_timeout`` (issue 7 item 12).
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ class RetryPolicy:
         jitter_ratio: in [0, 1]; the exponential delay is scaled by
             ``1 - jitter_ratio * unit`` where ``unit`` is passed in by the
             caller (deterministic by default: 0.0).
+        max_retry_s: total retry time of one turn, seconds: a retry is made
+            only if it starts at most this long after the turn's first failed
+            attempt (``max_retry_seconds`` in config.toml).
     """
 
     max_retries: int = 4
@@ -36,6 +45,7 @@ class RetryPolicy:
     max_delay_s: float = 8.0
     max_retry_after_s: float = 60.0
     jitter_ratio: float = 0.0
+    max_retry_s: float = 300.0
 
     def __post_init__(self) -> None:
         if self.max_retries < 0:
@@ -46,6 +56,8 @@ class RetryPolicy:
             raise ValueError("max_retry_after_s must be >= 0")
         if not 0.0 <= self.jitter_ratio <= 1.0:
             raise ValueError("jitter_ratio must be in [0, 1]")
+        if not 0.0 <= self.max_retry_s < float("inf"):
+            raise ValueError("max_retry_s must be >= 0 and finite")
 
     def should_retry(self, attempt: int, kind: FailureKind) -> bool:
         """Whether retry number ``attempt`` may be made after a ``kind`` failure.
@@ -58,6 +70,19 @@ class RetryPolicy:
             True when ``kind`` is transient and ``attempt <= max_retries``.
         """
         return kind in TRANSIENT_KINDS and 1 <= attempt <= self.max_retries
+
+    def within_time(self, elapsed_s: float, delay_s: float) -> bool:
+        """Whether a retry waiting ``delay_s`` still starts inside the retry time.
+
+        Args:
+            elapsed_s: seconds since the turn's first failed attempt ended
+                (0 at the first failure).
+            delay_s: the backoff before the retry (:meth:`delay_s`).
+
+        Returns:
+            True when ``elapsed_s + delay_s <= max_retry_s``.
+        """
+        return elapsed_s + delay_s <= self.max_retry_s
 
     def delay_s(self, attempt: int, retry_after_s: float | None, *, unit: float = 0.0) -> float:
         """Seconds to wait before retry number ``attempt``.

@@ -214,6 +214,42 @@ class ExecFailedEvent(Struct, kw_only=True, tag_field='type', tag='exec.failed',
     exit_code: Annotated[int, Meta(ge=1)]
 
 
+class WaitingKind(StrEnum):
+    prompt = 'prompt'
+    steer = 'steer'
+    queue = 'queue'
+    background = 'background'
+
+
+class WaitingInput(Struct, kw_only=True, frozen=True):
+    """One accepted input no turn has consumed yet."""
+
+    message_id: str
+    kind: Annotated[WaitingKind, Meta(title='WaitingKind')]
+    accepted_at_ms: Annotated[
+        int, Meta(description='Wall-clock time it was accepted, Unix epoch milliseconds.', ge=0)
+    ]
+    first_line: Annotated[
+        str, Meta(description='Its first non-empty line, at most 120 characters.')
+    ]
+
+
+class InputWaitingEvent(Struct, kw_only=True, tag_field='type', tag='input.waiting', frozen=True):
+    """A turn ended and accepted input still waits (issue 7 item 11): it is durable and goes, first, into the next turn of this session unless dropped (`mind inbox SESSION --drop ID`)."""
+
+    session_id: str
+    messages: Annotated[
+        list[WaitingInput],
+        Meta(description='In arrival order (the order the next turn takes them).'),
+    ]
+    drop_command: Annotated[
+        str,
+        Meta(
+            description='The shell command that drops one of them; ID stands for a message id (or a unique prefix).'
+        ),
+    ]
+
+
 class Failure(Struct, kw_only=True, frozen=True):
     """A turn failure: closed kind plus its canonical message (no provider text)."""
 
@@ -240,7 +276,7 @@ class TurnCompletedEvent(Struct, kw_only=True, tag_field='type', tag='turn.compl
 
 
 Event: TypeAlias = Annotated[
-    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | TurnStartedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | ApprovalRequestedEvent | ToolResultEvent | TurnRetryingEvent | TurnCompletedEvent | ExecFailedEvent,
+    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | TurnStartedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | ApprovalRequestedEvent | ToolResultEvent | TurnRetryingEvent | TurnCompletedEvent | ExecFailedEvent | InputWaitingEvent,
     Meta(
         description="One event of a session: the library's typed events and `mind exec --json` lines (tagged union on `type`).",
         title='Event',

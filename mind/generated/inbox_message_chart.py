@@ -2,7 +2,7 @@
 # Do not edit: change the spec and regenerate; `make codegen-check` fails on drift.
 """InboxMessage statechart, compiled from ``specs/statecharts/inbox_message.yaml``.
 
-One accepted input - queued or next_turn, claimed by one turn, then acknowledged, or returned to be claimed again.
+One accepted input - queued or next_turn, claimed by one turn, then acknowledged, or returned to be claimed again; dropped by the person while it waits.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ InboxMessageEventName = Literal[
     "arrive",
     "claim",
     "defer",
+    "drop",
     "acknowledge",
     "release",
 ]
@@ -42,6 +43,7 @@ InboxMessageStateId = Literal[
     "returned",
     "claimed",
     "acknowledged",
+    "dropped",
 ]
 """Every state id of the chart, in document order."""
 
@@ -49,6 +51,7 @@ INBOXMESSAGE_EVENTS: Final[tuple[InboxMessageEventName, ...]] = (
     "arrive",
     "claim",
     "defer",
+    "drop",
     "acknowledge",
     "release",
 )
@@ -59,6 +62,7 @@ INBOXMESSAGE_STATES: Final[tuple[InboxMessageStateId, ...]] = (
     "returned",
     "claimed",
     "acknowledged",
+    "dropped",
 )
 
 
@@ -84,7 +88,7 @@ def _to(
 
 
 class InboxMessageChart(StateChart[InboxMessageModel]):
-    """One accepted input - queued or next_turn, claimed by one turn, then acknowledged, or returned to be claimed again.
+    """One accepted input - queued or next_turn, claimed by one turn, then acknowledged, or returned to be claimed again; dropped by the person while it waits.
 
     Compiled from ``specs/statecharts/inbox_message.yaml``. A disallowed event raises
     ``TransitionNotAllowed``; an exception in a guard or action propagates.
@@ -104,6 +108,7 @@ class InboxMessageChart(StateChart[InboxMessageModel]):
     returned = State()
     claimed = State()
     acknowledged = State(final=True)
+    dropped = State(final=True)
 
     arrive = (
         _to(received, queued, cond='steering')
@@ -115,5 +120,10 @@ class InboxMessageChart(StateChart[InboxMessageModel]):
         | _to(returned, claimed)
     )
     defer = _to(queued, next_turn)
+    drop = (
+        _to(queued, dropped)
+        | _to(next_turn, dropped)
+        | _to(returned, dropped)
+    )
     acknowledge = _to(claimed, acknowledged)
     release = _to(claimed, returned)

@@ -203,6 +203,19 @@ class ToolResult(Struct, kw_only=True, tag_field='type', tag='tool_result', froz
     ]
 
 
+class InputDropped(Struct, kw_only=True, tag_field='type', tag='input_dropped', frozen=True):
+    """The person dropped an accepted input before any turn consumed it (issue 7 item 11). Written (fsync) before the input is removed from inbox.json; recovery filters the id like an acknowledgement, and the request builder skips its earlier user_message records (journaled by a turn that failed or was aborted), so it never reaches a model again."""
+
+    seq: Annotated[
+        int, Meta(description='Monotonic record number within the journal, from 0.', ge=0)
+    ]
+    recorded_at_ms: Annotated[
+        int,
+        Meta(description='Wall-clock time the record was written, Unix epoch milliseconds.', ge=0),
+    ]
+    message_id: str
+
+
 class Failure(Struct, kw_only=True, frozen=True):
     """A turn failure: closed kind plus its canonical message (no provider text)."""
 
@@ -230,7 +243,7 @@ class TurnCompleted(Struct, kw_only=True, tag_field='type', tag='turn_completed'
 
 
 JournalRecord: TypeAlias = Annotated[
-    SessionStarted | TurnStarted | UserMessage | ModelRound | ToolStarted | ToolResult | TurnCompleted,
+    SessionStarted | TurnStarted | UserMessage | ModelRound | ToolStarted | ToolResult | TurnCompleted | InputDropped,
     Meta(
         description='One line of sessions/<id>/journal.jsonl (tagged union on `type`).',
         title='JournalRecord',

@@ -11,7 +11,8 @@ Two generated charts, bound to their data here:
   ``received --arrive--> queued | next_turn --claim--> claimed -->
   acknowledged | returned``; ``queued --defer--> next_turn`` when its turn ends
   before a drain took it; ``returned`` and ``next_turn`` are claimed by a later
-  turn.
+  turn; ``queued | next_turn | returned --drop--> dropped`` when the person
+  takes a waiting message back (:meth:`Mailbox.drop`; a claimed one cannot be).
 
 Predicates (seed 000 Gotchas 1): :attr:`Mailbox.is_active` is ``open`` — steering
 reaches the running turn; :attr:`Mailbox.has_turn_owner` is ``open`` or
@@ -40,6 +41,9 @@ How the shell uses it (``mind.shell.runtime``; durable steps in brackets)::
              [turn_completed(acknowledged=ids)]; [inbox.remove(ids)]; box.forget(ids)
     reopen:  [Inbox.open(path, acknowledged=journal acks)]
              box.restore([(e.message_id, e.text, e.kind) ...], acknowledged=journal acks)
+    drop:    box.check_drop(id)                     # the chart allows it, nothing changes
+             [input_dropped]; [inbox.remove([id])]  # durable before done
+             box.drop(id)                           # == the checked message, now gone
 
 Limits (DESIGN §3.2, seed 000 Gotchas 6): at most 20 user inputs (``prompt``,
 ``steer``, ``queue``) and at most 100 background completions totalling at most
@@ -92,7 +96,7 @@ Disposition = Literal["steering", "next_turn"]
 MessageKind = Literal["prompt", "steer", "queue", "background"]
 """Where an input came from (same values as the inbox file's ``kind``)."""
 
-MessageState = Literal["queued", "claimed", "acknowledged", "returned", "next_turn"]
+MessageState = Literal["queued", "claimed", "acknowledged", "returned", "next_turn", "dropped"]
 """A message's state in ``inbox_message.yaml`` once it has arrived."""
 
 BoxState = Literal["no_owner", "open", "sealed"]
@@ -200,7 +204,14 @@ class _Slot:
     @property
     def current(self) -> MessageState:
         state = self.state
-        assert state in ("queued", "claimed", "acknowledged", "returned", "next_turn"), state
+        assert state in (
+            "queued",
+            "claimed",
+            "acknowledged",
+            "returned",
+            "next_turn",
+            "dropped",
+        ), state
         return state
 
     def snapshot(self) -> MailboxMessage:
@@ -523,6 +534,52 @@ class Mailbox:
         for message_id in wanted:
             slot = self._slots.pop(message_id)
             self._settled[message_id] = slot.disposition
+
+    def check_drop(self, message_id: str) -> MailboxMessage:
+        """What :meth:`drop` would take back now, without changing anything.
+
+        The shell calls it before making the drop durable (journal record,
+        inbox rewrite); with no ``await`` in between, the answer holds.
+
+        Returns:
+            A snapshot of the waiting message.
+
+        Raises:
+            MailboxRefused: ``event="drop"``; the id is unknown (or already
+                settled), or ``inbox_message.yaml`` has no ``drop`` from the
+                message's state (``claimed`` by the running turn, or
+                ``acknowledged``). Nothing changed.
+        """
+        slot = self._slots.get(message_id)
+        if slot is None:
+            raise MailboxRefused("drop", self.state, f"{message_id!r} is not waiting here")
+        assert slot.chart is not None
+        if "drop" not in {e.id for e in slot.chart.allowed_events}:
+            why = {
+                "claimed": "the running turn has already taken it (interrupt the turn first)",
+                "acknowledged": "a turn has already consumed it",
+            }.get(slot.current, f"it is {slot.current}")
+            raise MailboxRefused("drop", self.state, f"{message_id!r} cannot be dropped: {why}")
+        return slot.snapshot()
+
+    def drop(self, message_id: str) -> MailboxMessage:
+        """Take a waiting message back (``queued | next_turn | returned -> dropped``).
+
+        The message leaves the mailbox; its id stays known, so enqueuing it
+        again is an idempotent success that changes nothing. Call only once
+        the drop is durable (see the module docstring).
+
+        Returns:
+            The message as it was, with ``state="dropped"``.
+
+        Raises:
+            MailboxRefused: as :meth:`check_drop`; nothing changed.
+        """
+        self.check_drop(message_id)
+        slot = self._slots.pop(message_id)
+        slot.send("drop")
+        self._settled[message_id] = slot.disposition
+        return slot.snapshot()
 
     # ------------------------------------------------------------------ internals
 

@@ -65,18 +65,21 @@ class _TurnData:
         retries_used: retries taken so far in this turn.
         transient: whether the round failure being decided is transient
             (set only for the duration of one ``round_failed`` event).
+        in_time: whether a retry would still start inside the turn's total
+            retry time (``RetryPolicy.within_time``; same lifetime).
         state: where python-statemachine stores the configuration value.
     """
 
     max_retries: int
     retries_used: int = 0
     transient: bool = False
+    in_time: bool = True
     state: object = None
 
     @property
     def can_retry(self) -> bool:
-        """Guard ``can_retry`` of turn.yaml: transient and budget left."""
-        return self.transient and self.retries_used < self.max_retries
+        """Guard ``can_retry`` of turn.yaml: transient, retries left and time left."""
+        return self.transient and self.in_time and self.retries_used < self.max_retries
 
 
 @final
@@ -164,11 +167,13 @@ class TurnMachine:
         """``sampling -> draining``: the round ended with a final answer."""
         self._send("round_final")
 
-    def round_failed(self, *, transient: bool) -> bool:
+    def round_failed(self, *, transient: bool, in_time: bool = True) -> bool:
         """The round failed: retry if transient and budget is left, else fail the turn.
 
         Args:
             transient: whether the failure kind is retried (``TRANSIENT_KINDS``).
+            in_time: whether the retry would start inside the turn's total
+                retry time (the shell measures, ``RetryPolicy.within_time`` decides).
 
         Returns:
             ``True`` if now ``retrying`` (``retries_used`` was incremented),
@@ -178,10 +183,12 @@ class TurnMachine:
             TransitionRefused: not sampling; nothing changed.
         """
         self._data.transient = transient
+        self._data.in_time = in_time
         try:
             self._send("round_failed")
         finally:
             self._data.transient = False
+            self._data.in_time = True
         if self.state == "failed":
             return False
         self._data.retries_used += 1

@@ -1,9 +1,11 @@
-"""The ``mind`` command: the REPL, ``mind resume``, ``mind exec`` and ``mind sessions``.
+"""The ``mind`` command: the REPL, ``resume``, ``exec``, ``sessions`` and ``inbox``.
 
 Exit codes: 0 the turn completed (or nothing was left to run); 1 the turn
 failed or was aborted, or a session/journal error; 2 bad usage or
 configuration (including a bad --script); 3 the session is held by another
 live process; 130 interrupted; 141 stdout was closed by its reader.
+``mind inbox`` (:mod:`mind.shell.inbox_cli`): 0 listed or dropped; 1 the
+message cannot be dropped; 2 no such session; 3 the session is held elsewhere.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from mind.errors import (
     StateDirError,
 )
 from mind.generated import events as ev
-from mind.shell import faults
+from mind.shell import faults, inbox_cli
 from mind.shell.config import CliOverrides, ResolvedConfig, describe, environment_help, resolve
 from mind.shell.inbox import check_fits_alone
 from mind.shell.render import describe_arguments, plain, preview_lines, shorten
@@ -53,6 +55,9 @@ EXIT_USAGE = 2
 EXIT_OCCUPIED = 3
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a killed writer
+
+WAIT_REPORT_S = 30.0
+"""While the model sends nothing, ``exec`` says so on stderr this often (seconds)."""
 
 _STATUS_EXIT = {
     "completed": EXIT_OK,
@@ -153,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the effective settings and where each came from (keys never shown)",
     )
     _add_provider_options(cfg, sub=True)
+    inbox_cli.add_parser(sub)
     dbg = sub.add_parser("debug", help="maintainer tools")
     dbg_sub = dbg.add_subparsers(dest="debug_command", required=True)
     dbg_sub.add_parser("boundaries", help="print every named durable boundary (MIND_CRASH_AT)")
@@ -267,6 +273,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return anyio.run(_sessions, args)
     if args.command == "config":
         return _config(args)
+    if args.command == "inbox":
+        return anyio.run(inbox_cli.run, args)
     if args.command == "debug":
         print("\n".join(faults.BOUNDARIES))
         return EXIT_OK
@@ -376,6 +384,9 @@ async def _exec(args: argparse.Namespace) -> int:
                     f"{recovered.replayed_inputs} input(s) to replay",
                     file=sys.stderr,
                 )
+        if not args.json and session.waiting:
+            # Older input rides along, first: never silently (issue 7 item 11).
+            inbox_cli.announce_replay(session.waiting_event(), sys.stderr)
         if prompt is not None:
             try:
                 session.send(prompt)
@@ -391,6 +402,7 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
     last: ev.TurnCompletedEvent | None = None
     final_text = ""
     stdout_closed = False
+    waiting_notice: ev.InputWaitingEvent | None = None
     async with anyio.create_task_group() as tg:
 
         async def on_sigint() -> None:
@@ -402,6 +414,7 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
                         session.current.interrupt(send_pending=False)
 
         tg.start_soon(on_sigint)
+        tg.start_soon(_report_model_waits, session)
         async for event in session.events():
             if isinstance(event, ev.TurnStartedEvent):
                 final_text = ""
@@ -415,6 +428,8 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
                 if json_mode:
                     if not isinstance(event, ev.ReasoningDeltaEvent | ev.InputAcceptedEvent):
                         _emit_json(out, event)
+                elif isinstance(event, ev.InputWaitingEvent):
+                    waiting_notice = event  # after the final answer and the failure line
                 else:
                     _human_progress(event)
             except BrokenPipeError:
@@ -443,7 +458,29 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
                 line += f" — {' '.join(plain(detail).split())[:300]}"
         print(line, file=sys.stderr)
         # --json: the turn.completed line just printed already carries status and failure.
+    if waiting_notice is not None and not session.busy:
+        inbox_cli.announce(session.waiting_event(), sys.stderr)  # as it is now
     return _STATUS_EXIT[last.status.value]
+
+
+async def _report_model_waits(session: Session) -> None:
+    """Print ``waiting for the model… N s`` on stderr after every
+    :data:`WAIT_REPORT_S` of silence from the model in an open request, so a
+    server that accepted and never answers is not mistaken for a hang of
+    mind's own (issue 7 item 12). Runs until cancelled."""
+    interval = WAIT_REPORT_S
+    last: tuple[float, int] | None = None
+    while True:
+        await anyio.sleep(min(1.0, interval / 4))
+        turn = session.current
+        since = turn.model_quiet_since if turn is not None and not turn.done else None
+        if since is None:
+            continue
+        waited = time.monotonic() - since
+        due = int(waited // interval)
+        if due >= 1 and last != (since, due):
+            last = (since, due)
+            print(f"mind: waiting for the model… {due * interval:g} s", file=sys.stderr)
 
 
 def _emit_json(out: TextIO, event: ev.Event | ev.ExecFailedEvent) -> None:

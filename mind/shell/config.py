@@ -15,10 +15,15 @@ provider kind), never from the journal, logs or ``mind config``.
     base_url = "http://127.0.0.1:11434/v1"   # optional
     approval = "on-request"         # untrusted | on-request | never
     max_retries = 4                 # retries of a transient model failure per turn
+    max_retry_seconds = 300         # total retry time of a turn (env MIND_MAX_RETRY_SECONDS)
+    stream_idle_timeout = 300       # seconds without a byte from the model before the
+                                    # attempt fails as `network` (env MIND_STREAM_IDLE_TIMEOUT)
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -76,7 +81,8 @@ class Setting(msgspec.Struct, frozen=True, kw_only=True):
         env: environment variables, first non-empty one wins.
         env_by_provider: environment variables that depend on the provider
             kind (checked after ``env``), e.g. ``OPENAI_BASE_URL``.
-        type: ``"str"`` or ``"int"`` (env text is converted).
+        type: ``"str"``, ``"int"`` or ``"seconds"`` (a finite number of
+            seconds, > 0 unless ``zero_ok``); env text is converted.
         choices: allowed values ("" = any).
         minimum, maximum: bounds of an ``int`` setting.
     """
@@ -86,10 +92,11 @@ class Setting(msgspec.Struct, frozen=True, kw_only=True):
     flag: str = ""
     env: tuple[str, ...] = ()
     env_by_provider: Mapping[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
-    type: Literal["str", "int"] = "str"
+    type: Literal["str", "int", "seconds"] = "str"
     choices: tuple[str, ...] = ()
     minimum: int = 0
     maximum: int = 0
+    zero_ok: bool = False
 
 
 _OPENAI_KINDS = ("openai-chat", "openai-responses")
@@ -142,6 +149,21 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=0,
         maximum=100,
     ),
+    Setting(
+        key="max_retry_seconds",
+        help="total time (s) in which a turn's retries may start, from its first failure "
+        "(default 300; 0: no retries)",
+        env=("MIND_MAX_RETRY_SECONDS",),
+        type="seconds",
+        zero_ok=True,
+    ),
+    Setting(
+        key="stream_idle_timeout",
+        help="seconds without a byte from the model before the attempt fails as a "
+        "retried network failure (default 300)",
+        env=("MIND_STREAM_IDLE_TIMEOUT",),
+        type="seconds",
+    ),
 )
 """Every setting, in the order ``mind config`` prints them."""
 
@@ -169,6 +191,13 @@ class ResolvedConfig(msgspec.Struct, frozen=True, kw_only=True):
     max_retries: int = 4
     """Retries of a transient model-request failure per turn (``max_retries`` in
     config.toml, env ``MIND_MAX_RETRIES``)."""
+    max_retry_s: float = 300.0
+    """Total retry time of a turn in seconds (``max_retry_seconds``, env
+    ``MIND_MAX_RETRY_SECONDS``; see ``RetryPolicy.within_time``)."""
+    stream_idle_timeout_s: float = 300.0
+    """Seconds without a byte from the model (before the headers or between
+    chunks) after which the attempt fails as a transient ``network`` failure
+    (``stream_idle_timeout``, env ``MIND_STREAM_IDLE_TIMEOUT``; Codex's default)."""
 
 
 class SettingValue(msgspec.Struct, frozen=True, kw_only=True):
@@ -225,7 +254,7 @@ class _Sources:
         self.cli, self.env, self.path = cli, env, path
         self.file = load_config_file(path)
 
-    def pick(self, key: str, kind: str = "") -> tuple[str | int, str] | None:
+    def pick(self, key: str, kind: str = "") -> tuple[str | int | float, str] | None:
         """``(value, source)`` from the highest source that sets ``key``, checked.
 
         Raises:
@@ -233,7 +262,7 @@ class _Sources:
                 or an environment value is not a number (names the source).
         """
         s = _BY_KEY[key]
-        found: tuple[str | int, str] | None = None
+        found: tuple[str | int | float, str] | None = None
         flag_value = getattr(self.cli, key, None)
         if flag_value is not None:
             found = (flag_value, f"flag {s.flag}")
@@ -257,6 +286,17 @@ class _Sources:
                 raise ConfigError(
                     f"{key} must be between {s.minimum} and {s.maximum}, got {value} ({source})"
                 )
+        if s.type == "seconds":
+            seconds = math.nan
+            if isinstance(value, str | int | float) and not isinstance(value, bool):
+                with contextlib.suppress(ValueError):
+                    seconds = float(value)
+            if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not s.zero_ok):
+                least = ">= 0" if s.zero_ok else "> 0"
+                raise ConfigError(
+                    f"{key} must be a number of seconds {least}, got {value!r} ({source})"
+                )
+            value = seconds
         if s.choices and value not in s.choices:
             noun = "approval policy" if key == "approval" else key
             raise ConfigError(
@@ -341,15 +381,24 @@ def _resolve(
                 f"the OS keyring under service '{KEYRING_SERVICE}', user '{kind}'), or point "
                 "--base-url at a local server"
             )
+    retry_s, source = src.pick("max_retry_seconds") or (300.0, "default")
+    note("max_retry_seconds", retry_s, source)
+    idle_s, source = src.pick("stream_idle_timeout") or (300.0, "default")
+    note("stream_idle_timeout", idle_s, source)
     settings = ProviderSettings(
         kind=cast(ProviderKind, kind),
         model=str(model),
         base_url=base_url,
         api_key=api_key,
         script_path=script,
+        timeout_s=float(idle_s),
     )
     return ResolvedConfig(
-        provider=settings, approval=cast(ApprovalPolicy, approval), max_retries=int(retries)
+        provider=settings,
+        approval=cast(ApprovalPolicy, approval),
+        max_retries=int(retries),
+        max_retry_s=float(retry_s),
+        stream_idle_timeout_s=float(idle_s),
     )
 
 

@@ -28,6 +28,11 @@ Keys:
   and waits) and asks to press it again; twice within 2 s exits.
 - Ctrl+D on an empty draft exits. Enter on an empty line of an idle session
   with waiting input sends that input now.
+- Up on an empty draft selects a waiting message (the list above the prompt;
+  Up / Down move, Down past the last or Esc leaves): ``e`` takes it back into
+  the editor (a durable drop, its text in the draft), ``d`` or Delete drops
+  it (:meth:`Session.drop`; the mailbox chart refuses one the running turn
+  already took). Typing leaves the list.
 - Ctrl+J (or Alt+Enter, or ``\\`` before Enter) inserts a newline in every
   state (Esc is never eager, so Alt+Enter never interrupts); a
   bracketed paste never submits.
@@ -113,6 +118,8 @@ TICK_S: Final = 0.2
 COALESCE_S: Final = 0.05
 """Complete markdown blocks arriving within this many seconds are rendered
 together (see :class:`~mind.shell.render.TurnView`); the tick shows held ones."""
+MODEL_QUIET_S: Final = 30.0
+"""The status line says "waiting for the model" once it has sent nothing this long."""
 
 PENDING_LINES: Final = 5
 """Waiting messages listed above the prompt; more are counted on one line."""
@@ -414,6 +421,8 @@ class Repl:
         self._picker_focus: str | None = None
         """The focused row's session id: the one fact the focus is derived from."""
         self._picker_read_at = -math.inf
+        self._selected: str | None = None
+        """The waiting message selected in the list above the prompt (its id), else None."""
         self.commands: dict[str, Command] = {}
         for command in (
             Command("help", "show keys and commands", self._cmd_help),
@@ -446,6 +455,7 @@ class Repl:
 
     def _on_typed(self, _: object) -> None:
         self._last_typed_at = self._clock()
+        self._selected = None  # typing leaves the waiting list
 
     def _take_line(self, buffer: Buffer) -> str:
         """Take the draft out of the editor (kept in history) once it is accepted."""
@@ -713,8 +723,8 @@ class Repl:
                     f"{event.name}: /resume {h.session.session_id} to answer",
                     style="yellow",
                 )
-        elif not isinstance(event, ev.InputAcceptedEvent):
-            h.view.show(event)
+        elif not isinstance(event, ev.InputAcceptedEvent | ev.InputWaitingEvent):
+            h.view.show(event)  # waiting input is listed above the prompt instead
         if isinstance(event, ev.TurnCompletedEvent):
             h.approvals = deque(a for a in h.approvals if a[0] != event.turn_id)
             h.viewed.clear()
@@ -857,6 +867,60 @@ class Repl:
         self._answer_rest = None
         return False
 
+    # ---- the waiting list -----------------------------------------------------
+
+    def _selectable(self) -> list[MailboxMessage]:
+        """The waiting messages shown above the prompt (the ones a key can pick)."""
+        return self.session.waiting[:PENDING_LINES]
+
+    @property
+    def selected(self) -> MailboxMessage | None:
+        """The selected waiting message, if it still waits (a turn may have taken it)."""
+        for msg in self._selectable():
+            if msg.message_id == self._selected:
+                return msg
+        return None
+
+    def move_selection(self, step: int) -> None:
+        """Up (``-1``) / Down (``+1``) in the waiting list; Up from the draft
+        enters it at the newest message, Down past the newest leaves it."""
+        shown = [m.message_id for m in self._selectable()]
+        current = self.selected
+        if current is None:
+            self._selected = shown[-1] if shown and step < 0 else None
+        else:
+            i = shown.index(current.message_id) + step
+            self._selected = shown[max(0, i)] if i < len(shown) else None
+        self._invalidate()
+
+    def drop_selected(self, *, edit: bool) -> None:
+        """Drop the selected message for good; with ``edit`` put its text in the editor.
+
+        A refusal (the running turn took it meanwhile) is printed and nothing changes.
+        """
+        msg = self.selected
+        if msg is None:
+            self._selected = None
+            return
+        shown = [m.message_id for m in self._selectable()]
+        index = shown.index(msg.message_id)
+        try:
+            dropped = self.session.drop(msg.message_id)
+        except MindError as exc:
+            self._selected = None
+            self.view.note(f"Not dropped: {exc}", style="yellow")
+            self._invalidate()
+            return
+        if edit:
+            self._selected = None
+            buffer = self.prompt.default_buffer
+            buffer.set_document(Document(dropped.text, len(dropped.text)))
+        else:
+            rest = [m.message_id for m in self._selectable()]
+            self._selected = rest[min(index, len(rest) - 1)] if rest else None
+            self.view.note(f"Dropped: {shorten(' '.join(dropped.text.split()), 60)}", "dim")
+        self._invalidate()
+
     # ---- prompt pieces --------------------------------------------------------
 
     def _message(self) -> StyleAndTextTuples:
@@ -938,10 +1002,12 @@ class Repl:
         return out
 
     def _pending_lines(self, waiting: list[MailboxMessage]) -> StyleAndTextTuples:
-        """One line per waiting message: where it goes, then its text."""
+        """One line per waiting message: where it goes, then its text; the
+        selected one marked ``›``; then the keys of the list."""
         out: StyleAndTextTuples = []
         width = max(20, self.console.width - 16)
         hinted = False
+        selected = self.selected
         for msg in waiting[:PENDING_LINES]:
             hint = ""
             if msg.state == "queued":
@@ -953,15 +1019,23 @@ class Repl:
             else:
                 label, style = "waiting  ", "class:pending.next"
             text = shorten(" ".join(msg.text.split()), max(10, width - len(hint)))
+            mark = "  ↳ "
+            if selected is not None and msg.message_id == selected.message_id:
+                mark, style = "  › ", "class:picker.focus"
             out += [
-                ("class:pending", "  ↳ "),
+                ("class:pending", mark),
                 (style, label + " "),
-                ("", text),
+                ("class:picker.focus" if mark == "  › " else "", text),
                 ("class:status.dim", hint),
                 ("", "\n"),
             ]
         if len(waiting) > PENDING_LINES:
             out += [("class:pending", f"  … {len(waiting) - PENDING_LINES} more waiting\n")]
+        if waiting and selected is not None:
+            keys = "  ↑↓ choose · e edit (back into the editor) · d drop · Esc back\n"
+            out += [("class:status.dim", keys)]
+        elif waiting and not self.prompt.default_buffer.text:
+            out += [("class:status.dim", "  ↑ to edit or drop a waiting message\n")]
         return out
 
     def _status_line(self) -> StyleAndTextTuples:
@@ -996,10 +1070,15 @@ class Repl:
             elapsed = self._clock() - started if started is not None else 0.0
             frame = _SPINNER[int(self._clock() / 0.1) % len(_SPINNER)]
             esc = "Esc: interrupt + send waiting" if self.session.waiting else "Esc interrupts"
-            return [
-                ("class:status.busy", f"{frame} Working {format_duration(elapsed)}"),
-                ("class:status.dim", f" · {esc} · Enter steers · Tab queues"),
+            working: StyleAndTextTuples = [
+                ("class:status.busy", f"{frame} Working {format_duration(elapsed)}")
             ]
+            turn = self.turn
+            quiet_since = turn.model_quiet_since if turn is not None else None
+            if quiet_since is not None and time.monotonic() - quiet_since >= MODEL_QUIET_S:
+                quiet = format_duration(time.monotonic() - quiet_since)
+                working.append(("class:status.warn", f" · waiting for the model {quiet}"))
+            return [*working, ("class:status.dim", f" · {esc} · Enter steers · Tab queues")]
         if self.session.waiting:
             return [
                 ("class:status.warn", f"{len(self.session.waiting)} waiting"),
@@ -1016,6 +1095,31 @@ class Repl:
         approving = Condition(lambda: self.approving)
         empty = Condition(lambda: not self.prompt.default_buffer.text)
         picking = Condition(lambda: self._picker is not None)
+        selecting = Condition(lambda: self.selected is not None) & ~picking
+        has_waiting = Condition(lambda: bool(self.session.waiting))
+
+        @kb.add("up", filter=~picking & ~approving & empty & has_waiting & ~selecting)
+        @kb.add("up", filter=selecting)
+        def _select_up(event: KeyPressEvent) -> None:
+            self.move_selection(-1)
+
+        @kb.add("down", filter=selecting)
+        def _select_down(event: KeyPressEvent) -> None:
+            self.move_selection(1)
+
+        @kb.add("e", filter=selecting & ~approving)
+        def _edit_selected(event: KeyPressEvent) -> None:
+            self.drop_selected(edit=True)
+
+        @kb.add("d", filter=selecting & ~approving)
+        @kb.add("delete", filter=selecting & ~approving)
+        def _drop_selected(event: KeyPressEvent) -> None:
+            self.drop_selected(edit=False)
+
+        @kb.add("escape", filter=selecting)
+        def _leave_selection(event: KeyPressEvent) -> None:
+            self._selected = None
+            self._invalidate()
 
         @kb.add("up", filter=picking)
         def _up(event: KeyPressEvent) -> None:
@@ -1055,6 +1159,7 @@ class Repl:
         def _enter(event: KeyPressEvent) -> None:
             buffer = event.current_buffer
             self.close_picker()
+            self._selected = None
             if buffer.complete_state is not None and buffer.complete_state.current_completion:
                 # One Enter accepts the completion and runs the completed line.
                 buffer.apply_completion(buffer.complete_state.current_completion)
@@ -1117,7 +1222,7 @@ class Repl:
             self._leaving = True
             event.app.exit(exception=EOFError())
 
-        @kb.add("escape", filter=busy & ~picking)
+        @kb.add("escape", filter=busy & ~picking & ~selecting)
         def _escape(event: KeyPressEvent) -> None:
             self.interrupt(send_pending=True)
 
@@ -1199,6 +1304,7 @@ class Repl:
             ("Ctrl+J, Alt+Enter, \\ Enter", "new line"),
             ("// or a leading space", "send text that starts with / (a path alone is sent)"),
             ("Esc", "interrupt the turn and send the waiting messages at once"),
+            ("Up on an empty line", "select a waiting message: e edit, d / Del drop, Esc back"),
             ("Ctrl+C", "clear the draft, else interrupt (waiting messages are kept); twice exits"),
             ("Ctrl+D", "exit (on an empty line)"),
             ("y / n / a", "answer an approval: yes once, no, always (yes / no / always too)"),
@@ -1335,6 +1441,7 @@ class Repl:
         hosted.view.muted = False
         self._cur = hosted
         self._exit_armed_at = None
+        self._selected = None
         self._ensure_consumer(hosted)
         self._invalidate()
 

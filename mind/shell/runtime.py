@@ -35,7 +35,7 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal, final
@@ -61,6 +61,7 @@ from mind.effects.review import FileChange, approval_text, cut_for_display
 from mind.effects.tools import parse_arguments, tool_specs
 from mind.errors import (
     TRANSIENT_KINDS,
+    DropRefused,
     InputRefused,
     MountRefused,
     ProviderError,
@@ -73,7 +74,7 @@ from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.generated.inbox import InboxEntry, InboxKind
 from mind.history import build_messages, unstarted_calls
-from mind.machines.mailbox import Mailbox, MailboxMessage
+from mind.machines.mailbox import Mailbox, MailboxMessage, MailboxRefused
 from mind.machines.turn import TurnMachine
 from mind.shell import faults
 from mind.shell.config import ResolvedConfig
@@ -193,6 +194,10 @@ class Turn:
         logs only: never journaled, never in events)."""
         self._usage = RoundUsage()
         self._final_text = ""
+        self.model_quiet_since: float | None = None
+        """While a model request is open: the monotonic time (seconds) of the
+        last sign of life from the model (the request sent, or the last stream
+        item); ``None`` otherwise. ``exec`` reports long waits from it."""
 
     # ---- consumer side -----------------------------------------------------
 
@@ -309,15 +314,13 @@ class Session:
         self.provider: Provider = provider or make_provider(config.provider)
         self.tools = ToolRunner(cwd, env=tool_environment(os.environ))
         self.always_allowed: set[str] = set()
-        self.retry_policy = RetryPolicy(max_retries=config.max_retries)
+        self.retry_policy = RetryPolicy(
+            max_retries=config.max_retries, max_retry_s=config.max_retry_s
+        )
         self.current: Turn | None = None
         self.mailbox = Mailbox()
-        self._acknowledged: set[str] = {
-            mid
-            for r in journal.records
-            if isinstance(r, jr.TurnCompleted)
-            for mid in r.acknowledged
-        }
+        self._acknowledged: set[str] = settled_inputs(journal.records)
+        """Ids no turn may take again: acknowledged by a terminal record, or dropped."""
         self.mailbox.restore(
             [(e.message_id, e.text, e.kind.value) for e in inbox.entries],
             acknowledged=self._acknowledged,
@@ -342,6 +345,73 @@ class Session:
     def waiting(self) -> list[MailboxMessage]:
         """Accepted input not yet claimed by a turn, in order (shown under the prompt)."""
         return self.mailbox.waiting()
+
+    def waiting_event(self) -> ev.InputWaitingEvent:
+        """The ``input.waiting`` event for the input that waits now (may list none).
+
+        ``first_line`` is the first non-empty line of each text, at most 120
+        characters; ``accepted_at_ms`` comes from ``inbox.json``.
+        """
+        accepted = {e.message_id: e.accepted_at_ms for e in self.inbox.entries}
+        return ev.InputWaitingEvent(
+            session_id=self.session_id,
+            messages=[
+                ev.WaitingInput(
+                    message_id=m.message_id,
+                    kind=ev.WaitingKind(m.kind),
+                    accepted_at_ms=accepted.get(m.message_id, 0),
+                    first_line=first_line(m.text),
+                )
+                for m in self.mailbox.waiting()
+            ],
+            drop_command=f"mind inbox {self.session_id} --drop ID",
+        )
+
+    def drop(self, message_id: str) -> MailboxMessage:
+        """Take back one waiting input for good (issue 7 item 11).
+
+        The mailbox charts decide what can be dropped: a message waiting for
+        a turn (``queued`` steering, ``next_turn``, or ``returned`` by a turn
+        that failed or was aborted) — never one the running turn has claimed.
+        The drop is durable before this returns: an ``input_dropped`` journal
+        record (fsync) — so recovery filters the id like an acknowledgement
+        and the model never sees the earlier ``user_message`` records of a
+        failed turn — then ``inbox.json`` rewritten without it (fsync).
+
+        Args:
+            message_id: the message id, or a prefix matching exactly one
+                message held (waiting or claimed).
+
+        Returns:
+            The dropped message (its text, e.g. for the REPL's editor).
+
+        Raises:
+            DropRefused: no such message, an ambiguous prefix, or claimed by
+                the running turn; nothing was written.
+            OSError: a write failed; the message still waits in memory (and
+                replays, unless the journal record made it).
+        """
+        held = [m for m in self.mailbox.messages() if m.state != "acknowledged"]
+        matches = [m for m in held if m.message_id == message_id] or [
+            m for m in held if message_id and m.message_id.startswith(message_id)
+        ]
+        if not matches:
+            raise DropRefused(self.session_id, message_id, f"no waiting message {message_id!r}")
+        if len(matches) > 1:
+            names = ", ".join(m.message_id for m in matches[:5])
+            raise DropRefused(
+                self.session_id, message_id, f"{message_id!r} matches several: {names}"
+            )
+        mid = matches[0].message_id
+        try:
+            self.mailbox.check_drop(mid)
+        except MailboxRefused as exc:
+            detail = str(exc).removeprefix("mailbox: 'drop' ")
+            raise DropRefused(self.session_id, message_id, detail) from exc
+        self.journal.append(jr.InputDropped(seq=0, recorded_at_ms=0, message_id=mid), sync=True)
+        self._acknowledged.add(mid)
+        self.inbox.remove([mid])
+        return self.mailbox.drop(mid)
 
     def park(self) -> None:
         """Another session is shown; this one stays hosted and its turn keeps running."""
@@ -612,6 +682,10 @@ class Session:
         )
         if runs_on and self.mailbox.waiting() and not self.runtime.closing:
             self._start_turn()
+        elif self.mailbox.waiting():
+            # Input stays waiting after this turn: say so, with how to drop
+            # it, or it goes silently into the next turn (issue 7 item 11).
+            self._events.put(self.waiting_event())
 
     async def _loop(self, turn: Turn, machine: TurnMachine) -> ev.Failure | None:
         """Model rounds and tool calls until the turn is sealed or fails.
@@ -620,6 +694,7 @@ class Session:
         Raises the cancellation of ``turn._scope`` on interrupt.
         """
         rounds = 0
+        first_failure_at: float | None = None  # monotonic s: the retry time starts here
         while True:
             rounds += 1
             if rounds > DEFAULT_MAX_ROUNDS:
@@ -643,7 +718,9 @@ class Session:
             partial: list[str] = []
             try:
                 opened = False
+                turn.model_quiet_since = time.monotonic()
                 async for item in self.provider.stream(request):
+                    turn.model_quiet_since = time.monotonic()
                     if not opened:
                         opened = True
                         machine.stream_opened()
@@ -657,10 +734,14 @@ class Session:
                 if done is None:
                     raise ProviderError("stream_cut", detail="stream ended without a final event")
             except ProviderError as exc:
+                turn.model_quiet_since = None
                 failure = ev.Failure(kind=ev.FailureKind(exc.kind), message=exc.message)
                 turn.failure_detail = exc.detail[:500]
-                if machine.round_failed(transient=exc.transient):
-                    delay_s = self.retry_policy.delay_s(machine.retries_used, exc.retry_after_s)
+                now = time.monotonic()
+                first_failure_at = now if first_failure_at is None else first_failure_at
+                delay_s = self.retry_policy.delay_s(machine.retries_used + 1, exc.retry_after_s)
+                in_time = self.retry_policy.within_time(now - first_failure_at, delay_s)
+                if machine.round_failed(transient=exc.transient, in_time=in_time):
                     turn._emit(
                         ev.TurnRetryingEvent(
                             turn_id=turn.turn_id,
@@ -674,6 +755,7 @@ class Session:
                     continue
                 return failure
             except anyio.get_cancelled_exc_class():
+                turn.model_quiet_since = None
                 if partial:  # keep what the person already saw
                     self._journal_round(
                         turn.turn_id,
@@ -686,6 +768,8 @@ class Session:
                         [],
                     )
                 raise
+            finally:
+                turn.model_quiet_since = None  # also on any other error (the turn fails)
             turn._usage = turn._usage + done.usage
             self._journal_round(
                 turn.turn_id,
@@ -1060,6 +1144,7 @@ class Runtime:
         interactive: bool = False,
         create: bool = False,
         cwd: Path | None = None,
+        provider: Provider | None = None,
     ) -> Session:
         """Open an existing session (or create it when ``create``), recovering it.
 
@@ -1071,7 +1156,9 @@ class Runtime:
         is recovered input that replays, in order, with the next turn
         (:meth:`Session.resume_pending` or the next :meth:`Session.send`).
         A failure part-way releases the lease. Re-opening a session this
-        runtime already hosts returns the same handle.
+        runtime already hosts returns the same handle. ``provider`` replaces
+        the one ``config`` describes (``mind inbox --drop`` opens a session
+        that runs no turn).
 
         Raises:
             SessionError: no such session and not ``create``.
@@ -1092,7 +1179,7 @@ class Runtime:
                     interactive=interactive,
                 )
             raise SessionError(session_id, "no such session")
-        provider = make_provider(config.provider)
+        provider = provider or make_provider(config.provider)
         mount = self.mounts.claim(session_id)
         try:
             lease = SessionLease.acquire(directory / "lease", session_id)
@@ -1102,12 +1189,7 @@ class Runtime:
         try:
             journal = Journal.open(path)
             aborted, completed, synthetic = recover_journal(journal)
-            acknowledged = {
-                mid
-                for r in journal.records
-                if isinstance(r, jr.TurnCompleted)
-                for mid in r.acknowledged
-            }
+            acknowledged = settled_inputs(journal.records)
             inbox = Inbox.open(directory / "inbox.json", acknowledged=acknowledged)
             # The file too: a crash after the terminal record, before the
             # cleanup, left acknowledged input in it (issue 3 §3).
@@ -1206,6 +1288,24 @@ def close_open_calls(
     return written
 
 
+def settled_inputs(records: Iterable[jr.JournalRecord]) -> set[str]:
+    """Input ids no turn may take again: acknowledged by a ``turn_completed``,
+    or dropped (``input_dropped``). ``inbox.json`` is filtered by them on open."""
+    settled: set[str] = set()
+    for r in records:
+        if isinstance(r, jr.TurnCompleted):
+            settled.update(r.acknowledged)
+        elif isinstance(r, jr.InputDropped):
+            settled.add(r.message_id)
+    return settled
+
+
+def first_line(text: str, limit: int = 120) -> str:
+    """The first non-empty line of ``text``, stripped, cut to ``limit`` characters (with …)."""
+    line = next((x.strip() for x in text.splitlines() if x.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 def recover_journal(journal: Journal) -> tuple[int, int, int]:
     """Close what a crash left open (seed 000 PersistentStore.recoverInterruptedTurn).
 
@@ -1287,5 +1387,7 @@ __all__ = [
     "Turn",
     "TurnOutcome",
     "close_open_calls",
+    "first_line",
     "recover_journal",
+    "settled_inputs",
 ]

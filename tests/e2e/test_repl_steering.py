@@ -236,3 +236,62 @@ def test_a_refused_message_stays_in_the_editor(spawn: Spawn, tmp_path: Path) -> 
         "model_round",
         "end:completed",
     ]
+
+
+UP = "\x1b[A"
+DOWN = "\x1b[B"
+
+
+def test_waiting_messages_can_be_selected_then_dropped_or_taken_back_into_the_editor(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    """Issue 7 item 11: Up selects a waiting message; d drops it for good, e
+    drops it and puts its text in the editor; neither is ever sent as it was."""
+    child = spawn(
+        [GATED_TOOL, {"text": "First turn done."}, {"text": "Answer to the edited one."}],
+        "--approval",
+        "never",
+    )
+    sid = session_id_of(child)
+    child.send("first" + ENTER)
+    child.expect(CALLING)
+    child.send("later one" + TAB)
+    child.expect(words("↳ next turn later one"))
+    child.send("later two" + TAB)
+    child.expect(words("↳ next turn later two"))
+    child.expect(words("↑ to edit or drop a waiting message"))
+    child.send(UP)  # the newest first
+    child.expect(words("› next turn later two"))
+    child.expect(words("Esc back"))  # the keys of the list (only changed cells are redrawn)
+    child.send("d")
+    child.expect(words("Dropped: later two"))
+    child.expect(words("› next turn later one"))  # the selection moved to the neighbour
+    child.send(DOWN)  # past the newest: out of the list
+    child.expect(words("↳ next turn later one"))
+    child.send(UP + "e")
+    child.expect(words("› later one"))  # back in the editor, as a draft
+    assert [e["text"] for e in inbox(tmp_path, sid)] == ["first"]  # both drops durable
+    (tmp_path / "go").touch()
+    child.expect(words("First turn done."))
+    child.expect(words("── completed"))
+    child.send(" edited" + ENTER)
+    child.expect(words("Answer to the edited one."))
+    child.expect(words("── completed"))
+    exit_cleanly(child)
+    records = journal(tmp_path, sid)
+    assert outline(records) == [
+        "session_started",
+        "turn_started",
+        "user:prompt:first",
+        "model_round",
+        "input_dropped",  # both while the tool call ran
+        "input_dropped",
+        "tool_result:ok",
+        "model_round",
+        "end:completed",
+        "turn_started",
+        "user:prompt:later one edited",
+        "model_round",
+        "end:completed",
+    ]
+    assert inbox(tmp_path, sid) == []

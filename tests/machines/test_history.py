@@ -203,6 +203,16 @@ def test_empty_rounds_and_empty_user_text_are_skipped() -> None:
     ]
 
 
+def test_a_dropped_input_is_never_sent_even_where_a_failed_turn_journaled_it() -> None:
+    """Issue 7 item 11: "do X" of a failed turn, dropped later, is gone from every request."""
+    records = [
+        user("do X", turn="t1"),  # t1 failed: m-do X was returned, then dropped
+        jr.InputDropped(seq=0, recorded_at_ms=0, message_id="m-do X"),
+        user("do Y", turn="t2"),
+    ]
+    assert build_messages(records) == [UserMessage(text="do Y")]
+
+
 def test_reused_and_empty_call_ids_are_made_unique() -> None:
     records = [
         round_("", [call("c"), call("c"), call("")]),

@@ -117,6 +117,40 @@ def test_abort_returns_claimed_input_and_the_next_turn_claims_it_first() -> None
     assert box.end_turn(acknowledge=True) == ["p1", "s1", "s2", "p2"]
 
 
+def test_only_waiting_messages_can_be_dropped_and_a_drop_is_final() -> None:
+    """Issue 7 item 11: returned, next_turn and queued messages can be taken
+    back; one the running turn claimed cannot; the id stays known."""
+    box = Mailbox()
+    box.enqueue("p1", "do X", kind="prompt")
+    box.open_turn()
+    box.end_turn(acknowledge=False)  # a transient failure: p1 is returned
+    box.enqueue("p2", "do X", kind="prompt")
+    box.open_turn()  # claims p1 and p2
+    box.enqueue("s1", "steer", kind="steer")  # queued for this turn
+    box.enqueue("q1", "later", kind="queue")  # next_turn
+    before = snap(box)
+    with pytest.raises(MailboxRefused, match="running turn has already taken it"):
+        box.check_drop("p1")
+    with pytest.raises(MailboxRefused, match="running turn has already taken it"):
+        box.drop("p2")
+    with pytest.raises(MailboxRefused, match="not waiting"):
+        box.drop("nope")
+    assert snap(box) == before
+    assert box.check_drop("s1").state == "queued"
+    assert snap(box) == before  # checking changes nothing
+    dropped = box.drop("s1")
+    assert (dropped.message_id, dropped.state) == ("s1", "dropped")
+    assert box.drop("q1").state == "dropped"
+    assert ids(box.waiting()) == [] and box.drain_or_seal() == []  # nothing left to steer
+    assert box.end_turn(acknowledge=False) == []
+    assert ids(box.waiting()) == ["p1", "p2"]
+    assert box.drop("p1").state == "dropped"
+    assert box.enqueue("p1", "do X", kind="prompt") == "next_turn"  # idempotent: not back
+    assert ids(box.waiting()) == ["p2"] and box.knows("s1")
+    with pytest.raises(MailboxRefused, match="not waiting"):
+        box.drop("p1")
+
+
 def test_end_turn_from_open_acknowledges_only_what_was_claimed() -> None:
     box = Mailbox()
     box.enqueue("p1", "one", kind="prompt")

@@ -95,6 +95,16 @@ def test_transient_failures_retry_until_the_budget_is_spent() -> None:
     assert snap(m) == ("failed", frozenset({"failed"}), True, "failed", 2)
 
 
+def test_a_transient_failure_past_the_retry_time_fails_with_budget_left() -> None:
+    """Issue 7 item 12: the total retry time bounds retries as well as their count."""
+    m = TurnMachine(max_retries=4)
+    m.start()
+    assert m.round_failed(transient=True, in_time=True) is True
+    m.retry_due()
+    assert m.round_failed(transient=True, in_time=False) is False
+    assert snap(m) == ("failed", frozenset({"failed"}), True, "failed", 1)
+
+
 def test_a_permanent_failure_fails_at_once() -> None:
     m = TurnMachine()
     m.start()

@@ -90,6 +90,39 @@ def test_bad_config_file_is_a_clear_error(tmp_path: Path, text: str, needle: str
         resolve(CliOverrides(), {"OPENAI_API_KEY": "k"}, path)
 
 
+def test_stream_idle_timeout_and_retry_time_from_file_and_env(tmp_path: Path) -> None:
+    """Issue 7 item 12: defaults 300 s each; config.toml, then the environment, override."""
+    none = tmp_path / "none.toml"
+    cli = CliOverrides(provider="openai-chat", base_url="http://127.0.0.1:9/v1")
+    r = resolve(cli, {}, none)
+    assert (r.stream_idle_timeout_s, r.provider.timeout_s, r.max_retry_s) == (300.0, 300.0, 300.0)
+    path = _toml(tmp_path, "stream_idle_timeout = 45\nmax_retry_seconds = 90.5\n")
+    r = resolve(cli, {}, path)
+    assert (r.stream_idle_timeout_s, r.provider.timeout_s, r.max_retry_s) == (45.0, 45.0, 90.5)
+    env = {"MIND_STREAM_IDLE_TIMEOUT": "0.5", "MIND_MAX_RETRY_SECONDS": "2"}
+    r = resolve(cli, env, path)
+    assert (r.stream_idle_timeout_s, r.provider.timeout_s, r.max_retry_s) == (0.5, 0.5, 2.0)
+
+
+@pytest.mark.parametrize(
+    ("env", "text", "needle"),
+    [
+        ({}, "stream_idle_timeout = 0", "stream_idle_timeout"),
+        ({}, 'stream_idle_timeout = "soon"', "stream_idle_timeout"),
+        ({"MIND_STREAM_IDLE_TIMEOUT": "-3"}, "", "MIND_STREAM_IDLE_TIMEOUT"),
+        ({}, "max_retry_seconds = -1", "max_retry_seconds"),
+        ({"MIND_MAX_RETRY_SECONDS": "inf"}, "", "MIND_MAX_RETRY_SECONDS"),
+    ],
+)
+def test_bad_timeouts_are_refused_naming_where_they_came_from(
+    tmp_path: Path, env: dict[str, str], text: str, needle: str
+) -> None:
+    path = _toml(tmp_path, text)
+    cli = CliOverrides(provider="openai-chat", base_url="http://127.0.0.1:9/v1")
+    with pytest.raises(ConfigError, match=needle):
+        resolve(cli, env, path)
+
+
 def test_scripted_needs_a_script(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--script FILE"):
         resolve(CliOverrides(provider="scripted"), {}, tmp_path / "none.toml")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from datetime import UTC, datetime
 
 import anyio
@@ -20,6 +21,7 @@ from mind.shell.providers.failures import (
     parse_retry_after,
 )
 from tests.support.replay_server import ReplayServer, Reply
+from tests.support.silent_server import SSE_PREFIX, SilentServer
 
 # ---- classify_failure: one table ----------------------------------------------------
 
@@ -150,6 +152,17 @@ def test_retry_policy_should_retry_only_transient_kinds_within_budget() -> None:
     assert not policy.should_retry(1, "context_length")
 
 
+def test_retry_policy_bounds_the_total_retry_time() -> None:
+    policy = RetryPolicy(max_retry_s=10.0)
+    assert policy.within_time(0.0, 0.5)
+    assert policy.within_time(9.0, 1.0)  # the retry starts at 10 s: still inside
+    assert not policy.within_time(9.5, 1.0)
+    assert not policy.within_time(11.0, 0.0)
+    assert RetryPolicy().max_retry_s == 300.0
+    with pytest.raises(ValueError):
+        RetryPolicy(max_retry_s=-1.0)
+
+
 def test_retry_policy_jitter_is_injected() -> None:
     policy = RetryPolicy(jitter_ratio=0.5)
     assert (policy.delay_s(3, None), policy.delay_s(3, None, unit=1.0)) == (2.0, 1.0)
@@ -162,9 +175,15 @@ def test_retry_policy_jitter_is_injected() -> None:
 REQUEST = ModelRequest(model="m", system="", messages=[UserMessage(text="hi")])
 
 
-async def _run(kind: str, base_url: str) -> ProviderError | None:
+async def _run(kind: str, base_url: str, timeout_s: float = 5.0) -> ProviderError | None:
     provider = make_provider(
-        ProviderSettings(kind=kind, model="m", base_url=base_url, api_key="sk-k", timeout_s=5.0)  # type: ignore[arg-type]
+        ProviderSettings(
+            kind=kind,  # type: ignore[arg-type]
+            model="m",
+            base_url=base_url,
+            api_key="sk-k",
+            timeout_s=timeout_s,
+        )
     )
     try:
         async for _ in provider.stream(REQUEST):
@@ -193,6 +212,24 @@ def test_connection_refused_is_network() -> None:
         port = sock.getsockname()[1]
     err = anyio.run(_run, "openai-chat", f"http://127.0.0.1:{port}")
     assert err is not None and err.kind == "network"
+
+
+@pytest.mark.parametrize(
+    "prefix", [b"", SSE_PREFIX + b"8\r\n: ping\n\n\r\n"], ids=["before-headers", "mid-stream"]
+)
+@pytest.mark.parametrize("kind", ["openai-chat", "anthropic"])
+def test_a_server_that_accepts_and_goes_silent_is_an_idle_network_failure(
+    kind: str, prefix: bytes
+) -> None:
+    """Issue 7 item 12: no byte for the idle timeout, before the headers or
+    mid-stream, is a transient ``network`` failure that names the setting."""
+    with SilentServer(prefix) as server:
+        started = time.monotonic()
+        err = anyio.run(_run, kind, server.url, 0.3)
+        elapsed = time.monotonic() - started
+    assert err is not None and (err.kind, err.transient) == ("network", True), err
+    assert "stream_idle_timeout" in err.detail and "0.3 s" in err.detail, err.detail
+    assert 0.25 < elapsed < 3.0
 
 
 @pytest.mark.parametrize(

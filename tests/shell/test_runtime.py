@@ -3,6 +3,7 @@ real journal and real tools — the same path ``mind exec`` and the REPL use."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 import yaml
 
 import mind
-from mind.errors import SessionBusyError, SessionError
+from mind.errors import DropRefused, SessionBusyError, SessionError
 from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.history import build_messages
@@ -446,5 +447,140 @@ def test_a_live_holder_blocks_a_second_runtime(tmp_path: Path) -> None:
             lease = (state / "sessions" / s.session_id / "lease").read_bytes()
             assert b'"pid"' in lease
         assert not (state / "sessions" / s.session_id / "lease").exists()  # released on close
+
+    anyio.run(main)
+
+
+# ---- waiting input: announced, and dropped for good (issue 7 item 11) ---------------
+
+
+def _unreachable_model() -> mind.ResolvedConfig:
+    """A model server that refuses connections: every turn fails (network, transient)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return mind.resolve_config(
+        provider="openai-chat",
+        base_url=f"http://127.0.0.1:{port}/v1",
+        model="m",
+        env={"MIND_MAX_RETRIES": "0"},
+    )
+
+
+def test_input_left_by_a_failed_turn_is_announced_and_dropped_for_good(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+
+    async def fail_then_drop() -> str:
+        async with mind.Runtime.open(state_root=state) as rt:
+            s = rt.create_session(cwd=tmp_path, config=_unreachable_model())
+            s.send("do X\nplease", message_id="msg-x")
+            events = [e async for e in s.events()]
+            (done,) = [e for e in events if isinstance(e, ev.TurnCompletedEvent)]
+            assert done.status == "failed"
+            (waiting,) = [e for e in events if isinstance(e, ev.InputWaitingEvent)]
+            assert isinstance(events[-1], ev.InputWaitingEvent)  # after the turn's end
+            assert [(m.message_id, m.kind, m.first_line) for m in waiting.messages] == [
+                ("msg-x", "prompt", "do X")
+            ]
+            assert waiting.messages[0].accepted_at_ms > 0
+            assert waiting.drop_command == f"mind inbox {s.session_id} --drop ID"
+            with pytest.raises(DropRefused, match="no waiting message"):
+                s.drop("nope")
+            dropped = s.drop("msg-")  # a unique prefix
+            assert (dropped.message_id, dropped.text) == ("msg-x", "do X\nplease")
+            assert s.waiting == [] and s.inbox.entries == []
+            with pytest.raises(DropRefused):
+                s.drop("msg-x")
+            assert s.send("do X\nplease", message_id="msg-x").duplicate  # never back
+            return s.session_id
+
+    sid = anyio.run(fail_then_drop)
+    path = state / "sessions" / sid / "journal.jsonl"
+    assert [r.message_id for r in _records(path) if isinstance(r, jr.InputDropped)] == ["msg-x"]
+    assert msgspec.json.decode((state / "sessions" / sid / "inbox.json").read_bytes()) == {
+        "version": 1,
+        "entries": [],
+    }
+    config = _config(tmp_path, [{"text": "y done"}])
+
+    async def reopen() -> list[object]:
+        async with mind.Runtime.open(state_root=state) as rt:
+            s = rt.open_session(sid, config=config)
+            assert s.recovery is not None and s.recovery.replayed_inputs == 0
+            assert s.resume_pending() is None
+            await s.run("do Y")
+            return list(build_messages(s.journal.records))
+
+    messages = anyio.run(reopen)
+    assert [getattr(m, "text", None) for m in messages] == ["do Y", "y done"]
+
+
+def test_a_drop_journaled_before_a_crash_cleaned_the_inbox_never_replays(
+    tmp_path: Path,
+) -> None:
+    """kill -9 between the ``input_dropped`` record and the inbox rewrite
+    leaves the entry in inbox.json: opening filters it like an acknowledgement."""
+    from mind.generated.inbox import InboxEntry, InboxKind
+    from mind.shell.inbox import Inbox
+
+    config = _config(tmp_path, [{"text": "x"}])
+    state = tmp_path / "state"
+
+    async def create() -> str:
+        async with mind.Runtime.open(state_root=state) as rt:
+            return rt.create_session(cwd=tmp_path, config=config).session_id
+
+    sid = anyio.run(create)
+    directory = state / "sessions" / sid
+    Inbox.open(directory / "inbox.json", acknowledged=()).add(
+        InboxEntry(
+            message_id="gone",
+            text="dropped",
+            kind=InboxKind.queue,
+            accepted_at_ms=1,
+            recovered=False,
+        )
+    )
+    with Journal.open(directory / "journal.jsonl") as j:
+        j.append(jr.InputDropped(seq=0, recorded_at_ms=0, message_id="gone"), sync=True)
+
+    async def reopen() -> tuple[int, list[str]]:
+        async with mind.Runtime.open(state_root=state) as rt:
+            s = rt.open_session(sid, config=config)
+            assert s.recovery is not None
+            return s.recovery.replayed_inputs, [m.message_id for m in s.waiting]
+
+    assert anyio.run(reopen) == (0, [])
+    assert b"gone" not in (directory / "inbox.json").read_bytes()  # cleaned on open
+
+
+def test_the_running_turns_input_cannot_be_dropped(tmp_path: Path) -> None:
+    config = _config(
+        tmp_path,
+        [{"tool_calls": [{"name": "shell", "arguments": {"command": "touch x"}}]}, {"text": "ok"}],
+        approval="untrusted",
+    )
+
+    async def main() -> None:
+        asked = False
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = rt.create_session(cwd=tmp_path, config=config, interactive=True)
+            turn = s.submit("go", message_id="claimed-1")
+            s.queue("later", message_id="queued-1")
+            s.queue("later too", message_id="queued-2")
+            async for event in turn:
+                if isinstance(event, ev.ApprovalRequestedEvent):
+                    asked = True
+                    with pytest.raises(DropRefused, match="running turn has already taken it"):
+                        s.drop("claimed-1")
+                    with pytest.raises(DropRefused, match="no waiting message"):
+                        s.drop("")
+                    with pytest.raises(DropRefused, match="matches several"):
+                        s.drop("queued")
+                    assert s.drop("queued-1").message_id == "queued-1"
+                    assert s.drop("queued-2").text == "later too"
+                    turn.decide(event.call_id, "yes")
+            assert asked and turn.outcome.status == "completed"
+            assert [m.message_id for m in s.waiting] == []
 
     anyio.run(main)

@@ -78,6 +78,12 @@ class HttpProvider:
     and ``_parser``. No retries here: the runtime retries with
     :mod:`mind.effects.retry`.
 
+    ``timeout_s`` is the stream idle timeout (``stream_idle_timeout``): the
+    longest wait for any byte — connecting, waiting for the response headers,
+    and between body chunks (httpx's per-read timeout). Going past it is a
+    transient ``network`` failure whose detail names the setting (issue 7
+    item 12: a server that accepts and never answers must not hold a turn).
+
     Attributes:
         name: the provider kind.
         label: human label, ``"<kind> <model> @ <base_url>"`` (no secrets).
@@ -145,7 +151,8 @@ class HttpProvider:
 
         Raises:
             ProviderError: ``network`` (no response: connect/read errors,
-                timeouts), any kind from the status/body (PROVIDER-RULES 7),
+                timeouts; nothing received for ``timeout_s`` at any point),
+                any kind from the status/body (PROVIDER-RULES 7),
                 an in-stream error (rules 9, 20, 21), ``stream_cut`` when the
                 body ends or breaks before its end (rule 19), ``server`` for an
                 unexpected content type or malformed JSON body.
@@ -191,8 +198,18 @@ class HttpProvider:
                     )
         except httpx.DecodingError as exc:
             raise ProviderError("server", detail=f"undecodable body: {exc}") from None
+        except httpx.TimeoutException:
+            raise self._idle_error(body_started) from None
         except httpx.TransportError as exc:
             raise error_from_transport(exc, url=self._url(), body_started=body_started) from None
+
+    def _idle_error(self, body_started: bool) -> ProviderError:
+        where = "in the middle of the stream" if body_started else "before answering"
+        return ProviderError(
+            "network",
+            detail=f"the model sent nothing for {self._timeout_s:g} s {where} "
+            "(stream_idle_timeout)",
+        )
 
     async def _sse(self, resp: httpx.Response, parser: StreamParser) -> AsyncIterator[StreamEvent]:
         decoder = SSEDecoder()
@@ -204,7 +221,11 @@ class HttpProvider:
                         yield ev
                     if parser.done:
                         return
-        except (httpx.ReadError, httpx.RemoteProtocolError, httpx.ReadTimeout):
+        except httpx.ReadTimeout:
+            # Idle, not cut: a network failure naming the setting (retried
+            # within the turn's bounds), never a "stream ended" finish.
+            raise self._idle_error(True) from None
+        except (httpx.ReadError, httpx.RemoteProtocolError):
             # The body broke mid-way: whatever was decoded stays; the parser
             # decides whether the stream had already reached a clean end.
             cut = True
