@@ -380,6 +380,24 @@ class MailboxAgainstReference(RuleBasedStateMachine):
         self.settled[message_id] = self.messages.pop(message_id).disposition
         self.case_edges.add(f"dropped:{ref.state}")
 
+    @precondition(
+        lambda self: any(m.state == "queued" and m.kind in USER for m in self.messages.values())
+    )
+    @rule(pick=st.integers(min_value=0, max_value=10_000))
+    def drop_steering(self, pick: int) -> None:
+        """A steering message taken back before the turn claims it: the shortest
+        lived state, so it gets a rule of its own (coverage must not depend on
+        the luck of one derandomized run)."""
+        self.drop(pick, "queued", 0)
+
+    @rule()
+    def background_burst(self) -> None:
+        """Three declared 3 MiB background completions: the third crosses the
+        7 MiB limit when nothing was consumed in between."""
+        for _ in range(3):
+            self.fresh += 1
+            self._accept(f"m{self.fresh}", f"done {self.fresh}", "background", 3 * MIB)
+
     @rule(roll=st.integers(min_value=0, max_value=3))
     def crash_and_reopen(self, roll: int) -> None:
         """kill -9 at any point: only inbox.json and the journal's acks survive.
