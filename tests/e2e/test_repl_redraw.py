@@ -328,3 +328,23 @@ def test_the_approval_question_and_waiting_messages_sit_under_the_input(tmp_path
         assert "Allow shell?" not in shown, shown
     finally:
         child.terminate(force=True)
+
+
+def test_no_stale_status_rows_remain_when_a_waiting_message_is_listed_and_it_narrows(
+    tmp_path: Path,
+) -> None:
+    child, screen = spawn_repl(tmp_path, *scripted(tmp_path, GATED_SCRIPT), reflow=True)
+    try:
+        child.send("run it" + ENTER)
+        child.expect(words("⏺ Calling shell while"))
+        child.send("also this" + ENTER)  # steering: listed while the call runs
+        wait_for_screen(child, screen, lambda _: shown_under_input(screen, "↳ steer"))
+        resize(child, screen, ROWS, 40)  # both status rows are wider than 40 columns
+        wait_for_screen(child, screen, lambda _: shown_under_input(screen, "↳ steer"))
+        (tmp_path / "go").touch()
+        child.expect(words("── completed"))
+        wait_for_screen(child, screen, lambda _: not under_input(screen))
+        stale = [row for row in screen.lines() if "Working" in row or "↳ steer" in row]
+        assert not stale, screen.transcript()
+    finally:
+        child.terminate(force=True)
