@@ -403,6 +403,7 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
     final_text = ""
     stdout_closed = False
     waiting_notice: ev.InputWaitingEvent | None = None
+    held: ev.TurnCompletedEvent | None = None
     async with anyio.create_task_group() as tg:
 
         async def on_sigint() -> None:
@@ -427,7 +428,7 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
             try:
                 if json_mode:
                     if not isinstance(event, ev.ReasoningDeltaEvent | ev.InputAcceptedEvent):
-                        _emit_json(out, event)
+                        held = _emit_json_ordered(out, event, held)
                 elif isinstance(event, ev.InputWaitingEvent):
                     waiting_notice = event  # after the final answer and the failure line
                 else:
@@ -439,6 +440,11 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
                 if session.current is not None:
                     session.current.interrupt(send_pending=False)
         tg.cancel_scope.cancel()
+    if held is not None and not stdout_closed:
+        try:
+            _emit_json(out, held)
+        except BrokenPipeError:
+            stdout_closed = True
     if stdout_closed:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush is quiet
@@ -481,6 +487,33 @@ async def _report_model_waits(session: Session) -> None:
         if due >= 1 and last != (since, due):
             last = (since, due)
             print(f"mind: waiting for the model… {due * interval:g} s", file=sys.stderr)
+
+
+def _emit_json_ordered(
+    out: TextIO, event: ev.Event, held: ev.TurnCompletedEvent | None
+) -> ev.TurnCompletedEvent | None:
+    """Print ``event``, keeping a turn's ``turn.completed`` last of that turn.
+
+    The runtime announces waiting input (``input.waiting``) just after the
+    turn's terminal event; exec prints it just before, so that a failed run's
+    last line is still its ``turn.completed`` with status and failure (the
+    rule of ``--json``: a failing run ends with one event giving kind and
+    message). Returns the ``turn.completed`` still held back (printed by the
+    next call, or by the caller when the stream ends).
+    """
+    if isinstance(event, ev.TurnCompletedEvent):
+        if held is not None:
+            _emit_json(out, held)
+        return event
+    if isinstance(event, ev.InputWaitingEvent):
+        _emit_json(out, event)
+        if held is not None:
+            _emit_json(out, held)
+        return None
+    if held is not None:  # any other event follows the turn it comes after
+        _emit_json(out, held)
+    _emit_json(out, event)
+    return None
 
 
 def _emit_json(out: TextIO, event: ev.Event | ev.ExecFailedEvent) -> None:

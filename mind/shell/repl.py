@@ -9,8 +9,8 @@ input API (:meth:`mind.shell.runtime.Session.send`), which writes it to
 ``inbox.json`` before accepting it. Only then does the editor let go of the
 text; a refusal (:class:`~mind.errors.InputRefused`, e.g. 20 steering
 messages waiting) prints the reason and leaves the text in the editor. The
-lines shown above the prompt are read from :attr:`Session.waiting` at each
-redraw, so they are exactly what the session holds.
+waiting messages listed under the input are read from :attr:`Session.waiting`
+at each redraw, so they are exactly what the session holds.
 
 Keys:
 
@@ -28,8 +28,8 @@ Keys:
   and waits) and asks to press it again; twice within 2 s exits.
 - Ctrl+D on an empty draft exits. Enter on an empty line of an idle session
   with waiting input sends that input now.
-- Up on an empty draft selects a waiting message (the list above the prompt;
-  Up / Down move, Down past the last or Esc leaves): ``e`` takes it back into
+- Down on an empty draft selects a waiting message (the list under the
+  input; Down / Up move, Up past the first or Esc leaves): ``e`` takes it back into
   the editor (a durable drop, its text in the draft), ``d`` or Delete drops
   it (:meth:`Session.drop`; the mailbox chart refuses one the running turn
   already took). Typing leaves the list.
@@ -39,9 +39,14 @@ Keys:
 - An approval request shows what the call will do (the command, a diff of
   each file against its current content); when part of it is hidden, ``v``
   shows it all and y / a are refused until then.
-- An approval request adds a y / n / a question above the prompt; the draft
+- An approval request adds a y / n / a question under the input; the draft
   stays in the editor. A y / n / a typed less than ``TYPING_GAP_S`` after
   the previous character of a draft is taken as typing, not as an answer.
+
+Layout: the input line ``› `` comes first; everything that changes while it
+is shown (the session picker, the answer's preview, the status line, the
+waiting messages, the parked sessions) is drawn under it (see
+:meth:`Repl._place_status_area`).
 
 Rendering: one consumer task iterates :meth:`Session.events` while the
 session is busy, so turns the runtime starts by itself (queued input, the
@@ -69,11 +74,20 @@ from prompt_toolkit import PromptSession
 from prompt_toolkit.buffer import Buffer
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
-from prompt_toolkit.filters import Condition
+from prompt_toolkit.filters import Condition, is_done, to_filter
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.history import FileHistory, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
+from prompt_toolkit.layout import (
+    ConditionalContainer,
+    Container,
+    FormattedTextControl,
+    HSplit,
+    Layout,
+    Window,
+    walk,
+)
 from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
 from rich.console import Console
@@ -122,7 +136,7 @@ MODEL_QUIET_S: Final = 30.0
 """The status line says "waiting for the model" once it has sent nothing this long."""
 
 PENDING_LINES: Final = 5
-"""Waiting messages listed above the prompt; more are counted on one line."""
+"""Waiting messages listed under the input; more are counted on one line."""
 
 PICKER_REFRESH_S: Final = 2.0
 """While the session picker is shown, occupancy and the list are re-read this often
@@ -452,6 +466,37 @@ class Repl:
         )
         self.prompt.default_buffer.on_text_insert += self._on_typed
         self.prompt.app.timeoutlen = ESC_WAIT_S
+        self._place_status_area()
+
+    def _place_status_area(self) -> None:
+        """Draw :meth:`_status_area` right under the input window.
+
+        Why under: prompt_toolkit erases its previous frame by moving the
+        cursor up by the rows it drew *above* the cursor, then erasing down.
+        A terminal that re-wraps lines on resize (VTE, iTerm2, kitty) turns a
+        narrowed line above the cursor into two rows, so that erase would
+        start one row too low and leave a stale row (issue 7 §3); rows under
+        the cursor are cleared by the erase-down whatever the re-wrap.
+
+        The input window stops stretching; a filler after the area takes the
+        rows the renderer gives the prompt beyond its content (down to the
+        screen bottom when the terminal reports the cursor position), so the
+        area stays right under the input and the completion menu, which
+        floats over the same column, keeps its room under the cursor.
+
+        Raises:
+            ConfigError: the installed prompt_toolkit lays out its prompt
+                without the input column this extends.
+        """
+        input_window = self.prompt.layout.current_window
+        column, holder = _input_column(self.prompt.layout)
+        input_window.dont_extend_height = to_filter(True)
+        area = ConditionalContainer(
+            Window(FormattedTextControl(self._status_area), dont_extend_height=True),
+            filter=Condition(lambda: bool(self._status_area())) & ~is_done,
+        )
+        at = column.children.index(holder) + 1
+        column.children[at:at] = [area, ConditionalContainer(Window(), filter=~is_done)]
 
     def _on_typed(self, _: object) -> None:
         self._last_typed_at = self._clock()
@@ -522,11 +567,12 @@ class Repl:
         self.prompt.app.invalidate()
 
     def _prompt_rows(self) -> int:
-        """Rows the prompt area takes below the output now (lines above the
-        prompt, the draft), plus slack for a wrapped line: output is only
+        """Rows the prompt area takes below the output now (the draft, the
+        status area under it), plus slack for a wrapped line: output is only
         erased in place above it."""
-        above = "".join(fragment[1] for fragment in self._message())
-        return above.count("\n") + self.prompt.default_buffer.document.line_count + 2
+        area = self._status_area()
+        under = "".join(fragment[1] for fragment in area).count("\n") + 1 if area else 0
+        return under + self.prompt.default_buffer.document.line_count + 2
 
     # ---- main loop -------------------------------------------------------------
 
@@ -882,15 +928,16 @@ class Repl:
         return None
 
     def move_selection(self, step: int) -> None:
-        """Up (``-1``) / Down (``+1``) in the waiting list; Up from the draft
-        enters it at the newest message, Down past the newest leaves it."""
+        """Down (``+1``) / Up (``-1``) in the waiting list, which is shown under
+        the input: Down from the draft enters it at the oldest message, Up past
+        the oldest leaves it (back to the draft)."""
         shown = [m.message_id for m in self._selectable()]
         current = self.selected
         if current is None:
-            self._selected = shown[-1] if shown and step < 0 else None
+            self._selected = shown[0] if shown and step > 0 else None
         else:
             i = shown.index(current.message_id) + step
-            self._selected = shown[max(0, i)] if i < len(shown) else None
+            self._selected = shown[min(i, len(shown) - 1)] if i >= 0 else None
         self._invalidate()
 
     def drop_selected(self, *, edit: bool) -> None:
@@ -924,10 +971,15 @@ class Repl:
     # ---- prompt pieces --------------------------------------------------------
 
     def _message(self) -> StyleAndTextTuples:
-        """The prompt: preview, status line and waiting messages above ``› ``."""
-        prompt: StyleAndTextTuples = [("class:prompt.busy" if self.busy else "class:prompt", "› ")]
+        """The prompt on the input line: ``› `` (dim while a turn runs)."""
+        return [("class:prompt.busy" if self.busy else "class:prompt", "› ")]
+
+    def _status_area(self) -> StyleAndTextTuples:
+        """The lines under the input: the picker, the answer's preview, the
+        status line, the waiting messages, the parked sessions; ``[]`` when
+        there are none (no trailing newline: the last line is the last row)."""
         if self._leaving:  # the last frame stays in the scrollback: keep it clean
-            return prompt
+            return []
         lines: StyleAndTextTuples = []
         if self._picker is not None:
             lines += self._picker_lines(self._picker)
@@ -939,7 +991,10 @@ class Repl:
             lines += [*status, ("", "\n")]
         lines += self._pending_lines(self.session.waiting)
         lines += self._parked_line()
-        return [*lines, *prompt]
+        if lines and lines[-1][1].endswith("\n"):
+            style, text, *_ = lines[-1]
+            lines[-1] = (style, text[:-1])
+        return lines
 
     def _parked_line(self) -> StyleAndTextTuples:
         """``◐ 1 parked session running · /sessions`` while parked turns run."""
@@ -1035,7 +1090,7 @@ class Repl:
             keys = "  ↑↓ choose · e edit (back into the editor) · d drop · Esc back\n"
             out += [("class:status.dim", keys)]
         elif waiting and not self.prompt.default_buffer.text:
-            out += [("class:status.dim", "  ↑ to edit or drop a waiting message\n")]
+            out += [("class:status.dim", "  ↓ to edit or drop a waiting message\n")]
         return out
 
     def _status_line(self) -> StyleAndTextTuples:
@@ -1098,11 +1153,11 @@ class Repl:
         selecting = Condition(lambda: self.selected is not None) & ~picking
         has_waiting = Condition(lambda: bool(self.session.waiting))
 
-        @kb.add("up", filter=~picking & ~approving & empty & has_waiting & ~selecting)
         @kb.add("up", filter=selecting)
         def _select_up(event: KeyPressEvent) -> None:
             self.move_selection(-1)
 
+        @kb.add("down", filter=~picking & ~approving & empty & has_waiting & ~selecting)
         @kb.add("down", filter=selecting)
         def _select_down(event: KeyPressEvent) -> None:
             self.move_selection(1)
@@ -1304,7 +1359,7 @@ class Repl:
             ("Ctrl+J, Alt+Enter, \\ Enter", "new line"),
             ("// or a leading space", "send text that starts with / (a path alone is sent)"),
             ("Esc", "interrupt the turn and send the waiting messages at once"),
-            ("Up on an empty line", "select a waiting message: e edit, d / Del drop, Esc back"),
+            ("Down on an empty line", "select a waiting message: e edit, d / Del drop, Esc back"),
             ("Ctrl+C", "clear the draft, else interrupt (waiting messages are kept); twice exits"),
             ("Ctrl+D", "exit (on an empty line)"),
             ("y / n / a", "answer an approval: yes once, no, always (yes / no / always too)"),
@@ -1472,7 +1527,7 @@ class Repl:
     # ---- the session picker ----------------------------------------------------------
 
     def open_picker(self) -> None:
-        """Show the session picker above the prompt (focus on the attached session)."""
+        """Show the session picker under the input (focus on the attached session)."""
         self._picker_focus = self.session.session_id
         self._refresh_picker()
 
@@ -1537,6 +1592,30 @@ class Repl:
 
     def _cmd_exit(self, _: str) -> bool:
         return False
+
+
+def _input_column(layout: Layout) -> tuple[HSplit, Container]:
+    """The column of a PromptSession's layout holding its input window, and
+    the child of that column that holds it (the window or its conditional
+    wrapper): the status area goes after that child.
+
+    Raises:
+        ConfigError: no column of ``layout`` holds its focused window (a
+            prompt_toolkit whose prompt layout differs from 3.0's).
+    """
+    window = layout.current_window
+    for container in walk(layout.container):
+        if not isinstance(container, HSplit):
+            continue
+        for child in container.children:
+            if child is window or (
+                isinstance(child, ConditionalContainer) and child.content is window
+            ):
+                return container, child
+    raise ConfigError(
+        "the installed prompt_toolkit lays out its prompt without an input column "
+        "(mind needs prompt_toolkit >=3.0.52,<3.1)"
+    )
 
 
 def _short_id(session_id: str) -> str:

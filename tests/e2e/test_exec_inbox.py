@@ -24,7 +24,8 @@ def _closed_port() -> str:
         return f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
 
 
-def _exec(run_mind: RunMind, base_url: str, *args: str) -> object:
+def _exec(run_mind: RunMind, base_url: str, *args: str, new: bool = False) -> object:
+    """``mind exec`` on session SID (``new``: create it) against ``base_url``."""
     return run_mind(
         "exec",
         "--provider",
@@ -33,7 +34,7 @@ def _exec(run_mind: RunMind, base_url: str, *args: str) -> object:
         base_url,
         "--model",
         "m",
-        "--session",
+        "--new-session" if new else "--session",
         SID,
         *args,
         env={"MIND_MAX_RETRIES": "0"},
@@ -44,7 +45,7 @@ def test_failed_exec_names_the_waiting_input_and_mind_inbox_drops_it(
     tmp_path: Path, run_mind: RunMind
 ) -> None:
     down = _closed_port()
-    r = _exec(run_mind, down, "--cwd", str(tmp_path), "do X")
+    r = _exec(run_mind, down, "--cwd", str(tmp_path), "do X", new=True)
     assert r.returncode == 1, r.stderr  # type: ignore[attr-defined]
     err = r.stderr  # type: ignore[attr-defined]
     assert f"1 message waits in session {SID}" in err, err
@@ -117,7 +118,7 @@ def test_drop_needs_the_session_and_a_dropped_message_survives_kill_9(
     tmp_path: Path, run_mind: RunMind, mind_env: dict[str, str]
 ) -> None:
     down = _closed_port()
-    r = _exec(run_mind, down, "--cwd", str(tmp_path), "do X")
+    r = _exec(run_mind, down, "--cwd", str(tmp_path), "do X", new=True)
     (x_id,) = re.findall(r"--drop (msg_[0-9a-f]+)", r.stderr)  # type: ignore[attr-defined]
 
     holder = _holder(mind_env, down, SID)

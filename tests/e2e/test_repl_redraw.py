@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Final
 
 import pexpect
 import pytest
@@ -42,8 +43,14 @@ def chat_sse(deltas: list[str]) -> bytes:
     return out + b"data: " + json.dumps(end).encode() + b"\n\ndata: [DONE]\n\n"
 
 
-def spawn_repl(tmp_path: Path, *args: str, reflow: bool = False) -> tuple[pexpect.spawn, Screen]:
-    """The REPL with ``args`` (provider flags), its screen, at the prompt."""
+def spawn_repl(
+    tmp_path: Path, *args: str, reflow: bool = False, cpr: bool = False, approval: str = "never"
+) -> tuple[pexpect.spawn, Screen]:
+    """The REPL with ``args`` (provider flags), its screen, at the prompt.
+
+    ``cpr``: the screen answers cursor position queries (as real terminals do),
+    so prompt_toolkit gives the prompt every row down to the screen bottom.
+    """
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("MIND_", "OPENAI_", "ANTHROPIC_"))
     }
@@ -53,18 +60,19 @@ def spawn_repl(tmp_path: Path, *args: str, reflow: bool = False) -> tuple[pexpec
         MIND_MAX_RETRIES="2",
         PYTHONPATH=str(REPO),
         TERM="xterm-256color",
-        PROMPT_TOOLKIT_NO_CPR="1",
     )
+    if not cpr:
+        env["PROMPT_TOOLKIT_NO_CPR"] = "1"
     child = pexpect.spawn(
         sys.executable,
-        ["-m", "mind.shell.cli", *args, "--approval", "never", "--cwd", str(tmp_path)],
+        ["-m", "mind.shell.cli", *args, "--approval", approval, "--cwd", str(tmp_path)],
         cwd=str(tmp_path),
         env=env,
         encoding="utf-8",
         timeout=20,
         dimensions=(ROWS, COLS),
     )
-    screen = Screen.attach(child, rows=ROWS, cols=COLS, reflow=reflow)
+    screen = Screen.attach(child, rows=ROWS, cols=COLS, reflow=reflow, answer=cpr)
     child.expect("› ")
     return child, screen
 
@@ -103,6 +111,47 @@ def wait_for_screen(
         assert time.monotonic() < deadline, screen.transcript()
         with contextlib.suppress(pexpect.TIMEOUT):
             child.read_nonblocking(1 << 16, timeout=0.05)
+
+
+def under_input(screen: Screen) -> list[str]:
+    """The rows under the one the cursor is on (the input line), to the last written."""
+    lines = screen.lines()
+    rows = lines[screen.cursor_line() + 1 :]
+    while rows and not rows[-1]:
+        rows.pop()
+    return rows
+
+
+def shown_under_input(screen: Screen, text: str) -> bool:
+    """Whether a row under the input line contains ``text``."""
+    return any(text in row for row in under_input(screen))
+
+
+def input_line(screen: Screen) -> str:
+    """The row the cursor is on (the input line)."""
+    return screen.lines()[screen.cursor_line()]
+
+
+GATED_SCRIPT: Final = [
+    {
+        "tool_calls": [
+            {
+                "name": "shell",
+                "arguments": {"command": "while [ ! -e go ]; do sleep 0.05; done; echo released"},
+            }
+        ]
+    },
+    {"text": "First turn done."},
+    {"text": "Answer to the queued one."},
+]
+"""Replies whose first tool call runs until the test creates ``go``."""
+
+
+def scripted(tmp_path: Path, replies: list[dict[str, object]]) -> tuple[str, ...]:
+    """Provider flags of the scripted provider playing ``replies``."""
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump(replies), encoding="utf-8")
+    return ("--provider", "scripted", "--script", str(script))
 
 
 def journal_records(tmp_path: Path) -> list[dict[str, object]]:
@@ -168,13 +217,11 @@ def test_a_calling_line_stays_whole_when_the_terminal_narrows_mid_call(tmp_path:
         child.terminate(force=True)
 
 
-@pytest.mark.xfail(
-    strict=False,  # the stale row can be overwritten by chance (timing of the redraw)
-    reason="issue 7 §3 open: a re-wrapping terminal moves the status line above "
-    "prompt_toolkit's cursor, whose erase then misses its first row",
-)
 def test_no_stale_working_line_remains_after_the_terminal_narrows(tmp_path: Path) -> None:
-    script = _tool_script(tmp_path)
+    # A status line above the cursor re-wraps into two rows when narrowed and
+    # prompt_toolkit's erase (up by the rows it drew) missed the top one; the
+    # status area sits under the input, where its erase-down clears it.
+    script = _tool_script(tmp_path, echo=10)
     child, screen = spawn_repl(
         tmp_path, "--provider", "scripted", "--script", str(script), reflow=True
     )
@@ -215,3 +262,95 @@ def test_lines_of_a_long_fence_appear_while_the_stream_is_paused_inside_it(
     shown = screen.transcript()
     assert shown.count("step_0 = 0 * 2") == 1 and shown.count("step_29 = 29 * 2") == 1
     assert "```" not in shown and "That is all." in shown
+
+
+def test_the_status_area_and_the_command_menu_open_under_the_input(tmp_path: Path) -> None:
+    # A terminal that reports the cursor position: prompt_toolkit gives the
+    # prompt every row down to the screen bottom; the status area must stay
+    # right under the input, not be pushed to the bottom.
+    child, screen = spawn_repl(tmp_path, *scripted(tmp_path, GATED_SCRIPT), cpr=True)
+    try:
+        child.send("/sessions" + ENTER)
+        wait_for_screen(child, screen, lambda _: under_input(screen)[:1] == ["Sessions"])
+        assert input_line(screen) == "›", screen.transcript()
+        assert under_input(screen)[1].startswith("› ● "), screen.transcript()  # the focus
+        child.send("\x1b")  # closes the picker: nothing of it is left
+        wait_for_screen(child, screen, lambda lines: "Sessions" not in lines)
+        assert under_input(screen) == [], screen.transcript()
+
+        child.send("run it" + ENTER)
+        child.expect(words("⏺ Calling shell while"))
+        wait_for_screen(child, screen, lambda _: "Working" in "".join(under_input(screen)[:1]))
+        assert input_line(screen) == "›", screen.transcript()
+        child.send("one\ntwo")  # a two-line draft: the status stays under its last line
+        wait_for_screen(child, screen, lambda _: input_line(screen) == "  two")
+        assert screen.lines()[screen.cursor_line() - 1] == "› one", screen.transcript()
+        assert "Working" in under_input(screen)[0], screen.transcript()
+        child.sendcontrol("c")  # clears the draft
+
+        child.send("/")  # the command menu opens under the cursor, over the status area
+        wait_for_screen(child, screen, lambda _: shown_under_input(screen, "/sessions"))
+        assert shown_under_input(screen, "/help"), screen.transcript()
+        assert shown_under_input(screen, "/exit"), screen.transcript()
+        child.sendcontrol("c")
+        (tmp_path / "go").touch()
+        child.expect(words("── completed"))
+        child.send("\x04")
+        child.expect(pexpect.EOF)
+        shown = screen.transcript()
+        assert "Resume this session with" in shown
+        # The last frame left in the scrollback holds no status line or menu.
+        assert "Working" not in shown and "show keys and commands" not in shown, shown
+    finally:
+        child.terminate(force=True)
+
+
+def test_the_approval_question_and_waiting_messages_sit_under_the_input(tmp_path: Path) -> None:
+    child, screen = spawn_repl(tmp_path, *scripted(tmp_path, GATED_SCRIPT), approval="untrusted")
+    try:
+        child.send("run it" + ENTER)
+        wait_for_screen(
+            child, screen, lambda _: "".join(under_input(screen)[:1]).startswith("Allow shell?")
+        )
+        assert input_line(screen) == "›", screen.transcript()
+        child.send("y")
+        child.expect(words("approved once"))
+        child.send("later please\t")  # queued for the next turn
+        wait_for_screen(
+            child,
+            screen,
+            lambda _: shown_under_input(screen, "↳ next turn later please"),
+        )
+        assert input_line(screen) == "›", screen.transcript()
+        assert "Working" in under_input(screen)[0], screen.transcript()
+        (tmp_path / "go").touch()
+        child.expect(words("Answer to the queued one."))
+        child.expect(words("── completed"))
+        wait_for_screen(child, screen, lambda _: not under_input(screen))
+        child.send("\x04")
+        child.expect(pexpect.EOF)
+        shown = screen.transcript()
+        assert "↳ next turn" not in shown and "Working" not in shown, shown
+        assert "Allow shell?" not in shown, shown
+    finally:
+        child.terminate(force=True)
+
+
+def test_no_stale_status_rows_remain_when_a_waiting_message_is_listed_and_it_narrows(
+    tmp_path: Path,
+) -> None:
+    child, screen = spawn_repl(tmp_path, *scripted(tmp_path, GATED_SCRIPT), reflow=True)
+    try:
+        child.send("run it" + ENTER)
+        child.expect(words("⏺ Calling shell while"))
+        child.send("also this" + ENTER)  # steering: listed while the call runs
+        wait_for_screen(child, screen, lambda _: shown_under_input(screen, "↳ steer"))
+        resize(child, screen, ROWS, 40)  # both status rows are wider than 40 columns
+        wait_for_screen(child, screen, lambda _: shown_under_input(screen, "↳ steer"))
+        (tmp_path / "go").touch()
+        child.expect(words("── completed"))
+        wait_for_screen(child, screen, lambda _: not under_input(screen))
+        stale = [row for row in screen.lines() if "Working" in row or "↳ steer" in row]
+        assert not stale, screen.transcript()
+    finally:
+        child.terminate(force=True)

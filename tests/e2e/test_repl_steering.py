@@ -245,7 +245,7 @@ DOWN = "\x1b[B"
 def test_waiting_messages_can_be_selected_then_dropped_or_taken_back_into_the_editor(
     spawn: Spawn, tmp_path: Path
 ) -> None:
-    """Issue 7 item 11: Up selects a waiting message; d drops it for good, e
+    """Issue 7 item 11: Down selects a waiting message; d drops it for good, e
     drops it and puts its text in the editor; neither is ever sent as it was."""
     child = spawn(
         [GATED_TOOL, {"text": "First turn done."}, {"text": "Answer to the edited one."}],
@@ -259,16 +259,18 @@ def test_waiting_messages_can_be_selected_then_dropped_or_taken_back_into_the_ed
     child.expect(words("↳ next turn later one"))
     child.send("later two" + TAB)
     child.expect(words("↳ next turn later two"))
-    child.expect(words("↑ to edit or drop a waiting message"))
-    child.send(UP)  # the newest first
-    child.expect(words("› next turn later two"))
+    child.expect(words("↓ to edit or drop a waiting message"))
+    child.send(DOWN)  # the list is under the input: the oldest first
+    child.expect(words("› next turn later one"))
     child.expect(words("Esc back"))  # the keys of the list (only changed cells are redrawn)
+    child.send(DOWN)
+    child.expect(words("› next turn later two"))
     child.send("d")
     child.expect(words("Dropped: later two"))
     child.expect(words("› next turn later one"))  # the selection moved to the neighbour
-    child.send(DOWN)  # past the newest: out of the list
+    child.send(UP)  # past the oldest: out of the list
     child.expect(words("↳ next turn later one"))
-    child.send(UP + "e")
+    child.send(DOWN + "e")
     child.expect(words("› later one"))  # back in the editor, as a draft
     assert [e["text"] for e in inbox(tmp_path, sid)] == ["first"]  # both drops durable
     (tmp_path / "go").touch()
@@ -284,6 +286,7 @@ def test_waiting_messages_can_be_selected_then_dropped_or_taken_back_into_the_ed
         "turn_started",
         "user:prompt:first",
         "model_round",
+        "tool_started",
         "input_dropped",  # both while the tool call ran
         "input_dropped",
         "tool_result:ok",

@@ -390,6 +390,13 @@ class MailboxAgainstReference(RuleBasedStateMachine):
         the luck of one derandomized run)."""
         self.drop(pick, "queued", 0)
 
+    @rule(kind=st.sampled_from(["steer", "queue"]))
+    def big_pair(self, kind: MessageKind) -> None:
+        """Two large inputs: the second crosses the (small) inbox file cap."""
+        for _ in range(2):
+            self.fresh += 1
+            self._accept(f"m{self.fresh}", "x" * BIG_TEXT + "\u00e9", kind, None)
+
     @rule()
     def background_burst(self) -> None:
         """Three declared 3 MiB background completions: the third crosses the

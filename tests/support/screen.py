@@ -6,7 +6,10 @@ in-place redraws) only mean something once a terminal interprets them.
 emulator), scrollback included. ``reflow=True`` makes a resize re-wrap
 lines the way most terminals do (VTE, iTerm2, kitty, Windows Terminal): a row
 filled to the last column continues on the next, and each such logical line
-is wrapped again at the new width, the cursor moving with its character::
+is wrapped again at the new width, the cursor moving with its character.
+``answer=True`` answers the child's cursor position queries as a terminal
+does (prompt_toolkit then gives its prompt every row down to the screen
+bottom); the answers are sent while the child's output is read::
 
     screen = Screen.attach(child, rows=40, cols=120)
     child.expect(...)
@@ -31,10 +34,15 @@ class Screen:
         self._reflow = reflow
 
     @classmethod
-    def attach(cls, child: Any, *, rows: int, cols: int, reflow: bool = False) -> Screen:
-        """A screen of ``rows`` x ``cols`` receiving all of ``child``'s output from now on."""
+    def attach(
+        cls, child: Any, *, rows: int, cols: int, reflow: bool = False, answer: bool = False
+    ) -> Screen:
+        """A screen of ``rows`` x ``cols`` receiving all of ``child``'s output from
+        now on; with ``answer``, it answers the child's queries (``child.send``)."""
         screen = cls(rows, cols, reflow=reflow)
         child.logfile_read = screen
+        if answer:
+            screen._screen.write_process_input = child.send
         return screen
 
     def write(self, data: str) -> None:
@@ -102,6 +110,10 @@ class Screen:
             "".join(line[x].data for x in range(cols)).rstrip() for line in self._screen.history.top
         ]
         return top + [row.rstrip() for row in self._screen.display]
+
+    def cursor_line(self) -> int:
+        """The index in :meth:`lines` of the row the cursor is on."""
+        return len(self._screen.history.top) + self._screen.cursor.y
 
     def transcript(self) -> str:
         """:meth:`lines` joined with newlines."""
