@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -94,12 +95,22 @@ def repl(tmp_path: Path) -> Iterator[tuple[pexpect.spawn, Screen, ReplayServer]]
 def resize(child: pexpect.spawn, screen: Screen, rows: int, cols: int) -> None:
     """Resize the terminal as a person does: the terminal re-wraps what it shows
     (what the child printed so far is interpreted first), then the child gets
-    SIGWINCH."""
-    with contextlib.suppress(pexpect.TIMEOUT):
-        while True:
-            child.read_nonblocking(1 << 16, timeout=0.05)
-    screen.resize(rows, cols)
-    child.setwinsize(rows, cols)
+    SIGWINCH.
+
+    The child is stopped meanwhile, so the resize falls between two of its
+    frames: a frame drawn for the old width but read after the resize would
+    be misplaced by any terminal, and under load the test would otherwise
+    read such a frame late and blame the REPL for it.
+    """
+    os.kill(child.pid, signal.SIGSTOP)
+    try:
+        with contextlib.suppress(pexpect.TIMEOUT):
+            while True:
+                child.read_nonblocking(1 << 16, timeout=0.05)
+        screen.resize(rows, cols)
+        child.setwinsize(rows, cols)
+    finally:
+        os.kill(child.pid, signal.SIGCONT)
 
 
 def wait_for_screen(
