@@ -39,6 +39,7 @@ FailureKind = Literal[
     "network",
     "stream_cut",
     "context_length",
+    "protocol",
 ]
 """The finite set of model-request failures (issue #2, DESIGN §3.1)."""
 
@@ -59,6 +60,7 @@ CANONICAL_MESSAGES: dict[FailureKind, str] = {
     "network": "The provider could not be reached.",
     "stream_cut": "The provider's stream ended before the answer was complete.",
     "context_length": "The conversation is longer than the model's context window.",
+    "protocol": "The server does not speak the configured API.",
 }
 """One canonical, provider-independent message per failure kind."""
 

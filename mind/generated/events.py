@@ -38,6 +38,7 @@ class FailureKind(StrEnum):
     network = 'network'
     stream_cut = 'stream_cut'
     context_length = 'context_length'
+    protocol = 'protocol'
     internal = 'internal'
 
 
@@ -258,7 +259,7 @@ class Failure(Struct, kw_only=True, frozen=True):
 
 
 class TurnRetryingEvent(Struct, kw_only=True, tag_field='type', tag='turn.retrying', frozen=True):
-    """A transient failure; the frozen request is retried after delay_s seconds."""
+    """A transient failure; the frozen request is retried after delay_s seconds. The message.delta events of the failed attempt (those since this turn's turn.started, or its last message.completed or tool.result) belong to the abandoned attempt and must be discarded: the retry streams that answer again from the start."""
 
     turn_id: str
     attempt: Annotated[int, Meta(ge=1)]

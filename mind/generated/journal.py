@@ -38,6 +38,7 @@ class FailureKind(StrEnum):
     network = 'network'
     stream_cut = 'stream_cut'
     context_length = 'context_length'
+    protocol = 'protocol'
     internal = 'internal'
 
 

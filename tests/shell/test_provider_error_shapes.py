@@ -508,7 +508,7 @@ def test_https_to_a_plain_http_server_fails_at_once_with_a_hint() -> None:
         plain = server.url
         origin = plain.replace("http://", "https://")
         err = anyio.run(_run, "openai-chat", origin + "/v1")
-    assert err is not None and (err.kind, err.transient) == ("not_found", False)
+    assert err is not None and (err.kind, err.transient) == ("protocol", False)
     assert err.detail.startswith(
         f"the server at {origin} does not speak TLS — try {plain} in --base-url"
     )
@@ -530,7 +530,7 @@ def test_an_api_shape_the_server_does_not_serve_fails_at_once_with_a_hint(server
     with ReplayServer([NOT_FOUND_BODIES[server_name]], repeat_last=True) as server:
         err = anyio.run(_run, "openai-responses", server.url + "/v1")
         url = server.url
-    assert err is not None and (err.kind, err.transient) == ("not_found", False)
+    assert err is not None and (err.kind, err.transient) == ("protocol", False)
     assert err.detail.startswith(
         f"the server at {url} does not serve /v1/responses — check --base-url / --provider"
     )
@@ -540,7 +540,7 @@ def test_a_base_url_missing_v1_gets_a_hint_naming_v1() -> None:
     with ReplayServer([_json(404, {"detail": "Not Found"})]) as server:
         err = anyio.run(_run, "openai-chat", server.url)
         url = server.url
-    assert err is not None and err.kind == "not_found"
+    assert err is not None and err.kind == "protocol"
     assert err.detail.startswith(
         f"the server at {url} does not serve /chat/completions — check --base-url "
         "(does it need /v1?) / --provider"

@@ -53,7 +53,7 @@ from tests.support.silent_server import SSE_PREFIX, SilentServer
         (None, None, None, "", "server"),  # in-stream error with nothing recognisable
         (408, None, None, "", "network"),
         (None, 408, None, "timed out", "server"),  # in-stream: the server answered
-        (405, None, None, "Method Not Allowed", "not_found"),  # another API shape
+        (405, None, None, "Method Not Allowed", "protocol"),  # another API shape
         (400, "string_above_max_length", "invalid_request_error", "", "invalid_request"),
         (None, None, "validation", "Input validation error: x", "invalid_request"),  # TGI
         (None, None, "BadRequestError", "", "invalid_request"),  # vLLM
@@ -238,7 +238,7 @@ def test_a_server_that_accepts_and_goes_silent_is_an_idle_network_failure(
         (
             "openai-chat",
             Reply(status=200, content_type="text/html", body=b"<html>captive portal</html>"),
-            "server",
+            "protocol",  # a 200 page is not the API: deterministic (issue #7)
         ),
         (
             "openai-chat",

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import functools
 import ssl
+import time
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
+import anyio
 import httpx
 
 from mind.conversation import ModelRequest, StreamDone, StreamEvent
@@ -22,6 +24,8 @@ from mind.shell.providers.failures import (
     error_from_http,
     error_from_payload,
     error_from_transport,
+    is_error_payload,
+    protocol_error,
 )
 from mind.shell.providers.sse import SSEDecoder, SSEEvent
 
@@ -79,10 +83,15 @@ class HttpProvider:
     :mod:`mind.effects.retry`.
 
     ``timeout_s`` is the stream idle timeout (``stream_idle_timeout``): the
-    longest wait for any byte — connecting, waiting for the response headers,
-    and between body chunks (httpx's per-read timeout). Going past it is a
-    transient ``network`` failure whose detail names the setting (issue 7
-    item 12: a server that accepts and never answers must not hold a turn).
+    longest wait for any byte while connecting and waiting for the response
+    headers (httpx's timeouts), and then the longest wait for a real SSE
+    event in the body. Keep-alives — SSE comments (``: ping``,
+    OpenRouter's ``: OPENROUTER PROCESSING``) and ``event: ping`` — do not
+    reset it: a few of them while the model thinks are legitimate, but
+    ``timeout_s`` of nothing else is a hung server that would otherwise hold
+    ``exec`` for ever (issue #7). Going past it is a transient ``network``
+    failure whose detail names the setting (issue 7 item 12: a server that
+    accepts and never answers must not hold a turn).
 
     Attributes:
         name: the provider kind.
@@ -154,8 +163,10 @@ class HttpProvider:
                 timeouts; nothing received for ``timeout_s`` at any point),
                 any kind from the status/body (PROVIDER-RULES 7),
                 an in-stream error (rules 9, 20, 21), ``stream_cut`` when the
-                body ends or breaks before its end (rule 19), ``server`` for an
-                unexpected content type or malformed JSON body.
+                body ends or breaks before its end (rule 19), ``server`` for a
+                malformed JSON body, ``protocol`` for a 200 answer that is
+                not the configured API (an HTML page, JSON of another shape,
+                another API's event stream; a hint names the likely API).
         """
         body = self._body(request)
         parser = self._parser()
@@ -190,18 +201,30 @@ class HttpProvider:
                         yield ev
                 else:
                     raw = await resp.aread()
-                    text = raw[:MAX_DETAIL_CHARS].decode("utf-8", errors="replace")
-                    raise ProviderError(
-                        "server",
-                        detail=f"unexpected content-type {ctype!r}: {text}",
-                        status=resp.status_code,
-                    )
+                    raise self._unexpected_body(ctype, raw)
         except httpx.DecodingError as exc:
             raise ProviderError("server", detail=f"undecodable body: {exc}") from None
         except httpx.TimeoutException:
             raise self._idle_error(body_started) from None
         except httpx.TransportError as exc:
             raise error_from_transport(exc, url=self._url(), body_started=body_started) from None
+
+    def _unexpected_body(self, ctype: str, raw: bytes) -> ProviderError:
+        """A 200 body that is neither SSE nor JSON: an error payload sent with
+        the wrong content type is classified; anything else (an HTML page, a
+        proxy's text) is a deterministic ``protocol`` mismatch, not retried."""
+        try:
+            payload = load_json(raw)
+        except ValueError:
+            payload = None
+        if is_error_payload(payload):
+            return error_event(payload, api_key=self._api_key, url=self._url())
+        head = raw[:MAX_DETAIL_CHARS].lstrip()[:15].lower()
+        page = ctype in ("text/html", "application/xhtml+xml") or head.startswith(
+            (b"<!doctype html", b"<html")
+        )
+        what = "an HTML page" if page else f"content-type {ctype!r}"
+        return protocol_error(self.name, f"{what}, not an event stream")
 
     def _idle_error(self, body_started: bool) -> ProviderError:
         where = "in the middle of the stream" if body_started else "before answering"
@@ -214,9 +237,20 @@ class HttpProvider:
     async def _sse(self, resp: httpx.Response, parser: StreamParser) -> AsyncIterator[StreamEvent]:
         decoder = SSEDecoder()
         cut = False
+        chunks = resp.aiter_bytes()
+        # The idle deadline moves only on a real event (class docstring).
+        deadline = time.monotonic() + self._timeout_s
         try:
-            async for chunk in resp.aiter_bytes():
+            while True:
+                with anyio.move_on_after(max(0.0, deadline - time.monotonic())) as scope:
+                    chunk = await anext(chunks, None)
+                if scope.cancelled_caught:
+                    raise self._idle_error(True)
+                if chunk is None:
+                    break
                 for sse in decoder.feed(chunk):
+                    if sse.event != "ping":
+                        deadline = time.monotonic() + self._timeout_s
                     for ev in parser.feed_event(sse):
                         yield ev
                     if parser.done:

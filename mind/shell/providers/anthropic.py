@@ -50,6 +50,7 @@ from mind.shell.providers._common import (
     sequence_messages,
 )
 from mind.shell.providers._http import HttpProvider, StreamParser, error_event
+from mind.shell.providers.failures import guess_api, is_error_payload, protocol_error
 from mind.shell.providers.sse import SSEEvent
 
 PROVIDER = "anthropic"
@@ -192,6 +193,7 @@ class AnthropicStreamParser(StreamParser):
         self._input_tokens = 0
         self._output_tokens = 0
         self._done = False
+        self._own_events = False
 
     @property
     def done(self) -> bool:
@@ -283,6 +285,12 @@ class AnthropicStreamParser(StreamParser):
         data = event.data.strip()
         if not data:
             return []
+        if data == "[DONE]":
+            # Chat's end sentinel (never sent by Anthropic); after Anthropic
+            # events it is only an early end, decided at EOF.
+            if self._own_events:
+                return []
+            raise protocol_error(PROVIDER, "another API's event stream", looks_like="openai-chat")
         try:
             payload = load_json(data)
         except ValueError:
@@ -291,8 +299,12 @@ class AnthropicStreamParser(StreamParser):
             raise ProviderError("server", detail=f"malformed stream event: {data[:200]}") from None
         if not isinstance(payload, dict):
             return []
+        other = guess_api(payload)
+        if other not in (None, PROVIDER):
+            raise protocol_error(PROVIDER, "another API's event stream", looks_like=other)
+        self._own_events = self._own_events or other == PROVIDER
         kind = payload.get("type") if isinstance(payload.get("type"), str) else event.event
-        untyped_error = "type" not in payload and payload.get("error") is not None
+        untyped_error = "type" not in payload and is_error_payload(payload)
         if kind == "error" or event.event == "error" or untyped_error:
             # untyped: a compatible server's chat-style {"error": ...} (rule 23)
             raise error_event(payload, api_key=self._api_key, url=self._url)
@@ -375,10 +387,11 @@ class AnthropicStreamParser(StreamParser):
     # ---- non-streaming -----------------------------------------------------
 
     def parse_json(self, body: Any) -> list[StreamEvent]:
-        if not isinstance(body, dict):
-            raise ProviderError("server", detail="JSON body is not an object")
-        if body.get("type") == "error" or body.get("error") is not None:
+        if is_error_payload(body):
             raise error_event(body, api_key=self._api_key, url=self._url)
+        if not isinstance(body, dict) or guess_api(body) != PROVIDER:
+            # Not a message object: a server of another API, or a stub.
+            raise protocol_error(PROVIDER, "JSON, not an event stream", looks_like=guess_api(body))
         self._usage(body.get("usage"))
         if isinstance(body.get("stop_reason"), str):
             self._stop_reason = body["stop_reason"]

@@ -12,6 +12,7 @@ Error shapes handled::
     OpenAI / compatible:  {"error": {"message", "type", "code": str|int|null, "param"}}
     vLLM (older), SGLang: {"object": "error", "message", "type": "BadRequestError", "code": 400}
     TGI:                  {"error": "plain string", "error_type": "validation"}
+    FastAPI (vLLM, ...):  {"detail": "plain string"} | {"detail": [{"loc": [...], "msg"}]}
     llama.cpp:            {"error": {"code": 400, "message", "type": "exceed_context_size_error"}}
     Gemini compat:        [{"error": {"code": 400, "message", "status": "INVALID_ARGUMENT"}}]
     Anthropic:            {"type": "error", "error": {"type": "overloaded_error", "message"}}
@@ -54,6 +55,10 @@ CONTEXT_OVERFLOW_PATTERNS: Final[tuple[tuple[str, str], ...]] = (
     (r"maximum prompt length", "xAI 'This model's maximum prompt length is N'"),
     (r"too many tokens in (?:the )?prompt", "compatible servers"),
     (r"input is too long", "Amazon Bedrock 'Input is too long for requested model'"),
+    (
+        r"too big compared to KV size",
+        "llama.cpp (older) 'Input prompt is too big compared to KV size' at HTTP 500",
+    ),
 )
 """Wordings of a context overflow, one table (issue #7 item 24).
 
@@ -67,7 +72,26 @@ _CONTEXT_RE: Final = re.compile(
     "|".join(f"(?:{pattern})" for pattern, _ in CONTEXT_OVERFLOW_PATTERNS), re.IGNORECASE
 )
 
-_VALIDATION_RE: Final = re.compile(r"\bvalidation error\b", re.IGNORECASE)
+INVALID_REQUEST_PATTERNS: Final[tuple[tuple[str, str], ...]] = (
+    # (regular expression, case-insensitive; where the wording comes from)
+    (
+        r"invalid schema for function",
+        "compatible servers checking tool schemas: 'Invalid"
+        " schema for function shell: validation failed' (plain string error, issue #7)",
+    ),
+)
+"""Wordings of a request that can never succeed as sent, at any status.
+
+A match makes the failure ``invalid_request`` where the status alone (5xx)
+or an in-stream error would say ``server``: retrying the same frozen request
+cannot help.
+"""
+
+_INVALID_RE: Final = re.compile(
+    "|".join(f"(?:{pattern})" for pattern, _ in INVALID_REQUEST_PATTERNS), re.IGNORECASE
+)
+
+_VALIDATION_RE: Final = re.compile(r"\bvalidation (?:error|failed)\b", re.IGNORECASE)
 """In-stream wording of a rejected request (TGI "Input validation error: ...")."""
 
 _NO_ENDPOINT_RE: Final = re.compile(r"unexpected endpoint or method", re.IGNORECASE)
@@ -150,7 +174,8 @@ def _status_kind(status: int) -> FailureKind | None:
     if status in (401, 403):
         return "auth"
     if status in (404, 405):
-        # 405: the path exists with another method, i.e. another API shape
+        # 405: the path exists with another method, i.e. another API shape;
+        # not about the model, it becomes ``protocol`` (classify_failure)
         return "not_found"
     if status == 408:
         return "network"
@@ -181,14 +206,19 @@ def classify_failure(
     (auth, not_found — e.g. Responses 400 ``model_not_found``,
     rate_limited, overloaded); then the HTTP status (401/403 auth, 404/405
     not_found, 408 network, 429 rate_limited, 529 overloaded, 5xx server,
-    other 4xx invalid_request); then a generic token (``server_error`` →
+    other 4xx invalid_request) — except that a wording of
+    :data:`INVALID_REQUEST_PATTERNS` turns ``server`` into
+    ``invalid_request``; then a generic token (``server_error`` →
     server, ``invalid_request_error`` / TGI ``validation`` → invalid_request).
     An in-stream error is classified the same way (PROVIDER-RULES 23), with
     its numeric ``code`` standing for the status; it is never ``network``
     (the server was reached and answered); naming a ``param``, or saying
-    "validation error", makes it ``invalid_request``; LM Studio's
-    "Unexpected endpoint or method" is ``not_found``; with nothing
-    recognisable it is ``server`` (PROVIDER-RULES 9, 20, 21).
+    "validation error/failed", makes it ``invalid_request``; LM Studio's
+    "Unexpected endpoint or method" is ``protocol``; with nothing
+    recognisable it is ``server`` (PROVIDER-RULES 9, 20, 21). Last, a
+    ``not_found`` whose code and message do not name the model is
+    ``protocol``: the path (404) or method (405) is not served, i.e. the
+    server speaks another API or ``--base-url`` is wrong (issue #7).
 
     Args:
         status: HTTP status, or None for an error inside a 200 stream. A
@@ -203,6 +233,20 @@ def classify_failure(
     Returns:
         The failure kind.
     """
+    kind = _classify(status=status, code=code, error_type=error_type, message=message, param=param)
+    if kind == "not_found" and not _about_model(code, message):
+        return "protocol"
+    return kind
+
+
+def _classify(
+    *,
+    status: int | None,
+    code: str | int | None,
+    error_type: str | None,
+    message: str,
+    param: str | None,
+) -> FailureKind:
     int_code: int | None = None
     if isinstance(code, int) and not isinstance(code, bool):
         int_code = code
@@ -216,19 +260,24 @@ def classify_failure(
     for kind in token_kinds:
         if kind in _SPECIFIC:
             return kind
+    invalid_wording = _INVALID_RE.search(message or "") is not None
     in_stream = status is None or status == 200
     effective_status = int_code if in_stream else status
     if effective_status is not None:
         by_status = _status_kind(effective_status)
         if by_status == "network" and in_stream:
             by_status = "server"
+        if by_status == "server" and invalid_wording:
+            return "invalid_request"
         if by_status is not None:
             return by_status
+    if invalid_wording:
+        return "invalid_request"
     if token_kinds:
         return token_kinds[0]
     if in_stream:
         if _NO_ENDPOINT_RE.search(message or ""):
-            return "not_found"
+            return "protocol"
         if param or _VALIDATION_RE.search(message or ""):
             return "invalid_request"
     return "server"
@@ -257,8 +306,8 @@ def _about_model(code: str | int | None, message: str) -> bool:
     return code == "model_not_found" or "model" in message.lower()
 
 
-def _hinted(kind: FailureKind, detail: str, url: str | None, *, about_model: bool) -> str:
-    if kind == "not_found" and url and not about_model:
+def _hinted(kind: FailureKind, detail: str, url: str | None) -> str:
+    if kind == "protocol" and url:
         return f"{endpoint_hint(url)}; {detail}"
     return detail
 
@@ -295,16 +344,24 @@ def error_from_payload(
     if isinstance(payload, list) and payload and isinstance(payload[0], Mapping):
         payload = payload[0]
     err: Any = payload
+    code: str | int | None = None
+    error_type: str | None = None
+    param: str | None = None
+    message = ""
     if isinstance(payload, Mapping):
         if "error" in payload:
             err = payload["error"]
         elif isinstance(payload.get("response"), Mapping) and "error" in payload["response"]:
             err = payload["response"]["error"]
-    code: str | int | None = None
-    error_type: str | None = None
-    param: str | None = None
-    message = ""
-    if isinstance(err, Mapping):
+        elif _fastapi_detail(payload):
+            err = payload["detail"]
+    if isinstance(err, list) and err and all(isinstance(e, Mapping) for e in err):
+        # FastAPI request validation: [{"loc": ["body", "tools"], "msg", "type"}]
+        message = "; ".join(str(e.get("msg", "")) for e in err)
+        locs = [e.get("loc") for e in err if isinstance(e.get("loc"), list) and e.get("loc")]
+        param = ".".join(str(x) for x in locs[0]) if locs else None
+        detail = json.dumps(err, ensure_ascii=False, default=str)
+    elif isinstance(err, Mapping):
         raw_code = err.get("code")
         if isinstance(raw_code, str | int) and not isinstance(raw_code, bool):
             code = raw_code
@@ -333,13 +390,101 @@ def error_from_payload(
     kind = classify_failure(
         status=status, code=code, error_type=error_type, message=message, param=param
     )
-    detail = _hinted(kind, detail, url, about_model=_about_model(code, message))
+    detail = _hinted(kind, detail, url)
     return ProviderError(
         kind,
         detail=_redact(detail, api_key),
         status=status,
         retry_after_s=retry_after_s,
     )
+
+
+def _fastapi_detail(payload: Mapping[str, Any]) -> bool:
+    """True for FastAPI's error body (vLLM, many Python servers): ``detail`` as
+    the only key, a string or a list of validation errors."""
+    detail = payload.get("detail")
+    return set(payload) == {"detail"} and isinstance(detail, str | list)
+
+
+def is_error_payload(payload: Any) -> bool:
+    """True when a 200 JSON body or stream event is an error object of a known shape.
+
+    Shapes: ``{"error": ...}`` (not null), ``{"object": "error"}`` (vLLM,
+    SGLang), ``{"type": "error"}`` (Anthropic), FastAPI ``{"detail": ...}``
+    (module docstring). Such a body is classified by
+    :func:`error_from_payload`; any other body that is not the configured
+    API's shape is a :func:`protocol_error`.
+    """
+    if not isinstance(payload, Mapping):
+        return False
+    return (
+        payload.get("error") is not None
+        or payload.get("object") == "error"
+        or payload.get("type") == "error"
+        or _fastapi_detail(payload)
+    )
+
+
+API_NAMES: Final[dict[str, str]] = {
+    "openai-chat": "the Chat Completions API",
+    "openai-responses": "the Responses API",
+    "anthropic": "the Anthropic Messages API",
+}
+"""Human name of the API each HTTP provider kind speaks (for hints)."""
+
+_RESPONSES_TYPE_RE: Final = re.compile(r"^response\.")
+_ANTHROPIC_TYPES: Final = frozenset(
+    {"message_start", "content_block_start", "content_block_delta", "message_delta", "message"}
+)
+
+
+def guess_api(payload: Any) -> str | None:
+    """The provider kind whose wire shape ``payload`` has, or None.
+
+    ``payload`` is a parsed JSON body or SSE event data (``"[DONE]"`` stays a
+    string): ``choices`` / ``chat.completion*`` / ``[DONE]`` → openai-chat;
+    ``object: response`` or a ``response.*`` event type → openai-responses;
+    Anthropic message / stream event types → anthropic.
+    """
+    if payload == "[DONE]":
+        return "openai-chat"
+    if not isinstance(payload, Mapping):
+        return None
+    obj = payload.get("object")
+    kind = payload.get("type")
+    if isinstance(payload.get("choices"), list) or (
+        isinstance(obj, str) and obj.startswith("chat.completion")
+    ):
+        return "openai-chat"
+    if obj == "response" or (isinstance(kind, str) and _RESPONSES_TYPE_RE.match(kind)):
+        return "openai-responses"
+    if kind in _ANTHROPIC_TYPES:
+        return "anthropic"
+    return None
+
+
+def protocol_error(provider: str, answered: str, *, looks_like: str | None = None) -> ProviderError:
+    """A 200 answer that is not ``provider``'s API: deterministic, never retried.
+
+    Args:
+        provider: the configured provider kind (a key of :data:`API_NAMES`).
+        answered: what came, completing "the server answered ...", e.g.
+            ``"JSON, not an event stream"``.
+        looks_like: the provider kind the answer looks like
+            (:func:`guess_api`), named in the hint when it is another one.
+
+    Returns:
+        A ``protocol`` ProviderError whose detail is the hint, e.g. "the
+        server answered JSON, not an event stream — does it speak the
+        Responses API? check --provider / --base-url".
+    """
+    api = API_NAMES.get(provider, provider)
+    detail = f"the server answered {answered} — does it speak {api}? check --provider / --base-url"
+    if looks_like is not None and looks_like != provider:
+        detail += (
+            f" (it looks like {API_NAMES.get(looks_like, looks_like)}: --provider {looks_like})"
+        )
+    return ProviderError("protocol", detail=detail, status=200)
 
 
 def error_from_http(
@@ -373,12 +518,14 @@ def error_from_http(
         payload = None
     if isinstance(payload, list) and payload and isinstance(payload[0], Mapping):
         payload = payload[0]  # Gemini wraps its error object in a list
-    if isinstance(payload, Mapping) and ("error" in payload or payload.get("object") == "error"):
+    if isinstance(payload, Mapping) and (
+        "error" in payload or payload.get("object") == "error" or _fastapi_detail(payload)
+    ):
         return error_from_payload(
             payload, status=status, retry_after_s=retry_after_s, api_key=api_key, url=url
         )
     kind = classify_failure(status=status, message=text)
-    detail = _hinted(kind, f"HTTP {status}: {text}", url, about_model=_about_model(None, text))
+    detail = _hinted(kind, f"HTTP {status}: {text}", url)
     return ProviderError(
         kind,
         detail=_redact(detail, api_key),
@@ -445,7 +592,7 @@ def error_from_transport(
     """Map an httpx transport error (no HTTP status) to a ProviderError.
 
     A TLS handshake that fails on the protocol itself (``WRONG_VERSION_NUMBER``:
-    HTTPS to a plain-HTTP server) is deterministic: ``not_found`` with a hint
+    HTTPS to a plain-HTTP server) is deterministic: ``protocol`` with a hint
     to use ``http://``, never retried (issue #7 item 12b). Other errors are
     ``network`` before the body started and ``stream_cut`` after; a refused
     certificate stays ``network`` with the verifier's reason in ``detail``.
@@ -470,7 +617,7 @@ def error_from_transport(
             elif not isinstance(cause, _TLS_MISMATCH_EXEMPT):
                 plain = f"http://{parts.netloc}"
                 hint = f"the server at {origin} does not speak TLS — try {plain} in --base-url"
-                return ProviderError("not_found", detail=f"{hint}; {detail}")
+                return ProviderError("protocol", detail=f"{hint}; {detail}")
             break
         cause = cause.__cause__ or cause.__context__
     return ProviderError("stream_cut" if body_started else "network", detail=detail)

@@ -48,6 +48,7 @@ from mind.shell.providers._common import (
     sequence_messages,
 )
 from mind.shell.providers._http import HttpProvider, StreamParser, error_event
+from mind.shell.providers.failures import guess_api, is_error_payload, protocol_error
 from mind.shell.providers.sse import SSEEvent
 
 PROVIDER = "openai-chat"
@@ -198,8 +199,10 @@ class ChatStreamParser(StreamParser):
         if event.error:
             # Non-standard `error:` field (old llama.cpp, PROVIDER-RULES 5).
             raise error_event(_maybe_json(event.error), api_key=self._api_key, url=self._url)
-        # Only unnamed / "message" events, plus "error" (PROVIDER-RULES 4).
+        # Only unnamed / "message" events, plus "error" (PROVIDER-RULES 4);
+        # a named event of another API (Anthropic's) is a mismatch.
         if event.event not in ("", "message", "error"):
+            self._check_named(event)
             return []
         data = event.data.strip()
         if not data:
@@ -218,13 +221,26 @@ class ChatStreamParser(StreamParser):
             raise error_event(chunk, api_key=self._api_key, url=self._url)
         return self._chunk(chunk)
 
+    def _check_named(self, event: SSEEvent) -> None:
+        try:
+            payload = load_json(event.data)
+        except ValueError:
+            return
+        other = guess_api(payload)
+        if other not in (None, PROVIDER):
+            raise protocol_error(PROVIDER, "another API's event stream", looks_like=other)
+
     def _chunk(self, chunk: Any) -> list[StreamEvent]:
         if not isinstance(chunk, dict):
             return []
         # Top-level error first, object or plain string (PROVIDER-RULES 9);
         # older vLLM sends the error object itself ({"object": "error", ...}).
-        if chunk.get("error") is not None or chunk.get("object") == "error":
+        if is_error_payload(chunk):
             raise error_event(chunk, api_key=self._api_key, url=self._url)
+        other = guess_api(chunk)
+        if other not in (None, PROVIDER):
+            # another API's event (Responses, Anthropic): no chunk will come
+            raise protocol_error(PROVIDER, "another API's event stream", looks_like=other)
         # Usage: top-level, else x_groq.usage; last value wins (rule 10).
         usage = _usage(chunk.get("usage"))
         if usage is not None:
@@ -365,10 +381,11 @@ class ChatStreamParser(StreamParser):
     # ---- non-streaming -----------------------------------------------------
 
     def parse_json(self, body: Any) -> list[StreamEvent]:
-        if not isinstance(body, dict):
-            raise ProviderError("server", detail="JSON body is not an object")
-        if body.get("error") is not None or body.get("object") == "error":
+        if is_error_payload(body):
             raise error_event(body, api_key=self._api_key, url=self._url)
+        if not isinstance(body, dict) or not isinstance(body.get("choices"), list):
+            # Not a chat.completion: a server of another API, or a stub.
+            raise protocol_error(PROVIDER, "JSON, not an event stream", looks_like=guess_api(body))
         usage = _usage(body.get("usage"))
         if usage is not None:
             self._usage_top = usage

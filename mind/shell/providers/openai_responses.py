@@ -60,6 +60,7 @@ from mind.shell.providers._common import (
     sequence_messages,
 )
 from mind.shell.providers._http import HttpProvider, StreamParser, error_event
+from mind.shell.providers.failures import guess_api, is_error_payload, protocol_error
 from mind.shell.providers.sse import SSEEvent
 
 PROVIDER = "openai-responses"
@@ -224,6 +225,7 @@ class ResponsesStreamParser(StreamParser):
         self._message_seen = False
         self._usage = Usage()
         self._done = False
+        self._own_events = False
 
     @property
     def done(self) -> bool:
@@ -313,6 +315,12 @@ class ResponsesStreamParser(StreamParser):
         data = event.data.strip()
         if not data:
             return []
+        if data == "[DONE]":
+            # Chat's end sentinel (never sent by Responses); after Responses
+            # events it is only an early end, decided at EOF.
+            if self._own_events:
+                return []
+            raise protocol_error(PROVIDER, "another API's event stream", looks_like="openai-chat")
         try:
             payload = load_json(data)
         except ValueError:
@@ -321,6 +329,10 @@ class ResponsesStreamParser(StreamParser):
             raise ProviderError("server", detail=f"malformed stream event: {data[:200]}") from None
         if not isinstance(payload, dict):
             return []
+        other = guess_api(payload)
+        if other not in (None, PROVIDER):
+            raise protocol_error(PROVIDER, "another API's event stream", looks_like=other)
+        self._own_events = self._own_events or other == PROVIDER
         kind = payload.get("type") if isinstance(payload.get("type"), str) else event.event
         out: list[StreamEvent] = []
         raw_item_id = payload.get("item_id")
@@ -369,7 +381,7 @@ class ResponsesStreamParser(StreamParser):
             raise error_event(
                 {"error": err} if err is not None else None, api_key=self._api_key, url=self._url
             )
-        elif kind == "error" or ("type" not in payload and payload.get("error") is not None):
+        elif kind == "error" or ("type" not in payload and is_error_payload(payload)):
             # untyped: a compatible server's chat-style {"error": ...} (rule 23)
             raise error_event(payload, api_key=self._api_key, url=self._url)
         # Unknown event types are ignored (PROVIDER-RULES 21).
@@ -435,8 +447,11 @@ class ResponsesStreamParser(StreamParser):
     # ---- non-streaming -----------------------------------------------------
 
     def parse_json(self, body: Any) -> list[StreamEvent]:
-        if not isinstance(body, dict):
-            raise ProviderError("server", detail="JSON body is not an object")
+        if is_error_payload(body) and guess_api(body) != PROVIDER:
+            raise error_event(body, api_key=self._api_key, url=self._url)
+        if not isinstance(body, dict) or guess_api(body) != PROVIDER:
+            # Not a response object: a server of another API, or a stub.
+            raise protocol_error(PROVIDER, "JSON, not an event stream", looks_like=guess_api(body))
         status = body.get("status")
         if body.get("error") is not None or status == "failed":
             raise error_event(
