@@ -160,7 +160,8 @@ class HttpProvider:
 
         Raises:
             ProviderError: ``network`` (no response: connect/read errors,
-                timeouts; nothing received for ``timeout_s`` at any point),
+                timeouts; no byte before the headers, or no real SSE event
+                after them, for ``timeout_s`` — keep-alives do not count),
                 any kind from the status/body (PROVIDER-RULES 7),
                 an in-stream error (rules 9, 20, 21), ``stream_cut`` when the
                 body ends or breaks before its end (rule 19), ``server`` for a
