@@ -35,6 +35,7 @@ import msgspec
 from mind.effects.policy import ApprovalPolicy
 from mind.errors import ConfigError
 from mind.shell.providers import ProviderSettings
+from mind.shell.redact import redact_url
 
 ProviderKind = Literal["openai-chat", "openai-responses", "anthropic", "scripted"]
 PROVIDER_KINDS: tuple[str, ...] = get_args(ProviderKind)
@@ -353,11 +354,11 @@ def _resolve(
         parsed = urlsplit(base_url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise ConfigError(
-                f"base URL {base_url!r} is not an http(s) URL ({picked and picked[1]})"
+                f"base URL {redact_url(base_url)!r} is not an http(s) URL ({picked and picked[1]})"
             )
     if kind != "scripted":
         if picked:
-            note("base_url", base_url, picked[1])
+            note("base_url", redact_url(str(picked[0])), picked[1])
         else:
             note("base_url", OFFICIAL_BASE_URLS[kind], "default (official endpoint)")
     approval, source = src.pick("approval") or ("on-request", "default")
