@@ -452,7 +452,12 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
     if last is None:
         return EXIT_OK
     if not json_mode and final_text:
-        out.write(replace_lone_surrogates(final_text).rstrip("\n") + "\n")
+        # A terminal gets the one sanitiser (model text must not retitle or clear
+        # it); a pipe or file gets the exact text, which scripts rely on.
+        text = replace_lone_surrogates(final_text)
+        if out.isatty():
+            text = plain(text)
+        out.write(text.rstrip("\n") + "\n")
         out.flush()
     if last.status != ev.TurnStatus.completed:
         failure = last.failure if isinstance(last.failure, ev.Failure) else None

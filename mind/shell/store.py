@@ -21,6 +21,7 @@ import msgspec
 from mind.errors import SessionLookupError, StateDirError
 from mind.shell import index, lease
 from mind.shell.index import ReadRange
+from mind.shell.render import plain
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 """Accepted session ids: a safe directory name (no separators, no leading dot)."""
@@ -333,7 +334,8 @@ def listing_lines(rows: list[SessionSummary], now_ms: int) -> list[str]:
 
     Indexed sessions: ``id  status  age  cwd  title`` in the order given (most
     recent first from :meth:`Store.summaries`). Sessions without an index row
-    follow under a heading, grouped by cwd.
+    follow under a heading, grouped by cwd. Titles and paths go through
+    :func:`~mind.shell.render.plain` (prompt text must not drive the terminal).
 
     Args:
         rows: summaries as returned by :meth:`Store.summaries`.
@@ -346,7 +348,8 @@ def listing_lines(rows: list[SessionSummary], now_ms: int) -> list[str]:
         return ["no sessions yet"]
     out = [
         f"{s.session_id}  {s.status:<11}  "
-        f"{index.format_age(s.updated_at_ms, now_ms):<12}  {s.cwd}  {s.title}".rstrip()
+        f"{index.format_age(s.updated_at_ms, now_ms):<12}  "
+        f"{plain(s.cwd)}  {plain(s.title)}".rstrip()
         for s in rows
         if s.indexed
     ]
@@ -361,7 +364,7 @@ def listing_lines(rows: list[SessionSummary], now_ms: int) -> list[str]:
         for s in loose:
             if s.cwd != cwd:
                 cwd = s.cwd
-                out.append(f"  {cwd or '(unknown cwd)'}")
+                out.append(f"  {plain(cwd) or '(unknown cwd)'}")
             age = index.format_age(s.updated_at_ms, now_ms)
             state = "" if s.status == "-" else f"  {s.status}"
             out.append(f"    {s.session_id}  {age}{state}")
