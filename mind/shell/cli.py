@@ -552,9 +552,10 @@ def _config(args: argparse.Namespace) -> int:
     path = mind_home(env) / "config.toml"
     rows, error = describe(_overrides(args), env, path)
     state = "" if path.is_file() else " (absent)"
-    print(f"{'config file':<12}  {path}{state}")
+    width = max(len("config file"), *(len(row.key) for row in rows))
+    print(f"{'config file':<{width}}  {path}{state}")
     for row in rows:
-        print(f"{row.key:<12}  {row.value:<32}  {row.source}")
+        print(f"{row.key:<{width}}  {row.value:<32}  {row.source}")
     if error is not None:
         print(f"mind: {error}", file=sys.stderr)
         return EXIT_USAGE
