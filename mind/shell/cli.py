@@ -36,6 +36,7 @@ from mind.errors import (
     InputRefused,
     MindError,
     MountRefused,
+    NotConfiguredError,
     ScriptError,
     SessionLookupError,
     SessionOccupiedError,
@@ -113,6 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mind {__version__}")
     _add_provider_options(parser)
     parser.add_argument("--session", help="open this session in the REPL")
+    parser.add_argument(
+        "--unconfigured-ok",
+        action="store_true",
+        help="when no model provider is configured, explain how to configure one and exit 0 "
+        "(for wrappers such as `make run`; any other error still fails)",
+    )
     sub = parser.add_subparsers(dest="command")
     ex = sub.add_parser("exec", help="run one turn non-interactively and print the final answer")
     _add_provider_options(ex, sub=True)
@@ -214,6 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"mind: {message}", file=sys.stderr)
         if json_mode:
             _emit_failure(code, kind, message)
+        if isinstance(leaf, NotConfiguredError) and args.unconfigured_ok:
+            return EXIT_OK  # mind just explained how to configure a model
         return code
 
 

@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from mind.effects.policy import ApprovalPolicy
-from mind.errors import ConfigError
+from mind.errors import ConfigError, NotConfiguredError
 from mind.shell.providers import ProviderSettings
 from mind.shell.redact import redact_url
 
@@ -488,8 +488,9 @@ def _provider_kind(src: _Sources) -> tuple[str, str]:
     one set at a lower level is overridden by the script.
 
     Raises:
-        ConfigError: a script with another provider as above, an unknown
-            kind, or nothing configured.
+        ConfigError: a script with another provider as above, or an unknown
+            kind.
+        NotConfiguredError: nothing configured.
     """
     script = src.pick("script")
     picked = src.pick("provider")
@@ -508,7 +509,7 @@ def _provider_kind(src: _Sources) -> tuple[str, str]:
     for var, kind in (("OPENAI_API_KEY", "openai-chat"), ("ANTHROPIC_API_KEY", "anthropic")):
         if src.env.get(var):
             return kind, f"inferred from {var}"
-    raise ConfigError(NOT_CONFIGURED.replace("{config}", str(src.path)))
+    raise NotConfiguredError(NOT_CONFIGURED.replace("{config}", str(src.path)))
 
 
 def environment_help() -> str:
