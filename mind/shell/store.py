@@ -78,6 +78,9 @@ def state_home(env: Mapping[str, str]) -> Path:
 INTERRUPTED: Final = "interrupted (resume to recover)"
 """How a session is shown whose last turn has no terminal record while no live
 process holds it: the process running it died (resuming closes the turn)."""
+NOTHING_SENT: Final = "new (nothing sent)"
+"""The state of an indexed session with no turn yet: created, and left (kill
+-9, a closed terminal before the REPL could clean up) before any input."""
 
 
 class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -122,15 +125,16 @@ class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
     def status(self) -> str:
         """What to show: ``empty``, ``damaged (path:line, reason)``, ``running``
         (only while a live process holds it), :data:`INTERRUPTED` (a last turn
-        without terminal and without a live holder), else :attr:`last_status`
-        ("-" when there is none)."""
+        without terminal and without a live holder), else :attr:`last_status`;
+        an indexed session with no turn is :data:`NOTHING_SENT`, an unindexed
+        one whose state is unknown ``-``."""
         if self.empty:
             return "empty"
         if self.damage:
             return f"damaged ({self.damage})"
         if self.last_status == "running":
             return "running" if self.holder_pid else INTERRUPTED
-        return self.last_status or "-"
+        return self.last_status or (NOTHING_SENT if self.indexed else "-")
 
 
 class Store:

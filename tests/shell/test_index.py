@@ -303,7 +303,7 @@ def test_listing_text_groups_unindexed_sessions_by_cwd() -> None:
     ]
     assert listing_lines(rows, now) == [
         "s1  completed    3 min ago     /p  fix it",
-        "s2  -            just now      /p",
+        "s2  new (nothing sent)  just now      /p",  # indexed, no turn yet
         "",
         "not in the index (3; `mind sessions --rebuild-index` adds them), by cwd:",
         "  /a",
