@@ -1676,6 +1676,11 @@ async def run_repl(
     console = Console(highlight=False)
     dropped: list[Session] = []
     hangups = {signal.SIGHUP, signal.SIGTERM}
+    # Held from here until the REPL handles them, so that a terminal closed
+    # during start-up still ends like /exit instead of killing mind before it
+    # can remove the session it just created (issue 7 item 10).
+    signal.pthread_sigmask(signal.SIG_BLOCK, hangups)
+    _release_when_handled(hangups, time.monotonic() + HANGUP_HOLD_MAX_S)
     try:
         async with Runtime.open() as rt:
             if latest:
@@ -1731,6 +1736,25 @@ async def run_repl(
     if others:
         console.print(Text(f"Also used in this run: {', '.join(others)}", style="dim"))
     return code
+
+
+HANGUP_HOLD_MAX_S: Final = 5.0
+"""Longest time (seconds) start-up holds SIGHUP/SIGTERM back while the REPL
+installs its handling; after it they are let through whatever happened."""
+
+
+def _release_when_handled(hangups: set[signal.Signals], deadline: float) -> None:
+    """Unblock ``hangups`` as soon as each has a handler (the REPL's signal
+    receiver; an inherited SIG_IGN counts), checked on the running event loop
+    every 5 ms, or at ``deadline`` (``time.monotonic()`` seconds) at the latest.
+    One that arrived meanwhile is then delivered to that handler."""
+    import asyncio
+
+    handled = all(signal.getsignal(s) not in (signal.SIG_DFL, None) for s in hangups)
+    if handled or time.monotonic() >= deadline:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, hangups)
+        return
+    asyncio.get_running_loop().call_later(0.005, _release_when_handled, hangups, deadline)
 
 
 def _untouched(session: Session) -> bool:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pexpect
+import pytest
 
 from tests.e2e.test_repl import ENTER, Spawn, exit_cleanly, session_id_of, spawn, words
 from tests.e2e.test_repl_sessions import one_env
@@ -42,11 +43,15 @@ def _draft_echoed(child: pexpect.spawn) -> None:
     child.expect("draft")
 
 
-def test_sighup_removes_a_session_nothing_was_sent_to(spawn: Spawn, tmp_path: Path) -> None:
+@pytest.mark.parametrize("when", ["at the first prompt", "after a draft"])
+def test_sighup_removes_a_session_nothing_was_sent_to(
+    spawn: Spawn, tmp_path: Path, when: str
+) -> None:
     child = spawn([{"text": "never"}])
     assert _session_dirs(tmp_path) == [session_id_of(child)]
-    _draft_echoed(child)
-    os.kill(child.pid, signal.SIGHUP)
+    if when == "after a draft":
+        _draft_echoed(child)
+    os.kill(child.pid, signal.SIGHUP)  # at once: start-up must not be a window
     child.expect(pexpect.EOF)
     child.close()
     assert _session_dirs(tmp_path) == []
