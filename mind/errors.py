@@ -73,6 +73,12 @@ class ConfigError(MindError):
     """Configuration is missing or invalid. Raised at startup; never retried."""
 
 
+class NotConfiguredError(ConfigError):
+    """No model provider is configured at all; the message says every way to
+    configure one (``mind --unconfigured-ok``, used by ``make run``, exits 0
+    on this one error only)."""
+
+
 class StateDirError(MindError):
     """The state root cannot be created or written.
 

@@ -36,6 +36,7 @@ from mind.errors import (
     InputRefused,
     MindError,
     MountRefused,
+    NotConfiguredError,
     ScriptError,
     SessionLookupError,
     SessionOccupiedError,
@@ -113,6 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mind {__version__}")
     _add_provider_options(parser)
     parser.add_argument("--session", help="open this session in the REPL")
+    parser.add_argument(
+        "--unconfigured-ok",
+        action="store_true",
+        help="when no model provider is configured, explain how to configure one and exit 0 "
+        "(for wrappers such as `make run`; any other error still fails)",
+    )
     sub = parser.add_subparsers(dest="command")
     ex = sub.add_parser("exec", help="run one turn non-interactively and print the final answer")
     _add_provider_options(ex, sub=True)
@@ -214,6 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"mind: {message}", file=sys.stderr)
         if json_mode:
             _emit_failure(code, kind, message)
+        if isinstance(leaf, NotConfiguredError) and args.unconfigured_ok:
+            return EXIT_OK  # mind just explained how to configure a model
         return code
 
 
@@ -452,7 +461,12 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
     if last is None:
         return EXIT_OK
     if not json_mode and final_text:
-        out.write(replace_lone_surrogates(final_text).rstrip("\n") + "\n")
+        # A terminal gets the one sanitiser (model text must not retitle or clear
+        # it); a pipe or file gets the exact text, which scripts rely on.
+        text = replace_lone_surrogates(final_text)
+        if out.isatty():
+            text = plain(text)
+        out.write(text.rstrip("\n") + "\n")
         out.flush()
     if last.status != ev.TurnStatus.completed:
         failure = last.failure if isinstance(last.failure, ev.Failure) else None
@@ -547,9 +561,10 @@ def _config(args: argparse.Namespace) -> int:
     path = mind_home(env) / "config.toml"
     rows, error = describe(_overrides(args), env, path)
     state = "" if path.is_file() else " (absent)"
-    print(f"{'config file':<12}  {path}{state}")
+    width = max(len("config file"), *(len(row.key) for row in rows))
+    print(f"{'config file':<{width}}  {path}{state}")
     for row in rows:
-        print(f"{row.key:<12}  {row.value:<32}  {row.source}")
+        print(f"{row.key:<{width}}  {row.value:<32}  {row.source}")
     if error is not None:
         print(f"mind: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -33,8 +33,9 @@ from urllib.parse import urlsplit
 import msgspec
 
 from mind.effects.policy import ApprovalPolicy
-from mind.errors import ConfigError
+from mind.errors import ConfigError, NotConfiguredError
 from mind.shell.providers import ProviderSettings
+from mind.shell.redact import redact_url
 
 ProviderKind = Literal["openai-chat", "openai-responses", "anthropic", "scripted"]
 PROVIDER_KINDS: tuple[str, ...] = get_args(ProviderKind)
@@ -167,6 +168,15 @@ SETTINGS: tuple[Setting, ...] = (
 )
 """Every setting, in the order ``mind config`` prints them."""
 
+DEFAULTS: dict[str, str | int | float] = {
+    "approval": "on-request",
+    "max_retries": 4,
+    "max_retry_seconds": 300.0,
+    "stream_idle_timeout": 300.0,
+}
+"""Defaults of the settings that have one whatever the provider (``model`` and
+``base_url`` default per provider: :data:`DEFAULT_MODELS`, :data:`OFFICIAL_BASE_URLS`)."""
+
 _BY_KEY = {s.key: s for s in SETTINGS}
 CONFIG_KEYS = frozenset(_BY_KEY)
 """Keys ``config.toml`` may hold; any other key is an error (a typo must not
@@ -250,9 +260,19 @@ def load_config_file(path: Path) -> dict[str, Any]:
 class _Sources:
     """Looks one setting up in flag > environment > config file order."""
 
-    def __init__(self, cli: CliOverrides, env: Mapping[str, str], path: Path) -> None:
+    def __init__(
+        self,
+        cli: CliOverrides,
+        env: Mapping[str, str],
+        path: Path,
+        file: dict[str, Any] | None = None,
+    ) -> None:
         self.cli, self.env, self.path = cli, env, path
-        self.file = load_config_file(path)
+        self.file = load_config_file(path) if file is None else file
+
+    def rank(self, source: str) -> int:
+        """How high a source from :meth:`pick` ranks: flag 3, env 2, config file 1."""
+        return {"flag": 3, "env": 2, "config": 1}.get(source.partition(" ")[0], 0)
 
     def pick(self, key: str, kind: str = "") -> tuple[str | int | float, str] | None:
         """``(value, source)`` from the highest source that sets ``key``, checked.
@@ -323,16 +343,70 @@ def describe(
     """What ``mind config`` prints: each effective value with its source.
 
     Returns:
-        The values resolved (in :data:`SETTINGS` order, then ``api_key``
-        masked) and the error that stopped resolution, if any (the values
-        before it are still returned).
+        One row per setting in :data:`SETTINGS` order, then ``api_key``
+        (masked), and the error that stopped resolution, if any. After an
+        error every setting is still shown: the values that resolved, then
+        each other one from its highest source, its default, ``not set``, or
+        ``invalid`` (the error says why). A resolved non-scripted provider has
+        no ``script`` row, a scripted one no ``base_url`` / ``api_key`` row.
     """
     rows: list[SettingValue] = []
+    error: ConfigError | None = None
     try:
         _resolve(cli, env, config_path, rows)
     except ConfigError as exc:
-        return rows, exc
-    return rows, None
+        error = exc
+        rows += _unresolved_rows(cli, env, config_path, {r.key: r for r in rows})
+    order = {key: n for n, key in enumerate([*(s.key for s in SETTINGS), "api_key"])}
+    return sorted(rows, key=lambda r: order[r.key]), error
+
+
+def _unresolved_rows(
+    cli: CliOverrides, env: Mapping[str, str], config_path: Path, have: dict[str, SettingValue]
+) -> list[SettingValue]:
+    """Rows of ``mind config`` for the settings resolution did not reach."""
+    try:
+        src = _Sources(cli, env, config_path)
+    except ConfigError:  # a broken config.toml: show what flags and environment say
+        src = _Sources(cli, env, config_path, file={})
+    kind = have["provider"].value if "provider" in have else ""
+    rows: list[SettingValue] = []
+    for s in SETTINGS:
+        if s.key in have:
+            continue
+        value: object = "not set"
+        source = "-"
+        try:
+            found = src.pick(s.key, kind)
+        except ConfigError:
+            found = ("invalid", "see below")
+        if found is not None:
+            value, source = found
+            if s.key == "base_url":
+                value = redact_url(str(value))
+        elif s.key in DEFAULTS:
+            value, source = DEFAULTS[s.key], "default"
+        elif s.key == "model" and kind in DEFAULT_MODELS:
+            value, source = DEFAULT_MODELS[kind], f"default for {kind}"
+        elif s.key == "base_url" and kind in OFFICIAL_BASE_URLS:
+            value, source = OFFICIAL_BASE_URLS[kind], "default (official endpoint)"
+        if s.key == "provider" and value in PROVIDER_KINDS:
+            kind = str(value)
+        rows.append(SettingValue(key=s.key, value=str(value), source=source))
+    if "api_key" not in have:
+        if kind in API_KEY_VARS:
+            key, source = _api_key(kind, env)
+            rows.append(
+                SettingValue(
+                    key="api_key", value="set (not shown)" if key else "not set", source=source
+                )
+            )
+        else:
+            looked = ", ".join(dict.fromkeys(API_KEY_VARS.values()))
+            rows.append(
+                SettingValue(key="api_key", value="not set", source=f"looked in env {looked}")
+            )
+    return rows
 
 
 def _resolve(
@@ -353,14 +427,14 @@ def _resolve(
         parsed = urlsplit(base_url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise ConfigError(
-                f"base URL {base_url!r} is not an http(s) URL ({picked and picked[1]})"
+                f"base URL {redact_url(base_url)!r} is not an http(s) URL ({picked and picked[1]})"
             )
     if kind != "scripted":
         if picked:
-            note("base_url", base_url, picked[1])
+            note("base_url", redact_url(str(picked[0])), picked[1])
         else:
             note("base_url", OFFICIAL_BASE_URLS[kind], "default (official endpoint)")
-    approval, source = src.pick("approval") or ("on-request", "default")
+    approval, source = src.pick("approval") or (DEFAULTS["approval"], "default")
     note("approval", approval, source)
     script: str | None = None
     if kind == "scripted":
@@ -369,7 +443,7 @@ def _resolve(
             raise ConfigError("--provider scripted needs --script FILE (a YAML list of replies)")
         script = str(Path(str(found[0])).expanduser().resolve())
         note("script", script, found[1])
-    retries, source = src.pick("max_retries") or (4, "default")
+    retries, source = src.pick("max_retries") or (DEFAULTS["max_retries"], "default")
     note("max_retries", retries, source)
     api_key: str | None = None
     if kind != "scripted":
@@ -381,9 +455,12 @@ def _resolve(
                 f"the OS keyring under service '{KEYRING_SERVICE}', user '{kind}'), or point "
                 "--base-url at a local server"
             )
-    retry_s, source = src.pick("max_retry_seconds") or (300.0, "default")
+    retry_s, source = src.pick("max_retry_seconds") or (DEFAULTS["max_retry_seconds"], "default")
     note("max_retry_seconds", retry_s, source)
-    idle_s, source = src.pick("stream_idle_timeout") or (300.0, "default")
+    idle_s, source = src.pick("stream_idle_timeout") or (
+        DEFAULTS["stream_idle_timeout"],
+        "default",
+    )
     note("stream_idle_timeout", idle_s, source)
     settings = ProviderSettings(
         kind=cast(ProviderKind, kind),
@@ -403,26 +480,36 @@ def _resolve(
 
 
 def _provider_kind(src: _Sources) -> tuple[str, str]:
-    """The provider kind and its source; ``--script`` alone means scripted.
+    """The provider kind and its source.
+
+    Rule (issue #7 item 7): a ``script`` (from any source) means the scripted
+    provider. A non-scripted provider set at the same or a higher level
+    (flag > env > config.toml) is a usage error naming where each came from;
+    one set at a lower level is overridden by the script.
 
     Raises:
-        ConfigError: ``--script`` with another ``--provider``, an unknown
-            kind, or nothing configured.
+        ConfigError: a script with another provider as above, or an unknown
+            kind.
+        NotConfiguredError: nothing configured.
     """
-    if src.cli.script is not None:
-        if src.cli.provider not in (None, "scripted"):
-            raise ConfigError(
-                f"--script is only for the scripted provider, but --provider is "
-                f"{src.cli.provider}; drop --script, or use --provider scripted"
-            )
-        return "scripted", "flag --script"
+    script = src.pick("script")
     picked = src.pick("provider")
+    if script is not None:
+        overruled = picked is not None and src.rank(picked[1]) < src.rank(script[1])
+        if picked is not None and picked[0] != "scripted" and not overruled:
+            name = "--script" if script[1].startswith("flag") else "script"
+            raise ConfigError(
+                f"{name} is only for the scripted provider, but provider {picked[0]} "
+                f"({picked[1]}) is set as well as script ({script[1]}); drop the script, "
+                "or use --provider scripted"
+            )
+        return "scripted", script[1]
     if picked is not None:
         return str(picked[0]), picked[1]
     for var, kind in (("OPENAI_API_KEY", "openai-chat"), ("ANTHROPIC_API_KEY", "anthropic")):
         if src.env.get(var):
             return kind, f"inferred from {var}"
-    raise ConfigError(NOT_CONFIGURED.replace("{config}", str(src.path)))
+    raise NotConfiguredError(NOT_CONFIGURED.replace("{config}", str(src.path)))
 
 
 def environment_help() -> str:

@@ -38,6 +38,7 @@ from mind.shell.inbox import Inbox
 from mind.shell.index import format_age
 from mind.shell.journal import Journal
 from mind.shell.providers import ProviderSettings
+from mind.shell.render import plain
 from mind.shell.runtime import Runtime, first_line, settled_inputs
 from mind.shell.store import resolve_session_id
 
@@ -72,7 +73,8 @@ def waiting_lines(rows: Sequence[tuple[str, str, int, str, str]], now_ms: int) -
     for message_id, kind, accepted_at_ms, note, line in rows:
         age = format_age(accepted_at_ms, now_ms)
         extra = f"  ({note})" if note else ""
-        out.append(f"  {message_id}  {kind:<10} {age:<12}{extra}  {line}")
+        # Prompt text must not drive the terminal: the one sanitiser.
+        out.append(f"  {message_id}  {kind:<10} {age:<12}{extra}  {plain(line)}")
     return out
 
 

@@ -25,6 +25,7 @@ instead of losing updates. ``PRAGMA user_version`` holds
         last_status        TEXT    NOT NULL,  -- '', 'running' or a turn status
         journal_size_bytes INTEGER NOT NULL,  -- journal prefix the row accounts for
         journal_mtime_ns   INTEGER NOT NULL,  -- the journal's mtime at that size
+        journal_tail_crc   INTEGER NOT NULL,  -- CRC-32 of the prefix's last 4 KiB
         damage_line        INTEGER NOT NULL,  -- 1-based line of the damage, 0: none
         damage_reason      TEXT    NOT NULL   -- why that line is damaged, '' if none
     ) WITHOUT ROWID
@@ -34,7 +35,11 @@ instead of losing updates. ``PRAGMA user_version`` holds
 (at most :data:`CATCH_UP_MAX_BYTES`, the end of them) — see :func:`catch_up`.
 A journal that shrank, or changed without growing (its mtime moved), is no
 longer what the row describes and is checked again in full
-(:func:`scan_journal`). The damage columns say why a journal cannot be opened
+(:func:`scan_journal`). So is one that grew but whose accounted prefix
+changed: ``journal_tail_crc`` fingerprints the last
+:data:`FINGERPRINT_BYTES` of the prefix, verified before the new bytes are
+trusted (a duplicated middle line or CRLF line endings shift those bytes;
+issue 7 item 9). The damage columns say why a journal cannot be opened
 (:func:`mind.shell.journal.check_journal`: the same framing rules as opening,
 without the schema decode).
 
@@ -59,6 +64,7 @@ import logging
 import os
 import stat
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Final, Protocol, final
@@ -72,6 +78,7 @@ from mind.shell import journal
 __all__ = [
     "BUSY_TIMEOUT_MS",
     "CATCH_UP_MAX_BYTES",
+    "FINGERPRINT_BYTES",
     "HEAD_PEEK_MAX_BYTES",
     "INDEX_FILE",
     "QUICK_BUSY_TIMEOUT_MS",
@@ -93,7 +100,7 @@ log = logging.getLogger("mind.index")
 
 INDEX_FILE: Final = "index.db"
 """File name of the index inside the state root."""
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 """``PRAGMA user_version`` of the current schema."""
 BUSY_TIMEOUT_MS: Final = 5_000
 """How long a rebuild or a listing's read waits for another process's lock, in milliseconds."""
@@ -107,6 +114,8 @@ HEAD_PEEK_MAX_BYTES: Final = 64 * 1024
 """Most bytes read to find a journal's first record (its ``session_started``)."""
 CATCH_UP_MAX_BYTES: Final = 256 * 1024
 """Most bytes a listing reads from the end of a journal that grew past its row."""
+FINGERPRINT_BYTES: Final = 4096
+"""How many bytes before a row's offset its ``journal_tail_crc`` covers."""
 
 _FILE_MODE: Final = 0o600
 _FIRST_PEEK_BYTES: Final = 4096
@@ -132,6 +141,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     last_status        TEXT    NOT NULL,
     journal_size_bytes INTEGER NOT NULL,
     journal_mtime_ns   INTEGER NOT NULL,
+    journal_tail_crc   INTEGER NOT NULL,
     damage_line        INTEGER NOT NULL,
     damage_reason      TEXT    NOT NULL
 ) WITHOUT ROWID;
@@ -139,15 +149,17 @@ CREATE TABLE IF NOT EXISTS sessions (
 
 _COLUMNS: Final = (
     "session_id, cwd, title, created_at_ms, updated_at_ms, last_status, journal_size_bytes, "
-    "journal_mtime_ns, damage_line, damage_reason"
+    "journal_mtime_ns, journal_tail_crc, damage_line, damage_reason"
 )
 
 _NOTE_SQL: Final = f"""
 INSERT INTO sessions ({_COLUMNS})
-VALUES (:session_id, :cwd, :title, :at, :at, :status, :size, :mtime, 0, '')
+VALUES (:session_id, :cwd, :title, :at, :at, :status, :size, :mtime, :crc, 0, '')
 ON CONFLICT (session_id) DO UPDATE SET
     journal_mtime_ns = CASE WHEN excluded.journal_size_bytes >= journal_size_bytes
                        THEN excluded.journal_mtime_ns ELSE journal_mtime_ns END,
+    journal_tail_crc = CASE WHEN excluded.journal_size_bytes >= journal_size_bytes
+                       THEN excluded.journal_tail_crc ELSE journal_tail_crc END,
     cwd = CASE WHEN cwd = '' THEN excluded.cwd ELSE cwd END,
     title = CASE WHEN title = '' THEN excluded.title ELSE title END,
     last_status = CASE WHEN :status_given THEN excluded.last_status ELSE last_status END,
@@ -158,12 +170,12 @@ ON CONFLICT (session_id) DO UPDATE SET
 _FORWARD_SQL: Final = """
 UPDATE sessions
 SET title = ?, last_status = ?, updated_at_ms = max(updated_at_ms, ?), journal_size_bytes = ?,
-    journal_mtime_ns = ?, damage_line = ?, damage_reason = ?
+    journal_mtime_ns = ?, journal_tail_crc = ?, damage_line = ?, damage_reason = ?
 WHERE session_id = ? AND journal_size_bytes < ?
 """
 
 _REPLACE_SQL: Final = f"""
-INSERT OR REPLACE INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+INSERT OR REPLACE INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 
 ReadRange = Callable[[Path, int, int], bytes]
@@ -207,6 +219,8 @@ class IndexEntry(msgspec.Struct, frozen=True, kw_only=True):
             for, in bytes.
         journal_mtime_ns: the journal's modification time at that size, ns
             (0: unknown).
+        journal_tail_crc: CRC-32 of the last :data:`FINGERPRINT_BYTES` (or
+            fewer) of that prefix (:func:`tail_fingerprint`).
         damage_line: 1-based line where the journal is damaged so that it
             cannot be opened (0: not damaged as far as read).
         damage_reason: why ("" when not damaged).
@@ -220,10 +234,11 @@ class IndexEntry(msgspec.Struct, frozen=True, kw_only=True):
     last_status: str = ""
     journal_size_bytes: int = 0
     journal_mtime_ns: int = 0
+    journal_tail_crc: int = 0
     damage_line: int = 0
     damage_reason: str = ""
 
-    def row(self) -> tuple[str, str, str, int, int, str, int, int, int, str]:
+    def row(self) -> tuple[str, str, str, int, int, str, int, int, int, int, str]:
         """The values in :data:`_COLUMNS` order."""
         return (
             self.session_id,
@@ -234,6 +249,7 @@ class IndexEntry(msgspec.Struct, frozen=True, kw_only=True):
             self.last_status,
             self.journal_size_bytes,
             self.journal_mtime_ns,
+            self.journal_tail_crc,
             self.damage_line,
             self.damage_reason,
         )
@@ -316,7 +332,7 @@ class _Fold:
         elif rec.type == "turn_completed" and rec.status:
             self.status = rec.status
 
-    def entry(self, session_id: str, size: int, mtime_ns: int = 0) -> IndexEntry:
+    def entry(self, session_id: str, size: int, mtime_ns: int = 0, crc: int = 0) -> IndexEntry:
         return IndexEntry(
             session_id=session_id,
             cwd=self.cwd,
@@ -326,6 +342,7 @@ class _Fold:
             last_status=self.status,
             journal_size_bytes=size,
             journal_mtime_ns=mtime_ns,
+            journal_tail_crc=crc,
             damage_line=self.damage_line,
             damage_reason=self.damage_reason,
         )
@@ -352,6 +369,17 @@ def read_range(path: Path, offset: int, max_bytes: int) -> bytes:
         os.close(fd)
 
 
+def tail_fingerprint(path: Path, size: int, read: ReadRange = read_range) -> int:
+    """CRC-32 of the last :data:`FINGERPRINT_BYTES` (fewer in a shorter file)
+    of the first ``size`` bytes of ``path`` (one read).
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    start = max(0, size - FINGERPRINT_BYTES)
+    return zlib.crc32(read(path, start, size - start))
+
+
 def scan_journal(session_id: str, path: Path) -> IndexEntry:
     """Derive a row from a whole journal, reading it once, front to back.
 
@@ -374,7 +402,8 @@ def scan_journal(session_id: str, path: Path) -> IndexEntry:
         raise OSError(exc.detail) from exc
     if fold.updated_at_ms == 0:
         fold.updated_at_ms = st.st_mtime_ns // 1_000_000
-    return fold.entry(session_id, st.st_size, st.st_mtime_ns)
+    crc = tail_fingerprint(path, st.st_size)
+    return fold.entry(session_id, st.st_size, st.st_mtime_ns, crc)
 
 
 def peek_head(session_id: str, path: Path, read: ReadRange = read_range) -> IndexEntry:
@@ -427,7 +456,10 @@ def catch_up(
 ) -> IndexEntry | None:
     """Bring a row forward over the bytes appended since it was written.
 
-    Reads the journal bytes ``[entry.journal_size_bytes, size)``, or only the
+    First verifies the row's fingerprint: the :data:`FINGERPRINT_BYTES` before
+    ``entry.journal_size_bytes`` must still have ``journal_tail_crc`` (else
+    the accounted prefix changed and only a full check can tell how). Then
+    reads the journal bytes ``[entry.journal_size_bytes, size)``, or only the
     last :data:`CATCH_UP_MAX_BYTES` of them (from the first line that starts
     inside that window) when more were appended — never the whole journal.
     Each complete line read is checked (CRC only): a damaged one with more
@@ -443,14 +475,19 @@ def catch_up(
 
     Returns:
         The row with ``journal_size_bytes == size``; unchanged on a read
-        error; ``None`` when the appended bytes hold a damaged line that is
-        not the last (check the whole journal with :func:`scan_journal`).
+        error; ``None`` when the fingerprint does not match or the appended
+        bytes hold a damaged line that is not the last (check the whole
+        journal with :func:`scan_journal`).
     """
     start = entry.journal_size_bytes
+    before = min(start, FINGERPRINT_BYTES)
     clipped = size - start > CATCH_UP_MAX_BYTES
-    if clipped:
-        start = size - CATCH_UP_MAX_BYTES
     try:
+        prefix_end = read(path, start - before, before) if before else b""
+        if zlib.crc32(prefix_end) != entry.journal_tail_crc:
+            return None
+        if clipped:
+            start = size - CATCH_UP_MAX_BYTES
         data = read(path, start, size - start)
     except OSError:
         return entry
@@ -463,7 +500,8 @@ def catch_up(
         if journal.line_damage(line) and (n + 1 < len(complete) or lines[-1]):
             return None
         fold.feed(line)
-    return fold.entry(entry.session_id, size, mtime_ns)
+    tail = data if clipped else prefix_end + data  # contiguous, ending at ``size``
+    return fold.entry(entry.session_id, size, mtime_ns, zlib.crc32(tail[-FINGERPRINT_BYTES:]))
 
 
 def format_age(then_ms: int, now_ms: int) -> str:
@@ -718,8 +756,9 @@ class SessionIndex:
             try:
                 st = os.stat(path)
                 size, mtime_ns = st.st_size, st.st_mtime_ns
+                crc = tail_fingerprint(path, size)
             except OSError:
-                size = mtime_ns = 0
+                size = mtime_ns = crc = 0
             if cwd is None and size:
                 known = con.execute(
                     "SELECT cwd FROM sessions WHERE session_id = ?", (session_id,)
@@ -738,6 +777,7 @@ class SessionIndex:
                         "at": at,
                         "size": size,
                         "mtime": mtime_ns,
+                        "crc": crc,
                     },
                 )
         except _UNUSABLE as exc:
@@ -788,8 +828,9 @@ class SessionIndex:
                 last_status=row[5],
                 journal_size_bytes=row[6],
                 journal_mtime_ns=row[7],
-                damage_line=row[8],
-                damage_reason=row[9],
+                journal_tail_crc=row[8],
+                damage_line=row[9],
+                damage_reason=row[10],
             )
             for row in cursor
         }
@@ -828,7 +869,7 @@ class SessionIndex:
             with con:
                 con.execute("DELETE FROM sessions")
                 con.executemany(
-                    f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    _REPLACE_SQL,
                     [r.row() for r in rows],
                 )
         except _DAMAGED:
@@ -872,6 +913,7 @@ class SessionIndex:
                 e.updated_at_ms,
                 e.journal_size_bytes,
                 e.journal_mtime_ns,
+                e.journal_tail_crc,
                 e.damage_line,
                 e.damage_reason,
                 e.session_id,

@@ -1674,34 +1674,51 @@ async def run_repl(
             )
         )
     console = Console(highlight=False)
-    async with Runtime.open() as rt:
-        if latest:
-            session_id = _latest_session(rt.list_sessions(), work_dir)
-        elif session_id:
-            rows = rt.list_sessions()
-            session_id = resolve_session_id(session_id, [r.session_id for r in rows])
-        if session_id:
-            session = rt.open_session(session_id, config=config, interactive=True)
-        else:
-            session = rt.create_session(cwd=work_dir, config=config, interactive=True)
-        repl = Repl(rt, session, config, history_path, console)
-        if not session_id:
-            repl.created.add(session.session_id)
-        with patch_stdout(raw=True):
-            code = await repl.run()
-        dropped = [s for s in repl.hosted if s.session_id in repl.created and _untouched(s)]
+    dropped: list[Session] = []
+    hangups = {signal.SIGHUP, signal.SIGTERM}
+    # Held from here until the REPL handles them, so that a terminal closed
+    # during start-up still ends like /exit instead of killing mind before it
+    # can remove the session it just created (issue 7 item 10).
+    signal.pthread_sigmask(signal.SIG_BLOCK, hangups)
+    _release_when_handled(hangups, time.monotonic() + HANGUP_HOLD_MAX_S)
+    try:
+        async with Runtime.open() as rt:
+            if latest:
+                session_id = _latest_session(rt.list_sessions(), work_dir)
+            elif session_id:
+                rows = rt.list_sessions()
+                session_id = resolve_session_id(session_id, [r.session_id for r in rows])
+            if session_id:
+                session = rt.open_session(session_id, config=config, interactive=True)
+            else:
+                session = rt.create_session(cwd=work_dir, config=config, interactive=True)
+            repl = Repl(rt, session, config, history_path, console)
+            if not session_id:
+                repl.created.add(session.session_id)
+            try:
+                with patch_stdout(raw=True):
+                    code = await repl.run()
+            finally:
+                # Also when the run ended by an error, e.g. EIO from a closed
+                # terminal: a session nothing was sent to is never left behind
+                # (issue 7 item 10). A second SIGHUP (the terminal's, then its
+                # owner's) waits until this cleanup is done.
+                signal.pthread_sigmask(signal.SIG_BLOCK, hangups)
+                dropped = [s for s in repl.hosted if s.session_id in repl.created and _untouched(s)]
+                for s in dropped:
+                    _drop_records(s)
+            kept = [s for s in repl.hosted if s not in dropped]
+            final = repl.session.session_id if repl.session in kept else None
+            waiting = len(repl.session.waiting)
+            others = [s.session_id for s in kept if s.session_id != final]
+    finally:
         for s in dropped:
-            _drop_records(s)
-        kept = [s for s in repl.hosted if s not in dropped]
-        final = repl.session.session_id if repl.session in kept else None
-        waiting = len(repl.session.waiting)
-        others = [s.session_id for s in kept if s.session_id != final]
-    for s in dropped:
-        directory = s.journal.path.parent
-        with contextlib.suppress(OSError):  # only an empty directory; anything new stays
-            if not s.journal.path.exists():  # nobody created it again since
-                (directory / "lease.lock").unlink(missing_ok=True)
-            directory.rmdir()
+            directory = s.journal.path.parent
+            with contextlib.suppress(OSError):  # only an empty directory; anything new stays
+                if not s.journal.path.exists():  # nobody created it again since
+                    (directory / "lease.lock").unlink(missing_ok=True)
+                directory.rmdir()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, hangups)
     if final is None:
         console.print(Text("Nothing was sent: no session was kept.", style="dim"))
         if others:
@@ -1719,6 +1736,25 @@ async def run_repl(
     if others:
         console.print(Text(f"Also used in this run: {', '.join(others)}", style="dim"))
     return code
+
+
+HANGUP_HOLD_MAX_S: Final = 5.0
+"""Longest time (seconds) start-up holds SIGHUP/SIGTERM back while the REPL
+installs its handling; after it they are let through whatever happened."""
+
+
+def _release_when_handled(hangups: set[signal.Signals], deadline: float) -> None:
+    """Unblock ``hangups`` as soon as each has a handler (the REPL's signal
+    receiver; an inherited SIG_IGN counts), checked on the running event loop
+    every 5 ms, or at ``deadline`` (``time.monotonic()`` seconds) at the latest.
+    One that arrived meanwhile is then delivered to that handler."""
+    import asyncio
+
+    handled = all(signal.getsignal(s) not in (signal.SIG_DFL, None) for s in hangups)
+    if handled or time.monotonic() >= deadline:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, hangups)
+        return
+    asyncio.get_running_loop().call_later(0.005, _release_when_handled, hangups, deadline)
 
 
 def _untouched(session: Session) -> bool:
@@ -1744,15 +1780,19 @@ def _drop_records(session: Session) -> None:
 
 
 def _latest_session(rows: list[SessionSummary], work_dir: Path) -> str:
-    """The most recently active session whose cwd is ``work_dir``.
+    """The most recently active session whose cwd is ``work_dir`` and that has
+    at least one turn (one nothing was ever sent to, left by kill -9, is
+    skipped; an unindexed one, whose turns are unknown, counts).
 
     Raises:
-        ConfigError: no session was started in that directory.
+        ConfigError: no such session in that directory.
     """
     here = str(work_dir.resolve())
-    mine = [r for r in rows if r.cwd == here]
+    mine = [r for r in rows if r.cwd == here and (r.last_status or not r.indexed)]
     if not mine:
-        raise ConfigError(f"no session in {here} yet; `mind` starts one, `mind sessions` lists all")
+        raise ConfigError(
+            f"no session with a turn in {here} yet; `mind` starts one, `mind sessions` lists all"
+        )
     return max(mine, key=lambda r: r.updated_at_ms).session_id
 
 

@@ -21,6 +21,7 @@ import msgspec
 from mind.errors import SessionLookupError, StateDirError
 from mind.shell import index, lease
 from mind.shell.index import ReadRange
+from mind.shell.render import plain
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 """Accepted session ids: a safe directory name (no separators, no leading dot)."""
@@ -77,6 +78,9 @@ def state_home(env: Mapping[str, str]) -> Path:
 INTERRUPTED: Final = "interrupted (resume to recover)"
 """How a session is shown whose last turn has no terminal record while no live
 process holds it: the process running it died (resuming closes the turn)."""
+NOTHING_SENT: Final = "new (nothing sent)"
+"""The state of an indexed session with no turn yet: created, and left (kill
+-9, a closed terminal before the REPL could clean up) before any input."""
 
 
 class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -121,15 +125,16 @@ class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
     def status(self) -> str:
         """What to show: ``empty``, ``damaged (path:line, reason)``, ``running``
         (only while a live process holds it), :data:`INTERRUPTED` (a last turn
-        without terminal and without a live holder), else :attr:`last_status`
-        ("-" when there is none)."""
+        without terminal and without a live holder), else :attr:`last_status`;
+        an indexed session with no turn is :data:`NOTHING_SENT`, an unindexed
+        one whose state is unknown ``-``."""
         if self.empty:
             return "empty"
         if self.damage:
             return f"damaged ({self.damage})"
         if self.last_status == "running":
             return "running" if self.holder_pid else INTERRUPTED
-        return self.last_status or "-"
+        return self.last_status or (NOTHING_SENT if self.indexed else "-")
 
 
 class Store:
@@ -333,7 +338,8 @@ def listing_lines(rows: list[SessionSummary], now_ms: int) -> list[str]:
 
     Indexed sessions: ``id  status  age  cwd  title`` in the order given (most
     recent first from :meth:`Store.summaries`). Sessions without an index row
-    follow under a heading, grouped by cwd.
+    follow under a heading, grouped by cwd. Titles and paths go through
+    :func:`~mind.shell.render.plain` (prompt text must not drive the terminal).
 
     Args:
         rows: summaries as returned by :meth:`Store.summaries`.
@@ -346,7 +352,8 @@ def listing_lines(rows: list[SessionSummary], now_ms: int) -> list[str]:
         return ["no sessions yet"]
     out = [
         f"{s.session_id}  {s.status:<11}  "
-        f"{index.format_age(s.updated_at_ms, now_ms):<12}  {s.cwd}  {s.title}".rstrip()
+        f"{index.format_age(s.updated_at_ms, now_ms):<12}  "
+        f"{plain(s.cwd)}  {plain(s.title)}".rstrip()
         for s in rows
         if s.indexed
     ]
@@ -361,7 +368,7 @@ def listing_lines(rows: list[SessionSummary], now_ms: int) -> list[str]:
         for s in loose:
             if s.cwd != cwd:
                 cwd = s.cwd
-                out.append(f"  {cwd or '(unknown cwd)'}")
+                out.append(f"  {plain(cwd) or '(unknown cwd)'}")
             age = index.format_age(s.updated_at_ms, now_ms)
             state = "" if s.status == "-" else f"  {s.status}"
             out.append(f"    {s.session_id}  {age}{state}")

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,7 @@ def expected_entry(path: Path) -> IndexEntry:
         last_status=status,
         journal_size_bytes=path.stat().st_size,
         journal_mtime_ns=path.stat().st_mtime_ns,
+        journal_tail_crc=zlib.crc32(path.read_bytes()[-index.FINGERPRINT_BYTES :]),
     )
 
 
@@ -301,7 +303,7 @@ def test_listing_text_groups_unindexed_sessions_by_cwd() -> None:
     ]
     assert listing_lines(rows, now) == [
         "s1  completed    3 min ago     /p  fix it",
-        "s2  -            just now      /p",
+        "s2  new (nothing sent)  just now      /p",  # indexed, no turn yet
         "",
         "not in the index (3; `mind sessions --rebuild-index` adds them), by cwd:",
         "  /a",
@@ -475,7 +477,8 @@ def test_a_grown_journal_is_caught_up_from_its_new_bytes_only(tmp_path: Path) ->
         clock = _clock(50_000)
         with Journal.open(path, clock_ms=lambda: next(clock)) as j:
             append_turns(j, [("second", "failed"), ("third", None)])
-        grown = path.stat().st_size - old_size
+        # The new bytes, and the fingerprinted end of the accounted prefix.
+        grown = path.stat().st_size - old_size + min(old_size, index.FINGERPRINT_BYTES)
         [row] = store.summaries()
         assert reader.bytes_by_path == {path: grown}
         assert row == summary_of(expected_entry(path))
@@ -494,11 +497,12 @@ def test_catch_up_reads_at_most_its_window(tmp_path: Path) -> None:
     try:
         path = write_session(store, "s", cwd="/w", turns=[("first", "completed")], start_ms=1)
         store.rebuild_index()
+        indexed = min(path.stat().st_size, index.FINGERPRINT_BYTES)
         with Journal.open(path) as j:
             append_turns(j, [("more", "completed")] * 40 + [("last", "failed")], padding=20_000)
         assert path.stat().st_size > 3 * index.CATCH_UP_MAX_BYTES
         [row] = store.summaries()
-        assert reader.total == index.CATCH_UP_MAX_BYTES
+        assert reader.total == index.CATCH_UP_MAX_BYTES + indexed
         assert (row.last_status, row.title) == ("failed", "first")
     finally:
         store.close()
@@ -760,3 +764,26 @@ def test_damage_is_found_in_an_unindexed_head_and_in_appended_bytes(store: Store
     assert rows["u1"].status.startswith(f"damaged ({store.journal_path('u1')}:1, ")
     assert rows["b1"].damage == f"{paths['b1']}:{err.value.line}, {err.value.detail}"
     assert rows["a1"].damage == rows["b2"].damage == ""
+
+
+@pytest.mark.parametrize("damage", ["duplicated middle line", "crlf line endings"])
+def test_a_journal_damaged_before_its_indexed_offset_is_checked_in_full(
+    store: Store, damage: str
+) -> None:
+    """The bytes before a row's offset are fingerprinted: damage there that
+    also made the journal grow (so the listing would only read new bytes) is
+    still found, listed with path and line, and saved (issue 7 item 9)."""
+    path = write_session(store, "s", cwd="/w", turns=[("p", "completed")] * 3, start_ms=1)
+    store.rebuild_index()
+    lines = path.read_bytes().splitlines(keepends=True)
+    if damage == "duplicated middle line":
+        lines.insert(len(lines) // 2, lines[len(lines) // 2])
+        new = b"".join(lines)
+    else:
+        new = b"".join(line.replace(b"\n", b"\r\n") for line in lines)
+    path.write_bytes(new)
+    with pytest.raises(JournalCorruptError) as err:
+        read_records(path)
+    [row] = store.summaries()
+    assert row.damage == f"{path}:{err.value.line}, {err.value.detail}"
+    assert store.index.entries()["s"].damage_line == err.value.line  # saved

@@ -10,7 +10,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from mind.conversation import (
     AssistantMessage,
@@ -193,3 +193,37 @@ def is_openai_host(base_url: str) -> bool:
     """
     host = (urlsplit(base_url).hostname or "").lower()
     return host in ("api.openai.com", "openrouter.ai") or host.endswith(".openai.azure.com")
+
+
+def endpoint_url(base_url: str, path: str, *, drop_suffix: str = "") -> str:
+    """The request URL of ``path`` (e.g. ``/chat/completions``) on ``base_url``.
+
+    The path is joined onto the base URL's *path*; its query string is kept
+    (Azure's ``?api-version=…``) and its fragment dropped (issue #7 item 2).
+    ``drop_suffix`` is removed from the end of the base path first (Anthropic
+    accepts a base URL with or without ``/v1``).
+
+    Example: ``endpoint_url("http://h/v1/?api-version=2024", "/chat/completions")``
+    is ``"http://h/v1/chat/completions?api-version=2024"``.
+    """
+    parts = urlsplit(base_url)
+    base_path = parts.path.rstrip("/")
+    if drop_suffix and base_path.endswith(drop_suffix):
+        base_path = base_path[: -len(drop_suffix)]
+    return urlunsplit((parts.scheme, parts.netloc, base_path + path, parts.query, ""))
+
+
+def split_userinfo(base_url: str) -> tuple[str, tuple[str, str] | None]:
+    """``base_url`` without its userinfo, and that userinfo as ``(user, password)``.
+
+    The request URL never carries userinfo (httpx would turn it into Basic
+    auth in place of the API key, issue #7 item 3); the caller sends it as
+    Basic auth only when no API key is configured. Percent-escapes in the
+    userinfo are decoded; a missing password is ``""``.
+    """
+    parts = urlsplit(base_url)
+    if "@" not in parts.netloc:
+        return base_url, None
+    where = parts.netloc.rpartition("@")[2]
+    bare = urlunsplit((parts.scheme, where, parts.path, parts.query, parts.fragment))
+    return bare, (unquote(parts.username or ""), unquote(parts.password or ""))

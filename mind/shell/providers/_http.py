@@ -18,7 +18,7 @@ import httpx
 
 from mind.conversation import ModelRequest, StreamDone, StreamEvent
 from mind.errors import ProviderError
-from mind.shell.providers._common import load_json
+from mind.shell.providers._common import endpoint_url, load_json, split_userinfo
 from mind.shell.providers.failures import (
     MAX_DETAIL_CHARS,
     error_from_http,
@@ -28,6 +28,7 @@ from mind.shell.providers.failures import (
     protocol_error,
 )
 from mind.shell.providers.sse import SSEDecoder, SSEEvent
+from mind.shell.redact import redact_url
 
 
 class StreamParser(Protocol):
@@ -93,9 +94,15 @@ class HttpProvider:
     failure whose detail names the setting (issue 7 item 12: a server that
     accepts and never answers must not hold a turn).
 
+    A base URL's userinfo (``http://user:pass@host``) is never part of the
+    request URL: the API key is sent as usual, and only when there is none
+    the userinfo goes as Basic auth (issue #7 item 3).
+
     Attributes:
         name: the provider kind.
-        label: human label, ``"<kind> <model> @ <base_url>"`` (no secrets).
+        base_url: the server root without userinfo (query kept).
+        label: human label, ``"<kind> <model> @ <base_url>"`` with the URL's
+            secrets masked (:func:`~mind.shell.redact.redact_url`).
     """
 
     name: str = ""
@@ -110,12 +117,14 @@ class HttpProvider:
         client: httpx.AsyncClient | None = None,
     ) -> None:
         self.model = model
-        self.base_url = base_url.rstrip("/")
+        bare, userinfo = split_userinfo(base_url)
+        self.base_url = bare.rstrip("/")
         self._api_key = api_key
+        self._basic_auth = httpx.BasicAuth(*userinfo) if userinfo and not api_key else None
         self._timeout_s = timeout_s
         self._client = client
         self._owns_client = client is None
-        self.label = f"{self.name} {model} @ {self.base_url}"
+        self.label = f"{self.name} {model} @ {redact_url(base_url.rstrip('/'))}"
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.label}>"
@@ -124,6 +133,10 @@ class HttpProvider:
 
     def _url(self) -> str:
         raise NotImplementedError
+
+    def _endpoint(self, path: str, *, drop_suffix: str = "") -> str:
+        """``path`` on the base URL, query kept (:func:`endpoint_url`)."""
+        return endpoint_url(self.base_url, path, drop_suffix=drop_suffix)
 
     def _headers(self) -> dict[str, str]:
         raise NotImplementedError
@@ -179,7 +192,9 @@ class HttpProvider:
         client = self._get_client()
         body_started = False
         try:
-            async with client.stream("POST", self._url(), json=body, headers=headers) as resp:
+            async with client.stream(
+                "POST", self._url(), json=body, headers=headers, auth=self._basic_auth
+            ) as resp:
                 if not 200 <= resp.status_code < 300:
                     raw = await resp.aread()
                     raise error_from_http(

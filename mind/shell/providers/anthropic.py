@@ -417,8 +417,7 @@ class AnthropicProvider(HttpProvider):
     name = PROVIDER
 
     def _url(self) -> str:
-        base = self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
-        return f"{base}/v1/messages"
+        return self._endpoint("/v1/messages", drop_suffix="/v1")
 
     def _headers(self) -> dict[str, str]:
         headers = {"anthropic-version": ANTHROPIC_VERSION}

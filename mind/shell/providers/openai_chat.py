@@ -425,7 +425,7 @@ class OpenAIChatProvider(HttpProvider):
     name = PROVIDER
 
     def _url(self) -> str:
-        return f"{self.base_url}/chat/completions"
+        return self._endpoint("/chat/completions")
 
     def _headers(self) -> dict[str, str]:
         return {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}

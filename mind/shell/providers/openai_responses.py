@@ -469,7 +469,7 @@ class OpenAIResponsesProvider(HttpProvider):
     name = PROVIDER
 
     def _url(self) -> str:
-        return f"{self.base_url}/responses"
+        return self._endpoint("/responses")
 
     def _headers(self) -> dict[str, str]:
         return {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
