@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pexpect
@@ -65,6 +66,9 @@ def test_a_closed_terminal_removes_a_session_nothing_was_sent_to(
     # The terminal goes away: the kernel sends SIGHUP and writes fail; close()
     # returns once the process has ended.
     child.close(force=False)
+    deadline = time.monotonic() + 10  # the cleanup runs as the process ends
+    while _session_dirs(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.02)
     assert _session_dirs(tmp_path) == []
 
 
