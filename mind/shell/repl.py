@@ -1219,10 +1219,6 @@ class Repl:
                 # One Enter accepts the completion and runs the completed line.
                 buffer.apply_completion(buffer.complete_state.current_completion)
             text = buffer.text
-            if buffer.document.text_before_cursor.endswith("\\"):
-                buffer.delete_before_cursor(1)
-                buffer.insert_text("\n")
-                return
             if not text.strip():
                 if not self.busy and self.session.waiting:
                     self.send_waiting()
@@ -1290,6 +1286,17 @@ class Repl:
         @kb.add("enter", filter=approving)
         def _enter_while_asked(event: KeyPressEvent) -> None:
             """Enter neither answers nor submits while a question waits."""
+
+        # \ then Enter is a newline in every state (an approval, the picker),
+        # like Ctrl+J: added after the other Enter bindings, so it wins.
+        continued = Condition(
+            lambda: self.prompt.default_buffer.document.text_before_cursor.endswith("\\")
+        )
+
+        @kb.add("enter", filter=continued)
+        def _continue_line(event: KeyPressEvent) -> None:
+            event.current_buffer.delete_before_cursor(1)
+            event.current_buffer.insert_text("\n")
 
         swallowing = Condition(self._swallowing)
 

@@ -267,3 +267,28 @@ def test_tab_completes_a_command_while_a_turn_runs_instead_of_queueing_it(
     child.expect(words("── completed"))
     exit_cleanly(child)
     assert prompts(tmp_path, sid) == ["first"]  # nothing was queued
+
+
+def test_backslash_enter_at_an_approval_inserts_a_newline_in_the_draft(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    child = spawn(
+        [
+            {"tool_calls": [{"name": "shell", "arguments": {"command": "touch never"}}]},
+            {"text": "Two lines."},
+        ],
+        "--approval",
+        "untrusted",
+    )
+    sid = session_id_of(child)
+    child.send("go" + ENTER)
+    child.expect(words("Allow shell?"))
+    child.send("p\\" + ENTER + "q")  # \ then Enter: a newline, as in every other state
+    child.expect("q")
+    child.send("\x1b")  # leave the question unanswered: the call never runs
+    child.expect(words("── interrupted"))
+    child.send(ENTER)
+    child.expect(words("Two lines."))
+    child.expect(words("── completed"))
+    exit_cleanly(child)
+    assert prompts(tmp_path, sid) == ["go", "p\nq"]
