@@ -115,11 +115,14 @@ TYPING_GAP_S: Final = 0.5
 of a draft is taken as typing, not as an answer (guards against answering a
 question that appeared mid-word)."""
 
-ESC_WAIT_S: Final = 0.1
-"""How long a lone Esc waits for a following key (prompt_toolkit's
-``timeoutlen``): Alt+Enter arrives as Esc then Enter in one write, so Esc
-cannot act at once (it would interrupt instead of inserting a newline). The
-terminal parser's own wait for escape sequences comes on top."""
+ESC_WAIT_S: Final = 0.025
+"""How long a lone Esc waits for a following key, in seconds, twice over:
+in the terminal parser (prompt_toolkit's ``ttimeoutlen``, whose 0.5 s default
+turned Esc then ``/status`` typed 0.3 s later into Alt+/ ``status``) and in
+the key bindings (``timeoutlen``). Esc cannot act at once: Alt+Enter arrives as
+Esc then Enter, and must insert a newline, not interrupt. A terminal sends
+Alt+key as one write, so both arrive in one read; a person's next key comes
+well after 2 x ESC_WAIT_S and is taken as Esc and that key."""
 
 ANSWER_WORDS: Final[Mapping[str, Decision]] = {"yes": "yes", "no": "no", "always": "always"}
 """The answers to an approval question. The first letter answers at once; the
@@ -466,6 +469,7 @@ class Repl:
         )
         self.prompt.default_buffer.on_text_insert += self._on_typed
         self.prompt.app.timeoutlen = ESC_WAIT_S
+        self.prompt.app.ttimeoutlen = ESC_WAIT_S
         self._place_status_area()
 
     def _place_status_area(self) -> None:

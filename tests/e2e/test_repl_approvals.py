@@ -8,6 +8,7 @@ What the screen claims is checked against the session's journal.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from mind.shell.render import describe_arguments
@@ -292,3 +293,18 @@ def test_backslash_enter_at_an_approval_inserts_a_newline_in_the_draft(
     child.expect(words("── completed"))
     exit_cleanly(child)
     assert prompts(tmp_path, sid) == ["go", "p\nq"]
+
+
+def test_a_lone_esc_then_typing_a_moment_later_is_esc_and_the_typed_keys(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    child = spawn([{"text": "unused"}])
+    child.send("/sessions" + ENTER)
+    child.expect(words("Esc closes"))
+    child.send("\x1b")  # closes the picker
+    # A person's next key comes a moment after Esc, never in the same write
+    # as a terminal's Alt+key: this gap is the input under test, not a wait.
+    time.sleep(0.2)
+    child.send("/status" + ENTER)
+    child.expect(words("state idle"))  # the command ran: "/" was not eaten as Alt+/
+    assert "Nothing was sent" in exit_cleanly(child)  # "status" never went to the model
