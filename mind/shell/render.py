@@ -40,7 +40,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mind.effects.patch import parse_patch, patch_paths
-from mind.effects.review import visible
+from mind.effects.review import mark_hidden, visible
 from mind.errors import PatchError
 from mind.generated import events as ev
 from mind.shell.code_lines import CODE_THEME, CodeLines
@@ -129,7 +129,7 @@ def describe_arguments(name: str, arguments: Any, limit: int = 200) -> str:
         except PatchError:
             paths = []
         if paths:
-            return shorten(plain(", ".join(paths)), limit)
+            return shorten(plain(", ".join(paths), keep_joiners=False), limit)
     if isinstance(arguments, dict):
         for key in _ARGUMENT_KEYS:
             value = arguments.get(key)
@@ -143,7 +143,7 @@ def describe_arguments(name: str, arguments: Any, limit: int = 200) -> str:
             text = json.dumps(arguments, ensure_ascii=False) if arguments else ""
     else:
         text = str(arguments)
-    return shorten(" ".join(plain(text).split()), limit)
+    return shorten(" ".join(plain(text, keep_joiners=False).split()), limit)
 
 
 _DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("+", "green"), ("-", "red"), ("@@", "cyan"))
@@ -186,11 +186,15 @@ _ANSI_RE = re.compile(
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def plain(text: str) -> str:
+def plain(text: str, *, keep_joiners: bool = True) -> str:
     """``text`` safe to print: terminal escape sequences and C0/C1 control
     characters removed, tabs expanded (tool or model output must not drive the
-    terminal). The one sanitiser of the REPL and ``mind exec``'s stderr."""
-    return _CONTROL_RE.sub("", _ANSI_RE.sub("", text.replace("\r\n", "\n"))).expandtabs(4)
+    terminal), bidi and zero-width characters shown as ``⟨U+202E⟩``
+    (:func:`mind.effects.review.mark_hidden`; ``keep_joiners=False`` for
+    headlines and approval summaries, where ZWJ/ZWNJ are shown too). The one
+    sanitiser of the REPL and ``mind exec``'s stderr."""
+    text = _CONTROL_RE.sub("", _ANSI_RE.sub("", text.replace("\r\n", "\n"))).expandtabs(4)
+    return mark_hidden(text, keep_joiners=keep_joiners)
 
 
 def preview_lines(output: str, max_lines: int = RESULT_PREVIEW_LINES) -> tuple[list[str], int]:
@@ -638,7 +642,7 @@ class TurnView:
                 argument summary is cut to make room for it.
         """
         width = max(20, self.console.width - 1)
-        head = f"{verb} {name}"
+        head = f"{verb} {plain(name, keep_joiners=False)}"
         room = width - len(head) - 4 - len(suffix)
         summary = describe_arguments(name, arguments, limit=max(1, room))
         line = Text(no_wrap=True, overflow="ellipsis")
@@ -668,7 +672,9 @@ class TurnView:
         self.flush_text()
         lines: list[RenderableType] = [
             Text.assemble(
-                ("? ", "bold yellow"), ("Approval needed: ", "bold"), plain(event.reason)
+                ("? ", "bold yellow"),
+                ("Approval needed: ", "bold"),
+                plain(event.reason, keep_joiners=False),
             ),
         ]
         text, fmt = event.text, event.text_format.value
@@ -689,10 +695,11 @@ class TurnView:
     def show_approval_text(self, event: ev.ApprovalRequestedEvent) -> None:
         """Print the whole text of an approval (the REPL's ``v``)."""
         self.flush_text()
+        name = plain(event.name, keep_joiners=False)
         self.print(
-            Text(f"  the whole {event.name} call ({len(event.text)} characters):", style="bold"),
+            Text(f"  the whole {name} call ({len(event.text)} characters):", style="bold"),
             *approval_lines(event.text, event.text_format.value),
-            Text(f"  end of the {event.name} call · y approves · n refuses", style="bold"),
+            Text(f"  end of the {name} call · y approves · n refuses", style="bold"),
             kind="tool",
         )
 

@@ -100,7 +100,7 @@ from mind.generated import journal as jr
 from mind.machines.mailbox import MailboxMessage
 from mind.shell.config import ResolvedConfig
 from mind.shell.index import format_age
-from mind.shell.render import TurnView, format_duration, format_tokens, shorten
+from mind.shell.render import TurnView, format_duration, format_tokens, plain, shorten
 from mind.shell.runtime import Decision, InputKind, InputReceipt, Runtime, Session, Turn
 from mind.shell.store import INTERRUPTED, SessionSummary, mind_home, resolve_session_id
 
@@ -770,7 +770,8 @@ class Repl:
             if not shown:
                 self.view.note(
                     f"session {_short_id(h.session.session_id)} (parked) asks to run "
-                    f"{event.name}: /resume {h.session.session_id} to answer",
+                    f"{plain(event.name, keep_joiners=False)}: "
+                    f"/resume {h.session.session_id} to answer",
                     style="yellow",
                 )
         elif not isinstance(event, ev.InputAcceptedEvent | ev.InputWaitingEvent):
@@ -852,8 +853,9 @@ class Repl:
         turn_id, event = self._approvals[0]
         if decision != "no" and self._hidden(event):
             self.view.note(
-                f"Not approved: {event.hidden_chars} characters of this {event.name} call are "
-                "hidden. Press v to view all, then y; n refuses.",
+                f"Not approved: {event.hidden_chars} characters of this "
+                f"{plain(event.name, keep_joiners=False)} call are hidden. "
+                "Press v to view all, then y; n refuses.",
                 style="yellow",
             )
             self._invalidate()
@@ -862,7 +864,7 @@ class Repl:
         turn = self.turn
         if turn is not None and turn.turn_id == turn_id:
             turn.decide(event.call_id, decision)
-            self.view.show_decision(event.call_id, event.name, decision)
+            self.view.show_decision(event.call_id, plain(event.name, keep_joiners=False), decision)
         self._invalidate()
 
     def _hidden(self, event: ev.ApprovalRequestedEvent) -> bool:
@@ -1114,7 +1116,7 @@ class Repl:
                     ("", f" view all ({event.hidden_chars} characters hidden) first  "),
                 ]
             return [
-                ("class:approval", f"Allow {event.name}? "),
+                ("class:approval", f"Allow {plain(event.name, keep_joiners=False)}? "),
                 *view,
                 ("class:approval.key", " y "),
                 ("", " yes  "),

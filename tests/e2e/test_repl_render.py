@@ -83,6 +83,22 @@ def test_arguments_are_summarised_by_their_telling_field() -> None:
     assert describe_arguments("shell", {"command": "y" * 50}, limit=10) == "y" * 9 + "…"
 
 
+def test_bidi_and_zero_width_characters_are_shown_not_obeyed() -> None:
+    rlo, zwsp, zwj = "\u202e", "\u200b", "\u200d"
+    headline = describe_arguments("shell", {"command": f"echo {rlo}txt.exe{zwsp} x{zwj}y"})
+    assert headline == "echo ⟨U+202E⟩txt.exe⟨U+200B⟩ x⟨U+200D⟩y"
+    reason = plain(f"runs `rm {rlo}fdp.txt`", keep_joiners=False)
+    assert reason == "runs `rm ⟨U+202E⟩fdp.txt`"
+    shown, _ = preview_lines("ok\u2066 \ufeffdone\u200f\n")
+    assert shown == ["ok⟨U+2066⟩ ⟨U+FEFF⟩done⟨U+200F⟩"]
+    family = "\U0001f468\u200d\U0001f469"  # prose keeps the joiner an emoji needs
+    assert plain(family) == family
+    out = io.StringIO()
+    view = TurnView(Console(file=out, width=100))
+    view.show(ev.ToolCallEvent(turn_id="t", call_id="c", name=f"sh{rlo}ll", arguments={}))
+    assert "⏺ Calling sh⟨U+202E⟩ll" in out.getvalue()
+
+
 # ---- streaming cost and open fences (issue 7 §1) ------------------------------------
 
 _WATCHED = (
