@@ -503,8 +503,12 @@ class TurnView:
 
     # ---- events ------------------------------------------------------------
 
-    def show(self, event: ev.Event) -> None:
-        """Print what ``event`` means to the person (approvals are shown by the REPL)."""
+    def show(self, event: ev.Event, *, failure_detail: str = "") -> None:
+        """Print what ``event`` means to the person (approvals are shown by the REPL).
+
+        ``failure_detail``: for a failed turn's end, the provider's own words
+        (``Turn.failure_detail``, redacted where it was made), shown sanitised
+        on one row under the ``✗`` line, as ``mind exec`` does on stderr."""
         if isinstance(event, ev.TurnStartedEvent):
             self.turn_started_at = self._clock()
             self._streamed.clear()
@@ -544,7 +548,7 @@ class TurnView:
             )
         elif isinstance(event, ev.TurnCompletedEvent):
             self.flush_text()
-            self._show_end(event)
+            self._show_end(event, failure_detail)
 
     def preview(self, width: int) -> str:
         """The tail of the text still streaming (not yet a complete block), as
@@ -746,7 +750,7 @@ class TurnView:
         in_place = self._last_line_call == event.call_id and self._call_width == self.console.width
         self.print(line, *body, replace_last=in_place, kind="tool")
 
-    def _show_end(self, event: ev.TurnCompletedEvent) -> None:
+    def _show_end(self, event: ev.TurnCompletedEvent, failure_detail: str = "") -> None:
         elapsed = self._clock() - self.turn_started_at if self.turn_started_at else 0.0
         self.turn_started_at = None
         for call_id in list(self._calls):  # calls the turn closed without a result event
@@ -761,7 +765,12 @@ class TurnView:
         parts = [event.status.value, format_duration(elapsed), format_tokens(event.usage)]
         line = Text("── " + " · ".join(parts), style=_STATUS_STYLE[event.status])
         if isinstance(event.failure, ev.Failure):
-            self.print(Text(f"✗ {event.failure.message}", style="red"), line, Text(""), kind="end")
+            failed: list[RenderableType] = [Text(f"✗ {event.failure.message}", style="red")]
+            detail = " ".join(plain(failure_detail, keep_joiners=False).split())
+            if detail:
+                width = max(20, self.console.width - 3)
+                failed.append(Text("  " + shorten(detail, width), style="red", no_wrap=True))
+            self.print(*failed, line, Text(""), kind="end")
         else:
             self.print(line, Text(""), kind="end")
         self._last_kind = None

@@ -774,6 +774,10 @@ class Repl:
                     f"/resume {h.session.session_id} to answer",
                     style="yellow",
                 )
+        elif isinstance(event, ev.TurnCompletedEvent):
+            turn = h.session.current
+            mine = turn is not None and turn.turn_id == event.turn_id
+            h.view.show(event, failure_detail=turn.failure_detail if mine and turn else "")
         elif not isinstance(event, ev.InputAcceptedEvent | ev.InputWaitingEvent):
             h.view.show(event)  # waiting input is listed above the prompt instead
         if isinstance(event, ev.TurnCompletedEvent):

@@ -365,3 +365,18 @@ def test_no_stale_status_rows_remain_when_a_waiting_message_is_listed_and_it_nar
         assert not stale, screen.transcript()
     finally:
         child.terminate(force=True)
+
+
+def test_a_failed_turn_shows_the_providers_detail_under_the_failure_line(
+    repl: tuple[pexpect.spawn, Screen, ReplayServer],
+) -> None:
+    child, screen, server = repl
+    server.enqueue(
+        Reply(status=404, body=b'{"error": {"message": "no such route"}}', content_type="")
+    )
+    child.send("hello" + ENTER)
+    wait_for_screen(child, screen, lambda lines: any("── failed" in ln for ln in lines))
+    lines = screen.lines()
+    (at,) = [i for i, ln in enumerate(lines) if ln.startswith("✗ ")]
+    assert "does not serve /v1/chat/completions" in lines[at + 1], screen.transcript()
+    assert "check --base-url" in lines[at + 1]
