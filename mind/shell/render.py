@@ -700,10 +700,16 @@ class TurnView:
         """Print the whole text of an approval (the REPL's ``v``)."""
         self.flush_text()
         name = plain(event.name, keep_joiners=False)
+        count = event.text.count("\n") + (0 if event.text.endswith("\n") else 1)
+        lines = f"{count} line" if count == 1 else f"{count} lines"
         self.print(
             Text(f"  the whole {name} call ({len(event.text)} characters):", style="bold"),
             *approval_lines(event.text, event.text_format.value),
-            Text(f"  end of the {name} call · y approves · n refuses", style="bold"),
+            Text(
+                f"  end of the {name} call ({len(event.text)} characters, {lines} shown)"
+                " · y approves · n refuses",
+                style="bold",
+            ),
             kind="tool",
         )
 

@@ -90,6 +90,7 @@ from prompt_toolkit.layout import (
 )
 from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
+from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
@@ -1112,24 +1113,7 @@ class Repl:
                 warn.append(("class:status.dim", " · waiting messages are kept"))
             return warn
         if self._approvals:
-            _, event = self._approvals[0]
-            view: StyleAndTextTuples = []
-            if self._hidden(event):
-                view = [
-                    ("class:approval.key", " v "),
-                    ("", f" view all ({event.hidden_chars} characters hidden) first  "),
-                ]
-            return [
-                ("class:approval", f"Allow {plain(event.name, keep_joiners=False)}? "),
-                *view,
-                ("class:approval.key", " y "),
-                ("", " yes  "),
-                ("class:approval.key", " n "),
-                ("", " no  "),
-                ("class:approval.key", " a "),
-                ("", " always (this session)"),
-                ("class:status.dim", "  (your draft is kept)"),
-            ]
+            return self._approval_footer(self._approvals[0][1], self.console.width - 1)
         if self.busy:
             started = self.view.turn_started_at
             elapsed = self._clock() - started if started is not None else 0.0
@@ -1153,6 +1137,34 @@ class Repl:
                 ),
             ]
         return []
+
+    def _approval_footer(self, event: ev.ApprovalRequestedEvent, width: int) -> StyleAndTextTuples:
+        """``Allow shell?  v view all…  y yes  n no  a always…`` in at most
+        ``width`` columns: the longest wording that fits, the keys always kept
+        (explanations are dropped before a key would be cut)."""
+        name = plain(event.name, keep_joiners=False)
+        hidden = self._hidden(event)
+        for long in (True, False):
+            for keep_draft in (True, False) if long else (False,):
+                view: StyleAndTextTuples = []
+                if hidden:
+                    what = f"view all ({event.hidden_chars} characters hidden) first"
+                    view = [("class:approval.key", " v "), ("", f" {what if long else 'view'}  ")]
+                parts: StyleAndTextTuples = [
+                    ("class:approval", f"Allow {name}? "),
+                    *view,
+                    ("class:approval.key", " y "),
+                    ("", " yes  "),
+                    ("class:approval.key", " n "),
+                    ("", " no  "),
+                    ("class:approval.key", " a "),
+                    ("", " always (this session)" if long else " always"),
+                ]
+                if keep_draft:
+                    parts.append(("class:status.dim", "  (your draft is kept)"))
+                if sum(cell_len(text) for _, text, *_ in parts) <= width:
+                    return parts
+        return parts
 
     def _key_bindings(self) -> KeyBindings:
         kb = KeyBindings()

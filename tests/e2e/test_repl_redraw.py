@@ -380,3 +380,26 @@ def test_a_failed_turn_shows_the_providers_detail_under_the_failure_line(
     (at,) = [i for i, ln in enumerate(lines) if ln.startswith("✗ ")]
     assert "does not serve /v1/chat/completions" in lines[at + 1], screen.transcript()
     assert "check --base-url" in lines[at + 1]
+
+
+def test_a_huge_command_viewed_with_v_ends_with_what_was_shown_and_y_then_runs_it(
+    tmp_path: Path,
+) -> None:
+    command = ": " + "x" * 35_000 + " MIDDLE " + "y" * 35_000 + "; touch ran-it"
+    replies = [{"tool_calls": [{"name": "shell", "arguments": {"command": command}}]}]
+    child, screen = spawn_repl(
+        tmp_path, *scripted(tmp_path, [*replies, {"text": "Ran."}]), approval="untrusted"
+    )
+    try:
+        child.send("go" + ENTER)
+        wait_for_screen(child, screen, lambda _: shown_under_input(screen, "Allow shell?"))
+        (footer,) = [row for row in under_input(screen) if row.startswith("Allow shell?")]
+        assert len(footer) < COLS and footer.endswith(("kept)", "session)", "always")), footer
+        child.send("v")
+        child.expect(words(f"{len(command)} characters, 1 line shown"))
+        child.send("y")
+        child.expect(words("approved once"))
+        child.expect(words("── completed"))
+        assert (tmp_path / "ran-it").exists()
+    finally:
+        child.terminate(force=True)
