@@ -27,6 +27,7 @@ fed any :data:`mind.generated.events.Event` and keeps no durable state.
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from collections import deque
@@ -250,6 +251,11 @@ class TurnView:
             together: the cost per render dominates a fast stream of short
             pieces. 0 renders each at once. Anything else printed first
             renders what is held.
+        print_lag_s: how late, in seconds, printed lines may reach the
+            screen (``patch_stdout`` bundles writes for 0.2 s) while the
+            status area under the input is drawn at once: :meth:`preview`
+            shows nothing this long after a print, so it never shows text
+            that comes after lines not yet on screen.
     """
 
     def __init__(
@@ -258,11 +264,15 @@ class TurnView:
         clock: Callable[[], float] = time.monotonic,
         reserved_rows: Callable[[], int] = lambda: PROMPT_ROWS,
         coalesce_s: float = 0.0,
+        print_lag_s: float = 0.0,
     ) -> None:
         self.console = console
         self._clock = clock
         self._reserved_rows = reserved_rows
         self._coalesce_s = coalesce_s
+        self._print_lag_s = print_lag_s
+        self._printed_at = -math.inf
+        """When answer text was last handed to the terminal (the view's clock)."""
         self._ready: list[Piece] = []
         """Complete answer pieces held so a burst is rendered in one piece."""
         self._ready_since = 0.0
@@ -393,6 +403,7 @@ class TurnView:
             self._last_line_call = None
             return
         if answer:
+            self._printed_at = self._clock()
             if not self._attempt_rows:
                 self._attempt_width = self.console.width
             self._attempt_rows += _rows(data, self.console.width)
@@ -553,7 +564,14 @@ class TurnView:
     def preview(self, width: int) -> str:
         """The tail of the text still streaming (not yet a complete block), as
         one line of at most ``width`` characters ("" if none). The REPL shows
-        it under the output so a long paragraph is visibly arriving."""
+        it under the output so a long paragraph is visibly arriving.
+
+        Rule: the preview never runs ahead of the lines above it. While
+        complete pieces are held (not printed yet), or for ``print_lag_s``
+        after answer text was printed (it may not be on screen yet), it is
+        "": the tail it would show comes after them."""
+        if self._ready or self._clock() - self._printed_at < self._print_lag_s:
+            return ""
         line = self._text.tail() or self._reasoning.tail()
         if not line.strip() or width < 2:
             return ""

@@ -136,6 +136,10 @@ TICK_S: Final = 0.2
 COALESCE_S: Final = 0.05
 """Complete markdown blocks arriving within this many seconds are rendered
 together (see :class:`~mind.shell.render.TurnView`); the tick shows held ones."""
+PRINT_LAG_S: Final = 0.3
+"""How late printed output may reach the screen, in seconds: ``patch_stdout``
+waits 0.2 s after each write to bundle the next ones (the streaming preview
+stays hidden this long after a print, see :class:`~mind.shell.render.TurnView`)."""
 MODEL_QUIET_S: Final = 30.0
 """The status line says "waiting for the model" once it has sent nothing this long."""
 
@@ -528,6 +532,7 @@ class Repl:
                     self._clock,
                     reserved_rows=self._prompt_rows,
                     coalesce_s=COALESCE_S,
+                    print_lag_s=PRINT_LAG_S,
                 ),
                 journal_pos=len(session.journal.records),
             )

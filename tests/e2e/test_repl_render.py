@@ -238,3 +238,26 @@ def test_blocks_of_a_burst_are_rendered_together_and_a_pause_shows_them() -> Non
     _stream(view, "ee.\n\n")
     view.show(ev.ToolCallEvent(turn_id="t", call_id="c", name="shell", arguments={}))
     assert plain(out.getvalue()).split()[:3] == ["One.", "Two.", "Three."]  # before the call
+
+
+def test_the_preview_never_runs_ahead_of_the_lines_printed_above_it() -> None:
+    now = [0.0]
+    out = io.StringIO()
+    view = TurnView(
+        Console(file=out, width=100), clock=lambda: now[0], coalesce_s=0.05, print_lag_s=0.3
+    )
+    view.show(ev.TurnStartedEvent(turn_id="t"))
+
+    def delta(text: str) -> None:
+        view.show(ev.MessageDeltaEvent(turn_id="t", text=text))
+
+    delta("```\nline 16 of the open fence\nline 17 of th")
+    assert view.preview(80) == ""  # line 16 is held, not printed: 17 cannot show yet
+    now[0] = 0.1
+    delta("e open fence\nline 18 of th")  # prints 16 and 17; the terminal shows them late
+    assert "line 17 of the open fence" in out.getvalue()
+    assert view.preview(80) == ""
+    now[0] = 0.5
+    view.flush_due()
+    assert "line 17" in out.getvalue() and "line 18" not in out.getvalue()
+    assert view.preview(80) == "line 18 of th"  # the stream paused: what arrives shows
