@@ -437,6 +437,7 @@ class Repl:
         """The rest of the approval answer just given by its first letter."""
         self._answer_at = -math.inf
         self._leaving = False
+        self._greeted = False
         self._tg: anyio.abc.TaskGroup | None = None
         self._picker: list[PickerRow] | None = None
         """The rows of the session picker while it is shown, else None."""
@@ -587,17 +588,20 @@ class Repl:
     # ---- main loop -------------------------------------------------------------
 
     async def run(self) -> int:
-        """Show the banner, resume recovered input, read input until exit.
+        """Show the banner (unless :meth:`greet` did), send recovered input,
+        read input until exit.
 
         Returns:
             The process exit code (0).
         """
-        self._banner()
+        if not self._greeted:
+            self.greet()
         async with anyio.create_task_group() as tg:
             self._tg = tg
             tg.start_soon(self._tick)
             tg.start_soon(self._leave_on_signals)
-            self._resume_recovered()
+            if self._cur.recovered:
+                self.send_waiting()
             try:
                 await self._read_loop()
             finally:
@@ -721,8 +725,20 @@ class Repl:
             turn.interrupt(send_pending=send_pending)
             self._invalidate()
 
-    def _resume_recovered(self) -> None:
-        """Say what opening the attached session repaired and run its recovered input."""
+    def greet(self) -> None:
+        """Print the banner and what opening the session repaired.
+
+        ``run_repl`` calls it before ``patch_stdout`` takes over stdout, so
+        these lines are on the terminal before the prompt draws its first
+        frame: written through the proxy, they raced that frame and could
+        land below it, leaving a stale ``Working`` line and ``›`` above the
+        banner. The recovered input is sent by :meth:`run`."""
+        self._greeted = True
+        self._banner()
+        self._say_recovered()
+
+    def _say_recovered(self) -> None:
+        """Say what opening the attached session repaired; mark its recovered input."""
         recovery = self.session.recovery
         if recovery is None:
             return
@@ -741,7 +757,6 @@ class Repl:
                 "sending them now.",
                 style="yellow",
             )
-            self.send_waiting()
 
     # ---- the event consumers -----------------------------------------------------
 
@@ -1504,7 +1519,9 @@ class Repl:
             hosted = self._host(session)
             self._switch_to(hosted)
             self._show_entered("resumed")
-            self._resume_recovered()
+            self._say_recovered()
+            if self._cur.recovered:
+                self.send_waiting()
         else:
             self._switch_to(hosted)
             self._show_entered("back from parked")
@@ -1721,6 +1738,7 @@ async def run_repl(
         repl = Repl(rt, session, config, history_path, console)
         if not session_id:
             repl.created.add(session.session_id)
+        repl.greet()
         with patch_stdout(raw=True):
             code = await repl.run()
         dropped = [s for s in repl.hosted if s.session_id in repl.created and _untouched(s)]

@@ -403,3 +403,27 @@ def test_a_huge_command_viewed_with_v_ends_with_what_was_shown_and_y_then_runs_i
         assert (tmp_path / "ran-it").exists()
     finally:
         child.terminate(force=True)
+
+
+def test_resuming_a_session_with_recovered_input_draws_nothing_above_the_banner(
+    tmp_path: Path,
+) -> None:
+    flags = scripted(tmp_path, GATED_SCRIPT)
+    child, _ = spawn_repl(tmp_path, *flags)
+    child.send("first" + ENTER)
+    child.expect(words("⏺ Calling shell"))
+    child.send("keep me" + ENTER)  # steering that the interrupt leaves waiting
+    child.expect(words("↳ steer keep me"))
+    os.kill(child.pid, signal.SIGKILL)  # mind stops mid-turn: the next open recovers it
+    child.expect(pexpect.EOF)
+    (sid,) = [p.name for p in (tmp_path / "state" / "sessions").iterdir()]
+    (tmp_path / "go").touch()
+    again, screen = spawn_repl(tmp_path, *flags, "--session", sid, cpr=True)
+    try:
+        again.expect(words("── completed"))
+        rows = [row for row in screen.transcript().split("\n") if row.strip()]
+        assert rows[0].startswith("mind "), screen.transcript()
+        banner_end = next(i for i, row in enumerate(rows) if row.startswith("Enter sends"))
+        assert not any("Working" in row or row.startswith("›") for row in rows[:banner_end])
+    finally:
+        again.terminate(force=True)
