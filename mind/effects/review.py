@@ -156,6 +156,26 @@ def visible(text: str) -> str:
     return "".join(out)
 
 
+BIDI_AND_ZERO_WIDTH: Final = frozenset(
+    "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c\u200b\u2060\ufeff"
+)
+"""Characters that reorder or hide text on a terminal without showing
+themselves: the bidi embeddings, overrides, isolates and marks, and the
+zero-width space, word joiner and byte-order mark."""
+JOINERS: Final = frozenset("\u200c\u200d")
+"""Zero-width (non-)joiners: prose needs them (emoji sequences, scripts)."""
+
+
+def mark_hidden(text: str, *, keep_joiners: bool = True) -> str:
+    """``text`` with each of :data:`BIDI_AND_ZERO_WIDTH` (and, unless
+    ``keep_joiners``, :data:`JOINERS`) shown as ``⟨U+202E⟩``: the one rule for
+    making them visible in terminal output (tool names, arguments, output)."""
+    hidden = BIDI_AND_ZERO_WIDTH if keep_joiners else BIDI_AND_ZERO_WIDTH | JOINERS
+    if not any(ch in hidden for ch in text):
+        return text
+    return "".join(f"⟨U+{ord(ch):04X}⟩" if ch in hidden else ch for ch in text)
+
+
 def unified_diff(change: FileChange) -> str:
     """The unified diff of one change (``/dev/null`` for a missing side).
 
@@ -262,8 +282,10 @@ def _arguments(args: Mapping[str, Any]) -> str:
 
 
 __all__ = [
+    "BIDI_AND_ZERO_WIDTH",
     "HEAD_CHARS",
     "HEAD_LINES",
+    "JOINERS",
     "SHOWN_CHARS",
     "SHOWN_LINES",
     "TAIL_CHARS",
@@ -275,6 +297,7 @@ __all__ = [
     "change_summary",
     "cut_for_display",
     "diff_stat",
+    "mark_hidden",
     "unified_diff",
     "visible",
 ]

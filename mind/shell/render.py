@@ -27,6 +27,7 @@ fed any :data:`mind.generated.events.Event` and keeps no durable state.
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from collections import deque
@@ -40,7 +41,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mind.effects.patch import parse_patch, patch_paths
-from mind.effects.review import visible
+from mind.effects.review import mark_hidden, visible
 from mind.errors import PatchError
 from mind.generated import events as ev
 from mind.shell.code_lines import CODE_THEME, CodeLines
@@ -129,7 +130,7 @@ def describe_arguments(name: str, arguments: Any, limit: int = 200) -> str:
         except PatchError:
             paths = []
         if paths:
-            return shorten(plain(", ".join(paths)), limit)
+            return shorten(plain(", ".join(paths), keep_joiners=False), limit)
     if isinstance(arguments, dict):
         for key in _ARGUMENT_KEYS:
             value = arguments.get(key)
@@ -143,7 +144,7 @@ def describe_arguments(name: str, arguments: Any, limit: int = 200) -> str:
             text = json.dumps(arguments, ensure_ascii=False) if arguments else ""
     else:
         text = str(arguments)
-    return shorten(" ".join(plain(text).split()), limit)
+    return shorten(" ".join(plain(text, keep_joiners=False).split()), limit)
 
 
 _DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("+", "green"), ("-", "red"), ("@@", "cyan"))
@@ -186,11 +187,15 @@ _ANSI_RE = re.compile(
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def plain(text: str) -> str:
+def plain(text: str, *, keep_joiners: bool = True) -> str:
     """``text`` safe to print: terminal escape sequences and C0/C1 control
     characters removed, tabs expanded (tool or model output must not drive the
-    terminal). The one sanitiser of the REPL and ``mind exec``'s stderr."""
-    return _CONTROL_RE.sub("", _ANSI_RE.sub("", text.replace("\r\n", "\n"))).expandtabs(4)
+    terminal), bidi and zero-width characters shown as ``⟨U+202E⟩``
+    (:func:`mind.effects.review.mark_hidden`; ``keep_joiners=False`` for
+    headlines and approval summaries, where ZWJ/ZWNJ are shown too). The one
+    sanitiser of the REPL and ``mind exec``'s stderr."""
+    text = _CONTROL_RE.sub("", _ANSI_RE.sub("", text.replace("\r\n", "\n"))).expandtabs(4)
+    return mark_hidden(text, keep_joiners=keep_joiners)
 
 
 def preview_lines(output: str, max_lines: int = RESULT_PREVIEW_LINES) -> tuple[list[str], int]:
@@ -246,6 +251,11 @@ class TurnView:
             together: the cost per render dominates a fast stream of short
             pieces. 0 renders each at once. Anything else printed first
             renders what is held.
+        print_lag_s: how late, in seconds, printed lines may reach the
+            screen (``patch_stdout`` bundles writes for 0.2 s) while the
+            status area under the input is drawn at once: :meth:`preview`
+            shows nothing this long after a print, so it never shows text
+            that comes after lines not yet on screen.
     """
 
     def __init__(
@@ -254,11 +264,15 @@ class TurnView:
         clock: Callable[[], float] = time.monotonic,
         reserved_rows: Callable[[], int] = lambda: PROMPT_ROWS,
         coalesce_s: float = 0.0,
+        print_lag_s: float = 0.0,
     ) -> None:
         self.console = console
         self._clock = clock
         self._reserved_rows = reserved_rows
         self._coalesce_s = coalesce_s
+        self._print_lag_s = print_lag_s
+        self._printed_at = -math.inf
+        """When answer text was last handed to the terminal (the view's clock)."""
         self._ready: list[Piece] = []
         """Complete answer pieces held so a burst is rendered in one piece."""
         self._ready_since = 0.0
@@ -389,6 +403,7 @@ class TurnView:
             self._last_line_call = None
             return
         if answer:
+            self._printed_at = self._clock()
             if not self._attempt_rows:
                 self._attempt_width = self.console.width
             self._attempt_rows += _rows(data, self.console.width)
@@ -499,8 +514,12 @@ class TurnView:
 
     # ---- events ------------------------------------------------------------
 
-    def show(self, event: ev.Event) -> None:
-        """Print what ``event`` means to the person (approvals are shown by the REPL)."""
+    def show(self, event: ev.Event, *, failure_detail: str = "") -> None:
+        """Print what ``event`` means to the person (approvals are shown by the REPL).
+
+        ``failure_detail``: for a failed turn's end, the provider's own words
+        (``Turn.failure_detail``, redacted where it was made), shown sanitised
+        on one row under the ``✗`` line, as ``mind exec`` does on stderr."""
         if isinstance(event, ev.TurnStartedEvent):
             self.turn_started_at = self._clock()
             self._streamed.clear()
@@ -540,12 +559,19 @@ class TurnView:
             )
         elif isinstance(event, ev.TurnCompletedEvent):
             self.flush_text()
-            self._show_end(event)
+            self._show_end(event, failure_detail)
 
     def preview(self, width: int) -> str:
         """The tail of the text still streaming (not yet a complete block), as
         one line of at most ``width`` characters ("" if none). The REPL shows
-        it under the output so a long paragraph is visibly arriving."""
+        it under the output so a long paragraph is visibly arriving.
+
+        Rule: the preview never runs ahead of the lines above it. While
+        complete pieces are held (not printed yet), or for ``print_lag_s``
+        after answer text was printed (it may not be on screen yet), it is
+        "": the tail it would show comes after them."""
+        if self._ready or self._clock() - self._printed_at < self._print_lag_s:
+            return ""
         line = self._text.tail() or self._reasoning.tail()
         if not line.strip() or width < 2:
             return ""
@@ -638,7 +664,7 @@ class TurnView:
                 argument summary is cut to make room for it.
         """
         width = max(20, self.console.width - 1)
-        head = f"{verb} {name}"
+        head = f"{verb} {plain(name, keep_joiners=False)}"
         room = width - len(head) - 4 - len(suffix)
         summary = describe_arguments(name, arguments, limit=max(1, room))
         line = Text(no_wrap=True, overflow="ellipsis")
@@ -668,7 +694,9 @@ class TurnView:
         self.flush_text()
         lines: list[RenderableType] = [
             Text.assemble(
-                ("? ", "bold yellow"), ("Approval needed: ", "bold"), plain(event.reason)
+                ("? ", "bold yellow"),
+                ("Approval needed: ", "bold"),
+                plain(event.reason, keep_joiners=False),
             ),
         ]
         text, fmt = event.text, event.text_format.value
@@ -689,10 +717,17 @@ class TurnView:
     def show_approval_text(self, event: ev.ApprovalRequestedEvent) -> None:
         """Print the whole text of an approval (the REPL's ``v``)."""
         self.flush_text()
+        name = plain(event.name, keep_joiners=False)
+        count = event.text.count("\n") + (0 if event.text.endswith("\n") else 1)
+        lines = f"{count} line" if count == 1 else f"{count} lines"
         self.print(
-            Text(f"  the whole {event.name} call ({len(event.text)} characters):", style="bold"),
+            Text(f"  the whole {name} call ({len(event.text)} characters):", style="bold"),
             *approval_lines(event.text, event.text_format.value),
-            Text(f"  end of the {event.name} call · y approves · n refuses", style="bold"),
+            Text(
+                f"  end of the {name} call ({len(event.text)} characters, {lines} shown)"
+                " · y approves · n refuses",
+                style="bold",
+            ),
             kind="tool",
         )
 
@@ -739,7 +774,7 @@ class TurnView:
         in_place = self._last_line_call == event.call_id and self._call_width == self.console.width
         self.print(line, *body, replace_last=in_place, kind="tool")
 
-    def _show_end(self, event: ev.TurnCompletedEvent) -> None:
+    def _show_end(self, event: ev.TurnCompletedEvent, failure_detail: str = "") -> None:
         elapsed = self._clock() - self.turn_started_at if self.turn_started_at else 0.0
         self.turn_started_at = None
         for call_id in list(self._calls):  # calls the turn closed without a result event
@@ -754,7 +789,12 @@ class TurnView:
         parts = [event.status.value, format_duration(elapsed), format_tokens(event.usage)]
         line = Text("── " + " · ".join(parts), style=_STATUS_STYLE[event.status])
         if isinstance(event.failure, ev.Failure):
-            self.print(Text(f"✗ {event.failure.message}", style="red"), line, Text(""), kind="end")
+            failed: list[RenderableType] = [Text(f"✗ {event.failure.message}", style="red")]
+            detail = " ".join(plain(failure_detail, keep_joiners=False).split())
+            if detail:
+                width = max(20, self.console.width - 3)
+                failed.append(Text("  " + shorten(detail, width), style="red", no_wrap=True))
+            self.print(*failed, line, Text(""), kind="end")
         else:
             self.print(line, Text(""), kind="end")
         self._last_kind = None

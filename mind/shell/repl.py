@@ -90,6 +90,7 @@ from prompt_toolkit.layout import (
 )
 from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
+from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
@@ -100,7 +101,7 @@ from mind.generated import journal as jr
 from mind.machines.mailbox import MailboxMessage
 from mind.shell.config import ResolvedConfig
 from mind.shell.index import format_age
-from mind.shell.render import TurnView, format_duration, format_tokens, shorten
+from mind.shell.render import TurnView, format_duration, format_tokens, plain, shorten
 from mind.shell.runtime import Decision, InputKind, InputReceipt, Runtime, Session, Turn
 from mind.shell.store import INTERRUPTED, SessionSummary, mind_home, resolve_session_id
 
@@ -115,11 +116,14 @@ TYPING_GAP_S: Final = 0.5
 of a draft is taken as typing, not as an answer (guards against answering a
 question that appeared mid-word)."""
 
-ESC_WAIT_S: Final = 0.1
-"""How long a lone Esc waits for a following key (prompt_toolkit's
-``timeoutlen``): Alt+Enter arrives as Esc then Enter in one write, so Esc
-cannot act at once (it would interrupt instead of inserting a newline). The
-terminal parser's own wait for escape sequences comes on top."""
+ESC_WAIT_S: Final = 0.025
+"""How long a lone Esc waits for a following key, in seconds, twice over:
+in the terminal parser (prompt_toolkit's ``ttimeoutlen``, whose 0.5 s default
+turned Esc then ``/status`` typed 0.3 s later into Alt+/ ``status``) and in
+the key bindings (``timeoutlen``). Esc cannot act at once: Alt+Enter arrives as
+Esc then Enter, and must insert a newline, not interrupt. A terminal sends
+Alt+key as one write, so both arrive in one read; a person's next key comes
+well after 2 x ESC_WAIT_S and is taken as Esc and that key."""
 
 ANSWER_WORDS: Final[Mapping[str, Decision]] = {"yes": "yes", "no": "no", "always": "always"}
 """The answers to an approval question. The first letter answers at once; the
@@ -132,6 +136,10 @@ TICK_S: Final = 0.2
 COALESCE_S: Final = 0.05
 """Complete markdown blocks arriving within this many seconds are rendered
 together (see :class:`~mind.shell.render.TurnView`); the tick shows held ones."""
+PRINT_LAG_S: Final = 0.3
+"""How late printed output may reach the screen, in seconds: ``patch_stdout``
+waits 0.2 s after each write to bundle the next ones (the streaming preview
+stays hidden this long after a print, see :class:`~mind.shell.render.TurnView`)."""
 MODEL_QUIET_S: Final = 30.0
 """The status line says "waiting for the model" once it has sent nothing this long."""
 
@@ -429,6 +437,7 @@ class Repl:
         """The rest of the approval answer just given by its first letter."""
         self._answer_at = -math.inf
         self._leaving = False
+        self._greeted = False
         self._tg: anyio.abc.TaskGroup | None = None
         self._picker: list[PickerRow] | None = None
         """The rows of the session picker while it is shown, else None."""
@@ -466,6 +475,7 @@ class Repl:
         )
         self.prompt.default_buffer.on_text_insert += self._on_typed
         self.prompt.app.timeoutlen = ESC_WAIT_S
+        self.prompt.app.ttimeoutlen = ESC_WAIT_S
         self._place_status_area()
 
     def _place_status_area(self) -> None:
@@ -523,6 +533,7 @@ class Repl:
                     self._clock,
                     reserved_rows=self._prompt_rows,
                     coalesce_s=COALESCE_S,
+                    print_lag_s=PRINT_LAG_S,
                 ),
                 journal_pos=len(session.journal.records),
             )
@@ -577,17 +588,20 @@ class Repl:
     # ---- main loop -------------------------------------------------------------
 
     async def run(self) -> int:
-        """Show the banner, resume recovered input, read input until exit.
+        """Show the banner (unless :meth:`greet` did), send recovered input,
+        read input until exit.
 
         Returns:
             The process exit code (0).
         """
-        self._banner()
+        if not self._greeted:
+            self.greet()
         async with anyio.create_task_group() as tg:
             self._tg = tg
             tg.start_soon(self._tick)
             tg.start_soon(self._leave_on_signals)
-            self._resume_recovered()
+            if self._cur.recovered:
+                self.send_waiting()
             try:
                 await self._read_loop()
             finally:
@@ -711,8 +725,20 @@ class Repl:
             turn.interrupt(send_pending=send_pending)
             self._invalidate()
 
-    def _resume_recovered(self) -> None:
-        """Say what opening the attached session repaired and run its recovered input."""
+    def greet(self) -> None:
+        """Print the banner and what opening the session repaired.
+
+        ``run_repl`` calls it before ``patch_stdout`` takes over stdout, so
+        these lines are on the terminal before the prompt draws its first
+        frame: written through the proxy, they raced that frame and could
+        land below it, leaving a stale ``Working`` line and ``›`` above the
+        banner. The recovered input is sent by :meth:`run`."""
+        self._greeted = True
+        self._banner()
+        self._say_recovered()
+
+    def _say_recovered(self) -> None:
+        """Say what opening the attached session repaired; mark its recovered input."""
         recovery = self.session.recovery
         if recovery is None:
             return
@@ -731,7 +757,6 @@ class Repl:
                 "sending them now.",
                 style="yellow",
             )
-            self.send_waiting()
 
     # ---- the event consumers -----------------------------------------------------
 
@@ -766,9 +791,14 @@ class Repl:
             if not shown:
                 self.view.note(
                     f"session {_short_id(h.session.session_id)} (parked) asks to run "
-                    f"{event.name}: /resume {h.session.session_id} to answer",
+                    f"{plain(event.name, keep_joiners=False)}: "
+                    f"/resume {h.session.session_id} to answer",
                     style="yellow",
                 )
+        elif isinstance(event, ev.TurnCompletedEvent):
+            turn = h.session.current
+            mine = turn is not None and turn.turn_id == event.turn_id
+            h.view.show(event, failure_detail=turn.failure_detail if mine and turn else "")
         elif not isinstance(event, ev.InputAcceptedEvent | ev.InputWaitingEvent):
             h.view.show(event)  # waiting input is listed above the prompt instead
         if isinstance(event, ev.TurnCompletedEvent):
@@ -848,8 +878,9 @@ class Repl:
         turn_id, event = self._approvals[0]
         if decision != "no" and self._hidden(event):
             self.view.note(
-                f"Not approved: {event.hidden_chars} characters of this {event.name} call are "
-                "hidden. Press v to view all, then y; n refuses.",
+                f"Not approved: {event.hidden_chars} characters of this "
+                f"{plain(event.name, keep_joiners=False)} call are hidden. "
+                "Press v to view all, then y; n refuses.",
                 style="yellow",
             )
             self._invalidate()
@@ -858,7 +889,7 @@ class Repl:
         turn = self.turn
         if turn is not None and turn.turn_id == turn_id:
             turn.decide(event.call_id, decision)
-            self.view.show_decision(event.call_id, event.name, decision)
+            self.view.show_decision(event.call_id, plain(event.name, keep_joiners=False), decision)
         self._invalidate()
 
     def _hidden(self, event: ev.ApprovalRequestedEvent) -> bool:
@@ -1102,24 +1133,7 @@ class Repl:
                 warn.append(("class:status.dim", " · waiting messages are kept"))
             return warn
         if self._approvals:
-            _, event = self._approvals[0]
-            view: StyleAndTextTuples = []
-            if self._hidden(event):
-                view = [
-                    ("class:approval.key", " v "),
-                    ("", f" view all ({event.hidden_chars} characters hidden) first  "),
-                ]
-            return [
-                ("class:approval", f"Allow {event.name}? "),
-                *view,
-                ("class:approval.key", " y "),
-                ("", " yes  "),
-                ("class:approval.key", " n "),
-                ("", " no  "),
-                ("class:approval.key", " a "),
-                ("", " always (this session)"),
-                ("class:status.dim", "  (your draft is kept)"),
-            ]
+            return self._approval_footer(self._approvals[0][1], self.console.width - 1)
         if self.busy:
             started = self.view.turn_started_at
             elapsed = self._clock() - started if started is not None else 0.0
@@ -1143,6 +1157,34 @@ class Repl:
                 ),
             ]
         return []
+
+    def _approval_footer(self, event: ev.ApprovalRequestedEvent, width: int) -> StyleAndTextTuples:
+        """``Allow shell?  v view all…  y yes  n no  a always…`` in at most
+        ``width`` columns: the longest wording that fits, the keys always kept
+        (explanations are dropped before a key would be cut)."""
+        name = plain(event.name, keep_joiners=False)
+        hidden = self._hidden(event)
+        for long in (True, False):
+            for keep_draft in (True, False) if long else (False,):
+                view: StyleAndTextTuples = []
+                if hidden:
+                    what = f"view all ({event.hidden_chars} characters hidden) first"
+                    view = [("class:approval.key", " v "), ("", f" {what if long else 'view'}  ")]
+                parts: StyleAndTextTuples = [
+                    ("class:approval", f"Allow {name}? "),
+                    *view,
+                    ("class:approval.key", " y "),
+                    ("", " yes  "),
+                    ("class:approval.key", " n "),
+                    ("", " no  "),
+                    ("class:approval.key", " a "),
+                    ("", " always (this session)" if long else " always"),
+                ]
+                if keep_draft:
+                    parts.append(("class:status.dim", "  (your draft is kept)"))
+                if sum(cell_len(text) for _, text, *_ in parts) <= width:
+                    return parts
+        return parts
 
     def _key_bindings(self) -> KeyBindings:
         kb = KeyBindings()
@@ -1219,10 +1261,6 @@ class Repl:
                 # One Enter accepts the completion and runs the completed line.
                 buffer.apply_completion(buffer.complete_state.current_completion)
             text = buffer.text
-            if buffer.document.text_before_cursor.endswith("\\"):
-                buffer.delete_before_cursor(1)
-                buffer.insert_text("\n")
-                return
             if not text.strip():
                 if not self.busy and self.session.waiting:
                     self.send_waiting()
@@ -1290,6 +1328,17 @@ class Repl:
         @kb.add("enter", filter=approving)
         def _enter_while_asked(event: KeyPressEvent) -> None:
             """Enter neither answers nor submits while a question waits."""
+
+        # \ then Enter is a newline in every state (an approval, the picker),
+        # like Ctrl+J: added after the other Enter bindings, so it wins.
+        continued = Condition(
+            lambda: self.prompt.default_buffer.document.text_before_cursor.endswith("\\")
+        )
+
+        @kb.add("enter", filter=continued)
+        def _continue_line(event: KeyPressEvent) -> None:
+            event.current_buffer.delete_before_cursor(1)
+            event.current_buffer.insert_text("\n")
 
         swallowing = Condition(self._swallowing)
 
@@ -1470,7 +1519,9 @@ class Repl:
             hosted = self._host(session)
             self._switch_to(hosted)
             self._show_entered("resumed")
-            self._resume_recovered()
+            self._say_recovered()
+            if self._cur.recovered:
+                self.send_waiting()
         else:
             self._switch_to(hosted)
             self._show_entered("back from parked")
@@ -1695,6 +1746,7 @@ async def run_repl(
             repl = Repl(rt, session, config, history_path, console)
             if not session_id:
                 repl.created.add(session.session_id)
+            repl.greet()
             try:
                 with patch_stdout(raw=True):
                     code = await repl.run()

@@ -8,6 +8,7 @@ What the screen claims is checked against the session's journal.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from mind.shell.render import describe_arguments
@@ -267,3 +268,43 @@ def test_tab_completes_a_command_while_a_turn_runs_instead_of_queueing_it(
     child.expect(words("── completed"))
     exit_cleanly(child)
     assert prompts(tmp_path, sid) == ["first"]  # nothing was queued
+
+
+def test_backslash_enter_at_an_approval_inserts_a_newline_in_the_draft(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    child = spawn(
+        [
+            {"tool_calls": [{"name": "shell", "arguments": {"command": "touch never"}}]},
+            {"text": "Two lines."},
+        ],
+        "--approval",
+        "untrusted",
+    )
+    sid = session_id_of(child)
+    child.send("go" + ENTER)
+    child.expect(words("Allow shell?"))
+    child.send("p\\" + ENTER + "q")  # \ then Enter: a newline, as in every other state
+    child.expect("q")
+    child.send("\x1b")  # leave the question unanswered: the call never runs
+    child.expect(words("── interrupted"))
+    child.send(ENTER)
+    child.expect(words("Two lines."))
+    child.expect(words("── completed"))
+    exit_cleanly(child)
+    assert prompts(tmp_path, sid) == ["go", "p\nq"]
+
+
+def test_a_lone_esc_then_typing_a_moment_later_is_esc_and_the_typed_keys(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    child = spawn([{"text": "unused"}])
+    child.send("/sessions" + ENTER)
+    child.expect(words("Esc closes"))
+    child.send("\x1b")  # closes the picker
+    # A person's next key comes a moment after Esc, never in the same write
+    # as a terminal's Alt+key: this gap is the input under test, not a wait.
+    time.sleep(0.2)
+    child.send("/status" + ENTER)
+    child.expect(words("state idle"))  # the command ran: "/" was not eaten as Alt+/
+    assert "Nothing was sent" in exit_cleanly(child)  # "status" never went to the model

@@ -365,3 +365,65 @@ def test_no_stale_status_rows_remain_when_a_waiting_message_is_listed_and_it_nar
         assert not stale, screen.transcript()
     finally:
         child.terminate(force=True)
+
+
+def test_a_failed_turn_shows_the_providers_detail_under_the_failure_line(
+    repl: tuple[pexpect.spawn, Screen, ReplayServer],
+) -> None:
+    child, screen, server = repl
+    server.enqueue(
+        Reply(status=404, body=b'{"error": {"message": "no such route"}}', content_type="")
+    )
+    child.send("hello" + ENTER)
+    wait_for_screen(child, screen, lambda lines: any("── failed" in ln for ln in lines))
+    lines = screen.lines()
+    (at,) = [i for i, ln in enumerate(lines) if ln.startswith("✗ ")]
+    assert "does not serve /v1/chat/completions" in lines[at + 1], screen.transcript()
+    assert "check --base-url" in lines[at + 1]
+
+
+def test_a_huge_command_viewed_with_v_ends_with_what_was_shown_and_y_then_runs_it(
+    tmp_path: Path,
+) -> None:
+    command = ": " + "x" * 35_000 + " MIDDLE " + "y" * 35_000 + "; touch ran-it"
+    replies = [{"tool_calls": [{"name": "shell", "arguments": {"command": command}}]}]
+    child, screen = spawn_repl(
+        tmp_path, *scripted(tmp_path, [*replies, {"text": "Ran."}]), approval="untrusted"
+    )
+    try:
+        child.send("go" + ENTER)
+        wait_for_screen(child, screen, lambda _: shown_under_input(screen, "Allow shell?"))
+        (footer,) = [row for row in under_input(screen) if row.startswith("Allow shell?")]
+        assert len(footer) < COLS and footer.endswith(("kept)", "session)", "always")), footer
+        child.send("v")
+        child.expect(words(f"{len(command)} characters, 1 line shown"))
+        child.send("y")
+        child.expect(words("approved once"))
+        child.expect(words("── completed"))
+        assert (tmp_path / "ran-it").exists()
+    finally:
+        child.terminate(force=True)
+
+
+def test_resuming_a_session_with_recovered_input_draws_nothing_above_the_banner(
+    tmp_path: Path,
+) -> None:
+    flags = scripted(tmp_path, GATED_SCRIPT)
+    child, _ = spawn_repl(tmp_path, *flags)
+    child.send("first" + ENTER)
+    child.expect(words("⏺ Calling shell"))
+    child.send("keep me" + ENTER)  # steering that the interrupt leaves waiting
+    child.expect(words("↳ steer keep me"))
+    os.kill(child.pid, signal.SIGKILL)  # mind stops mid-turn: the next open recovers it
+    child.expect(pexpect.EOF)
+    (sid,) = [p.name for p in (tmp_path / "state" / "sessions").iterdir()]
+    (tmp_path / "go").touch()
+    again, screen = spawn_repl(tmp_path, *flags, "--session", sid, cpr=True)
+    try:
+        again.expect(words("── completed"))
+        rows = [row for row in screen.transcript().split("\n") if row.strip()]
+        assert rows[0].startswith("mind "), screen.transcript()
+        banner_end = next(i for i, row in enumerate(rows) if row.startswith("Enter sends"))
+        assert not any("Working" in row or row.startswith("›") for row in rows[:banner_end])
+    finally:
+        again.terminate(force=True)

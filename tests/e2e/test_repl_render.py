@@ -83,6 +83,22 @@ def test_arguments_are_summarised_by_their_telling_field() -> None:
     assert describe_arguments("shell", {"command": "y" * 50}, limit=10) == "y" * 9 + "…"
 
 
+def test_bidi_and_zero_width_characters_are_shown_not_obeyed() -> None:
+    rlo, zwsp, zwj = "\u202e", "\u200b", "\u200d"
+    headline = describe_arguments("shell", {"command": f"echo {rlo}txt.exe{zwsp} x{zwj}y"})
+    assert headline == "echo ⟨U+202E⟩txt.exe⟨U+200B⟩ x⟨U+200D⟩y"
+    reason = plain(f"runs `rm {rlo}fdp.txt`", keep_joiners=False)
+    assert reason == "runs `rm ⟨U+202E⟩fdp.txt`"
+    shown, _ = preview_lines("ok\u2066 \ufeffdone\u200f\n")
+    assert shown == ["ok⟨U+2066⟩ ⟨U+FEFF⟩done⟨U+200F⟩"]
+    family = "\U0001f468\u200d\U0001f469"  # prose keeps the joiner an emoji needs
+    assert plain(family) == family
+    out = io.StringIO()
+    view = TurnView(Console(file=out, width=100))
+    view.show(ev.ToolCallEvent(turn_id="t", call_id="c", name=f"sh{rlo}ll", arguments={}))
+    assert "⏺ Calling sh⟨U+202E⟩ll" in out.getvalue()
+
+
 # ---- streaming cost and open fences (issue 7 §1) ------------------------------------
 
 _WATCHED = (
@@ -222,3 +238,26 @@ def test_blocks_of_a_burst_are_rendered_together_and_a_pause_shows_them() -> Non
     _stream(view, "ee.\n\n")
     view.show(ev.ToolCallEvent(turn_id="t", call_id="c", name="shell", arguments={}))
     assert plain(out.getvalue()).split()[:3] == ["One.", "Two.", "Three."]  # before the call
+
+
+def test_the_preview_never_runs_ahead_of_the_lines_printed_above_it() -> None:
+    now = [0.0]
+    out = io.StringIO()
+    view = TurnView(
+        Console(file=out, width=100), clock=lambda: now[0], coalesce_s=0.05, print_lag_s=0.3
+    )
+    view.show(ev.TurnStartedEvent(turn_id="t"))
+
+    def delta(text: str) -> None:
+        view.show(ev.MessageDeltaEvent(turn_id="t", text=text))
+
+    delta("```\nline 16 of the open fence\nline 17 of th")
+    assert view.preview(80) == ""  # line 16 is held, not printed: 17 cannot show yet
+    now[0] = 0.1
+    delta("e open fence\nline 18 of th")  # prints 16 and 17; the terminal shows them late
+    assert "line 17 of the open fence" in out.getvalue()
+    assert view.preview(80) == ""
+    now[0] = 0.5
+    view.flush_due()
+    assert "line 17" in out.getvalue() and "line 18" not in out.getvalue()
+    assert view.preview(80) == "line 18 of th"  # the stream paused: what arrives shows
