@@ -13,9 +13,10 @@ redrawn later, so rendering is append-only, with these exceptions:
   arriving within ``coalesce_s`` are rendered together; the rest waits for
   the next delta or the end of the message;
 - a tool call's ``⏺ Calling`` line is replaced in place by its ``✓ Called``
-  line when nothing else was printed in between and the terminal width is
-  the one the line was cut to (one cursor-up + erase-line: the line is one
-  row); after a resize the ``Called`` line is printed below it instead;
+  line when nothing else was printed in between and the terminal's width
+  (read from the device, whatever ``COLUMNS`` says) is the one it had when
+  the line was printed (one cursor-up + erase-line: the line is one row);
+  after a resize the ``Called`` line is printed below it instead;
 - when a stream is cut and retried, the rows printed for the abandoned
   attempt are erased if they are provably this view's and on screen;
   otherwise the retry line says the partial answer above is discarded.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import time
 from collections import deque
@@ -286,7 +288,8 @@ class TurnView:
         """The terminal width when the attempt's first row was printed."""
         self._kind_before_attempt: str | None = None
         self._call_width = 0
-        """The terminal width when the last ``Calling`` line was printed."""
+        """The terminal's width (from its device) when the last ``Calling`` line
+        was printed; -1 when that line took more than one row."""
         self._text = MarkdownBlocks()
         self._reasoning = MarkdownBlocks()
         self._fence_opened = False
@@ -678,12 +681,26 @@ class TurnView:
 
     def _show_call(self, event: ev.ToolCallEvent) -> None:
         self._calls[event.call_id] = (event.name, event.arguments, self._clock())
-        self.print(
-            self.call_line(event.name, event.arguments, verb="⏺ Calling", style="bold cyan"),
-            kind="tool",
-        )
+        line = self.call_line(event.name, event.arguments, verb="⏺ Calling", style="bold cyan")
+        self.print(line, kind="tool")
         self._last_line_call = event.call_id
-        self._call_width = self.console.width
+        columns = self._terminal_columns()
+        # rich's width can exceed the terminal's (an exported COLUMNS): a line
+        # on two rows is never replaced (-1 matches no terminal width).
+        self._call_width = columns if line.cell_len < columns else -1
+
+    def _terminal_columns(self) -> int:
+        """The terminal's width in columns now, read from its device.
+
+        rich's ``console.width`` takes an exported ``COLUMNS`` over the real
+        size and keeps it through resizes, so it cannot tell whether the
+        terminal re-wrapped a line. Falls back to it when the output has no
+        terminal (then nothing is replaced in place anyway).
+        """
+        try:
+            return os.get_terminal_size(self.console.file.fileno()).columns
+        except (AttributeError, OSError, ValueError):
+            return self.console.width
 
     def show_approval(self, event: ev.ApprovalRequestedEvent, *, viewed: bool = False) -> None:
         """Print the call waiting for a decision, why it needs one, and what it
@@ -769,9 +786,12 @@ class TurnView:
             body.append(Text(f"    … +{hidden} lines", style="dim", no_wrap=True))
         if not shown:
             body.append(Text("  ⎿ (no output)", style="dim"))
-        # In place only at the width the Calling line was cut to: after a resize
-        # the terminal may have re-wrapped it, so the Called line goes below.
-        in_place = self._last_line_call == event.call_id and self._call_width == self.console.width
+        # In place only at the terminal width the Calling line was printed at:
+        # after a resize the terminal may have re-wrapped it, so the Called
+        # line goes below.
+        in_place = (
+            self._last_line_call == event.call_id and self._call_width == self._terminal_columns()
+        )
         self.print(line, *body, replace_last=in_place, kind="tool")
 
     def _show_end(self, event: ev.TurnCompletedEvent, failure_detail: str = "") -> None:

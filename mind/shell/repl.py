@@ -1724,7 +1724,10 @@ async def run_repl(
                 f"mind: input history is not saved ({exc.strerror}: {exc.filename})", style="yellow"
             )
         )
-    console = Console(highlight=False)
+    # rich takes an exported COLUMNS/LINES over the real terminal size and
+    # keeps it through resizes; the REPL must follow the terminal itself.
+    environ = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    console = Console(highlight=False, _environ=environ)
     dropped: list[Session] = []
     hangups = {signal.SIGHUP, signal.SIGTERM}
     # Held from here until the REPL handles them, so that a terminal closed

@@ -45,16 +45,27 @@ def chat_sse(deltas: list[str]) -> bytes:
 
 
 def spawn_repl(
-    tmp_path: Path, *args: str, reflow: bool = False, cpr: bool = False, approval: str = "never"
+    tmp_path: Path,
+    *args: str,
+    reflow: bool = False,
+    cpr: bool = False,
+    approval: str = "never",
+    extra_env: dict[str, str] | None = None,
+    cols: int = COLS,
 ) -> tuple[pexpect.spawn, Screen]:
     """The REPL with ``args`` (provider flags), its screen, at the prompt.
 
     ``cpr``: the screen answers cursor position queries (as real terminals do),
     so prompt_toolkit gives the prompt every row down to the screen bottom.
+    ``COLUMNS``/``LINES`` are not inherited (pytest-xdist workers carry 80x24,
+    which rich would take over the pty's size); ``extra_env`` adds variables.
     """
     env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("MIND_", "OPENAI_", "ANTHROPIC_"))
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("MIND_", "OPENAI_", "ANTHROPIC_")) and k not in ("COLUMNS", "LINES")
     }
+    env.update(extra_env or {})
     env.update(
         MIND_HOME=str(tmp_path / "home"),
         MIND_STATE_HOME=str(tmp_path / "state"),
@@ -71,9 +82,9 @@ def spawn_repl(
         env=env,
         encoding="utf-8",
         timeout=20,
-        dimensions=(ROWS, COLS),
+        dimensions=(ROWS, cols),
     )
-    screen = Screen.attach(child, rows=ROWS, cols=COLS, reflow=reflow, answer=cpr)
+    screen = Screen.attach(child, rows=ROWS, cols=cols, reflow=reflow, answer=cpr)
     child.expect("› ")
     return child, screen
 
@@ -204,11 +215,15 @@ def _tool_script(tmp_path: Path, echo: int, gate: bool = False) -> Path:
     return script
 
 
-def test_a_calling_line_stays_whole_when_the_terminal_narrows_mid_call(tmp_path: Path) -> None:
-    # the Calling line is cut to one 120-column row
+@pytest.mark.parametrize("exported", [{}, {"COLUMNS": "80"}], ids=["live", "columns-exported"])
+def test_a_calling_line_stays_whole_when_the_terminal_narrows_mid_call(
+    tmp_path: Path, exported: dict[str, str]
+) -> None:
+    # The Calling line is cut to one row (120 columns, or the 80 an exported
+    # COLUMNS pins rich's width to, which a resize does not change).
     script = _tool_script(tmp_path, echo=150, gate=True)
     child, screen = spawn_repl(
-        tmp_path, "--provider", "scripted", "--script", str(script), reflow=True
+        tmp_path, "--provider", "scripted", "--script", str(script), reflow=True, extra_env=exported
     )
     try:
         child.send("run it" + ENTER)
@@ -223,6 +238,49 @@ def test_a_calling_line_stays_whole_when_the_terminal_narrows_mid_call(tmp_path:
         # In place was impossible: the Calling line is kept whole (both rows)
         # and the Called line follows it; erasing one row would have left half.
         assert lines[calling[0] + 1].endswith("x…"), screen.transcript()
+        assert called[0] == calling[0] + 2, screen.transcript()
+    finally:
+        child.terminate(force=True)
+
+
+def test_a_called_line_replaces_its_calling_line_when_the_width_did_not_change(
+    tmp_path: Path,
+) -> None:
+    script = _tool_script(tmp_path, echo=10, gate=True)
+    child, screen = spawn_repl(
+        tmp_path, "--provider", "scripted", "--script", str(script), extra_env={"COLUMNS": "80"}
+    )
+    try:
+        child.send("run it" + ENTER)
+        child.expect(words("⏺ Calling shell"))
+        (tmp_path / "go").touch()
+        child.expect(words("── completed"))
+        lines = screen.lines()
+        assert not [line for line in lines if line.startswith("⏺ Calling")], screen.transcript()
+        assert len([line for line in lines if line.startswith("✓ Called")]) == 1
+    finally:
+        child.terminate(force=True)
+
+
+def test_a_calling_line_wider_than_the_terminal_stays_whole(tmp_path: Path) -> None:
+    # An exported COLUMNS=80 on a 64-column terminal: rich cuts the Calling
+    # line to 79 columns, which the terminal shows on two rows.
+    script = _tool_script(tmp_path, echo=150, gate=True)
+    child, screen = spawn_repl(
+        tmp_path,
+        *("--provider", "scripted", "--script", str(script)),
+        cols=64,
+        extra_env={"COLUMNS": "80"},
+    )
+    try:
+        child.send("run it" + ENTER)
+        child.expect(words("⏺ Calling shell"))
+        (tmp_path / "go").touch()
+        child.expect(words("── completed"))
+        lines = screen.lines()
+        calling = [i for i, line in enumerate(lines) if line.startswith("⏺ Calling")]
+        called = [i for i, line in enumerate(lines) if line.startswith("✓ Called")]
+        assert len(calling) == 1 and len(called) == 1, screen.transcript()
         assert called[0] == calling[0] + 2, screen.transcript()
     finally:
         child.terminate(force=True)
