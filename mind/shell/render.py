@@ -182,9 +182,11 @@ def shorten(text: str, limit: int) -> str:
 
 
 _ANSI_RE = re.compile(
-    r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])"
+    # An OSC body never spans a newline here: an unterminated opener must not
+    # swallow the lines after it (its ESC alone is dropped as a control).
+    r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)|[@-Z\\-_])"
     # the 8-bit (C1) forms of CSI and OSC, which some terminals also obey
-    r"|\x9b[0-?]*[ -/]*[@-~]|\x9d[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"
+    r"|\x9b[0-?]*[ -/]*[@-~]|\x9d[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)"
 )
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 

@@ -1675,7 +1675,8 @@ def _short_id(session_id: str) -> str:
 
 
 def _one_line(text: str, width: int) -> str:
-    return shorten(" ".join(text.split()), width)
+    """``text`` (journaled model or user text) sanitised, on one line, cut to ``width``."""
+    return shorten(" ".join(plain(text).split()), width)
 
 
 def _work_dir(cwd: str | None) -> Path:

@@ -487,3 +487,30 @@ def test_resuming_a_session_with_recovered_input_draws_nothing_above_the_banner(
         assert not any("Working" in row or row.startswith("›") for row in rows[:banner_end])
     finally:
         again.terminate(force=True)
+
+
+def test_the_resume_recap_never_passes_control_sequences(tmp_path: Path) -> None:
+    # The last answer of a resumed session is shown in the banner's recap: a
+    # hostile answer must not set the window title or clear the screen there.
+    script = tmp_path / "script.yaml"
+    script.write_text(
+        yaml.safe_dump([{"text": "A\x1b]0;PWNED\x07\x1b[2JB"}, {"text": "again"}]),
+        encoding="utf-8",
+    )
+    child, screen = spawn_repl(tmp_path, "--provider", "scripted", "--script", str(script))
+    child.send("first" + ENTER)
+    child.expect(words("── completed"))
+    child.sendcontrol("d")
+    child.expect(pexpect.EOF)
+    child.close()
+    child, screen = spawn_repl(
+        tmp_path, "--provider", "scripted", "--script", str(script), "resume"
+    )
+    try:
+        wait_for_screen(child, screen, lambda lines: any(ln.startswith("history") for ln in lines))
+        lines = screen.lines()
+        assert screen._screen.title != "PWNED", screen.transcript()
+        assert any(ln.startswith("mind ") for ln in lines), screen.transcript()  # not cleared
+        assert any("AB" in ln for ln in lines), screen.transcript()
+    finally:
+        child.terminate(force=True)

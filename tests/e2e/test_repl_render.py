@@ -261,3 +261,13 @@ def test_the_preview_never_runs_ahead_of_the_lines_printed_above_it() -> None:
     view.flush_due()
     assert "line 17" in out.getvalue() and "line 18" not in out.getvalue()
     assert view.preview(80) == "line 18 of th"  # the stream paused: what arrives shows
+
+
+def test_an_unterminated_osc_never_swallows_the_lines_after_it() -> None:
+    # `echo x ESC]0;T BEL` run by sh: the ';' splits it, so the output holds an
+    # OSC opener with no terminator on its own line; later lines must stay.
+    output = "x \x1b]0\n[stderr]\n/bin/sh: 1: CMDT\x07x: not found\n"
+    shown, _ = preview_lines(output, 5)
+    assert shown == ["x 0", "[stderr]", "/bin/sh: 1: CMDTx: not found"]
+    assert plain("a\x1b]0;title\x07b") == "ab"  # a terminated one is still removed whole
+    assert plain("a\x9d0;t\nb") == "a0;t\nb"
