@@ -445,7 +445,7 @@ class Repl:
         """The focused row's session id: the one fact the focus is derived from."""
         self._picker_read_at = -math.inf
         self._selected: str | None = None
-        """The waiting message selected in the list above the prompt (its id), else None."""
+        """The waiting message selected in the list under the input (its id), else None."""
         self.commands: dict[str, Command] = {}
         for command in (
             Command("help", "show keys and commands", self._cmd_help),
@@ -800,7 +800,7 @@ class Repl:
             mine = turn is not None and turn.turn_id == event.turn_id
             h.view.show(event, failure_detail=turn.failure_detail if mine and turn else "")
         elif not isinstance(event, ev.InputAcceptedEvent | ev.InputWaitingEvent):
-            h.view.show(event)  # waiting input is listed above the prompt instead
+            h.view.show(event)  # waiting input is listed under the input instead
         if isinstance(event, ev.TurnCompletedEvent):
             h.approvals = deque(a for a in h.approvals if a[0] != event.turn_id)
             h.viewed.clear()
@@ -947,7 +947,7 @@ class Repl:
     # ---- the waiting list -----------------------------------------------------
 
     def _selectable(self) -> list[MailboxMessage]:
-        """The waiting messages shown above the prompt (the ones a key can pick)."""
+        """The waiting messages shown under the input (the ones a key can pick)."""
         return self.session.waiting[:PENDING_LINES]
 
     @property
