@@ -1,5 +1,10 @@
 """The mailbox: the single active turn's input box (DESIGN §3.2; seed 000 ActiveTurnMailbox).
 
+Size: one owner for the mailbox and its per-message machines, whose limits
+and drain-or-seal must change together; the obvious split (limits and
+refusals into their own module) waits for the interaction chart of issue
+#10, which adds a second input source.
+
 Two generated charts, bound to their data here:
 
 - :class:`~mind.generated.mailbox_chart.MailboxChart` (``specs/statecharts/mailbox.yaml``),

@@ -1,5 +1,10 @@
 """The ``mind`` command: the REPL, ``resume``, ``exec``, ``sessions`` and ``inbox``.
 
+Size: argument parsing, exec's printer and the exit-code table; ``inbox``
+already lives in :mod:`mind.shell.inbox_cli`, and exec's event printer
+(``_run_exec_session`` and the ``--json`` ordering) is the next piece to
+move out, to ``exec_cli``.
+
 Exit codes: 0 the turn completed (or nothing was left to run); 1 the turn
 failed or was aborted, or a session/journal error; 2 bad usage or
 configuration (including a bad --script); 3 the session is held by another

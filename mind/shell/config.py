@@ -1,5 +1,9 @@
 """Resolve the settings a session runs with: provider, model, approval, retries.
 
+Size: the settings table, its resolution and its help text are one fact in
+three views; ``mind config``'s rendering (``describe`` /
+``environment_help``) is the part to move out when the table grows again.
+
 One rule for every setting, highest first: command-line flag, environment
 variable, ``$MIND_HOME/config.toml``, default (:data:`SETTINGS` is the one
 table; a new setting is one entry there plus its field on

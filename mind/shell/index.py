@@ -1,5 +1,9 @@
 """The session index: ``<state root>/index.db`` (DESIGN §4, issue 4 §5).
 
+Size: the SQLite schema, journal scanning for rows and the unusable-index
+fallback share one connection's lifecycle; scanning (``scan_journal`` /
+catch-up fingerprints) is the piece to split out next.
+
 A derived table of sessions — id, cwd, title, created/updated time, last
 status — so that listing sessions never parses journals. Journals stay the
 authority: the whole file can be deleted or damaged at any time and is then

@@ -1,5 +1,9 @@
 """The session journal: ``sessions/<session_id>/journal.jsonl`` (DESIGN §4).
 
+Size: writing and the open rules (CRC, seq, torn tail, first record) must
+agree byte for byte; ``check_journal`` (the listing check) is the piece that
+can move beside the index.
+
 The journal is the authority of a session: an append-only file, one
 :data:`~mind.generated.journal.JournalRecord` per line, ``seq`` numbered
 0, 1, 2, ... without gaps, every line carrying its own integrity check. This

@@ -1,5 +1,9 @@
 """The session mount ledger: which live process hosts which sessions (DESIGN §4; seed 002 §3).
 
+Size: the ledger file, its lock and the reclaim rules are one protocol (seed
+002 §3) read and written under one lock; the lock token code is the piece
+that can stand alone.
+
 Two files in the state root (``MIND_STATE_HOME``):
 
 - ``session-mounts.json`` — ``{"version": 1, "owners": [{"pid", "startedAt",

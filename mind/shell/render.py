@@ -1,5 +1,10 @@
 """What the REPL prints: streamed markdown, tool calls, approvals, turn ends.
 
+Size: the view's in-place edits (Calling to Called, retried partials) depend
+on what it printed last, so they share one object; the pure helpers
+(``describe_arguments``, ``plain``, previews) are the part to move to
+``terminal_text`` next.
+
 The REPL keeps a prompt_toolkit prompt on screen while a turn runs, so all
 output goes through ``patch_stdout(raw=True)`` and appears above the prompt
 (DESIGN §7). That proxy only flushes whole lines and nothing printed can be

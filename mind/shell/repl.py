@@ -1,5 +1,11 @@
 """The interactive ``mind`` REPL (DESIGN §7, issue 3 §5).
 
+Size: too large: the session picker (``PickerRow``/``picker_rows``), the
+waiting-message list, the status area layout and the key bindings are
+separate jobs and should be separate modules; that split is owed (noted on
+issue #7) and was not done in this change to keep the REPL stable while six
+engineers edited it in parallel.
+
 One prompt_toolkit prompt stays on screen for the whole life of the REPL;
 ``patch_stdout(raw=True)`` makes everything printed while it is active appear
 above it, so the half-typed line survives streamed output.

@@ -1,5 +1,9 @@
 """The library API: a runtime hosting sessions, and the turn loop.
 
+Size: too large: the turn loop, session opening/recovery and the event fan-
+out are separate jobs; issue #9 moves turn and recovery decisions into the
+charts and is where this splits (``turn_loop``, ``session_open``).
+
 ``mind exec``, the REPL and embedders all use this one code path::
 
     async with Runtime.open() as rt:                       # state root from MIND_STATE_HOME

@@ -1,6 +1,11 @@
 """Provider failure mapping: HTTP status / error body / in-stream error / transport
 error -> FailureKind, for every adapter.
 
+Size: one classification function and the tables it reads (context overflow,
+invalid request, endpoint hints) are kept together on purpose: the issue
+asks for one owner of failure mapping; the tables could move to
+``failure_tables`` if they keep growing.
+
 Everything that decides a :data:`~mind.errors.FailureKind` lives in
 :func:`classify_failure` (one tested function, STYLE "Errors"); the helpers
 here only extract its inputs from the shapes servers send, over HTTP or
