@@ -84,6 +84,11 @@ class SilentServer:
                 self._conns.append(conn)
                 self.accepted += 1
                 self._lock.notify_all()
+            self._hold(conn)
+
+    def _hold(self, conn: socket.socket) -> None:
+        """What a held connection gets after ``prefix``: nothing (subclasses may
+        keep it busy; :meth:`stop` closes it)."""
 
     def wait_for_connections(self, count: int, *, timeout_s: float) -> bool:
         """Wait until ``count`` connections were accepted (False at the deadline)."""
