@@ -1,22 +1,33 @@
 """File tools: read_file, write_file, list_dir, apply_patch (blocking; run in a worker thread).
 
 Every function returns ``(ok, text)`` for the model and raises nothing but
-programming errors: a missing file, a bad patch or a refused write is a
-failed result with a message that names the path.
+programming errors: a missing file, a bad patch, a path that resolves
+outside the workspace or a refused write is a failed result with a message
+that names the path.
+
+Every path is reached through a directory fd of the workspace root opened
+once per call (:mod:`._beneath`): resolved beneath it by the kernel, and
+written, renamed and deleted relative to its parent directory's fd, so no
+check-then-use race exists. What may be read or written is decided on the
+real path of that fd by :class:`mind.effects.boundary.Boundary`
+(``docs/design/boundary.md``, File tools).
 """
 
 from __future__ import annotations
 
 import codecs
+import errno
 import os
 import secrets
 import stat
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from mind.conversation import replace_lone_surrogates
+from mind.effects.boundary import Boundary
 from mind.effects.patch import (
     AddFile,
     DeleteFile,
@@ -26,7 +37,16 @@ from mind.effects.patch import (
     parse_patch,
 )
 from mind.effects.review import FileChange, change_summary
-from mind.errors import PatchError
+from mind.errors import PatchError, PathRefused
+from mind.shell.tools._beneath import (
+    MAX_SYMLINKS,
+    describe,
+    open_anywhere,
+    open_beneath,
+    open_root,
+    real_path,
+    relative_to_root,
+)
 from mind.shell.tools._text import REPLACEMENT, cap_text
 
 MAX_LINE_CHARS = 2000
@@ -44,12 +64,278 @@ Result = tuple[bool, str]
 """``(ok, text)``: whether the tool succeeded and what the model is told."""
 
 
-def resolve(cwd: Path, path: str) -> Path:
-    """``path`` as given when absolute, else relative to ``cwd``; ``~`` is not expanded."""
-    return cwd / path
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    """Where one session's file tools work and what they may touch.
+
+    Attributes:
+        root: the session's working directory (absolute); relative paths
+            resolve beneath it.
+        boundary: the rule on real paths (:class:`mind.effects.boundary.Boundary`).
+    """
+
+    root: Path
+    boundary: Boundary
 
 
-def read_file(cwd: Path, path: str, offset: int, limit: int, max_bytes: int) -> Result:
+@contextmanager
+def _root_fd(ws: Workspace) -> Iterator[int]:
+    """The root's directory fd for one call; a vanished root is a refusal."""
+    try:
+        fd = open_root(ws.root)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            raise PathRefused(
+                str(ws.root), "the workspace directory no longer exists (deleted or moved)"
+            ) from None
+        raise PathRefused(str(ws.root), f"cannot open the workspace: {describe(exc)}") from None
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _open(ws: Workspace, root_fd: int, path: str, flags: int) -> tuple[int, bool]:
+    """Open ``path`` beneath the root, else (it escapes) without the beneath
+    rule; returns ``(fd, escaped)``. The caller judges the fd's real path."""
+    _no_nul(path)
+    rel = relative_to_root(ws.root, path)
+    if rel is not None:
+        try:
+            return open_beneath(root_fd, rel, flags), False
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+    return open_anywhere(root_fd, path, flags), True
+
+
+def _no_nul(path: str) -> None:
+    """A NUL would end the C string early: the kernel would resolve another path."""
+    if "\x00" in path:
+        raise OSError(errno.EINVAL, "the path contains a NUL character", path)
+
+
+def _real(fd: int, path: str) -> str:
+    try:
+        return real_path(fd)
+    except OSError as exc:
+        os.close(fd)
+        raise PathRefused(path, f"cannot tell where it resolves ({describe(exc)})") from None
+
+
+def _open_for_read(ws: Workspace, root_fd: int, path: str, flags: int) -> int:
+    """An fd of ``path`` for reading, after :meth:`Boundary.read_refusal` of
+    its real path.
+
+    Raises:
+        PathRefused: a denied root (``/proc``, mind's state), or unknown.
+        OSError: the kernel's error resolving it.
+    """
+    fd, _ = _open(ws, root_fd, path, flags)
+    refusal = ws.boundary.read_refusal(_real(fd, path))
+    if refusal is not None:
+        os.close(fd)
+        raise PathRefused(path, f"not read: {refusal}")
+    return fd
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY
+
+
+@dataclass(slots=True)
+class _Target:
+    """A file to write: its parent directory fd, its name there, its real path."""
+
+    parent_fd: int
+    name: str
+    real: str
+    escaped: bool
+
+    def close(self) -> None:
+        os.close(self.parent_fd)
+
+
+def _deepest_dir(ws: Workspace, root_fd: int, head: str, path: str) -> tuple[int, bool, list[str]]:
+    """The deepest existing directory on ``head``: ``(fd, escaped, missing names)``.
+
+    Missing names are what must be created; a ``..`` after a missing name
+    cancels it (it will be a real directory), and a ``..`` left over applies
+    to the existing directory, so the kernel resolves it again.
+    """
+    for _ in range(path.count("..") + 1):
+        try:
+            fd, escaped = _open(ws, root_fd, head or ".", _DIR_FLAGS)
+            return fd, escaped, []
+        except FileNotFoundError:
+            pass
+        parts = [p for p in head.split("/") if p not in ("", ".")]
+        done = "/" if head.startswith("/") else "."
+        fd, escaped = _open(ws, root_fd, done, _DIR_FLAGS)
+        for index, part in enumerate(parts):
+            step = os.path.join(done, part)
+            try:
+                next_fd, next_escaped = _open(ws, root_fd, step, _DIR_FLAGS)
+            except FileNotFoundError:
+                ups, names = _fold(parts[index:])
+                if not ups:
+                    return fd, escaped, names
+                os.close(fd)
+                head = os.path.join(done, *[".."] * ups, *names)
+                break
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)
+            fd, escaped, done = next_fd, escaped or next_escaped, step
+        else:
+            return fd, escaped, []  # it appeared meanwhile
+    raise OSError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+
+
+def _fold(names: list[str]) -> tuple[int, list[str]]:
+    """Missing names with ``..`` folded: ``(leading ..s left over, names)``.
+
+    The names will be created as real directories, so ``new/..`` is
+    lexically exact; a ``..`` with nothing before it to cancel is counted.
+    """
+    ups = 0
+    out: list[str] = []
+    for name in names:
+        if name != "..":
+            out.append(name)
+        elif out:
+            out.pop()
+        else:
+            ups += 1
+    return ups, out
+
+
+def _judge(ws: Workspace, real: str, escaped: bool, path: str, consent: bool) -> None:
+    """Refuse a write to ``real`` the boundary forbids, unless approved.
+
+    A denied root (:meth:`Boundary.read_refusal`) is refused even when the
+    person approved; anything else the boundary refuses needs ``consent``.
+    """
+    refusal = ws.boundary.write_refusal(real)
+    if refusal is None:
+        return
+    if consent and ws.boundary.read_refusal(real) is None:
+        return
+    where = "resolves outside the workspace" if escaped else "not written"
+    raise PathRefused(path, f"{where}: {refusal}")
+
+
+def _open_target(ws: Workspace, root_fd: int, path: str, *, consent: bool) -> _Target:
+    """Resolve where writing ``path`` lands and create missing parent dirs.
+
+    A symlink as the last component is followed by resolving its target
+    again (relative to the link's directory, at most :data:`MAX_SYMLINKS`);
+    every directory created and the file itself are judged by
+    :func:`_judge` on their real path first.
+
+    Raises:
+        PathRefused: the boundary refuses, or the path names no file.
+        OSError: the kernel's error (``IsADirectoryError`` for a directory).
+    """
+    _no_nul(path)
+    current = path
+    for _ in range(MAX_SYMLINKS):
+        head, name = os.path.split(current)
+        if name in ("", ".", ".."):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        fd, escaped, missing = _deepest_dir(ws, root_fd, head, path)
+        try:
+            for part in missing:
+                _judge(ws, os.path.join(_real(fd, path), part), escaped, path, consent)
+                with suppress(FileExistsError):
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                child = os.open(part, _DIR_FLAGS | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                os.close(fd)
+                fd = child
+            real = os.path.join(_real(fd, path), name)
+            try:
+                kind = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+            except FileNotFoundError:
+                kind = 0
+            if stat.S_ISLNK(kind):
+                link = os.readlink(name, dir_fd=fd)
+                current = os.path.join(os.path.dirname(current), link)
+                os.close(fd)
+                continue
+            if stat.S_ISDIR(kind):
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+            _judge(ws, real, escaped, path, consent)
+        except BaseException:
+            os.close(fd)
+            raise
+        return _Target(fd, name, real, escaped)
+    raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
+
+
+def boundary_reason(ws: Workspace, path: str, *, write: bool) -> str | None:
+    """Why a tool call on ``path`` crosses the boundary, resolved now the way
+    the tool will resolve it, or None when it stays inside (for
+    :func:`mind.effects.policy.approval_reason`).
+
+    Writes: :meth:`Boundary.write_refusal` of the real path (missing parent
+    directories count as the real directories they would be). Reads: a
+    denied root, or a real path outside every writable root ("outside the
+    workspace"). A path the kernel cannot resolve is judged only when that
+    is not a plain "does not exist" (the tool reports that), fail closed.
+    Nothing is created.
+    """
+    try:
+        with _root_fd(ws) as root_fd:
+            return _write_reason(ws, root_fd, path) if write else _read_reason(ws, root_fd, path)
+    except PathRefused as exc:
+        return exc.reason
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot tell where it resolves ({describe(exc)})"
+
+
+def _read_reason(ws: Workspace, root_fd: int, path: str) -> str | None:
+    fd, _ = _open(ws, root_fd, path, os.O_PATH)
+    real = _real(fd, path)
+    os.close(fd)
+    refusal = ws.boundary.read_refusal(real)
+    if refusal is not None:
+        return refusal
+    if not any(_is_beneath(real, root) for root in ws.boundary.writable_roots):
+        return "outside the workspace"
+    return None
+
+
+def _write_reason(ws: Workspace, root_fd: int, path: str) -> str | None:
+    _no_nul(path)
+    current = path
+    for _ in range(MAX_SYMLINKS):
+        head, name = os.path.split(current)
+        if name in ("", ".", ".."):
+            return None  # the tool says it is a directory
+        fd, _, missing = _deepest_dir(ws, root_fd, head, path)
+        try:
+            base = _real(fd, path)
+            if missing:
+                return ws.boundary.write_refusal(os.path.join(base, *missing, name))
+            try:
+                kind = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+            except FileNotFoundError:
+                kind = 0
+            if not stat.S_ISLNK(kind):
+                return ws.boundary.write_refusal(os.path.join(base, name))
+            current = os.path.join(os.path.dirname(current), os.readlink(name, dir_fd=fd))
+        finally:
+            os.close(fd)
+    return "too many symbolic links"
+
+
+def _is_beneath(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def read_file(ws: Workspace, path: str, offset: int, limit: int, max_bytes: int) -> Result:
     """Lines ``offset .. offset+limit-1`` of a file, numbered like ``cat -n``.
 
     Lines are split on ``\\n`` only (U+2028 and other Unicode line breaks are
@@ -58,24 +344,26 @@ def read_file(cwd: Path, path: str, offset: int, limit: int, max_bytes: int) -> 
     giving the offset to continue from; lines longer than
     :data:`MAX_LINE_CHARS` are cut (memory stays bounded however long the
     line). Only regular files are read: a FIFO or device could block or
-    never end.
+    never end (it is opened ``O_NONBLOCK`` to find out). The file is opened
+    beneath the workspace root (:mod:`._beneath`) and refused when its real
+    path is a denied root (``/proc``, mind's state).
     """
-    target = resolve(cwd, path)
     try:
-        mode = target.stat().st_mode
+        with _root_fd(ws) as root_fd:
+            fd = _open_for_read(ws, root_fd, path, os.O_RDONLY | os.O_NONBLOCK)
+    except PathRefused as exc:
+        return False, str(exc)
     except FileNotFoundError:
         return False, f"{path}: no such file"
     except OSError as exc:
-        return False, f"{path}: cannot read: {exc.strerror or exc}"
-    if stat.S_ISDIR(mode):
-        return False, f"{path}: is a directory (use list_dir)"
+        return False, f"{path}: cannot read: {describe(exc)}"
+    mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            return False, f"{path}: is a directory (use list_dir)"
         return False, f"{path}: not a regular file (a device, FIFO or socket); not read"
-    try:
-        handle = target.open("rb")
-    except OSError as exc:
-        return False, f"{path}: cannot read: {exc.strerror or exc}"
-    with handle:
+    with os.fdopen(fd, "rb") as handle:
         undecodable = b"\x00" in handle.read(_BINARY_SNIFF_BYTES)
         handle.seek(0)
         lines: list[str] = []
@@ -144,19 +432,50 @@ def _decode(raw: bytes, *, partial_end: bool) -> tuple[str, bool]:
 
 
 def write_file(
-    cwd: Path, path: str, content: str, approved: Sequence[FileChange] | None = None
+    ws: Workspace,
+    path: str,
+    content: str,
+    approved: Sequence[FileChange] | None = None,
+    *,
+    consent: bool = False,
 ) -> Result:
     """Replace or create a whole file atomically; report the bytes written and
     the lines added and removed (``+N −M``, when the old file was readable text).
 
-    ``approved``: the change the person approved (its ``before`` read at
-    approval time); when the file no longer holds that, nothing is written.
+    The file is reached through fds beneath the workspace root; missing
+    parent directories are created (never the root itself: a deleted root
+    is an error).
+
+    Args:
+        approved: the change the person approved (its ``before`` read at
+            approval time); when the file no longer holds that, nothing is
+            written.
+        consent: the person approved this call, so a path the boundary
+            refuses (outside the writable roots, protected) may be written;
+            a denied root (``/proc``, mind's state) never is.
     """
-    target = resolve(cwd, path)
     data = content.encode("utf-8", errors="replace")
-    existed = target.exists()
     try:
-        before = current_text(target)
+        with _root_fd(ws) as root_fd:
+            target = _open_target(ws, root_fd, path, consent=consent)
+            try:
+                return _write_target(target, path, data, approved)
+            finally:
+                target.close()
+    except PathRefused as exc:
+        return False, str(exc)
+    except IsADirectoryError:
+        return False, f"{path}: is a directory"
+    except OSError as exc:
+        return False, f"{path}: cannot write: {describe(exc)}"
+
+
+def _write_target(
+    target: _Target, path: str, data: bytes, approved: Sequence[FileChange] | None
+) -> Result:
+    existed = _exists(target)
+    try:
+        before = _text_at(target)
     except (OSError, UnicodeDecodeError, ValueError):
         before = ""  # unreadable or too large: no line counts, the write goes on
         stat_known = False
@@ -164,56 +483,98 @@ def write_file(
         stat_known = True
     if approved and (not stat_known or approved[0].before != before):
         return False, f"{path} was not written: {_changed_since_approval(path)}"
-    try:
-        _atomic_write(target, data)
-    except IsADirectoryError:
-        return False, f"{path}: is a directory"
-    except OSError as exc:
-        return False, f"{path}: cannot write: {exc.strerror or exc}"
+    _atomic_write(target, data)
     verb = "overwrote" if existed else "created"
     change = FileChange(path, before, data.decode("utf-8"))
     counts = "; " + change_summary(change).rsplit("  ", 1)[1] if stat_known else ""
     return True, f"{verb} {path} ({len(data)} bytes{counts})"
 
 
-def current_text(target: Path) -> str | None:
-    """The text of ``target`` now, or None when it does not exist.
+def _exists(target: _Target) -> bool:
+    try:
+        os.stat(target.name, dir_fd=target.parent_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _text_at(target: _Target) -> str | None:
+    """The text of the file at ``target`` now (``O_NOFOLLOW``), None when absent."""
+    try:
+        fd = os.open(
+            target.name,
+            os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+            dir_fd=target.parent_fd,
+        )
+    except FileNotFoundError:
+        return None
+    return _read_fd(fd, target.name).decode("utf-8")
+
+
+def current_text(ws: Workspace, path: str) -> str | None:
+    """The text of ``path`` now, read as the tools read (beneath the root),
+    or None when it does not exist.
 
     Raises:
+        PathRefused: a denied root, or where it resolves cannot be told.
         IsADirectoryError: it is a directory.
         ValueError: it is larger than :data:`MAX_PREVIEW_BYTES`.
         UnicodeDecodeError: it is not UTF-8 text.
         OSError: it cannot be read.
     """
+    with _root_fd(ws) as root_fd:
+        return _read_text(ws, root_fd, path)
+
+
+def _read_text(ws: Workspace, root_fd: int, path: str) -> str | None:
+    raw = _read_bytes(ws, root_fd, path)
+    return None if raw is None else raw.decode("utf-8")
+
+
+def _read_bytes(ws: Workspace, root_fd: int, path: str) -> bytes | None:
     try:
-        with target.open("rb") as handle:
-            raw = handle.read(MAX_PREVIEW_BYTES + 1)
+        fd = _open_for_read(ws, root_fd, path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
+    return _read_fd(fd, path)
+
+
+def _read_fd(fd: int, path: str) -> bytes:
+    """All of a regular file's bytes up to :data:`MAX_PREVIEW_BYTES`; closes ``fd``."""
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    with os.fdopen(fd, "rb") as handle:
+        raw = handle.read(MAX_PREVIEW_BYTES + 1)
     if len(raw) > MAX_PREVIEW_BYTES:
         raise ValueError(f"larger than {MAX_PREVIEW_BYTES} bytes")
-    return raw.decode("utf-8")
+    return raw
 
 
 def preview_changes(
-    cwd: Path, name: str, args: dict[str, Any]
+    ws: Workspace, name: str, args: dict[str, Any]
 ) -> tuple[list[FileChange], str | None]:
     """How a file tool call would change files, read from the files now.
 
     Returns:
         ``(changes, problem)``: every file as the call would leave it, and
         None; or ``[]`` and why the change cannot be shown (a patch that does
-        not apply, a file that is not text). Other tools: ``([], None)``.
+        not apply, a file that is not text, a refused path). Other tools:
+        ``([], None)``.
     """
     try:
         if name == "write_file":
-            target = resolve(cwd, str(args["path"]))
-            before = current_text(target)
+            before = current_text(ws, str(args["path"]))
             return [FileChange(str(args["path"]), before, str(args["content"]))], None
         if name == "apply_patch":
-            return _plan_patch(cwd, parse_patch(str(args["patch"]))).changes, None
+            return _plan_patch(ws, parse_patch(str(args["patch"]))).changes, None
     except PatchError as exc:
         return [], f"the patch does not apply: {exc}"
+    except PathRefused as exc:
+        return [], str(exc)
     except IsADirectoryError as exc:
         return [], f"{exc.filename or args.get('path')}: is a directory"
     except UnicodeDecodeError:
@@ -221,36 +582,47 @@ def preview_changes(
     except ValueError as exc:
         return [], f"the current file is {exc}"
     except OSError as exc:
-        return [], f"cannot read the current file: {exc.strerror or exc}"
+        return [], f"cannot read the current file: {describe(exc)}"
     return [], None
 
 
-def list_dir(cwd: Path, path: str, max_bytes: int) -> Result:
-    """Entries of one directory, sorted by name, dirs with ``/``, links as ``name -> target``."""
-    target = resolve(cwd, path)
+def list_dir(ws: Workspace, path: str, max_bytes: int) -> Result:
+    """Entries of one directory, sorted by name, dirs with ``/``, links as
+    ``name -> target``; the directory is opened beneath the workspace root
+    and refused when its real path is a denied root (``/proc``)."""
     try:
-        with os.scandir(target) as scan:
-            entries = sorted(scan, key=lambda e: e.name)
+        with _root_fd(ws) as root_fd:
+            fd = _open_for_read(ws, root_fd, path, _DIR_FLAGS)
+    except PathRefused as exc:
+        return False, str(exc)
     except FileNotFoundError:
         return False, f"{path}: no such directory"
     except NotADirectoryError:
         return False, f"{path}: not a directory (use read_file)"
     except OSError as exc:
-        return False, f"{path}: cannot list: {exc.strerror or exc}"
+        return False, f"{path}: cannot list: {describe(exc)}"
+    try:
+        with os.scandir(fd) as scan:
+            entries = sorted(scan, key=lambda e: e.name)
+        lines: list[str] = []
+        for entry in entries[:MAX_DIR_ENTRIES]:
+            # A name that is not UTF-8 arrives surrogate-escaped; U+FFFD keeps it printable.
+            name = replace_lone_surrogates(entry.name)
+            try:
+                if entry.is_symlink():
+                    link = os.readlink(entry.name, dir_fd=fd)
+                    name = f"{name} -> {replace_lone_surrogates(link)}"
+                elif entry.is_dir():
+                    name += "/"
+            except OSError:
+                pass
+            lines.append(name + "\n")
+    except OSError as exc:
+        return False, f"{path}: cannot list: {describe(exc)}"
+    finally:
+        os.close(fd)
     if not entries:
         return True, f"{path}: empty directory"
-    lines: list[str] = []
-    for entry in entries[:MAX_DIR_ENTRIES]:
-        # A name that is not UTF-8 arrives surrogate-escaped; U+FFFD keeps it printable.
-        name = replace_lone_surrogates(entry.name)
-        try:
-            if entry.is_symlink():
-                name = f"{name} -> {replace_lone_surrogates(os.readlink(entry.path))}"
-            elif entry.is_dir():
-                name += "/"
-        except OSError:
-            pass
-        lines.append(name + "\n")
     text = cap_text("".join(lines), max_bytes)
     if len(entries) > MAX_DIR_ENTRIES:
         text += f"[... {len(entries) - MAX_DIR_ENTRIES} more entries not shown]\n"
@@ -259,68 +631,75 @@ def list_dir(cwd: Path, path: str, max_bytes: int) -> Result:
 
 @dataclass
 class _Plan:
-    """A patch computed in memory: what each path holds now and will hold."""
+    """A patch computed in memory: what each path holds now and will hold.
 
-    originals: dict[Path, bytes | None] = field(default_factory=dict)
-    planned: dict[Path, str | None] = field(default_factory=dict)
+    Keys are the paths as the patch names them, joined to the root without
+    folding ``..`` (``link/..`` is the kernel's to resolve).
+    """
+
+    originals: dict[str, bytes | None] = field(default_factory=dict)
+    planned: dict[str, str | None] = field(default_factory=dict)
     changes: list[FileChange] = field(default_factory=list)
 
 
-def _plan_patch(cwd: Path, ops: list[PatchOp]) -> _Plan:
+def _key(ws: Workspace, path: str) -> str:
+    return path if os.path.isabs(path) else os.path.join(ws.root, path)
+
+
+def _plan_patch(ws: Workspace, ops: list[PatchOp]) -> _Plan:
     """Read the files a parsed patch touches and compute every change in memory.
 
     Raises:
         PatchError: the patch does not apply (path named).
+        PathRefused: a path the boundary never lets a tool read.
         IsADirectoryError: a path is a directory.
         OSError: a file cannot be read.
     """
     plan = _Plan()
     originals, planned = plan.originals, plan.planned
+    with _root_fd(ws) as root_fd:
 
-    def current(path: Path) -> str | None:
-        if path in planned:
-            return planned[path]
-        if path not in originals:
+        def current(key: str) -> str | None:
+            if key in planned:
+                return planned[key]
+            if key not in originals:
+                originals[key] = _read_bytes(ws, root_fd, key)
+            raw = originals[key]
+            if raw is None:
+                return None
             try:
-                originals[path] = path.read_bytes()
-            except FileNotFoundError:
-                originals[path] = None
-        raw = originals[path]
-        if raw is None:
-            return None
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise PatchError(f"{path}: not UTF-8 text; cannot patch it") from None
+                return raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise PatchError(f"{key}: not UTF-8 text; cannot patch it") from None
 
-    for op in ops:
-        target = resolve(cwd, op.path)
-        if isinstance(op, AddFile):
-            if current(target) is not None:
-                raise PatchError(f"{op.path}: already exists (use Update File to change it)")
-            planned[target] = op.content
-            plan.changes.append(FileChange(op.path, None, op.content))
-        elif isinstance(op, DeleteFile):
-            old = current(target)
-            if old is None:
-                raise PatchError(f"{op.path}: cannot delete, no such file")
-            planned[target] = None
-            plan.changes.append(FileChange(op.path, old, None))
-        elif isinstance(op, UpdateFile):
-            old = current(target)
-            if old is None:
-                raise PatchError(f"{op.path}: cannot update, no such file")
-            new = apply_hunks(op.path, old, op.hunks)
-            if op.move_to is not None and resolve(cwd, op.move_to) != target:
-                destination = resolve(cwd, op.move_to)
-                if current(destination) is not None:
-                    raise PatchError(f"{op.move_to}: cannot move there, the file exists")
+        for op in ops:
+            target = _key(ws, op.path)
+            if isinstance(op, AddFile):
+                if current(target) is not None:
+                    raise PatchError(f"{op.path}: already exists (use Update File to change it)")
+                planned[target] = op.content
+                plan.changes.append(FileChange(op.path, None, op.content))
+            elif isinstance(op, DeleteFile):
+                old = current(target)
+                if old is None:
+                    raise PatchError(f"{op.path}: cannot delete, no such file")
                 planned[target] = None
-                planned[destination] = new
-                plan.changes.append(FileChange(op.path, old, new, move_to=op.move_to))
-            else:
-                planned[target] = new
-                plan.changes.append(FileChange(op.path, old, new))
+                plan.changes.append(FileChange(op.path, old, None))
+            elif isinstance(op, UpdateFile):
+                old = current(target)
+                if old is None:
+                    raise PatchError(f"{op.path}: cannot update, no such file")
+                new = apply_hunks(op.path, old, op.hunks)
+                if op.move_to is not None and _key(ws, op.move_to) != target:
+                    destination = _key(ws, op.move_to)
+                    if current(destination) is not None:
+                        raise PatchError(f"{op.move_to}: cannot move there, the file exists")
+                    planned[target] = None
+                    planned[destination] = new
+                    plan.changes.append(FileChange(op.path, old, new, move_to=op.move_to))
+                else:
+                    planned[target] = new
+                    plan.changes.append(FileChange(op.path, old, new))
     return plan
 
 
@@ -331,88 +710,121 @@ def _changed_since_approval(path: str) -> str:
     )
 
 
-def apply_patch(cwd: Path, patch: str, approved: Sequence[FileChange] | None = None) -> Result:
+def apply_patch(
+    ws: Workspace,
+    patch: str,
+    approved: Sequence[FileChange] | None = None,
+    *,
+    consent: bool = False,
+) -> Result:
     """Apply an ``apply_patch`` envelope all-or-nothing.
 
     Every operation is computed in memory first (files read, hunks matched,
-    existence checked); only when all succeed are files written (atomically,
-    one by one). If a write fails midway, files already changed are put back
-    as they were. The result lists each file with the lines it gained and
-    lost (``M path  +3 −1``).
+    existence checked) and every path to write is resolved and judged by the
+    boundary; only when all succeed are files written (atomically, one by
+    one, through their parent directory fds). If a write fails midway, files
+    already changed are put back as they were. The result lists each file
+    with the lines it gained and lost (``M path  +3 −1``).
 
-    ``approved``: the changes the person approved (computed at approval
-    time); when the patch would now change anything differently, nothing is
-    written.
+    Args:
+        approved: the changes the person approved (computed at approval
+            time); when the patch would now change anything differently,
+            nothing is written.
+        consent: as for :func:`write_file`.
     """
     try:
         ops = parse_patch(patch)
     except PatchError as exc:
         return False, f"patch not applied: {exc}"
     try:
-        plan = _plan_patch(cwd, ops)
-    except PatchError as exc:
+        plan = _plan_patch(ws, ops)
+    except (PatchError, PathRefused) as exc:
         return False, f"patch not applied (no file was changed): {exc}"
     except IsADirectoryError as exc:
         return False, f"patch not applied (no file was changed): {exc.filename}: is a directory"
     except OSError as exc:
-        return False, f"patch not applied (no file was changed): {exc}"
+        return False, f"patch not applied (no file was changed): {exc.filename}: {describe(exc)}"
     if approved is not None and plan.changes != list(approved):
         differs = next(
             (a.path for a, b in zip(approved, plan.changes, strict=False) if a != b),
             plan.changes[0].path if plan.changes else "a file",
         )
         return False, f"patch not applied (no file was changed): {_changed_since_approval(differs)}"
-
-    done: list[Path] = []
     try:
-        for path, content in plan.planned.items():
-            if content is None:
-                if plan.originals.get(path) is not None:
-                    path.unlink()
-            else:
-                _atomic_write(path, content.encode("utf-8", errors="replace"))
-            done.append(path)
-    except OSError as exc:
-        _restore(done, plan.originals)
-        return False, f"patch not applied (changes were rolled back): {exc}"
+        with _root_fd(ws) as root_fd:
+            return _apply_plan(ws, root_fd, plan, consent)
+    except PathRefused as exc:
+        return False, f"patch not applied (no file was changed): {exc}"
+
+
+def _apply_plan(ws: Workspace, root_fd: int, plan: _Plan, consent: bool) -> Result:
+    targets: dict[str, _Target] = {}
+    try:
+        try:
+            for key in plan.planned:
+                targets[key] = _open_target(ws, root_fd, key, consent=consent)
+        except PathRefused as exc:
+            return False, f"patch not applied (no file was changed): {exc}"
+        except OSError as exc:
+            shown = exc.filename or key
+            return False, f"patch not applied (no file was changed): {shown}: {describe(exc)}"
+        done: list[str] = []
+        try:
+            for key, content in plan.planned.items():
+                target = targets[key]
+                if content is None:
+                    if plan.originals.get(key) is not None:
+                        os.unlink(target.name, dir_fd=target.parent_fd)
+                        os.fsync(target.parent_fd)
+                else:
+                    _atomic_write(target, content.encode("utf-8", errors="replace"))
+                done.append(key)
+        except OSError as exc:
+            _restore([targets[k] for k in done], [plan.originals.get(k) for k in done])
+            return False, f"patch not applied (changes were rolled back): {exc}"
+    finally:
+        for target in targets.values():
+            target.close()
     summary = [change_summary(c) for c in plan.changes]
     return True, "applied patch:\n" + "\n".join(summary) + "\n"
 
 
-def _restore(paths: list[Path], originals: dict[Path, bytes | None]) -> None:
-    for path in reversed(paths):
-        before = originals.get(path)
+def _restore(targets: list[_Target], originals: list[bytes | None]) -> None:
+    for target, before in reversed(list(zip(targets, originals, strict=True))):
         try:
             if before is None:
-                path.unlink(missing_ok=True)
+                os.unlink(target.name, dir_fd=target.parent_fd)
             else:
-                _atomic_write(path, before)
+                _atomic_write(target, before)
         except OSError:
             continue
 
 
-def _atomic_write(target: Path, data: bytes) -> None:
-    """Write ``data`` to ``target`` via a temporary file, fsync and rename.
+def _atomic_write(target: _Target, data: bytes) -> None:
+    """Write ``data`` as ``target.name`` in its parent fd via a temporary file,
+    fsync and ``renameat``; then fsync the parent fd.
 
-    Parent directories are created. A symlink is written through (the link
-    stays, its target changes). An existing file keeps its permission bits;
-    a new one gets ``0o666`` minus the umask.
+    The temporary file is created ``O_EXCL | O_NOFOLLOW`` in the same
+    directory fd, and the rename replaces the name itself (a symlink swapped
+    in meanwhile is replaced, never followed). An existing file keeps its
+    permission bits; a new one gets ``0o666`` minus the umask.
 
     Raises:
-        OSError: the file cannot be written; ``target`` is unchanged.
+        IsADirectoryError: the name is a directory.
+        OSError: the file cannot be written; it is unchanged.
     """
-    if target.is_symlink():
-        target = Path(os.path.realpath(target))
-    if target.is_dir():
-        raise IsADirectoryError(21, "Is a directory", str(target))
-    parent = target.parent
-    parent.mkdir(parents=True, exist_ok=True)
+    parent, name = target.parent_fd, target.name
     try:
-        mode: int | None = stat.S_IMODE(target.stat().st_mode)
+        found = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
     except FileNotFoundError:
-        mode = None
-    temporary = parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        mode: int | None = None
+    else:
+        if stat.S_ISDIR(found):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), name)
+        mode = stat.S_IMODE(found) if stat.S_ISREG(found) else None
+    temporary = f".{name}.{secrets.token_hex(6)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(temporary, flags, 0o666, dir_fd=parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -420,21 +832,10 @@ def _atomic_write(target: Path, data: bytes) -> None:
             if mode is not None:
                 os.fchmod(handle.fileno(), mode)
             os.fsync(handle.fileno())
-        os.replace(temporary, target)
+        os.rename(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
     except BaseException:
-        temporary.unlink(missing_ok=True)
+        with suppress(OSError):
+            os.unlink(temporary, dir_fd=parent)
         raise
-    _fsync_dir(parent)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    with suppress(OSError):  # some file systems cannot fsync a directory; the rename stands
+        os.fsync(parent)
