@@ -148,11 +148,36 @@ def approval_reason(
             return None
         return f"runs `{_shown(command)}`, which is not a known read-only command"
     paths = _written_paths(name, args)
+    crossed = crossing_reason(name, args, cwd=cwd, crossing=crossing)
     if policy == "untrusted":
         what = ", ".join(_one_line(p) for p in paths) if paths else "files"
-        return f"changes {what} (untrusted mode asks before every change)"
+        why = f"; {crossed}" if crossed else ""
+        return f"changes {what} (untrusted mode asks before every change){why}"
+    return crossed
+
+
+def crossing_reason(
+    name: str,
+    args: dict[str, Any],
+    *,
+    cwd: str,
+    crossing: Callable[[str, bool], str | None] | None = None,
+) -> str | None:
+    """Why a ``write_file`` / ``apply_patch`` call writes across the workspace
+    boundary (``docs/design/boundary.md``), or None (also for other tools and
+    an unparseable patch, which the runner refuses before writing).
+
+    The same text :func:`approval_reason` gives under ``on-request``; the
+    shell also uses it to scope an "always" answer, so approving writes
+    inside the workspace never approves a later write across the boundary.
+
+    Args:
+        crossing: as for :func:`approval_reason`; without it, lexical.
+    """
+    if name not in ("write_file", "apply_patch"):
+        return None
+    paths = _written_paths(name, args)
     if paths is None:
-        # Unparseable patch: the runner refuses it before writing anything.
         return None
     if crossing is None:
         outside = [path for path in paths if not _inside(path, cwd)]

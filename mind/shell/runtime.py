@@ -59,7 +59,7 @@ from mind.conversation import (
     without_lone_surrogates,
 )
 from mind.conversation import Usage as RoundUsage
-from mind.effects.policy import ApprovalPolicy, approval_reason
+from mind.effects.policy import ApprovalPolicy, approval_reason, crossing_reason
 from mind.effects.retry import RetryPolicy
 from mind.effects.review import FileChange, approval_text, cut_for_display
 from mind.effects.tools import parse_arguments, tool_specs
@@ -890,6 +890,8 @@ class Session:
         )
         approved: list[FileChange] | None = None
         key = _always_key(call.name, args)
+        if crossed := crossing_reason(call.name, args, cwd=str(self.cwd), crossing=self._crossing):
+            key += "|" + crossed  # "always" inside never covers a later boundary crossing
         if reason is not None and key not in self.always_allowed:
             if not self.interactive:
                 return "denied", (

@@ -97,7 +97,8 @@ def test_policy_reasons_are_one_readable_line() -> None:
         "on-request", "write_file", {"path": "/etc/hosts", "content": ""}, cwd=CWD
     ) == ("writes outside the working directory: /etc/hosts")
     assert approval_reason("untrusted", "apply_patch", {"patch": PATCH_OUTSIDE}, cwd=CWD) == (
-        "changes src/a.py, ../other/a.py (untrusted mode asks before every change)"
+        "changes src/a.py, ../other/a.py (untrusted mode asks before every change); "
+        "writes outside the working directory: ../other/a.py"
     )
     long = approval_reason("untrusted", "shell", {"command": "x" * 500}, cwd=CWD)
     assert long is not None and len(long) < 200 and "\n" not in long
