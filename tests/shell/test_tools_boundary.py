@@ -304,3 +304,29 @@ async def test_a_final_symlink_is_written_through_only_while_inside(
     refused = await runner.run("write_file", {"path": "out", "content": "3"})
     assert refused.status == "error" and "outside" in refused.output
     assert _files_in(outside) == []
+
+
+async def test_a_nul_in_a_path_is_refused_not_truncated(dirs: tuple[Path, Path]) -> None:
+    """The kernel reads a C string: ``x\\0/../../y`` must not become ``x``."""
+    ws, _ = dirs
+    (ws / "x").write_text("secret-ish\n")
+    runner = ToolRunner(ws)
+    for name, args in [
+        ("read_file", {"path": "x\x00/../../etc/passwd"}),
+        ("write_file", {"path": "x\x00y", "content": "z"}),
+        ("list_dir", {"path": ".\x00"}),
+    ]:
+        outcome = await runner.run(name, args)
+        assert outcome.status == "error" and "internal error" not in outcome.output, outcome
+    assert _files_in(ws) == ["x"] and (ws / "x").read_text() == "secret-ish\n"
+
+
+async def test_untrusted_asks_before_probing_a_missing_path_outside(
+    dirs: tuple[Path, Path],
+) -> None:
+    ws, outside = dirs
+    runner = ToolRunner(ws)
+    missing = str(outside / "maybe.txt")
+    assert _asks(runner, "untrusted", "read_file", {"path": missing}) is not None
+    assert _asks(runner, "untrusted", "read_file", {"path": "../outside/nope"}) is not None
+    assert _asks(runner, "untrusted", "read_file", {"path": "nope.txt"}) is None

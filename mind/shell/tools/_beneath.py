@@ -8,7 +8,7 @@ relative to it (``docs/design/boundary.md``, File tools):
   ``RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS``: the kernel refuses, with
   ``EXDEV``, any resolution that leaves the root (``..`` above it, an
   absolute symlink, a rename race) and any ``/proc`` magic link.
-- Without it (``ENOSYS``, or ``EPERM`` from a seccomp filter): a walker
+- Without it (``ENOSYS``, or ``EPERM`` from a seccomp filter; probed once): a walker
   opens one component at a time with ``O_NOFOLLOW``; ``..`` pops a stack of
   directory fds (never above the root), and a symlink is followed only by
   walking its target again beneath the root (at most :data:`MAX_SYMLINKS`).
@@ -62,8 +62,9 @@ class _OpenHow(ctypes.Structure):
     )
 
 
-_state = {"openat2": True}
-"""Whether openat2 is tried; cleared on ENOSYS/EPERM (tests clear it to force the walker)."""
+_state: dict[str, bool | None] = {"openat2": None}
+"""Whether openat2 is used: None until probed once, False when the kernel or
+a seccomp filter refuses it (or a test forces the walker)."""
 
 
 def use_openat2(enabled: bool) -> None:
@@ -72,24 +73,42 @@ def use_openat2(enabled: bool) -> None:
     The walker is the fallback for kernels or seccomp filters without
     openat2; tests force it to prove both give the same results.
     """
-    _state["openat2"] = enabled
+    _state["openat2"] = None if enabled else False
 
 
-def _openat2(dir_fd: int, path: str, flags: int, mode: int, resolve: int) -> int | None:
-    """openat2(2), or None when this kernel or seccomp filter refuses the syscall."""
-    how = _OpenHow(flags | os.O_CLOEXEC, mode, resolve)
+def _has_openat2() -> bool:
+    """Whether openat2 works here, probed once on ``/`` (``ENOSYS`` on old
+    kernels, ``EPERM`` from a seccomp filter mean: use the walker)."""
+    known = _state["openat2"]
+    if known is None:
+        try:
+            fd = _syscall_openat2(-100, "/", os.O_PATH, 0, RESOLVE_NO_MAGICLINKS)
+        except OSError as exc:
+            known = exc.errno not in (errno.ENOSYS, errno.EPERM)
+        else:
+            os.close(fd)
+            known = True
+        _state["openat2"] = known
+    return known
+
+
+def _syscall_openat2(dir_fd: int, path: str, flags: int, mode: int, resolve: int) -> int:
+    """openat2(2): ``EAGAIN`` (a concurrent rename raced the lookup) is retried.
+
+    Raises:
+        OSError: the kernel's errno; ``EINVAL`` for a NUL in ``path``.
+    """
     raw = os.fsencode(path)
+    if b"\x00" in raw:  # the C string would end early: another path
+        raise OSError(errno.EINVAL, os.strerror(errno.EINVAL), path)
+    how = _OpenHow(flags | os.O_CLOEXEC, mode, resolve)
     for _ in range(_EAGAIN_RETRIES):
         fd = int(_libc.syscall(SYS_OPENAT2, dir_fd, raw, ctypes.byref(how), ctypes.sizeof(how)))
         if fd >= 0:
             return fd
         code = ctypes.get_errno()
-        if code == errno.EAGAIN:
-            continue
-        if code in (errno.ENOSYS, errno.EPERM):
-            _state["openat2"] = False
-            return None
-        raise OSError(code, os.strerror(code), path)
+        if code != errno.EAGAIN:
+            raise OSError(code, os.strerror(code), path)
     raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN), path)
 
 
@@ -128,10 +147,10 @@ def open_beneath(root_fd: int, path: str, flags: int, mode: int = 0) -> int:
     """
     if os.path.isabs(path):
         raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), path)
-    if _state["openat2"]:
-        fd = _openat2(root_fd, path or ".", flags, mode, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
-        if fd is not None:
-            return fd
+    if _has_openat2():
+        return _syscall_openat2(
+            root_fd, path or ".", flags, mode, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS
+        )
     return _walk(root_fd, path, flags, mode)
 
 
@@ -143,10 +162,8 @@ def open_anywhere(root_fd: int, path: str, flags: int, mode: int = 0) -> int:
     Raises:
         OSError: as the kernel gives.
     """
-    if _state["openat2"]:
-        fd = _openat2(root_fd, path or ".", flags, mode, RESOLVE_NO_MAGICLINKS)
-        if fd is not None:
-            return fd
+    if _has_openat2():
+        return _syscall_openat2(root_fd, path or ".", flags, mode, RESOLVE_NO_MAGICLINKS)
     return os.open(path or ".", flags | os.O_CLOEXEC, mode, dir_fd=root_fd)
 
 

@@ -290,7 +290,11 @@ def boundary_reason(ws: Workspace, path: str, *, write: bool) -> str | None:
     except PathRefused as exc:
         return exc.reason
     except FileNotFoundError:
-        return None
+        # Nothing there to resolve: a read outside (by the string) still asks,
+        # so existence outside cannot be probed unasked.
+        if write or (relative_to_root(ws.root, path) is not None and ".." not in path):
+            return None
+        return "outside the workspace"
     except OSError as exc:
         return f"cannot tell where it resolves ({describe(exc)})"
 
@@ -743,7 +747,8 @@ def apply_patch(
     except IsADirectoryError as exc:
         return False, f"patch not applied (no file was changed): {exc.filename}: is a directory"
     except OSError as exc:
-        return False, f"patch not applied (no file was changed): {exc.filename}: {describe(exc)}"
+        shown = exc.filename or "a file"
+        return False, f"patch not applied (no file was changed): {shown}: {describe(exc)}"
     if approved is not None and plan.changes != list(approved):
         differs = next(
             (a.path for a, b in zip(approved, plan.changes, strict=False) if a != b),
