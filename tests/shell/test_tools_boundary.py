@@ -263,14 +263,19 @@ async def test_apply_patch_adds_deletes_and_moves_through_a_symlinked_dir(
     assert (ws / "real" / "moved.txt").read_text() == "A\n"
     assert (ws / "ld").is_symlink()
     escape = (
-        "*** Begin Patch\n*** Add File: ld/ok.txt\n+x\n*** Add File: out/evil.txt\n+x\n"
-        "*** End Patch"
+        "*** Begin Patch\n*** Add File: ld/ok.txt\n+x\n*** Add File: newdir/a.txt\n+x\n"
+        "*** Add File: out/evil.txt\n+x\n*** End Patch"
     )
     reason = _asks(runner, "on-request", "apply_patch", {"patch": escape})
     assert reason == "writes out/evil.txt: outside the workspace's writable roots"
     refused = await runner.run("apply_patch", {"patch": escape})
-    assert refused.status == "error" and "no file was changed" in refused.output, refused
+    assert refused == ToolOutcome(
+        status="error",
+        output="patch not applied (no file was changed): out/evil.txt: "
+        "outside the workspace's writable roots",
+    )
     assert _files_in(outside) == [] and not (ws / "real" / "ok.txt").exists()
+    assert not (ws / "newdir").exists()  # judged before any directory is made
 
 
 async def test_a_deleted_workspace_is_not_recreated(dirs: tuple[Path, Path]) -> None:

@@ -650,6 +650,12 @@ def _key(ws: Workspace, path: str) -> str:
     return path if os.path.isabs(path) else os.path.join(ws.root, path)
 
 
+def _shown(ws: Workspace, key: str) -> str:
+    """A plan key as the patch named it (relative when beneath the root)."""
+    rel = relative_to_root(ws.root, str(key))
+    return key if rel is None else rel
+
+
 def _plan_patch(ws: Workspace, ops: list[PatchOp]) -> _Plan:
     """Read the files a parsed patch touches and compute every change in memory.
 
@@ -763,15 +769,23 @@ def apply_patch(
 
 
 def _apply_plan(ws: Workspace, root_fd: int, plan: _Plan, consent: bool) -> Result:
+    if not consent:
+        # Judge every path before any directory is made for the first one.
+        for key in plan.planned:
+            reason = boundary_reason(ws, key, write=True)
+            if reason is not None:
+                shown = _shown(ws, key)
+                return False, f"patch not applied (no file was changed): {shown}: {reason}"
     targets: dict[str, _Target] = {}
     try:
         try:
             for key in plan.planned:
                 targets[key] = _open_target(ws, root_fd, key, consent=consent)
         except PathRefused as exc:
-            return False, f"patch not applied (no file was changed): {exc}"
+            shown = _shown(ws, exc.path)
+            return False, f"patch not applied (no file was changed): {shown}: {exc.reason}"
         except OSError as exc:
-            shown = exc.filename or key
+            shown = _shown(ws, exc.filename or key)
             return False, f"patch not applied (no file was changed): {shown}: {describe(exc)}"
         done: list[str] = []
         try:
