@@ -19,7 +19,7 @@ from mind.effects.tools import (
     SHELL_DEFAULT_TIMEOUT_S,
     SHELL_MAX_TIMEOUT_S,
 )
-from mind.shell.tools import _files
+from mind.shell.tools import _files, _workspace
 from mind.shell.tools._beneath import session_boundary
 from mind.shell.tools._process import run_command
 
@@ -89,7 +89,7 @@ class ToolRunner:
         self.cwd = Path(os.path.abspath(cwd))
         self.env: Mapping[str, str] | None = dict(env) if env is not None else None
         self.max_output_bytes = max_output_bytes
-        self.workspace = _files.Workspace(
+        self.workspace = _workspace.Workspace(
             self.cwd, boundary if boundary is not None else session_boundary(self.cwd, os.environ)
         )
 
@@ -99,7 +99,7 @@ class ToolRunner:
         when it stays inside. Blocking but short (a few ``openat2`` calls);
         for :func:`mind.effects.policy.approval_reason`.
         """
-        return _files.boundary_reason(self.workspace, path, write=write)
+        return _workspace.boundary_reason(self.workspace, path, write=write)
 
     async def run(
         self,
