@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from mind.effects.boundary import Boundary, SandboxMode
 from mind.effects.policy import approval_reason
 from mind.shell.tools import ToolOutcome, ToolRunner
 
@@ -335,3 +336,29 @@ async def test_untrusted_asks_before_probing_a_missing_path_outside(
     assert _asks(runner, "untrusted", "read_file", {"path": missing}) is not None
     assert _asks(runner, "untrusted", "read_file", {"path": "../outside/nope"}) is not None
     assert _asks(runner, "untrusted", "read_file", {"path": "nope.txt"}) is None
+
+
+@pytest.mark.parametrize(
+    ("mode", "inside_ok", "outside_ok"),
+    [
+        ("read-only", False, False),
+        ("workspace-write", True, False),
+        ("danger-full-access", True, True),
+    ],
+)
+async def test_the_sandbox_mode_decides_unapproved_writes(
+    dirs: tuple[Path, Path], mode: SandboxMode, inside_ok: bool, outside_ok: bool
+) -> None:
+    """Under ``never`` nobody approves: the tool follows the boundary's mode alone,
+    and ``/proc`` stays refused even in ``danger-full-access``."""
+    ws, outside = dirs
+    boundary = Boundary(
+        mode=mode, writable_roots=(os.path.realpath(ws),), home=os.path.realpath(outside)
+    )
+    runner = ToolRunner(ws, boundary=boundary)
+    inside = await runner.run("write_file", {"path": "a.txt", "content": "x"})
+    out = await runner.run("write_file", {"path": str(outside / "b.txt"), "content": "x"})
+    proc = await runner.run("write_file", {"path": "/proc/self/comm", "content": "x"}, consent=True)
+    assert (inside.status == "ok", out.status == "ok") == (inside_ok, outside_ok), (inside, out)
+    assert (ws / "a.txt").exists() == inside_ok and (outside / "b.txt").exists() == outside_ok
+    assert proc.status == "error" and "/proc is outside every workspace" in proc.output
