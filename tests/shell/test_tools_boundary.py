@@ -362,3 +362,23 @@ async def test_the_sandbox_mode_decides_unapproved_writes(
     assert (inside.status == "ok", out.status == "ok") == (inside_ok, outside_ok), (inside, out)
     assert (ws / "a.txt").exists() == inside_ok and (outside / "b.txt").exists() == outside_ok
     assert proc.status == "error" and "/proc is outside every workspace" in proc.output
+
+
+async def test_a_magic_link_to_a_pipe_is_refused_and_fds_stay_balanced(
+    dirs: tuple[Path, Path],
+) -> None:
+    """``/proc/self/fd/N`` of a pipe has no path to judge: refused, fail closed."""
+    ws, _ = dirs
+    read_end, write_end = os.pipe()
+    try:
+        runner = ToolRunner(ws)
+        before = len(os.listdir("/proc/self/fd"))
+        for _ in range(20):
+            outcome = await runner.run("read_file", {"path": f"/proc/self/fd/{read_end}"})
+            assert outcome.status == "error" and "internal error" not in outcome.output, outcome
+            assert "symbolic link" in outcome.output or "cannot tell where" in outcome.output
+        assert len(os.listdir("/proc/self/fd")) == before
+        os.fstat(read_end)  # still ours: never closed by mistake
+    finally:
+        os.close(read_end)
+        os.close(write_end)

@@ -87,10 +87,10 @@ def _no_nul(path: str) -> None:
 
 
 def _real(fd: int, path: str) -> str:
+    """The fd's real path; the caller still owns (and closes) ``fd``."""
     try:
         return real_path(fd)
     except OSError as exc:
-        os.close(fd)
         raise PathRefused(path, f"cannot tell where it resolves ({describe(exc)})") from None
 
 
@@ -103,10 +103,13 @@ def open_for_read(ws: Workspace, root_fd: int, path: str, flags: int) -> int:
         OSError: the kernel's error resolving it.
     """
     fd, _ = _open(ws, root_fd, path, flags)
-    refusal = ws.boundary.read_refusal(_real(fd, path))
-    if refusal is not None:
+    try:
+        refusal = ws.boundary.read_refusal(_real(fd, path))
+        if refusal is not None:
+            raise PathRefused(path, f"not read: {refusal}")
+    except BaseException:
         os.close(fd)
-        raise PathRefused(path, f"not read: {refusal}")
+        raise
     return fd
 
 
@@ -275,8 +278,10 @@ def boundary_reason(ws: Workspace, path: str, *, write: bool) -> str | None:
 
 def _read_reason(ws: Workspace, root_fd: int, path: str) -> str | None:
     fd, _ = _open(ws, root_fd, path, os.O_PATH)
-    real = _real(fd, path)
-    os.close(fd)
+    try:
+        real = _real(fd, path)
+    finally:
+        os.close(fd)
     refusal = ws.boundary.read_refusal(real)
     if refusal is not None:
         return refusal
