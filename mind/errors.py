@@ -10,6 +10,7 @@
     ├── ProviderError                 a model request failed; ``kind`` is a FailureKind
     ├── ToolArgumentsError            tool arguments fail their JSON Schema (a tool result)
     ├── PatchError                    an apply_patch envelope is malformed or a hunk does not match
+    ├── PathRefused                   a file tool path crosses the workspace boundary; path, reason
     ├── ScriptError                   a scripted-provider script is malformed; path and detail
     ├── InputRefused                  input empty or over a mailbox/inbox limit; reason code
     ├── InboxCorruptError             inbox.json damaged or over 8 MiB; path (fail closed)
@@ -169,6 +170,23 @@ class PatchError(MindError):
     turns it into an error tool result the model sees. Never retried; nothing
     was written when it is raised.
     """
+
+
+class PathRefused(MindError):
+    """A file tool may not reach ``path``: it resolves outside the workspace
+    without approval, to a protected path, or to a denied root (``/proc``,
+    mind's state); see ``docs/design/boundary.md``. Raised inside the file
+    tools and turned into a failed tool result, never a turn failure.
+
+    Attributes:
+        path: the path as the model gave it.
+        reason: one line saying why (:class:`mind.effects.boundary.Boundary`'s text).
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
 
 
 class ScriptError(MindError):

@@ -1,9 +1,10 @@
 """Approval policy: which tool calls may run without asking the person.
 
 Pure: decided from the policy, the tool name, the checked arguments and the
-session's working directory — no file system, no environment. Paths are
-compared lexically (``os.path.normpath``), so a symlink inside the working
-directory that points outside it counts as inside.
+session's working directory — no file system, no environment. Where a file
+tool path really lands is asked of the shell through ``crossing``, which
+resolves it with the kernel the way the tool will (``docs/design/boundary.md``);
+without it paths are compared lexically (``os.path.normpath``) only.
 
 Policies (DESIGN §6, the same names as Codex CLI's ``--ask-for-approval``):
 
@@ -12,8 +13,14 @@ policy           read-only tools  shell                write_file / apply_patch
 ===============  ===============  ===================  ==========================
 ``never``        run              run                  run
 ``on-request``   run              ask unless known-safe run inside cwd, else ask
-``untrusted``    run              ask unless known-safe ask
+``untrusted``    run inside cwd,  ask unless known-safe ask
+                 else ask
 ===============  ===============  ===================  ==========================
+
+"Inside cwd" for writes is the boundary's rule (writable roots minus
+protected paths: ``.git/``, ``.mind/``, shell startup files, mind's state).
+Under ``never`` nothing asks; the file tools themselves refuse a write the
+boundary refuses, since no person approved it.
 
 "Known-safe" is :func:`is_known_safe_command`: a small allowlist of commands
 that only read, checked conservatively (a command string with any shell
@@ -95,7 +102,7 @@ def approval_reason(
     args: dict[str, Any],
     *,
     cwd: str,
-    resolve: Callable[[str], str] | None = None,
+    crossing: Callable[[str, bool], str | None] | None = None,
 ) -> str | None:
     """Decide whether one tool call needs approval.
 
@@ -105,10 +112,13 @@ def approval_reason(
         args: the arguments, already checked by
             :func:`mind.effects.tools.parse_arguments`.
         cwd: the session's working directory (absolute).
-        resolve: maps an absolute path to the real path it would write
-            (symlinks followed); supplied by the shell, which may read the
-            file system. Without it the check is lexical only, so a symlink
-            inside ``cwd`` pointing outside would count as inside.
+        crossing: ``crossing(path, write)`` says why a file tool reading
+            (``write=False``) or writing ``path`` (as the model gave it)
+            crosses the workspace boundary, or None when it stays inside;
+            supplied by the shell, which resolves it with the kernel
+            (:meth:`mind.shell.tools.ToolRunner.boundary_reason`). Without
+            it the check is lexical only, so a symlink inside ``cwd``
+            pointing outside would count as inside.
 
     Returns:
         None when the call runs without asking; otherwise one line saying
@@ -125,23 +135,59 @@ def approval_reason(
     if contract is None:
         return f"unknown tool {name!r}"
     if contract.read_only:
-        return None
+        if policy != "untrusted" or name not in ("read_file", "list_dir"):
+            return None
+        path = args.get("path", ".")
+        reason = _crossing(path, cwd, crossing, write=False) if isinstance(path, str) else None
+        if reason is None:
+            return None
+        return f"reads {_one_line(path)}: {reason} (untrusted mode asks before reading there)"
     if name == "shell":
         command = args.get("command")
         if is_known_safe_command(command):
             return None
         return f"runs `{_shown(command)}`, which is not a known read-only command"
     paths = _written_paths(name, args)
+    crossed = crossing_reason(name, args, cwd=cwd, crossing=crossing)
     if policy == "untrusted":
         what = ", ".join(_one_line(p) for p in paths) if paths else "files"
-        return f"changes {what} (untrusted mode asks before every change)"
-    if paths is None:
-        # Unparseable patch: the runner refuses it before writing anything.
+        why = f"; {crossed}" if crossed else ""
+        return f"changes {what} (untrusted mode asks before every change){why}"
+    return crossed
+
+
+def crossing_reason(
+    name: str,
+    args: dict[str, Any],
+    *,
+    cwd: str,
+    crossing: Callable[[str, bool], str | None] | None = None,
+) -> str | None:
+    """Why a ``write_file`` / ``apply_patch`` call writes across the workspace
+    boundary (``docs/design/boundary.md``), or None (also for other tools and
+    an unparseable patch, which the runner refuses before writing).
+
+    The same text :func:`approval_reason` gives under ``on-request``; the
+    shell also uses it to scope an "always" answer, so approving writes
+    inside the workspace never approves a later write across the boundary.
+
+    Args:
+        crossing: as for :func:`approval_reason`; without it, lexical.
+    """
+    if name not in ("write_file", "apply_patch"):
         return None
-    outside = [path for path in paths if not _inside(path, cwd, resolve)]
-    if outside:
-        shown = ", ".join(_one_line(p) for p in outside)
-        return f"writes outside the working directory: {shown}"
+    paths = _written_paths(name, args)
+    if paths is None:
+        return None
+    if crossing is None:
+        outside = [path for path in paths if not _inside(path, cwd)]
+        if outside:
+            shown = ", ".join(_one_line(p) for p in outside)
+            return f"writes outside the working directory: {shown}"
+        return None
+    crossed = [(p, r) for p in paths if (r := crossing(p, True)) is not None]
+    if crossed:
+        return "writes " + "; ".join(f"{_one_line(p)}: {r}" for p, r in crossed)
     return None
 
 
@@ -229,12 +275,19 @@ def _written_paths(name: str, args: dict[str, Any]) -> list[str] | None:
         return None
 
 
-def _inside(path: str, cwd: str, resolve: Callable[[str], str] | None = None) -> bool:
+def _inside(path: str, cwd: str) -> bool:
+    """Lexical only: for callers without a kernel resolver (pure tests)."""
     root = os.path.normpath(cwd)
     target = os.path.normpath(os.path.join(root, path))
-    if resolve is not None:
-        root, target = resolve(root), resolve(target)
     return target == root or target.startswith(root.rstrip("/") + "/")
+
+
+def _crossing(
+    path: str, cwd: str, crossing: Callable[[str, bool], str | None] | None, *, write: bool
+) -> str | None:
+    if crossing is not None:
+        return crossing(path, write)
+    return None if _inside(path, cwd) else "outside the working directory"
 
 
 def _one_line(path: str) -> str:

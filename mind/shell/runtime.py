@@ -59,7 +59,7 @@ from mind.conversation import (
     without_lone_surrogates,
 )
 from mind.conversation import Usage as RoundUsage
-from mind.effects.policy import ApprovalPolicy, approval_reason
+from mind.effects.policy import ApprovalPolicy, approval_reason, crossing_reason
 from mind.effects.retry import RetryPolicy
 from mind.effects.review import FileChange, approval_text, cut_for_display
 from mind.effects.tools import parse_arguments, tool_specs
@@ -89,7 +89,7 @@ from mind.shell.lease import SessionLease
 from mind.shell.mounts import PUBLISH_INTERVAL_S, MountHandle, MountLedger
 from mind.shell.providers import Provider, make_provider
 from mind.shell.store import SessionSummary, Store, state_home
-from mind.shell.tools import ToolOutcome, ToolRunner
+from mind.shell.tools import ToolOutcome, ToolRunner, session_boundary
 
 InputKind = Literal["prompt", "steer", "queue"]
 """How an input is meant: a prompt (start a turn when idle), steering for the
@@ -316,7 +316,11 @@ class Session:
         self.config = config
         self.interactive = interactive
         self.provider: Provider = provider or make_provider(config.provider)
-        self.tools = ToolRunner(cwd, env=tool_environment(os.environ))
+        self.tools = ToolRunner(
+            cwd,
+            env=tool_environment(os.environ),
+            boundary=session_boundary(cwd, os.environ, state_roots=(runtime.store.root,)),
+        )
         self.always_allowed: set[str] = set()
         self.retry_policy = RetryPolicy(
             max_retries=config.max_retries, max_retry_s=config.max_retry_s
@@ -882,10 +886,12 @@ class Session:
         except ToolArgumentsError as exc:
             return "error", str(exc)
         reason = approval_reason(
-            self.approval, call.name, args, cwd=str(self.cwd), resolve=os.path.realpath
+            self.approval, call.name, args, cwd=str(self.cwd), crossing=self._crossing
         )
         approved: list[FileChange] | None = None
         key = _always_key(call.name, args)
+        if crossed := crossing_reason(call.name, args, cwd=str(self.cwd), crossing=self._crossing):
+            key += "|" + crossed  # "always" inside never covers a later boundary crossing
         if reason is not None and key not in self.always_allowed:
             if not self.interactive:
                 return "denied", (
@@ -932,8 +938,16 @@ class Session:
             ),
             sync=True,
         )
-        result: ToolOutcome = await self.tools.run(call.name, args, approved)
+        # Past this point a call with a reason was approved (now or "always"):
+        # the file tools may then cross the boundary (never into a denied root).
+        result: ToolOutcome = await self.tools.run(
+            call.name, args, approved, consent=reason is not None
+        )
         return result.status, result.output
+
+    def _crossing(self, path: str, write: bool) -> str | None:
+        """The policy's view of where a file tool path lands (kernel-resolved)."""
+        return self.tools.boundary_reason(path, write=write)
 
     def _close_open_calls(self, turn: Turn, output: str, unstarted: str) -> None:
         """Synthetic results for the calls the turn leaves unanswered, each

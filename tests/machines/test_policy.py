@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 from typing import Any
 
 import pytest
@@ -26,7 +26,9 @@ PATCH_OUTSIDE = (
 
 # (tool, args) -> expected "asks?" per policy: (untrusted, on-request, never)
 TRUTH_TABLE: list[tuple[str, dict[str, Any], tuple[bool, bool, bool]]] = [
-    ("read_file", {"path": "/etc/passwd"}, (False, False, False)),
+    ("read_file", {"path": "/etc/passwd"}, (True, False, False)),
+    ("read_file", {"path": "src/a.py"}, (False, False, False)),
+    ("list_dir", {"path": "../other"}, (True, False, False)),
     ("list_dir", {}, (False, False, False)),
     ("shell", {"command": "ls -la"}, (False, False, False)),
     ("shell", {"command": ["git", "status"]}, (False, False, False)),
@@ -55,20 +57,33 @@ def test_policy_truth_table(name: str, args: dict[str, Any], asks: tuple[bool, .
     assert got == asks
 
 
-def test_symlinked_paths_are_judged_where_they_really_write(tmp_path: Path) -> None:
-    """A link inside cwd that points outside must not dodge the outside-cwd rule
-    (found by a fresh-user test: writes through `linkdir/` ran unasked)."""
-    import os
+def test_file_tool_paths_are_judged_by_the_shells_kernel_resolver() -> None:
+    """Where a path really lands is the resolver's answer, not the lexical one:
+    ``linkdir/../x`` looks inside but may resolve outside (issue 8 item 2)."""
+    asked: list[tuple[str, bool]] = []
 
-    cwd = tmp_path / "work"
-    cwd.mkdir()
-    (cwd / "linkdir").symlink_to(tmp_path)
-    args = {"path": "linkdir/escape.txt", "content": ""}
-    assert approval_reason("on-request", "write_file", args, cwd=str(cwd)) is None  # lexical
-    reason = approval_reason(
-        "on-request", "write_file", args, cwd=str(cwd), resolve=os.path.realpath
+    def crossing(path: str, write: bool) -> str | None:
+        asked.append((path, write))
+        return "outside the workspace's writable roots" if path.startswith("linkdir") else None
+
+    args = {"path": "linkdir/../escape.txt", "content": ""}
+    assert approval_reason("on-request", "write_file", args, cwd=CWD) is None  # lexical
+    reason = approval_reason("on-request", "write_file", args, cwd=CWD, crossing=crossing)
+    assert reason == "writes linkdir/../escape.txt: outside the workspace's writable roots"
+    assert approval_reason("never", "write_file", args, cwd=CWD, crossing=crossing) is None
+    read = {"path": "linkdir/secret"}
+    assert approval_reason("on-request", "read_file", read, cwd=CWD, crossing=crossing) is None
+    assert approval_reason("untrusted", "read_file", read, cwd=CWD, crossing=crossing) == (
+        "reads linkdir/secret: outside the workspace's writable roots "
+        "(untrusted mode asks before reading there)"
     )
-    assert reason == "writes outside the working directory: linkdir/escape.txt"
+    inside = {"path": "src/a.py", "content": ""}
+    assert approval_reason("on-request", "write_file", inside, cwd=CWD, crossing=crossing) is None
+    assert asked == [
+        ("linkdir/../escape.txt", True),
+        ("linkdir/secret", False),
+        ("src/a.py", True),
+    ]
 
 
 def test_policy_reasons_are_one_readable_line() -> None:
@@ -82,7 +97,8 @@ def test_policy_reasons_are_one_readable_line() -> None:
         "on-request", "write_file", {"path": "/etc/hosts", "content": ""}, cwd=CWD
     ) == ("writes outside the working directory: /etc/hosts")
     assert approval_reason("untrusted", "apply_patch", {"patch": PATCH_OUTSIDE}, cwd=CWD) == (
-        "changes src/a.py, ../other/a.py (untrusted mode asks before every change)"
+        "changes src/a.py, ../other/a.py (untrusted mode asks before every change); "
+        "writes outside the working directory: ../other/a.py"
     )
     long = approval_reason("untrusted", "shell", {"command": "x" * 500}, cwd=CWD)
     assert long is not None and len(long) < 200 and "\n" not in long
@@ -186,8 +202,12 @@ def test_any_metacharacter_makes_a_string_unsafe(before: str, meta: str, after: 
 def test_policy_invariants(policy: ApprovalPolicy, name: str, command: Any, path: str) -> None:
     args = {"command": command, "path": path, "content": "", "patch": ""}
     reason = approval_reason(policy, name, args, cwd=CWD)
-    if policy == "never" or BUILTIN_TOOLS[name].read_only:
+    if policy == "never" or (BUILTIN_TOOLS[name].read_only and policy == "on-request"):
         assert reason is None
+    elif BUILTIN_TOOLS[name].read_only:
+        # untrusted reads ask exactly when the path leaves the working directory
+        inside = os.path.normpath(os.path.join(CWD, path)).startswith(CWD + "/")
+        assert (reason is None) == (inside or os.path.normpath(os.path.join(CWD, path)) == CWD)
     elif name == "shell":
         assert (reason is None) == is_known_safe_command(command)
     elif policy == "untrusted":

@@ -175,9 +175,18 @@ async def test_write_file_writes_through_a_symlink(project: Path) -> None:
     assert (project / "real.txt").read_text() == "new"
 
 
-async def test_write_file_absolute_path(project: Path, tmp_path: Path) -> None:
+async def test_write_file_absolute_path_outside_needs_the_persons_consent(
+    project: Path, tmp_path: Path
+) -> None:
     target = tmp_path / "outside.txt"
-    outcome = await ToolRunner(project).run("write_file", {"path": str(target), "content": "x"})
+    args = {"path": str(target), "content": "x"}
+    refused = await ToolRunner(project).run("write_file", args)
+    assert refused == ToolOutcome(
+        status="error",
+        output=f"{target}: resolves outside the workspace: outside the workspace's writable roots",
+    )
+    assert not target.exists()
+    outcome = await ToolRunner(project).run("write_file", args, consent=True)
     assert outcome.status == "ok"
     assert target.read_text() == "x"
 

@@ -6,6 +6,7 @@ never exceptions (DESIGN §6). Only cancellation propagates, after a running
 command's process group has been killed.
 """
 
+from mind.shell.tools._beneath import session_boundary
 from mind.shell.tools._runner import ToolOutcome, ToolRunner
 
-__all__ = ["ToolOutcome", "ToolRunner"]
+__all__ = ["ToolOutcome", "ToolRunner", "session_boundary"]

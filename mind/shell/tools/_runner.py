@@ -12,13 +12,15 @@ import anyio.to_thread
 import msgspec
 
 from mind.conversation import replace_lone_surrogates
+from mind.effects.boundary import Boundary
 from mind.effects.review import FileChange
 from mind.effects.tools import (
     READ_FILE_DEFAULT_LIMIT,
     SHELL_DEFAULT_TIMEOUT_S,
     SHELL_MAX_TIMEOUT_S,
 )
-from mind.shell.tools import _files
+from mind.shell.tools import _files, _workspace
+from mind.shell.tools._beneath import session_boundary
 from mind.shell.tools._process import run_command
 
 
@@ -49,6 +51,11 @@ class ToolRunner:
       keeping the head and tail of each stream.
     - ``read_file`` and ``list_dir`` output is capped at ``max_output_bytes``
       with a note saying how to continue.
+    - File tools resolve every path beneath the working directory with the
+      kernel and judge its real path by the session's
+      :class:`~mind.effects.boundary.Boundary` (``docs/design/boundary.md``):
+      a path it refuses is written only when the person approved the call
+      (``consent``), and a denied root (``/proc``, mind's state) never.
     - Arguments are trusted to have passed
       :func:`mind.effects.tools.parse_arguments`.
     """
@@ -59,6 +66,7 @@ class ToolRunner:
         *,
         env: Mapping[str, str] | None = None,
         max_output_bytes: int = 32_000,
+        boundary: Boundary | None = None,
     ) -> None:
         """Create a runner.
 
@@ -69,6 +77,9 @@ class ToolRunner:
                 this process's environment at each call.
             max_output_bytes: most bytes (UTF-8) of tool output returned to
                 the model, > 0; a short note about the cut comes on top.
+            boundary: what the file tools may read and write; None builds
+                :func:`~mind.shell.tools._beneath.session_boundary` of ``cwd``
+                from this process's environment.
 
         Raises:
             ValueError: ``max_output_bytes`` is not positive (misuse).
@@ -78,9 +89,25 @@ class ToolRunner:
         self.cwd = Path(os.path.abspath(cwd))
         self.env: Mapping[str, str] | None = dict(env) if env is not None else None
         self.max_output_bytes = max_output_bytes
+        self.workspace = _workspace.Workspace(
+            self.cwd, boundary if boundary is not None else session_boundary(self.cwd, os.environ)
+        )
+
+    def boundary_reason(self, path: str, *, write: bool) -> str | None:
+        """Why a file tool reading (``write=False``) or writing ``path`` would
+        cross the boundary, resolved now as the tool will resolve it; None
+        when it stays inside. Blocking but short (a few ``openat2`` calls);
+        for :func:`mind.effects.policy.approval_reason`.
+        """
+        return _workspace.boundary_reason(self.workspace, path, write=write)
 
     async def run(
-        self, name: str, args: dict[str, Any], approved: Sequence[FileChange] | None = None
+        self,
+        name: str,
+        args: dict[str, Any],
+        approved: Sequence[FileChange] | None = None,
+        *,
+        consent: bool = False,
     ) -> ToolOutcome:
         """Run one tool call.
 
@@ -90,6 +117,8 @@ class ToolRunner:
             approved: for ``write_file`` / ``apply_patch``, the changes the
                 person approved (:meth:`preview` at approval time); if the
                 files changed since, the call fails and writes nothing.
+            consent: the person approved this call; file tools may then
+                write where the boundary asks first (never a denied root).
 
         Returns:
             The outcome; every failure is ``status="error"`` with a message.
@@ -102,7 +131,7 @@ class ToolRunner:
                 written.
         """
         try:
-            ok, text = await self._dispatch(name, args, approved)
+            ok, text = await self._dispatch(name, args, approved, consent)
         except Exception as exc:  # a bug in a tool must not end the turn
             return ToolOutcome(status="error", output=f"internal error in tool {name!r}: {exc!r}")
         # The one exit of tool text: whatever a tool missed (an OS error naming a
@@ -119,11 +148,15 @@ class ToolRunner:
         """
         if name not in ("write_file", "apply_patch"):
             return [], None
-        call = functools.partial(_files.preview_changes, self.cwd, name, args)
+        call = functools.partial(_files.preview_changes, self.workspace, name, args)
         return await anyio.to_thread.run_sync(call)
 
     async def _dispatch(
-        self, name: str, args: dict[str, Any], approved: Sequence[FileChange] | None
+        self,
+        name: str,
+        args: dict[str, Any],
+        approved: Sequence[FileChange] | None,
+        consent: bool,
     ) -> tuple[bool, str]:
         limit = self.max_output_bytes
         if name == "shell":
@@ -141,7 +174,7 @@ class ToolRunner:
         if name == "read_file":
             call = functools.partial(
                 _files.read_file,
-                self.cwd,
+                self.workspace,
                 args["path"],
                 int(args.get("offset", 1)),
                 int(args.get("limit", READ_FILE_DEFAULT_LIMIT)),
@@ -149,12 +182,19 @@ class ToolRunner:
             )
         elif name == "write_file":
             call = functools.partial(
-                _files.write_file, self.cwd, args["path"], args["content"], approved
+                _files.write_file,
+                self.workspace,
+                args["path"],
+                args["content"],
+                approved,
+                consent=consent,
             )
         elif name == "apply_patch":
-            call = functools.partial(_files.apply_patch, self.cwd, args["patch"], approved)
+            call = functools.partial(
+                _files.apply_patch, self.workspace, args["patch"], approved, consent=consent
+            )
         elif name == "list_dir":
-            call = functools.partial(_files.list_dir, self.cwd, args.get("path", "."), limit)
+            call = functools.partial(_files.list_dir, self.workspace, args.get("path", "."), limit)
         else:
             return False, f"unknown tool {name!r}"
         return await anyio.to_thread.run_sync(call)
