@@ -18,6 +18,7 @@ from mind.effects.tools import (
     SHELL_DEFAULT_TIMEOUT_S,
     SHELL_MAX_TIMEOUT_S,
 )
+from mind.shell.sandbox.command import Sandbox, release
 from mind.shell.tools import _files
 from mind.shell.tools._process import run_command
 
@@ -59,6 +60,7 @@ class ToolRunner:
         *,
         env: Mapping[str, str] | None = None,
         max_output_bytes: int = 32_000,
+        sandbox: Sandbox | None = None,
     ) -> None:
         """Create a runner.
 
@@ -69,6 +71,9 @@ class ToolRunner:
                 this process's environment at each call.
             max_output_bytes: most bytes (UTF-8) of tool output returned to
                 the model, > 0; a short note about the cut comes on top.
+            sandbox: where ``shell`` commands run (``docs/design/boundary.md``
+                "Sandbox"); None runs them unconfined (tests of the runner
+                itself; the runtime always passes one).
 
         Raises:
             ValueError: ``max_output_bytes`` is not positive (misuse).
@@ -78,9 +83,15 @@ class ToolRunner:
         self.cwd = Path(os.path.abspath(cwd))
         self.env: Mapping[str, str] | None = dict(env) if env is not None else None
         self.max_output_bytes = max_output_bytes
+        self.sandbox = sandbox
 
     async def run(
-        self, name: str, args: dict[str, Any], approved: Sequence[FileChange] | None = None
+        self,
+        name: str,
+        args: dict[str, Any],
+        approved: Sequence[FileChange] | None = None,
+        *,
+        sandboxed: bool = True,
     ) -> ToolOutcome:
         """Run one tool call.
 
@@ -90,6 +101,9 @@ class ToolRunner:
             approved: for ``write_file`` / ``apply_patch``, the changes the
                 person approved (:meth:`preview` at approval time); if the
                 files changed since, the call fails and writes nothing.
+            sandboxed: False runs a ``shell`` command outside the sandbox
+                (the policy decided so: an approved escalation, or
+                ``danger-full-access``).
 
         Returns:
             The outcome; every failure is ``status="error"`` with a message.
@@ -102,7 +116,7 @@ class ToolRunner:
                 written.
         """
         try:
-            ok, text = await self._dispatch(name, args, approved)
+            ok, text = await self._dispatch(name, args, approved, sandboxed)
         except Exception as exc:  # a bug in a tool must not end the turn
             return ToolOutcome(status="error", output=f"internal error in tool {name!r}: {exc!r}")
         # The one exit of tool text: whatever a tool missed (an OS error naming a
@@ -122,22 +136,47 @@ class ToolRunner:
         call = functools.partial(_files.preview_changes, self.cwd, name, args)
         return await anyio.to_thread.run_sync(call)
 
-    async def _dispatch(
-        self, name: str, args: dict[str, Any], approved: Sequence[FileChange] | None
-    ) -> tuple[bool, str]:
-        limit = self.max_output_bytes
-        if name == "shell":
-            timeout_s = min(
-                float(args.get("timeout_s", SHELL_DEFAULT_TIMEOUT_S)), SHELL_MAX_TIMEOUT_S
-            )
+    async def _shell(self, args: dict[str, Any], sandboxed: bool) -> tuple[bool, str]:
+        timeout_s = min(float(args.get("timeout_s", SHELL_DEFAULT_TIMEOUT_S)), SHELL_MAX_TIMEOUT_S)
+        command = args["command"]
+        argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+        sandbox = self.sandbox
+        if sandbox is None or not sandboxed or sandbox.boundary.mode == "danger-full-access":
             result = await run_command(
-                args["command"],
+                argv,
                 cwd=self.cwd,
                 env=self.env,
                 timeout_s=timeout_s,
-                max_output_bytes=limit,
+                max_output_bytes=self.max_output_bytes,
             )
             return result.ok, result.text
+        refused = sandbox.refusal()
+        if refused is not None:
+            return False, refused
+        env = dict(self.env) if self.env is not None else dict(os.environ)
+        confined = sandbox.confine(argv, cwd=self.cwd, env=env)
+        try:
+            result = await run_command(
+                confined.argv,
+                cwd=self.cwd,
+                env=confined.env,
+                timeout_s=timeout_s,
+                max_output_bytes=self.max_output_bytes,
+            )
+        finally:
+            release(confined)
+        return result.ok, result.text
+
+    async def _dispatch(
+        self,
+        name: str,
+        args: dict[str, Any],
+        approved: Sequence[FileChange] | None,
+        sandboxed: bool,
+    ) -> tuple[bool, str]:
+        limit = self.max_output_bytes
+        if name == "shell":
+            return await self._shell(args, sandboxed)
         if name == "read_file":
             call = functools.partial(
                 _files.read_file,
