@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mind.effects.boundary import Boundary
+from mind.effects.boundary import Boundary, SandboxMode
 from mind.shell.sandbox import launch
-from mind.shell.sandbox.backend import Backend
+from mind.shell.sandbox.backend import Backend, select_backend
 from mind.shell.sandbox.bwrap import bwrap_argv
 from mind.shell.sandbox.plan import plan_writes
 
@@ -104,3 +104,37 @@ class Sandbox:
 def release(confined: Confined) -> None:
     """Remove the command's private temp dir (whatever it left there)."""
     shutil.rmtree(confined.tmpdir, ignore_errors=True)
+
+
+def session_sandbox(
+    mode: SandboxMode,
+    *,
+    workspace: Path,
+    add_dirs: Sequence[str],
+    home: str,
+    state_roots: Sequence[Path],
+    environ: Mapping[str, str],
+) -> Sandbox:
+    """The sandbox of a session: roots made real, backend probed (not for
+    ``danger-full-access``, which never runs sandboxed).
+
+    mind's state roots are created first (0700) so that they exist to be
+    mounted read-only or left out of every grant.
+
+    Raises:
+        OSError: a state root cannot be created.
+    """
+    for root in state_roots:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    boundary = Boundary(
+        mode=mode,
+        writable_roots=tuple(
+            dict.fromkeys(os.path.realpath(p) for p in (str(workspace), *add_dirs))
+        ),
+        home=os.path.realpath(home),
+        state_roots=tuple(dict.fromkeys(os.path.realpath(r) for r in state_roots)),
+    )
+    if mode == "danger-full-access":
+        return Sandbox(boundary=boundary, backend="none", why_none="danger-full-access")
+    backend, why = select_backend(environ)
+    return Sandbox(boundary=boundary, backend=backend, why_none=why)
