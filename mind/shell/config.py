@@ -197,7 +197,7 @@ SETTINGS: tuple[Setting, ...] = (
 DEFAULTS: dict[str, str | int | float] = {
     "approval": "on-request",
     "sandbox_mode": "workspace-write",
-    "add_dirs": "",
+    "add_dirs": "none",  # as `mind config` shows an empty list
     "max_retries": 4,
     "max_retry_seconds": 300.0,
     "stream_idle_timeout": 300.0,
