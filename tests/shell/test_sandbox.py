@@ -297,3 +297,14 @@ async def test_danger_full_access_runs_unconfined(world: World) -> None:
     result = await _sh(runner, f"echo x > {target}")
     assert result.status == "ok", result.output
     assert target.exists()
+
+
+def test_the_launcher_refuses_bad_options_without_running_anything(tmp_path: Path) -> None:
+    from mind.shell.sandbox import launch
+
+    target = tmp_path / "ran"
+    assert launch.main(["--network", "maybe", "--", "touch", str(target)]) == launch.REFUSED_EXIT
+    assert launch.main(["--write", str(tmp_path), "--", "touch", str(target)]) == (
+        launch.REFUSED_EXIT
+    )
+    assert not target.exists()

@@ -8,7 +8,6 @@ backend; when no backend works it is refused with a message naming
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -92,12 +91,10 @@ class Sandbox:
             )
         else:
             plan = plan_writes(b, overlay=False)
-            spec = {
-                "writable": [*plan.directories, tmpdir],
-                "files": list(plan.files),
-                "network": b.network,
-            }
-            wrapped = [sys.executable, "-I", "-S", _LAUNCHER, json.dumps(spec), "--", *argv]
+            options = launch.launcher_args(
+                [*plan.directories, tmpdir], list(plan.files), network=b.network
+            )
+            wrapped = [sys.executable, "-I", "-S", _LAUNCHER, *options, "--", *argv]
         return Confined(argv=wrapped, env=command_env, tmpdir=tmpdir)
 
 

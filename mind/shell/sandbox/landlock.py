@@ -26,7 +26,10 @@ from __future__ import annotations
 import ctypes
 import os
 import stat
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the launcher's startup must not pay for collections.abc
+    from collections.abc import Sequence
 
 _SYS_CREATE_RULESET = 444
 _SYS_ADD_RULE = 445

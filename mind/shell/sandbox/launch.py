@@ -1,18 +1,17 @@
 """The in-child launcher: apply a Landlock ruleset to itself, then ``execve``
-the command (``python -I -S launch.py SPEC -- PROGRAM ARGS...``).
+the command (``python -I -S launch.py [--write DIR]... [--file PATH]...
+--network on|off -- PROGRAM ARGS...``).
 
 Standard library only and loaded by path (never ``preexec_fn``: mind's
 runtime has threads, and forking a threaded process into Python code is
-unsafe). ``SPEC`` is JSON ``{"writable": [...], "files": [...], "network":
-bool}``. When the ruleset cannot be applied the command does not run: the
+unsafe); it imports little (startup is paid by every sandboxed command).
+When the ruleset cannot be applied the command does not run: the
 launcher prints ``mind sandbox: ...`` to stderr and exits
 :data:`REFUSED_EXIT` (fail closed).
 """
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import os
 import sys
 from types import ModuleType
@@ -22,36 +21,65 @@ REFUSED_EXIT = 126
 
 
 def _landlock() -> ModuleType:
+    """``landlock.py`` beside this file, executed as a module (importlib's
+    machinery would double the launcher's startup)."""
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "landlock.py")
-    spec = importlib.util.spec_from_file_location("_mind_landlock", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = ModuleType("_mind_landlock")
+    module.__file__ = path
+    with open(path, encoding="utf-8") as source:
+        code = compile(source.read(), path, "exec")
+    exec(code, module.__dict__)
     return module
 
 
+def launcher_args(writable: list[str], files: list[str], *, network: bool) -> list[str]:
+    """The launcher's options for a ruleset (everything before ``--``)."""
+    out: list[str] = []
+    for path in writable:
+        out += ["--write", path]
+    for path in files:
+        out += ["--file", path]
+    return [*out, "--network", "on" if network else "off"]
+
+
 def main(args: list[str]) -> int:
-    """Apply the ruleset in ``args[0]`` and exec ``args[2:]`` (``args[1]`` is ``--``).
+    """Apply the ruleset the options describe and exec what follows ``--``.
 
     Returns:
         :data:`REFUSED_EXIT` on failure (on success it never returns).
     """
-    if len(args) < 3 or args[1] != "--":
-        print("mind sandbox: usage: launch.py SPEC -- PROGRAM [ARGS...]", file=sys.stderr)
-        return REFUSED_EXIT
-    try:
-        spec = json.loads(args[0])
-        _landlock().restrict_self(
-            writable=spec["writable"], writable_files=spec["files"], network=spec["network"]
+    writable: list[str] = []
+    files: list[str] = []
+    network: bool | None = None
+    rest = list(args)
+    while len(rest) >= 2 and rest[0] != "--":
+        option, value = rest[0], rest[1]
+        rest = rest[2:]
+        if option == "--write":
+            writable.append(value)
+        elif option == "--file":
+            files.append(value)
+        elif option == "--network" and value in ("on", "off"):
+            network = value == "on"
+        else:
+            rest = []
+    if network is None or len(rest) < 2 or rest[0] != "--":
+        print(
+            "mind sandbox: usage: launch.py [--write DIR]... [--file PATH]... "
+            "--network on|off -- PROGRAM [ARGS...]",
+            file=sys.stderr,
         )
-    except (OSError, ValueError, KeyError, ImportError) as exc:
+        return REFUSED_EXIT
+    argv = rest[1:]
+    try:
+        _landlock().restrict_self(writable=writable, writable_files=files, network=network)
+    except OSError as exc:
         print(f"mind sandbox: refused to run the command: {exc}", file=sys.stderr)
         return REFUSED_EXIT
     try:
-        os.execvp(args[2], args[2:])
+        os.execvp(argv[0], argv)
     except OSError as exc:
-        print(f"mind sandbox: cannot start {args[2]!r}: {exc.strerror}", file=sys.stderr)
+        print(f"mind sandbox: cannot start {argv[0]!r}: {exc.strerror}", file=sys.stderr)
     return REFUSED_EXIT
 
 
