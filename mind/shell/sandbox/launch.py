@@ -1,4 +1,5 @@
-"""The in-child launcher: apply a Landlock ruleset to itself, then ``execve``
+"""The in-child launcher: apply a Landlock ruleset (and, with the network off,
+a seccomp filter refusing IPv4/IPv6 sockets) to itself, then ``execve``
 the command (``python -I -S launch.py [--write DIR]... [--file PATH]...
 --network on|off -- PROGRAM ARGS...``).
 
@@ -20,11 +21,11 @@ REFUSED_EXIT = 126
 """Exit status when the sandbox could not be applied or the program not started."""
 
 
-def _landlock() -> ModuleType:
-    """``landlock.py`` beside this file, executed as a module (importlib's
+def _sibling(name: str) -> ModuleType:
+    """``NAME.py`` beside this file, executed as a module (importlib's
     machinery would double the launcher's startup)."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "landlock.py")
-    module = ModuleType("_mind_landlock")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    module = ModuleType(f"_mind_{name}")
     module.__file__ = path
     with open(path, encoding="utf-8") as source:
         code = compile(source.read(), path, "exec")
@@ -72,7 +73,9 @@ def main(args: list[str]) -> int:
         return REFUSED_EXIT
     argv = rest[1:]
     try:
-        _landlock().restrict_self(writable=writable, writable_files=files, network=network)
+        _sibling("landlock").restrict_self(writable=writable, writable_files=files, network=network)
+        if not network:  # after restrict_self, which set PR_SET_NO_NEW_PRIVS
+            _sibling("seccomp").deny_inet_sockets()
     except OSError as exc:
         print(f"mind sandbox: refused to run the command: {exc}", file=sys.stderr)
         return REFUSED_EXIT
