@@ -269,6 +269,9 @@ async def test_git_config_programs_are_contained(world: World, backend: Backend)
     for command in ("git status", "git diff"):
         await _sh(runner, command)
     assert not marker.exists()
+    # Control: the same known-safe command outside the sandbox runs the program.
+    await runner.run("shell", {"command": "git diff"}, sandboxed=False)
+    assert marker.exists()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -278,7 +281,10 @@ async def test_shell_profile_then_login_shell_is_contained(world: World, backend
     planted = await _sh(runner, f"echo 'echo pwned > {marker}' >> .profile")
     assert planted.status == "error"
     assert not (world.home / ".profile").exists()
-    await _sh(runner, "bash -lc ls")
+    # Had a profile been planted anyway, what it runs stays in the sandbox.
+    (world.home / ".profile").write_text(f"echo pwned > {marker}\n")
+    login = await _sh(runner, "bash -lc ls")
+    assert "Read-only file system" in login.output or "Permission denied" in login.output
     assert not marker.exists()
 
 
@@ -337,3 +343,35 @@ async def test_network_off_sends_no_udp_to_the_host(world: World, backend: Backe
             host.recv(16)
         if backend == "landlock":
             assert "Operation not permitted" in result.output
+
+
+def _pids_running(needle: str) -> list[int]:
+    """Live (non-zombie) processes whose argv contains ``needle``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdecimal():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            continue
+        if needle.encode() in argv and state not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_timeout_kills_every_sandboxed_process(world: World, backend: Backend) -> None:
+    import anyio
+
+    needle = f"31.{os.getpid()}"
+    runner = world.runner(world.sandbox(backend))
+    result = await runner.run(
+        "shell", {"command": f"sleep {needle} & sleep {needle}; wait", "timeout_s": 1}
+    )
+    assert "timed out" in result.output
+    with anyio.move_on_after(10):
+        while _pids_running(needle):  # noqa: ASYNC110 - no event tells a pid is gone
+            await anyio.sleep(0.02)
+    assert _pids_running(needle) == []
