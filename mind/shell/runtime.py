@@ -910,11 +910,18 @@ class Session:
         key = _always_key(call.name, args, sandboxed)
         if reason is not None and key not in self.always_allowed:
             if not self.interactive:
+                # `never` keeps commands in the sandbox: leaving it takes danger-full-access.
+                outside = call.name == "shell" and not sandboxed
+                allow = (
+                    "--sandbox danger-full-access --approval never"
+                    if outside
+                    else ("--approval never")
+                )
                 return "denied", (
                     f"Refused without running: this call needs approval ({reason}) and this "
                     f"session cannot ask (non-interactive, approval policy {self.approval}). "
                     "Do not retry it; tell the user what you wanted to run, or rerun mind "
-                    "with --approval never to allow it."
+                    f"with {allow} to allow it."
                 )
             # What the person approves, read from the files now: a diff for
             # file tools, never only a path (issue 7 §7).

@@ -60,6 +60,7 @@ def test_escalation_under_on_request_asks_and_headless_exec_declines(
     (result,) = results
     assert result["status"] == "denied"
     assert "OUTSIDE the workspace-write sandbox: needs /tmp" in str(result["output"])
+    assert "--sandbox danger-full-access --approval never" in str(result["output"])
     assert not target.exists()
 
 
