@@ -375,3 +375,18 @@ async def test_a_timeout_kills_every_sandboxed_process(world: World, backend: Ba
         while _pids_running(needle):  # noqa: ASYNC110 - no event tells a pid is gone
             await anyio.sleep(0.02)
     assert _pids_running(needle) == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_workspace_inside_the_state_root_stays_usable(
+    world: World, backend: Backend
+) -> None:
+    ws = world.state / "project"
+    ws.mkdir()
+    (world.state / "journal.jsonl").write_text("{}\n")
+    runner = world.runner(world.sandbox(backend, roots=(ws,)), cwd=ws)
+    result = await _sh(runner, "echo x > made && cat made")
+    assert result.status == "ok", result.output
+    denied = await _sh(runner, f"echo x >> {world.state / 'journal.jsonl'}")
+    assert denied.status == "error"
+    assert (world.state / "journal.jsonl").read_text() == "{}\n"

@@ -20,7 +20,7 @@ from mind.effects.boundary import Boundary, SandboxMode
 from mind.shell.sandbox import launch
 from mind.shell.sandbox.backend import Backend, select_backend
 from mind.shell.sandbox.bwrap import bwrap_argv
-from mind.shell.sandbox.plan import plan_writes
+from mind.shell.sandbox.plan import plan_writes, within
 
 _LAUNCHER = str(Path(launch.__file__).resolve())
 
@@ -85,7 +85,13 @@ class Sandbox:
         b = self.boundary
         if self.backend == "bwrap":
             plan = plan_writes(b, overlay=True)
-            hidden = [r for r in b.state_roots if os.path.isdir(r)]
+            # A state root holding a writable root (a workspace inside MIND_HOME)
+            # stays visible: hiding it would hide the workspace.
+            hidden = [
+                r
+                for r in b.state_roots
+                if os.path.isdir(r) and not any(within(w, r) for w in b.writable_roots)
+            ]
             wrapped = bwrap_argv(
                 plan, argv, cwd=str(cwd), tmpdir=tmpdir, hidden=hidden, network=b.network
             )

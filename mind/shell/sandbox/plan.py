@@ -92,14 +92,14 @@ def plan_writes(boundary: Boundary, *, overlay: bool) -> WritePlan:
     startup = [os.path.join(boundary.home, name) for name in SHELL_STARTUP_FILES]
     for root in boundary.writable_roots:
         protected = [
-            p for p in (*boundary.protected_paths(), *nested_protected(root)) if _within(p, root)
+            p for p in (*boundary.protected_paths(), *nested_protected(root)) if within(p, root)
         ]
         existing = [p for p in dict.fromkeys(protected) if os.path.lexists(p)]
         if overlay:
-            blockers = [p for p in startup if _within(p, root) and not os.path.lexists(p)]
+            blockers = [p for p in startup if within(p, root) and not os.path.lexists(p)]
             read_only += existing
         else:
-            blockers = list(dict.fromkeys([*existing, *(p for p in startup if _within(p, root))]))
+            blockers = list(dict.fromkeys([*existing, *(p for p in startup if within(p, root))]))
         _split(root, blockers, directories, files, closed)
     return WritePlan(tuple(directories), tuple(files), tuple(read_only), tuple(closed))
 
@@ -122,7 +122,7 @@ def _split(
     if not stat.S_ISDIR(mode):
         files.append(path)
         return
-    if not any(_within(b, path) for b in blockers):
+    if not any(within(b, path) for b in blockers):
         directories.append(path)
         return
     closed.append(path)
@@ -134,6 +134,7 @@ def _split(
         _split(os.path.join(path, name), blockers, directories, files, closed)
 
 
-def _within(path: str, root: str) -> bool:
+def within(path: str, root: str) -> bool:
+    """Whether ``path`` is ``root`` or beneath it (lexically; both real)."""
     root = root.rstrip("/") or "/"
     return path == root or path.startswith(root if root == "/" else root + "/")
