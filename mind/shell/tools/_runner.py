@@ -48,6 +48,10 @@ class ToolRunner:
       status line (``exit code: N``) so the model sees it either way. Output
       is capped at ``max_output_bytes`` (stdout and stderr together, UTF-8),
       keeping the head and tail of each stream.
+    - ``shell`` runs inside the session's sandbox (:mod:`mind.shell.sandbox`)
+      unless ``sandboxed=False`` (the policy's decision) or the mode is
+      ``danger-full-access``; no working backend is an error result naming
+      ``--sandbox danger-full-access``, never an unsandboxed run.
     - ``read_file`` and ``list_dir`` output is capped at ``max_output_bytes``
       with a note saying how to continue.
     - Arguments are trusted to have passed
