@@ -13,6 +13,7 @@ job with the standard library, in the same process and run, and prints
     repl.render.fence   REPL (pty) showing a 20k-token code fence   vs  the same stream written raw
     repl.render.md      REPL (pty) showing 20k tokens of markdown   vs  the same stream written raw
                         (``/list`` rows: vs the deltas written from a list; see repl_render)
+    sandbox.true.*      shell tool running `true` in the sandbox      vs  the same tool unsandboxed
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 
 from benchmarks.mount_claims import bench_mount_claims
 from benchmarks.repl_render import TOKENS, bench_repl_render
+from benchmarks.sandbox_start import bench_sandbox_start
 from mind.generated import journal as jr
 from mind.history import build_messages
 from mind.shell.journal import Journal
@@ -267,6 +269,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         rows.append(bench_mount_claims(Path(tmp)))
     rows += bench_repl_render()
+    with tempfile.TemporaryDirectory() as tmp:
+        rows += bench_sandbox_start(Path(tmp))
     print(f"{'benchmark':<24} {'mind (ms)':>10} {'baseline (ms)':>14} {'ratio':>7}")
     for name, mine, base in rows:
         print(f"{name:<24} {mine * 1e3:>10.1f} {base * 1e3:>14.1f} {mine / base:>7.2f}x")

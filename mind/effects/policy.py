@@ -8,14 +8,23 @@ without it paths are compared lexically (``os.path.normpath``) only.
 
 Policies (DESIGN §6, the same names as Codex CLI's ``--ask-for-approval``):
 
-===============  ===============  ===================  ==========================
-policy           read-only tools  shell                write_file / apply_patch
-===============  ===============  ===================  ==========================
-``never``        run              run                  run
-``on-request``   run              ask unless known-safe run inside cwd, else ask
-``untrusted``    run inside cwd,  ask unless known-safe ask
+===============  ===============  ======================  ==========================
+policy           read-only tools  shell (sandboxed mode)  write_file / apply_patch
+===============  ===============  ======================  ==========================
+``never``        run              run in the sandbox      run
+``on-request``   run              run in the sandbox      run inside cwd, else ask
+``untrusted``    run inside cwd,  ask unless known-safe   ask
                  else ask
-===============  ===============  ===================  ==========================
+===============  ===============  ======================  ==========================
+
+Shell and sandbox (:func:`shell_decision`, ``docs/design/boundary.md``
+"Sandbox"): in ``read-only`` / ``workspace-write`` mode every command runs
+inside the sandbox; it leaves the sandbox only with the person's approval —
+when the model asks for it (``"sandbox": "escalated"``, refused outright
+under ``never``) or when a sandboxed command failed on what looks like a
+sandbox denial (:func:`rerun_reason`). Under ``danger-full-access`` nothing
+is sandboxed, so under ``on-request`` and ``untrusted`` every command asks:
+known-safe commands are free only because they run sandboxed.
 
 "Inside cwd" for writes is the boundary's rule (writable roots minus
 protected paths: ``.git/``, ``.mind/``, shell startup files, mind's state).
@@ -32,8 +41,10 @@ from __future__ import annotations
 import os.path
 import shlex
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+from mind.effects.boundary import SandboxMode
 from mind.effects.patch import parse_patch, patch_paths
 from mind.effects.tools import BUILTIN_TOOLS
 from mind.errors import PatchError
@@ -96,6 +107,114 @@ _SHOWN_CHARS = 120
 """Longest command quoted in an approval reason."""
 
 
+ShellAction = Literal["run", "ask", "refuse"]
+
+
+@dataclass(frozen=True, slots=True)
+class ShellDecision:
+    """What to do with one ``shell`` call.
+
+    Attributes:
+        action: ``run`` without asking, ``ask`` the person first, or
+            ``refuse`` (a tool result says why; nothing runs).
+        sandboxed: whether it runs inside the sandbox (if it runs).
+        reason: one line for the approval card or the refusal; None for
+            ``run``.
+    """
+
+    action: ShellAction
+    sandboxed: bool
+    reason: str | None = None
+
+
+def shell_decision(
+    policy: ApprovalPolicy, mode: SandboxMode, args: dict[str, Any]
+) -> ShellDecision:
+    """Decide one ``shell`` call under ``policy`` and sandbox ``mode`` (the
+    module rules).
+
+    Args:
+        args: checked arguments; ``sandbox == "escalated"`` asks to run
+            outside the sandbox, ``justification`` says why.
+
+    Raises:
+        ValueError: ``policy`` is not an :data:`ApprovalPolicy` (misuse).
+    """
+    if policy not in APPROVAL_POLICIES:
+        raise ValueError(f"unknown approval policy {policy!r}")
+    command = args.get("command")
+    if mode == "danger-full-access":
+        if policy == "never":
+            return ShellDecision("run", sandboxed=False)
+        return ShellDecision(
+            "ask", sandboxed=False, reason=f"runs `{_shown(command)}` OUTSIDE any sandbox"
+        )
+    if args.get("sandbox") == "escalated":
+        why = _one_line(str(args.get("justification") or "no reason given"))
+        if policy == "never":
+            return ShellDecision(
+                "refuse",
+                sandboxed=False,
+                reason=(
+                    "Refused without running: this command asked to run outside the sandbox, "
+                    "and approval policy `never` never leaves it. Run it inside the sandbox "
+                    "(drop `sandbox`), or tell the user what you need."
+                ),
+            )
+        return ShellDecision(
+            "ask", sandboxed=False, reason=f"asks to run OUTSIDE the {mode} sandbox: {why}"
+        )
+    if policy == "untrusted" and not is_known_safe_command(command):
+        return ShellDecision(
+            "ask",
+            sandboxed=True,
+            reason=f"runs `{_shown(command)}`, which is not a known read-only command",
+        )
+    return ShellDecision("run", sandboxed=True)
+
+
+_DENIAL_SIGNS = (
+    "Read-only file system",
+    "Permission denied",
+    "Operation not permitted",
+    "Network is unreachable",
+    "Connection refused",
+    "Temporary failure in name resolution",
+    "Could not resolve host",
+    "EROFS",
+    "EPERM",
+    "EACCES",
+)
+"""Text a command prints when the sandbox stopped it (strerror of EROFS,
+EACCES, EPERM, ENETUNREACH; resolver and curl wording without a network)."""
+
+
+def looks_like_sandbox_denial(status: str, output: str) -> bool:
+    """Whether a failed command's output suggests the sandbox stopped it.
+
+    A heuristic (the kernel does not say which layer refused): an error
+    status and one of :data:`_DENIAL_SIGNS` in the output.
+    """
+    return status == "error" and any(sign in output for sign in _DENIAL_SIGNS)
+
+
+def rerun_reason(policy: ApprovalPolicy, mode: SandboxMode, status: str, output: str) -> str | None:
+    """Whether to offer running a sandboxed command again OUTSIDE the sandbox.
+
+    Returns:
+        The approval card's reason, or None (no offer: policy ``never``,
+        nothing was sandboxed, or the failure does not look like a denial).
+    """
+    if policy == "never" or mode == "danger-full-access":
+        return None
+    if not looks_like_sandbox_denial(status, output):
+        return None
+    return (
+        f"failed inside the {mode} sandbox (it looks like a sandbox denial); "
+        "run it again OUTSIDE the sandbox?"
+    )
+
+
 def approval_reason(
     policy: ApprovalPolicy,
     name: str,
@@ -103,6 +222,7 @@ def approval_reason(
     *,
     cwd: str,
     crossing: Callable[[str, bool], str | None] | None = None,
+    sandbox: SandboxMode = "workspace-write",
 ) -> str | None:
     """Decide whether one tool call needs approval.
 
@@ -119,6 +239,8 @@ def approval_reason(
             (:meth:`mind.shell.tools.ToolRunner.boundary_reason`). Without
             it the check is lexical only, so a symlink inside ``cwd``
             pointing outside would count as inside.
+        sandbox: the session's sandbox mode (``shell``: :func:`shell_decision`;
+            a refusal counts as needing approval here).
 
     Returns:
         None when the call runs without asking; otherwise one line saying
@@ -129,6 +251,8 @@ def approval_reason(
     """
     if policy not in APPROVAL_POLICIES:
         raise ValueError(f"unknown approval policy {policy!r}")
+    if name == "shell":
+        return shell_decision(policy, sandbox, args).reason
     if policy == "never":
         return None
     contract = BUILTIN_TOOLS.get(name)
@@ -142,11 +266,6 @@ def approval_reason(
         if reason is None:
             return None
         return f"reads {_one_line(path)}: {reason} (untrusted mode asks before reading there)"
-    if name == "shell":
-        command = args.get("command")
-        if is_known_safe_command(command):
-            return None
-        return f"runs `{_shown(command)}`, which is not a known read-only command"
     paths = _written_paths(name, args)
     crossed = crossing_reason(name, args, cwd=cwd, crossing=crossing)
     if policy == "untrusted":

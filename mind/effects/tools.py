@@ -70,6 +70,8 @@ _SHELL = ToolSpec(
         "`command` is either a string run by /bin/sh -c (pipes, redirection and && work), "
         "or an array of strings run directly as argv without a shell. "
         "stdin is empty, so the command must not wait for input. "
+        "It runs in a sandbox; a failure such as 'Read-only file system' or 'Permission denied' "
+        "may be the sandbox: then ask with `sandbox: escalated` and a `justification`. "
         "stdout is returned first, then stderr after a '[stderr]' line, then 'exit code: N'; "
         "a nonzero exit is reported as an error result. Long output keeps its beginning and end. "
         f"The command is killed (with its whole process group) after `timeout_s` seconds "
@@ -83,6 +85,18 @@ _SHELL = ToolSpec(
                     {"type": "array", "items": {"type": "string"}, "minItems": 1},
                 ],
                 "description": "Shell command string, or argv array (program first).",
+            },
+            "sandbox": {
+                "enum": ["sandboxed", "escalated"],
+                "description": (
+                    "Default `sandboxed`: the command runs in the sandbox (it can write only "
+                    "inside the workspace, cannot change .git/, has no network). `escalated` "
+                    "asks the user to run it OUTSIDE the sandbox; give `justification`."
+                ),
+            },
+            "justification": {
+                "type": "string",
+                "description": "Why the command must run outside the sandbox (shown to the user).",
             },
             "timeout_s": {
                 "type": "number",

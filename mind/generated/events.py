@@ -108,6 +108,16 @@ class TextFormat(StrEnum):
     arguments = 'arguments'
 
 
+class Sandbox(StrEnum):
+    """
+    Where an approved shell command runs: inside the sandbox of that mode, or `outside` any sandbox (escalation, a re-run after a sandbox denial, danger-full-access). Absent for other tools.
+    """
+
+    read_only = 'read-only'
+    workspace_write = 'workspace-write'
+    outside = 'outside'
+
+
 class ApprovalRequestedEvent(Struct, kw_only=True, tag_field='type', tag='approval.requested', frozen=True):
     """A tool call waits for the person's decision. `text` is everything the call will do; a display that shows less than all of it must refuse approval until the whole text was viewed (the rule of mind.effects.review)."""
 
@@ -141,6 +151,15 @@ class ApprovalRequestedEvent(Struct, kw_only=True, tag_field='type', tag='approv
         ),
     ]
     hidden_lines: Annotated[int, Meta(description='Line breaks among the hidden characters.', ge=0)]
+    sandbox: (
+        Annotated[
+            Sandbox,
+            Meta(
+                description='Where an approved shell command runs: inside the sandbox of that mode, or `outside` any sandbox (escalation, a re-run after a sandbox denial, danger-full-access). Absent for other tools.'
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
 
 
 class ToolResultEvent(Struct, kw_only=True, tag_field='type', tag='tool.result', frozen=True):

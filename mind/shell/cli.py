@@ -102,6 +102,20 @@ def _add_provider_options(p: argparse.ArgumentParser, *, sub: bool = False) -> N
         **kw,  # type: ignore[arg-type]
     )
     p.add_argument(
+        "--sandbox",
+        choices=["read-only", "workspace-write", "danger-full-access"],
+        help="what shell commands may change (default workspace-write; "
+        "danger-full-access runs them unsandboxed)",
+        **kw,  # type: ignore[arg-type]
+    )
+    p.add_argument(
+        "--add-dir",
+        action="append",
+        metavar="DIR",
+        help="another directory sandboxed commands may write (repeatable)",
+        **kw,  # type: ignore[arg-type]
+    )
+    p.add_argument(
         "--cwd",
         help="working directory of a new session (default: current directory)",
         **kw,  # type: ignore[arg-type]
@@ -184,6 +198,8 @@ def _overrides(args: argparse.Namespace) -> CliOverrides:
         base_url=args.base_url,
         script=args.script,
         approval=args.approval,
+        sandbox_mode=getattr(args, "sandbox", None),
+        add_dirs=tuple(args.add_dir) if getattr(args, "add_dir", None) else None,
     )
 
 

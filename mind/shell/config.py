@@ -18,6 +18,8 @@ provider kind), never from the journal, logs or ``mind config``.
     model = "gpt-4.1"
     base_url = "http://127.0.0.1:11434/v1"   # optional
     approval = "on-request"         # untrusted | on-request | never
+    sandbox_mode = "workspace-write" # read-only | workspace-write | danger-full-access
+    add_dirs = ["/srv/data"]        # more writable roots for sandboxed commands
     max_retries = 4                 # retries of a transient model failure per turn
     max_retry_seconds = 300         # total retry time of a turn (env MIND_MAX_RETRY_SECONDS)
     stream_idle_timeout = 300       # seconds without a byte from the model before the
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,6 +39,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from mind.effects.boundary import SANDBOX_MODES, SandboxMode
 from mind.effects.policy import ApprovalPolicy
 from mind.errors import ConfigError, NotConfiguredError
 from mind.shell.providers import ProviderSettings
@@ -86,8 +90,10 @@ class Setting(msgspec.Struct, frozen=True, kw_only=True):
         env: environment variables, first non-empty one wins.
         env_by_provider: environment variables that depend on the provider
             kind (checked after ``env``), e.g. ``OPENAI_BASE_URL``.
-        type: ``"str"``, ``"int"`` or ``"seconds"`` (a finite number of
-            seconds, > 0 unless ``zero_ok``); env text is converted.
+        type: ``"str"``, ``"int"``, ``"seconds"`` (a finite number of
+            seconds, > 0 unless ``zero_ok``) or ``"paths"`` (directories:
+            a repeatable flag, ``os.pathsep``-separated env text, a TOML
+            list of strings); env text is converted.
         choices: allowed values ("" = any).
         minimum, maximum: bounds of an ``int`` setting.
     """
@@ -97,7 +103,7 @@ class Setting(msgspec.Struct, frozen=True, kw_only=True):
     flag: str = ""
     env: tuple[str, ...] = ()
     env_by_provider: Mapping[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
-    type: Literal["str", "int", "seconds"] = "str"
+    type: Literal["str", "int", "seconds", "paths"] = "str"
     choices: tuple[str, ...] = ()
     minimum: int = 0
     maximum: int = 0
@@ -142,6 +148,22 @@ SETTINGS: tuple[Setting, ...] = (
         choices=APPROVAL_POLICIES,
     ),
     Setting(
+        key="sandbox_mode",
+        help="what shell commands may change: "
+        + " | ".join(SANDBOX_MODES)
+        + " (default workspace-write; danger-full-access runs them unsandboxed)",
+        flag="--sandbox",
+        env=("MIND_SANDBOX",),
+        choices=SANDBOX_MODES,
+    ),
+    Setting(
+        key="add_dirs",
+        help="more directories sandboxed commands may write (besides the workspace)",
+        flag="--add-dir",
+        env=("MIND_ADD_DIRS",),
+        type="paths",
+    ),
+    Setting(
         key="script",
         help="reply script (YAML list) of the scripted provider",
         flag="--script",
@@ -174,6 +196,8 @@ SETTINGS: tuple[Setting, ...] = (
 
 DEFAULTS: dict[str, str | int | float] = {
     "approval": "on-request",
+    "sandbox_mode": "workspace-write",
+    "add_dirs": "none",  # as `mind config` shows an empty list
     "max_retries": 4,
     "max_retry_seconds": 300.0,
     "stream_idle_timeout": 300.0,
@@ -195,6 +219,8 @@ class CliOverrides(msgspec.Struct, frozen=True, kw_only=True):
     base_url: str | None = None
     script: str | None = None
     approval: str | None = None
+    sandbox_mode: str | None = None
+    add_dirs: tuple[str, ...] | None = None
 
 
 class ResolvedConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -202,6 +228,10 @@ class ResolvedConfig(msgspec.Struct, frozen=True, kw_only=True):
 
     provider: ProviderSettings
     approval: ApprovalPolicy
+    sandbox: SandboxMode = "workspace-write"
+    """Where shell commands run (``sandbox_mode``, ``--sandbox``, env ``MIND_SANDBOX``)."""
+    add_dirs: tuple[str, ...] = ()
+    """Absolute extra writable roots (``add_dirs``, ``--add-dir``, env ``MIND_ADD_DIRS``)."""
     max_retries: int = 4
     """Retries of a transient model-request failure per turn (``max_retries`` in
     config.toml, env ``MIND_MAX_RETRIES``)."""
@@ -258,6 +288,10 @@ def load_config_file(path: Path) -> dict[str, Any]:
             raise ConfigError(f"{path}: `{key}` must be a string")
         if setting.type == "int" and (isinstance(value, bool) or not isinstance(value, int)):
             raise ConfigError(f"{path}: `{key}` must be an integer")
+        if setting.type == "paths" and not (
+            isinstance(value, list) and all(isinstance(v, str) for v in value)
+        ):
+            raise ConfigError(f"{path}: `{key}` must be a list of strings")
     return data
 
 
@@ -301,6 +335,9 @@ class _Sources:
         if found is None:
             return None
         value, source = found
+        if s.type == "paths":
+            items = value if isinstance(value, list | tuple) else str(value).split(os.pathsep)
+            value = os.pathsep.join(str(Path(str(v)).expanduser().resolve()) for v in items if v)
         if s.type == "int":
             try:
                 value = int(str(value))
@@ -440,6 +477,10 @@ def _resolve(
             note("base_url", OFFICIAL_BASE_URLS[kind], "default (official endpoint)")
     approval, source = src.pick("approval") or (DEFAULTS["approval"], "default")
     note("approval", approval, source)
+    sandbox, source = src.pick("sandbox_mode") or (DEFAULTS["sandbox_mode"], "default")
+    note("sandbox_mode", sandbox, source)
+    add_dirs, source = src.pick("add_dirs") or ("", "default")
+    note("add_dirs", add_dirs or "none", source)
     script: str | None = None
     if kind == "scripted":
         found = src.pick("script")
@@ -477,6 +518,8 @@ def _resolve(
     return ResolvedConfig(
         provider=settings,
         approval=cast(ApprovalPolicy, approval),
+        sandbox=cast(SandboxMode, sandbox),
+        add_dirs=tuple(d for d in str(add_dirs).split(os.pathsep) if d),
         max_retries=int(retries),
         max_retry_s=float(retry_s),
         stream_idle_timeout_s=float(idle_s),
@@ -537,7 +580,8 @@ def environment_help() -> str:
         "paths: MIND_HOME (config.toml, history; default ~/.mind), "
         "MIND_STATE_HOME (sessions, index.db; default MIND_HOME)",
         "maintainers: MIND_CRASH_AT=BOUNDARY[:N] kills mind at a durable boundary "
-        "(`mind debug boundaries` lists them)",
+        "(`mind debug boundaries` lists them); MIND_SANDBOX_BACKEND=bwrap|landlock|none "
+        "forces a sandbox backend (tests, diagnosis)",
         "`mind config` prints the effective settings and where each came from.",
     ]
     return "\n".join(lines)
@@ -592,23 +636,32 @@ def resolve_config(
     base_url: str | None = None,
     script: str | None = None,
     approval: str | None = None,
+    sandbox: str | None = None,
+    add_dirs: tuple[str, ...] | list[str] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> ResolvedConfig:
     """Library form of :func:`resolve`: keyword overrides over env and config.toml.
 
     Args:
+        sandbox: sandbox mode (``read-only``, ``workspace-write``,
+            ``danger-full-access``), as ``--sandbox``.
+        add_dirs: extra writable roots, as ``--add-dir``.
         env: environment to read (default ``os.environ``); ``MIND_HOME`` in it
             locates ``config.toml``.
 
     Raises:
         ConfigError: as :func:`resolve`.
     """
-    import os
-
     from mind.shell.store import mind_home
 
     environ = os.environ if env is None else env
     cli = CliOverrides(
-        provider=provider, model=model, base_url=base_url, script=script, approval=approval
+        provider=provider,
+        model=model,
+        base_url=base_url,
+        script=script,
+        approval=approval,
+        sandbox_mode=sandbox,
+        add_dirs=tuple(add_dirs) if add_dirs is not None else None,
     )
     return resolve(cli, environ, mind_home(environ) / "config.toml")

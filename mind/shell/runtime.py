@@ -59,7 +59,13 @@ from mind.conversation import (
     without_lone_surrogates,
 )
 from mind.conversation import Usage as RoundUsage
-from mind.effects.policy import ApprovalPolicy, approval_reason, crossing_reason
+from mind.effects.policy import (
+    ApprovalPolicy,
+    approval_reason,
+    crossing_reason,
+    rerun_reason,
+    shell_decision,
+)
 from mind.effects.retry import RetryPolicy
 from mind.effects.review import FileChange, approval_text, cut_for_display
 from mind.effects.tools import parse_arguments, tool_specs
@@ -88,6 +94,7 @@ from mind.shell.journal import Journal
 from mind.shell.lease import SessionLease
 from mind.shell.mounts import PUBLISH_INTERVAL_S, MountHandle, MountLedger
 from mind.shell.providers import Provider, make_provider
+from mind.shell.sandbox.command import session_sandbox
 from mind.shell.store import SessionSummary, Store, state_home
 from mind.shell.tools import ToolOutcome, ToolRunner, session_boundary
 
@@ -316,11 +323,16 @@ class Session:
         self.config = config
         self.interactive = interactive
         self.provider: Provider = provider or make_provider(config.provider)
-        self.tools = ToolRunner(
+        boundary = session_boundary(
             cwd,
-            env=tool_environment(os.environ),
-            boundary=session_boundary(cwd, os.environ, state_roots=(runtime.store.root,)),
+            os.environ,
+            mode=config.sandbox,
+            add_dirs=config.add_dirs,
+            state_roots=(runtime.store.root,),
         )
+        # One boundary for both: the file tools judge paths by it, the sandbox confines by it.
+        self.sandbox = session_sandbox(boundary, environ=os.environ)
+        self.tools = ToolRunner(cwd, env=tool_environment(os.environ), sandbox=self.sandbox)
         self.always_allowed: set[str] = set()
         self.retry_policy = RetryPolicy(
             max_retries=config.max_retries, max_retry_s=config.max_retry_s
@@ -885,50 +897,52 @@ class Session:
             args = parse_arguments(call.name, call.arguments)
         except ToolArgumentsError as exc:
             return "error", str(exc)
-        reason = approval_reason(
-            self.approval, call.name, args, cwd=str(self.cwd), crossing=self._crossing
-        )
+        sandboxed = False
+        if call.name == "shell":
+            decision = shell_decision(self.approval, self.config.sandbox, args)
+            if decision.action == "refuse":
+                return "denied", decision.reason or "refused"
+            reason = decision.reason if decision.action == "ask" else None
+            sandboxed = decision.sandboxed
+        else:
+            reason = approval_reason(
+                self.approval,
+                call.name,
+                args,
+                cwd=str(self.cwd),
+                crossing=self._crossing,
+                sandbox=self.config.sandbox,
+            )
         approved: list[FileChange] | None = None
-        key = _always_key(call.name, args)
+        key = _always_key(call.name, args, sandboxed)
         if crossed := crossing_reason(call.name, args, cwd=str(self.cwd), crossing=self._crossing):
             key += "|" + crossed  # "always" inside never covers a later boundary crossing
         if reason is not None and key not in self.always_allowed:
             if not self.interactive:
+                # `never` keeps commands in the sandbox: leaving it takes danger-full-access.
+                outside = call.name == "shell" and not sandboxed
+                allow = (
+                    "--sandbox danger-full-access --approval never"
+                    if outside
+                    else ("--approval never")
+                )
                 return "denied", (
                     f"Refused without running: this call needs approval ({reason}) and this "
                     f"session cannot ask (non-interactive, approval policy {self.approval}). "
                     "Do not retry it; tell the user what you wanted to run, or rerun mind "
-                    "with --approval never to allow it."
+                    f"with {allow} to allow it."
                 )
-            machine.approval_needed()
             # What the person approves, read from the files now: a diff for
             # file tools, never only a path (issue 7 §7).
             changes, problem = await self.tools.preview(call.name, args)
             if changes and problem is None:
                 approved = changes  # what is written must be what was shown
-            text, text_format = approval_text(call.name, args, changes, problem)
-            cut = cut_for_display(text)
-            turn._decision_events.setdefault(call.call_id, anyio.Event())
-            turn._emit(
-                ev.ApprovalRequestedEvent(
-                    turn_id=turn.turn_id,
-                    call_id=call.call_id,
-                    name=call.name,
-                    arguments=_display_arguments(call.arguments),
-                    reason=reason,
-                    text=text,
-                    text_format=ev.TextFormat(text_format),
-                    head_chars=cut.head_chars,
-                    tail_chars=cut.tail_chars,
-                    hidden_chars=cut.hidden_chars,
-                    hidden_lines=cut.hidden_lines,
-                )
+            decision_text = await self._ask(
+                turn, machine, call, args, reason, changes, problem, sandboxed
             )
-            decision = await turn._await_decision(call.call_id)
-            machine.approval_answered()
-            if decision != "yes" and decision != "always":
+            if decision_text != "yes" and decision_text != "always":
                 return "denied", "The user refused this tool call; it was not run."
-            if decision == "always":
+            if decision_text == "always":
                 self.always_allowed.add(key)
         # Durable before the tool starts: a call without this record provably
         # never ran (its synthetic result after an interrupt or crash says so).
@@ -941,13 +955,71 @@ class Session:
         # Past this point a call with a reason was approved (now or "always"):
         # the file tools may then cross the boundary (never into a denied root).
         result: ToolOutcome = await self.tools.run(
-            call.name, args, approved, consent=reason is not None
+            call.name, args, approved, consent=reason is not None, sandboxed=sandboxed
         )
+        if call.name == "shell" and sandboxed:
+            offer = rerun_reason(self.approval, self.config.sandbox, result.status, result.output)
+            if offer is not None and self.interactive:
+                answer = await self._ask(turn, machine, call, args, offer, [], None, False)
+                if answer == "yes" or answer == "always":
+                    result = await self.tools.run(call.name, args, sandboxed=False)
         return result.status, result.output
 
     def _crossing(self, path: str, write: bool) -> str | None:
         """The policy's view of where a file tool path lands (kernel-resolved)."""
         return self.tools.boundary_reason(path, write=write)
+
+    async def _ask(
+        self,
+        turn: Turn,
+        machine: TurnMachine,
+        call: ToolCall,
+        args: dict[str, Any],
+        reason: str,
+        changes: list[FileChange],
+        problem: str | None,
+        sandboxed: bool,
+    ) -> Decision:
+        """Publish one approval request and wait for the person's answer.
+
+        The card says where a shell command will run (inside the session's
+        sandbox or OUTSIDE it); the event carries it as ``sandbox``.
+        """
+        machine.approval_needed()
+        text, text_format = approval_text(call.name, args, changes, problem)
+        cut = cut_for_display(text)
+        where: ev.Sandbox | msgspec.UnsetType = msgspec.UNSET
+        if call.name == "shell":
+            mode = self.config.sandbox
+            if sandboxed and mode != "danger-full-access":
+                where = ev.Sandbox(mode)
+                reason = f"{reason} (runs in the {mode} sandbox)"
+            else:
+                where = ev.Sandbox.outside
+                reason = f"{reason} (runs OUTSIDE the sandbox)"
+        # A call may be asked twice (run, then re-run outside after a sandbox
+        # denial): each request waits for its own answer.
+        turn._decisions.pop(call.call_id, None)
+        turn._decision_events[call.call_id] = anyio.Event()
+        turn._emit(
+            ev.ApprovalRequestedEvent(
+                turn_id=turn.turn_id,
+                call_id=call.call_id,
+                name=call.name,
+                arguments=_display_arguments(call.arguments),
+                reason=reason,
+                text=text,
+                text_format=ev.TextFormat(text_format),
+                head_chars=cut.head_chars,
+                tail_chars=cut.tail_chars,
+                hidden_chars=cut.hidden_chars,
+                hidden_lines=cut.hidden_lines,
+                sandbox=where,
+            )
+        )
+        decision = await turn._await_decision(call.call_id)
+        machine.approval_answered()
+        return decision
 
     def _close_open_calls(self, turn: Turn, output: str, unstarted: str) -> None:
         """Synthetic results for the calls the turn leaves unanswered, each
@@ -991,11 +1063,14 @@ def tool_environment(environ: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in environ.items() if not any(m in k.upper() for m in _SECRET_MARKERS)}
 
 
-def _always_key(name: str, args: Mapping[str, Any]) -> str:
+def _always_key(name: str, args: Mapping[str, Any], sandboxed: bool = False) -> str:
     """What an "always" answer covers: the exact command for ``shell``
-    (approving ``rm x`` must not approve ``rm -rf /``), the tool otherwise."""
+    (approving ``rm x`` must not approve ``rm -rf /``) and where it runs
+    (approving it in the sandbox must not approve it outside), the tool
+    otherwise."""
     if name == "shell":
-        return "shell:" + json.dumps(args.get("command"), sort_keys=True)
+        where = "sandboxed" if sandboxed else "outside"
+        return f"shell:{where}:" + json.dumps(args.get("command"), sort_keys=True)
     return name
 
 

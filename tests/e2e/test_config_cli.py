@@ -13,6 +13,8 @@ ORDER = [
     "model",
     "base_url",
     "approval",
+    "sandbox_mode",
+    "add_dirs",
     "script",
     "max_retries",
     "max_retry_seconds",

@@ -101,6 +101,7 @@ def test_exec_refuses_a_call_that_needs_approval(tmp_path: Path, run_mind: RunMi
             {"text": "I could not run it."},
         ],
     )
+    # untrusted: a command that is not known-safe asks even inside the sandbox.
     r = run_mind(
         "exec",
         "--json",
@@ -108,6 +109,8 @@ def test_exec_refuses_a_call_that_needs_approval(tmp_path: Path, run_mind: RunMi
         "scripted",
         "--script",
         str(script),
+        "--approval",
+        "untrusted",
         "--cwd",
         str(tmp_path),
         "make a file",

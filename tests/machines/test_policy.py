@@ -24,7 +24,8 @@ PATCH_OUTSIDE = (
     "*** Begin Patch\n*** Update File: src/a.py\n*** Move to: ../other/a.py\n-x\n+y\n*** End Patch"
 )
 
-# (tool, args) -> expected "asks?" per policy: (untrusted, on-request, never)
+# (tool, args) -> expected "asks?" per policy: (untrusted, on-request, never), in the
+# default workspace-write sandbox (shell under other modes: test_policy_sandbox.py)
 TRUTH_TABLE: list[tuple[str, dict[str, Any], tuple[bool, bool, bool]]] = [
     ("read_file", {"path": "/etc/passwd"}, (True, False, False)),
     ("read_file", {"path": "src/a.py"}, (False, False, False)),
@@ -32,9 +33,9 @@ TRUTH_TABLE: list[tuple[str, dict[str, Any], tuple[bool, bool, bool]]] = [
     ("list_dir", {}, (False, False, False)),
     ("shell", {"command": "ls -la"}, (False, False, False)),
     ("shell", {"command": ["git", "status"]}, (False, False, False)),
-    ("shell", {"command": "rm -rf build"}, (True, True, False)),
-    ("shell", {"command": "ls; rm -rf /"}, (True, True, False)),
-    ("shell", {"command": ["python", "-c", "print(1)"]}, (True, True, False)),
+    ("shell", {"command": "rm -rf build"}, (True, False, False)),
+    ("shell", {"command": "ls; rm -rf /"}, (True, False, False)),
+    ("shell", {"command": ["python", "-c", "print(1)"]}, (True, False, False)),
     ("write_file", {"path": "src/a.py", "content": ""}, (True, False, False)),
     ("write_file", {"path": f"{CWD}/deep/x", "content": ""}, (True, False, False)),
     ("write_file", {"path": "../elsewhere.txt", "content": ""}, (True, True, False)),
@@ -87,7 +88,7 @@ def test_file_tool_paths_are_judged_by_the_shells_kernel_resolver() -> None:
 
 
 def test_policy_reasons_are_one_readable_line() -> None:
-    assert approval_reason("on-request", "shell", {"command": "rm -rf\nbuild"}, cwd=CWD) == (
+    assert approval_reason("untrusted", "shell", {"command": "rm -rf\nbuild"}, cwd=CWD) == (
         "runs `rm -rf ⏎ build`, which is not a known read-only command"
     )
     assert approval_reason("untrusted", "shell", {"command": ["touch", "a b"]}, cwd=CWD) == (
@@ -209,7 +210,8 @@ def test_policy_invariants(policy: ApprovalPolicy, name: str, command: Any, path
         inside = os.path.normpath(os.path.join(CWD, path)).startswith(CWD + "/")
         assert (reason is None) == (inside or os.path.normpath(os.path.join(CWD, path)) == CWD)
     elif name == "shell":
-        assert (reason is None) == is_known_safe_command(command)
+        # Sandboxed (workspace-write): only untrusted asks, and only when not known-safe.
+        assert (reason is None) == (policy == "on-request" or is_known_safe_command(command))
     elif policy == "untrusted":
         assert reason is not None
     if reason is not None:

@@ -209,3 +209,29 @@ def test_every_setting_and_variable_is_in_the_help_text() -> None:
             assert var in text
     for var in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "MIND_HOME", "keyring"):
         assert var in text
+
+
+def test_sandbox_mode_and_add_dirs_follow_flag_env_file(tmp_path: Path) -> None:
+    a, b, c = (tmp_path / n for n in ("a", "b", "c"))
+    path = _toml(
+        tmp_path, f'sandbox_mode = "read-only"\nadd_dirs = ["{a}"]\nprovider = "openai-chat"\n'
+    )
+    env = {"OPENAI_API_KEY": "sk-x"}
+    r = resolve(CliOverrides(), env, path)
+    assert (r.sandbox, r.add_dirs) == ("read-only", (str(a),))
+    env |= {"MIND_SANDBOX": "danger-full-access", "MIND_ADD_DIRS": f"{b}:{c}"}
+    r = resolve(CliOverrides(), env, path)
+    assert (r.sandbox, r.add_dirs) == ("danger-full-access", (str(b), str(c)))
+    r = resolve(CliOverrides(sandbox_mode="workspace-write", add_dirs=(str(c),)), env, path)
+    assert (r.sandbox, r.add_dirs) == ("workspace-write", (str(c),))
+    default = resolve(CliOverrides(), {"OPENAI_API_KEY": "sk-x"}, tmp_path / "none.toml")
+    assert (default.sandbox, default.add_dirs) == ("workspace-write", ())
+
+
+def test_bad_sandbox_settings_are_refused(tmp_path: Path) -> None:
+    env = {"OPENAI_API_KEY": "sk-x", "MIND_SANDBOX": "off"}
+    with pytest.raises(ConfigError, match="unknown sandbox_mode 'off' \\(env MIND_SANDBOX\\)"):
+        resolve(CliOverrides(), env, tmp_path / "none.toml")
+    path = _toml(tmp_path, 'add_dirs = "/x"\n')
+    with pytest.raises(ConfigError, match="`add_dirs` must be a list of strings"):
+        resolve(CliOverrides(), {"OPENAI_API_KEY": "sk-x"}, path)

@@ -31,7 +31,7 @@ import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from mind.effects.boundary import Boundary
+from mind.effects.boundary import Boundary, SandboxMode
 from mind.shell.store import mind_home, state_home
 
 RESOLVE_NO_MAGICLINKS = 0x02
@@ -253,22 +253,25 @@ def describe(exc: OSError) -> str:
 
 
 def session_boundary(
-    cwd: Path, env: Mapping[str, str], *, state_roots: Sequence[Path] = ()
+    cwd: Path,
+    env: Mapping[str, str],
+    *,
+    mode: SandboxMode = "workspace-write",
+    add_dirs: Sequence[str] = (),
+    state_roots: Sequence[Path] = (),
 ) -> Boundary:
-    """The boundary of a session in ``cwd``: mode ``workspace-write``, the
-    workspace (real path) as the only writable root, the home directory
-    (``$HOME``) and mind's state roots (:func:`mind.shell.store.mind_home`,
-    ``state_home`` of ``env``, plus ``state_roots``: the runtime's own root
-    when it was given explicitly), all as real paths.
-
-    (The sandbox settings, ``sandbox_mode`` and ``add_dirs``, replace the
-    fixed mode and roots when they land.)
+    """The boundary of a session in ``cwd`` (``docs/design/boundary.md``):
+    ``mode``, the workspace then each of ``add_dirs`` as writable roots, the
+    home directory (``$HOME``) and mind's state roots
+    (:func:`mind.shell.store.mind_home`, ``state_home`` of ``env``, plus
+    ``state_roots``: the runtime's own root when it was given explicitly),
+    all as real paths. The file tools and the sandbox share this one value.
     """
     home = env.get("HOME") or str(Path.home())
     states = (mind_home(env), state_home(env), *state_roots)
     return Boundary(
-        mode="workspace-write",
-        writable_roots=(os.path.realpath(cwd),),
+        mode=mode,
+        writable_roots=tuple(dict.fromkeys(os.path.realpath(p) for p in (str(cwd), *add_dirs))),
         home=os.path.realpath(home),
         state_roots=tuple(dict.fromkeys(os.path.realpath(p) for p in states)),
     )

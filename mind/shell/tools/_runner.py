@@ -19,6 +19,7 @@ from mind.effects.tools import (
     SHELL_DEFAULT_TIMEOUT_S,
     SHELL_MAX_TIMEOUT_S,
 )
+from mind.shell.sandbox.command import Sandbox, release
 from mind.shell.tools import _files, _workspace
 from mind.shell.tools._beneath import session_boundary
 from mind.shell.tools._process import run_command
@@ -49,6 +50,10 @@ class ToolRunner:
       status line (``exit code: N``) so the model sees it either way. Output
       is capped at ``max_output_bytes`` (stdout and stderr together, UTF-8),
       keeping the head and tail of each stream.
+    - ``shell`` runs inside the session's sandbox (:mod:`mind.shell.sandbox`)
+      unless ``sandboxed=False`` (the policy's decision) or the mode is
+      ``danger-full-access``; no working backend is an error result naming
+      ``--sandbox danger-full-access``, never an unsandboxed run.
     - ``read_file`` and ``list_dir`` output is capped at ``max_output_bytes``
       with a note saying how to continue.
     - File tools resolve every path beneath the working directory with the
@@ -67,6 +72,7 @@ class ToolRunner:
         env: Mapping[str, str] | None = None,
         max_output_bytes: int = 32_000,
         boundary: Boundary | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         """Create a runner.
 
@@ -77,9 +83,12 @@ class ToolRunner:
                 this process's environment at each call.
             max_output_bytes: most bytes (UTF-8) of tool output returned to
                 the model, > 0; a short note about the cut comes on top.
-            boundary: what the file tools may read and write; None builds
+            boundary: what the file tools may read and write; None takes the sandbox's, else builds
                 :func:`~mind.shell.tools._beneath.session_boundary` of ``cwd``
                 from this process's environment.
+            sandbox: where ``shell`` commands run (``docs/design/boundary.md``
+                "Sandbox"); None runs them unconfined (tests of the runner
+                itself; the runtime always passes one).
 
         Raises:
             ValueError: ``max_output_bytes`` is not positive (misuse).
@@ -89,9 +98,12 @@ class ToolRunner:
         self.cwd = Path(os.path.abspath(cwd))
         self.env: Mapping[str, str] | None = dict(env) if env is not None else None
         self.max_output_bytes = max_output_bytes
-        self.workspace = _workspace.Workspace(
-            self.cwd, boundary if boundary is not None else session_boundary(self.cwd, os.environ)
-        )
+        self.sandbox = sandbox
+        if boundary is None:
+            boundary = (
+                sandbox.boundary if sandbox is not None else session_boundary(self.cwd, os.environ)
+            )
+        self.workspace = _workspace.Workspace(self.cwd, boundary)
 
     def boundary_reason(self, path: str, *, write: bool) -> str | None:
         """Why a file tool reading (``write=False``) or writing ``path`` would
@@ -108,6 +120,7 @@ class ToolRunner:
         approved: Sequence[FileChange] | None = None,
         *,
         consent: bool = False,
+        sandboxed: bool = True,
     ) -> ToolOutcome:
         """Run one tool call.
 
@@ -119,6 +132,9 @@ class ToolRunner:
                 files changed since, the call fails and writes nothing.
             consent: the person approved this call; file tools may then
                 write where the boundary asks first (never a denied root).
+            sandboxed: False runs a ``shell`` command outside the sandbox
+                (the policy decided so: an approved escalation, or
+                ``danger-full-access``).
 
         Returns:
             The outcome; every failure is ``status="error"`` with a message.
@@ -131,7 +147,7 @@ class ToolRunner:
                 written.
         """
         try:
-            ok, text = await self._dispatch(name, args, approved, consent)
+            ok, text = await self._dispatch(name, args, approved, consent, sandboxed)
         except Exception as exc:  # a bug in a tool must not end the turn
             return ToolOutcome(status="error", output=f"internal error in tool {name!r}: {exc!r}")
         # The one exit of tool text: whatever a tool missed (an OS error naming a
@@ -151,26 +167,48 @@ class ToolRunner:
         call = functools.partial(_files.preview_changes, self.workspace, name, args)
         return await anyio.to_thread.run_sync(call)
 
+    async def _shell(self, args: dict[str, Any], sandboxed: bool) -> tuple[bool, str]:
+        timeout_s = min(float(args.get("timeout_s", SHELL_DEFAULT_TIMEOUT_S)), SHELL_MAX_TIMEOUT_S)
+        command = args["command"]
+        argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+        sandbox = self.sandbox
+        if sandbox is None or not sandboxed or sandbox.boundary.mode == "danger-full-access":
+            result = await run_command(
+                argv,
+                cwd=self.cwd,
+                env=self.env,
+                timeout_s=timeout_s,
+                max_output_bytes=self.max_output_bytes,
+            )
+            return result.ok, result.text
+        refused = sandbox.refusal()
+        if refused is not None:
+            return False, refused
+        env = dict(self.env) if self.env is not None else dict(os.environ)
+        confined = sandbox.confine(argv, cwd=self.cwd, env=env)
+        try:
+            result = await run_command(
+                confined.argv,
+                cwd=self.cwd,
+                env=confined.env,
+                timeout_s=timeout_s,
+                max_output_bytes=self.max_output_bytes,
+            )
+        finally:
+            release(confined)
+        return result.ok, result.text
+
     async def _dispatch(
         self,
         name: str,
         args: dict[str, Any],
         approved: Sequence[FileChange] | None,
         consent: bool,
+        sandboxed: bool,
     ) -> tuple[bool, str]:
         limit = self.max_output_bytes
         if name == "shell":
-            timeout_s = min(
-                float(args.get("timeout_s", SHELL_DEFAULT_TIMEOUT_S)), SHELL_MAX_TIMEOUT_S
-            )
-            result = await run_command(
-                args["command"],
-                cwd=self.cwd,
-                env=self.env,
-                timeout_s=timeout_s,
-                max_output_bytes=limit,
-            )
-            return result.ok, result.text
+            return await self._shell(args, sandboxed)
         if name == "read_file":
             call = functools.partial(
                 _files.read_file,

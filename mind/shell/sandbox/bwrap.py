@@ -1,0 +1,57 @@
+"""The bubblewrap command line of one sandboxed command (``bwrap(1)``).
+
+Pure: builds argv from a :class:`~mind.shell.sandbox.plan.WritePlan`.
+Layout (``docs/design/boundary.md`` "Sandbox"): the whole file system
+read-only (``--ro-bind / /``), a fresh ``/dev`` and a ``/proc`` of a new pid
+namespace (mind's processes and their ``environ`` are not in it), no network
+namespace shared when the network is off, each planned path bound writable,
+then each protected path bound read-only over it, mind's state roots hidden
+under an empty read-only tmpfs, a private writable temp dir as ``TMPDIR``.
+``--die-with-parent`` ends the sandbox with mind; ``--new-session`` keeps the
+command off mind's terminal (TIOCSTI).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mind.shell.sandbox.plan import WritePlan
+
+BWRAP = "bwrap"
+"""Program name, looked up on PATH."""
+
+
+def bwrap_argv(
+    plan: WritePlan,
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    tmpdir: str,
+    hidden: Sequence[str],
+    network: bool,
+    program: str = BWRAP,
+) -> list[str]:
+    """argv that runs ``argv`` inside bubblewrap.
+
+    Args:
+        plan: what may be written (``plan_writes(..., overlay=True)``).
+        argv: the command (program first).
+        cwd: working directory inside the sandbox (same path as outside).
+        tmpdir: an existing private directory, writable inside.
+        hidden: existing directories replaced by an empty read-only tmpfs
+            (mind's state roots).
+        network: False gives the command its own empty network namespace.
+        program: the bubblewrap executable.
+    """
+    out = [program, "--die-with-parent", "--new-session", "--unshare-pid"]
+    if not network:
+        out.append("--unshare-net")
+    out += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for path in (*plan.directories, *plan.files):
+        out += ["--bind", path, path]
+    for path in plan.read_only:
+        out += ["--ro-bind", path, path]
+    for path in hidden:
+        out += ["--tmpfs", path, "--remount-ro", path]
+    out += ["--bind", tmpdir, tmpdir, "--setenv", "TMPDIR", tmpdir, "--chdir", cwd, "--", *argv]
+    return out
