@@ -66,7 +66,6 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -76,8 +75,8 @@ from typing import Final, Protocol, final
 import apsw
 import msgspec
 
-from mind.errors import JournalCorruptError, JournalError, StateDirError
-from mind.shell import journal
+from mind.errors import JournalCorruptError, JournalError, PrivateStateError, StateDirError
+from mind.shell import journal, private_files
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -667,14 +666,9 @@ class SessionIndex:
             file) or "rebuild" (the schema was recreated over another version).
         """
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, _FILE_MODE)
-        except IsADirectoryError:
-            raise apsw.CantOpenError(f"{path} is a directory") from None
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise apsw.CantOpenError(f"{path} is not a regular file")
-        finally:
-            os.close(fd)
+            os.close(private_files.open_file(path, os.O_RDWR, create=True))
+        except PrivateStateError as exc:
+            raise apsw.CantOpenError(str(exc)) from None
         con = apsw.Connection(
             str(path), flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_NOFOLLOW
         )

@@ -70,7 +70,11 @@ the terminal record) and ``fsync`` makes them durable. After a failed write
 or fsync the :class:`Journal` refuses further appends: the caller reopens it,
 and the open path classifies whatever reached the disk.
 
-Files are created 0600 in directories created 0700.
+Files are created 0600 in directories created 0700, opened without
+following a symlink or blocking, and must be private regular files
+(:mod:`mind.shell.private_files`). Each append first checks that the path
+still names the open file (one ``lstat``); a replaced or removed journal is
+:class:`~mind.errors.JournalReplacedError`, never an append to a lost file.
 """
 
 from __future__ import annotations
@@ -78,7 +82,6 @@ from __future__ import annotations
 import io
 import os
 import re
-import stat
 import time
 import zlib
 from collections.abc import Callable
@@ -88,8 +91,9 @@ from typing import IO, Any, Final, final
 
 import msgspec
 
-from mind.errors import JournalCorruptError, JournalError
-from mind.generated.journal import JournalRecord
+from mind.errors import JournalCorruptError, JournalError, JournalReplacedError, PrivateStateError
+from mind.generated.journal import JournalRecord, SessionStarted
+from mind.shell import private_files
 
 __all__ = [
     "MAX_LINE_BYTES",
@@ -113,8 +117,6 @@ _SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
 _READ_BUFFER_BYTES: Final = 1 << 20
 _SEPARATOR: Final = b"~\n"
 """Ends an unterminated torn line; ``~`` keeps it failing its check."""
-_FILE_MODE: Final = 0o600
-_DIR_MODE: Final = 0o700
 
 _ENCODER: Final = msgspec.json.Encoder()
 _DECODER: Final[msgspec.json.Decoder[JournalRecord]] = msgspec.json.Decoder(JournalRecord)
@@ -375,6 +377,21 @@ def _require_start(scan: _Scan, path: Path) -> None:
         )
 
 
+def _require_session(scan: _Scan, path: Path, session_id: str | None) -> None:
+    """The journal's ``session_started`` names ``session_id`` (when given).
+
+    Raises:
+        JournalReplacedError: it names another session (line 1).
+    """
+    if session_id is None or not scan.records:
+        return
+    first = scan.records[0]
+    if isinstance(first, SessionStarted) and first.session_id != session_id:
+        raise JournalReplacedError(
+            path, 1, f"belongs to session {first.session_id!r}, not {session_id!r} (replaced)"
+        )
+
+
 class _Head(msgspec.Struct):
     """The two fields the light check reads from a record."""
 
@@ -421,10 +438,7 @@ def check_journal(path: Path, on_record: Callable[[bytes], None]) -> JournalOpen
         JournalCorruptError: the journal is damaged or has no
             ``session_started`` first record (path, 1-based line, reason).
     """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except OSError as exc:
-        raise JournalError(path, 0, f"cannot open journal: {exc.strerror}") from None
+    fd = _open_private(path, os.O_RDONLY)
     try:
         with _open_reader(fd) as reader:
             scan = _scan(reader, path, on_record)
@@ -467,27 +481,25 @@ def _encode(record: JournalRecord) -> tuple[bytes, JournalRecord]:
     return raw, _decode(raw)
 
 
-def _make_private_dirs(directory: Path) -> None:
-    """Create ``directory`` and missing parents with mode 0700."""
-    missing: list[Path] = []
-    current = directory
-    while not current.exists():
-        missing.append(current)
-        current = current.parent
-    for d in reversed(missing):
-        try:
-            d.mkdir(mode=_DIR_MODE)
-        except FileExistsError:
-            continue
-        os.chmod(d, _DIR_MODE)
+def _open_private(path: Path, flags: int, *, create: bool = False) -> int:
+    """:func:`~mind.shell.private_files.open_file` with journal errors.
 
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    Raises:
+        JournalError: missing (and not ``create``), cannot be opened, or not
+            a private regular file (a symlink, FIFO, directory, another owner,
+            group/world-writable; never read or written), line 0.
+        FileExistsError: ``O_EXCL`` in ``flags`` and it exists.
+    """
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        return private_files.open_file(path, flags, create=create)
+    except FileNotFoundError:
+        raise JournalError(path, 0, "journal does not exist") from None
+    except FileExistsError:
+        raise
+    except PrivateStateError as exc:
+        raise JournalError(path, 0, f"refused: {exc.detail}") from None
+    except OSError as exc:
+        raise JournalError(path, 0, f"cannot open journal: {exc.strerror}") from None
 
 
 def _now_ms() -> int:
@@ -511,12 +523,7 @@ def read_records(path: Path) -> tuple[list[JournalRecord], JournalOpenReport]:
         JournalError: the file does not exist or cannot be read (line 0).
         JournalCorruptError: damage other than a torn tail (path, 1-based line).
     """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        raise JournalError(path, 0, "journal does not exist") from None
-    except OSError as exc:
-        raise JournalError(path, 0, f"cannot open journal: {exc.strerror}") from None
+    fd = _open_private(path, os.O_RDONLY)
     try:
         with _open_reader(fd) as reader:
             scan = _scan(reader, path)
@@ -548,9 +555,13 @@ class Journal:
         fd: int,
         scan: _Scan,
         clock_ms: Callable[[], int],
+        session_id: str | None = None,
     ) -> None:
         """Internal: use :meth:`Journal.open`."""
         self.path = path
+        self.session_id = session_id
+        held = os.fstat(fd)
+        self._identity = (held.st_dev, held.st_ino)
         self.records: list[JournalRecord] = scan.records
         self.report: JournalOpenReport = scan.report()
         self._fd: int | None = fd
@@ -567,6 +578,7 @@ class Journal:
         *,
         create: bool = False,
         clock_ms: Callable[[], int] | None = None,
+        session_id: str | None = None,
     ) -> Journal:
         """Open a journal for appending, reading and verifying all of it.
 
@@ -577,6 +589,9 @@ class Journal:
                 are fsynced.
             clock_ms: wall clock in Unix epoch milliseconds used to stamp
                 ``recorded_at_ms`` (default: the system clock).
+            session_id: the session the file must belong to: its
+                ``session_started`` record must name it (a journal swapped in
+                from another session is damage); None skips the check.
 
         Returns:
             The open journal. A torn tail is reported in :attr:`report`; the
@@ -587,41 +602,42 @@ class Journal:
                 be opened/read (line 0).
             JournalCorruptError: damage other than a torn tail, with the
                 1-based line (DESIGN §4: fail closed).
+            JournalReplacedError: the file names another session.
         """
-        flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
+        flags = os.O_RDWR | os.O_APPEND
         created = False
         try:
+            fd = _open_private(path, flags)
+        except JournalError:
+            if not create or os.path.lexists(path):
+                raise
             try:
-                fd = os.open(path, flags)
-            except FileNotFoundError:
-                if not create:
-                    raise JournalError(path, 0, "journal does not exist") from None
-                _make_private_dirs(path.parent)
-                try:
-                    fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, _FILE_MODE)
-                    created = True
-                except FileExistsError:
-                    fd = os.open(path, flags)
-        except OSError as exc:
-            raise JournalError(path, 0, f"cannot open journal: {exc.strerror}") from None
+                private_files.private_dir(path.parent)
+            except PrivateStateError as exc:
+                raise JournalError(path, 0, f"refused: {exc}") from None
+            except OSError as exc:
+                raise JournalError(path, 0, f"cannot create: {exc.strerror}") from None
+            try:
+                fd = _open_private(path, flags | os.O_EXCL, create=True)
+                created = True
+            except FileExistsError:
+                fd = _open_private(path, flags)
         try:
             if created:
-                os.fchmod(fd, _FILE_MODE)
                 os.fsync(fd)
-                _fsync_dir(path.parent)
-            elif not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise JournalError(path, 0, "journal is not a regular file")
+                private_files.fsync_dir(path.parent)
             with _open_reader(fd) as reader:
                 scan = _scan(reader, path)
             if not created:
                 _require_start(scan, path)
+                _require_session(scan, path, session_id)
         except OSError as exc:
             os.close(fd)
             raise JournalError(path, 0, f"cannot read journal: {exc.strerror}") from None
         except BaseException:
             os.close(fd)
             raise
-        return cls(path, fd, scan, clock_ms or _now_ms)
+        return cls(path, fd, scan, clock_ms or _now_ms, session_id)
 
     @property
     def next_seq(self) -> int:
@@ -675,6 +691,7 @@ class Journal:
                 self.path, 0, f"record is {len(line)} bytes; the limit is {MAX_LINE_BYTES}"
             )
         data = memoryview(prefix + line + b"\n")
+        self._require_same_file()
         try:
             while data:
                 written = os.write(fd, data)
@@ -725,6 +742,27 @@ class Journal:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    def _require_same_file(self) -> None:
+        """Refuse to append once :attr:`path` no longer names the open file.
+
+        One ``lstat`` per append (the fd's identity was taken at open): an
+        append to a replaced or unlinked file would be lost silently.
+
+        Raises:
+            JournalReplacedError: replaced or removed; appends stay refused.
+        """
+        try:
+            now = os.stat(self.path, follow_symlinks=False)
+            same = (now.st_dev, now.st_ino) == self._identity
+            what = "replaced by another file"
+        except FileNotFoundError:
+            same, what = False, "removed"
+        except OSError as exc:
+            same, what = False, f"unreadable ({exc.strerror})"
+        if not same:
+            self._broken = f"the journal was {what} while this session was open"
+            raise JournalReplacedError(self.path, 0, self._broken)
 
     def _usable_fd(self) -> int:
         if self._fd is None:
