@@ -561,7 +561,8 @@ class Journal:
         self.path = path
         self.session_id = session_id
         held = os.fstat(fd)
-        self._identity = (held.st_dev, held.st_ino)
+        self._dev, self._ino = held.st_dev, held.st_ino
+        self._path_str = os.fspath(path)  # appends lstat it: no Path conversion each time
         self.records: list[JournalRecord] = scan.records
         self.report: JournalOpenReport = scan.report()
         self._fd: int | None = fd
@@ -691,7 +692,12 @@ class Journal:
                 self.path, 0, f"record is {len(line)} bytes; the limit is {MAX_LINE_BYTES}"
             )
         data = memoryview(prefix + line + b"\n")
-        self._require_same_file()
+        try:
+            now: os.stat_result | None = os.stat(self._path_str, follow_symlinks=False)
+        except OSError:
+            now = None
+        if now is None or now.st_ino != self._ino or now.st_dev != self._dev:
+            self._refuse_replaced()
         try:
             while data:
                 written = os.write(fd, data)
@@ -743,26 +749,23 @@ class Journal:
     ) -> None:
         self.close()
 
-    def _require_same_file(self) -> None:
-        """Refuse to append once :attr:`path` no longer names the open file.
-
-        One ``lstat`` per append (the fd's identity was taken at open): an
-        append to a replaced or unlinked file would be lost silently.
+    def _refuse_replaced(self) -> None:
+        """:attr:`path` no longer names the open file (``append`` found it with
+        one ``lstat``): an append would be lost silently, so refuse it and
+        every later one.
 
         Raises:
-            JournalReplacedError: replaced or removed; appends stay refused.
+            JournalReplacedError: always (replaced, removed or unreadable).
         """
         try:
-            now = os.stat(self.path, follow_symlinks=False)
-            same = (now.st_dev, now.st_ino) == self._identity
+            os.stat(self._path_str, follow_symlinks=False)
             what = "replaced by another file"
         except FileNotFoundError:
-            same, what = False, "removed"
+            what = "removed"
         except OSError as exc:
-            same, what = False, f"unreadable ({exc.strerror})"
-        if not same:
-            self._broken = f"the journal was {what} while this session was open"
-            raise JournalReplacedError(self.path, 0, self._broken)
+            what = f"made unreadable ({exc.strerror})"
+        self._broken = f"the journal was {what} while this session was open"
+        raise JournalReplacedError(self.path, 0, self._broken)
 
     def _usable_fd(self) -> int:
         if self._fd is None:
