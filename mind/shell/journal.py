@@ -571,6 +571,7 @@ class Journal:
         self._tail_crc = scan.tail_crc
         self._ends_with_newline = scan.ends_with_newline
         self._broken: str | None = None
+        self._broken_as: type[JournalError] = JournalError
 
     @classmethod
     def open(
@@ -765,11 +766,12 @@ class Journal:
         except OSError as exc:
             what = f"made unreadable ({exc.strerror})"
         self._broken = f"the journal was {what} while this session was open"
+        self._broken_as = JournalReplacedError  # later appends say the same
         raise JournalReplacedError(self.path, 0, self._broken)
 
     def _usable_fd(self) -> int:
         if self._fd is None:
             raise JournalError(self.path, 0, "journal is closed")
         if self._broken is not None:
-            raise JournalError(self.path, 0, self._broken)
+            raise self._broken_as(self.path, 0, self._broken)
         return self._fd

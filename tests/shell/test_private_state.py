@@ -17,7 +17,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from mind.errors import JournalError, JournalReplacedError, MindError, PrivateStateError
+from mind.errors import JournalReplacedError, MindError, PrivateStateError
 from mind.generated import journal as jr
 from mind.shell.config import load_config_file
 from mind.shell.inbox import Inbox, InboxEntry, encode_inbox
@@ -328,7 +328,7 @@ def test_a_removed_journal_stops_appends(tmp_path: Path) -> None:
         path.unlink()
         with pytest.raises(JournalReplacedError, match="removed"):
             journal.append(_started())
-        with pytest.raises(JournalError, match="removed"):  # and stays refused
+        with pytest.raises(JournalReplacedError, match="removed"):  # and stays refused
             journal.append(_started())
 
 
@@ -381,3 +381,40 @@ def test_inbox_entries_survive_the_private_writer(tmp_path: Path) -> None:
     )
     assert [e.message_id for e in Inbox.open(path, acknowledged=()).entries] == ["m1"]
     assert stat.S_IMODE(os.lstat(path).st_mode) == 0o600
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def test_a_turn_on_a_replaced_journal_ends_with_the_damage(tmp_path: Path) -> None:
+    import anyio
+    import yaml
+
+    import mind
+
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump([{"text": "done"}]), encoding="utf-8")
+    config = mind.resolve_config(provider="scripted", script=str(script), env={})
+    swapped: list[bytes] = []
+
+    async def main() -> None:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            session = rt.create_session(cwd=tmp_path, config=config)
+            path = session.journal.path
+            copy = path.with_name("copy")
+            copy.write_bytes(path.read_bytes())
+            os.chmod(copy, 0o600)
+            os.replace(copy, path)
+            swapped.append(path.read_bytes())
+            async for _ in session.submit("go"):
+                pass
+
+    with pytest.raises(BaseException) as raised:
+        anyio.run(main)
+    (replaced,) = [e for e in _leaves(raised.value) if isinstance(e, JournalReplacedError)]
+    assert "replaced" in str(replaced)
+    journal = next((tmp_path / "state" / "sessions").iterdir()) / "journal.jsonl"
+    assert journal.read_bytes() == swapped[0]  # the turn wrote nowhere
