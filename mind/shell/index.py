@@ -64,6 +64,7 @@ check); nothing in the index is ever used to grant, replay or recover.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import time
@@ -355,9 +356,14 @@ def read_range(path: Path, offset: int, max_bytes: int) -> bytes:
     """Read up to ``max_bytes`` bytes of ``path`` starting at byte ``offset``.
 
     Raises:
-        OSError: the file cannot be opened or read (symlinks are refused).
+        OSError: the file cannot be opened or read, or is not a private
+            regular file (a symlink, FIFO, another owner: ``EPERM``; never
+            blocks, :func:`~mind.shell.private_files.open_file`).
     """
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        fd = private_files.open_file(path, os.O_RDONLY)
+    except PrivateStateError as exc:
+        raise OSError(errno.EPERM, str(exc)) from exc
     try:
         parts: list[bytes] = []
         got = 0

@@ -418,3 +418,22 @@ def test_a_turn_on_a_replaced_journal_ends_with_the_damage(tmp_path: Path) -> No
     assert "replaced" in str(replaced)
     journal = next((tmp_path / "state" / "sessions").iterdir()) / "journal.jsonl"
     assert journal.read_bytes() == swapped[0]  # the turn wrote nowhere
+
+
+def test_listing_reads_of_a_fifo_journal_return_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    os.mkfifo(path, 0o600)
+    code = (
+        "import sys; from pathlib import Path; from mind.shell import index; "
+        "print(index.peek_head('s1', Path(sys.argv[1])).journal_size_bytes)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+        check=False,
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "0"), done.stderr
+    assert stat.S_ISFIFO(os.lstat(path).st_mode)
