@@ -72,9 +72,11 @@ and the open path classifies whatever reached the disk.
 
 Files are created 0600 in directories created 0700, opened without
 following a symlink or blocking, and must be private regular files
-(:mod:`mind.shell.private_files`). Each append first checks that the path
-still names the open file (one ``lstat``); a replaced or removed journal is
-:class:`~mind.errors.JournalReplacedError`, never an append to a lost file.
+(:mod:`mind.shell.private_files`). An append first checks that the path
+still names the open file (one ``lstat``) — every synced append (turn
+boundaries) and any append :data:`SAME_FILE_CHECK_MS` after the last check —
+so a replaced or removed journal is :class:`~mind.errors.JournalReplacedError`
+at the latest at the next turn boundary, never silently lost.
 """
 
 from __future__ import annotations
@@ -115,6 +117,10 @@ _TORN_RE: Final = re.compile(rb',"torn":\{"bytes":(0|[1-9][0-9]{0,18}),"crc32":"
 _HEX8_RE: Final = re.compile(rb"[0-9a-f]{8}\Z")
 _SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
 _READ_BUFFER_BYTES: Final = 1 << 20
+SAME_FILE_CHECK_MS: Final = 50
+"""An append checks that the path still names the open file when it syncs,
+or when this many ms (by the journal's clock) passed since the last check:
+one ``lstat`` per append would double :meth:`Journal.append`'s cost."""
 _SEPARATOR: Final = b"~\n"
 """Ends an unterminated torn line; ``~`` keeps it failing its check."""
 
@@ -563,6 +569,7 @@ class Journal:
         held = os.fstat(fd)
         self._dev, self._ino = held.st_dev, held.st_ino
         self._path_str = os.fspath(path)  # appends lstat it: no Path conversion each time
+        self._checked_ms = clock_ms()
         self.records: list[JournalRecord] = scan.records
         self.report: JournalOpenReport = scan.report()
         self._fd: int | None = fd
@@ -660,7 +667,8 @@ class Journal:
         Args:
             record: the record to append.
             sync: fsync the file after writing (turn start and terminal
-                records, DESIGN §3.1).
+                records, DESIGN §3.1); also always checks that the path
+                still names the open file.
 
         Returns:
             The record exactly as it will read back from the file.
@@ -672,11 +680,13 @@ class Journal:
                 earlier one did, or the journal is closed (line 0). After a
                 failed write or fsync the journal refuses appends until it is
                 reopened with :meth:`open`.
+            JournalReplacedError: the path no longer names the open file
+                (replaced or removed); nothing written, and every later
+                append is refused the same way.
         """
         fd = self._usable_fd()
-        stamped = msgspec.structs.replace(
-            record, seq=self.next_seq, recorded_at_ms=max(0, self._clock_ms())
-        )
+        now_ms = self._clock_ms()
+        stamped = msgspec.structs.replace(record, seq=self.next_seq, recorded_at_ms=max(0, now_ms))
         try:
             raw, read_back = _encode(stamped)
         except ValueError as exc:
@@ -693,12 +703,9 @@ class Journal:
                 self.path, 0, f"record is {len(line)} bytes; the limit is {MAX_LINE_BYTES}"
             )
         data = memoryview(prefix + line + b"\n")
-        try:
-            now: os.stat_result | None = os.stat(self._path_str, follow_symlinks=False)
-        except OSError:
-            now = None
-        if now is None or now.st_ino != self._ino or now.st_dev != self._dev:
-            self._refuse_replaced()
+        if sync or not 0 <= now_ms - self._checked_ms < SAME_FILE_CHECK_MS:
+            self._require_same_file()
+            self._checked_ms = now_ms
         try:
             while data:
                 written = os.write(fd, data)
@@ -750,21 +757,24 @@ class Journal:
     ) -> None:
         self.close()
 
-    def _refuse_replaced(self) -> None:
-        """:attr:`path` no longer names the open file (``append`` found it with
-        one ``lstat``): an append would be lost silently, so refuse it and
-        every later one.
+    def _require_same_file(self) -> None:
+        """Refuse once :attr:`path` no longer names the open file (one
+        ``lstat``, compared with the device and inode taken at open): an
+        append there would be lost silently. Later appends are refused too.
 
         Raises:
-            JournalReplacedError: always (replaced, removed or unreadable).
+            JournalReplacedError: replaced, removed or unreadable.
         """
         try:
-            os.stat(self._path_str, follow_symlinks=False)
-            what = "replaced by another file"
+            now = os.stat(self._path_str, follow_symlinks=False)
         except FileNotFoundError:
             what = "removed"
         except OSError as exc:
             what = f"made unreadable ({exc.strerror})"
+        else:
+            if now.st_ino == self._ino and now.st_dev == self._dev:
+                return
+            what = "replaced by another file"
         self._broken = f"the journal was {what} while this session was open"
         self._broken_as = JournalReplacedError  # later appends say the same
         raise JournalReplacedError(self.path, 0, self._broken)

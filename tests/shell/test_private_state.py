@@ -7,11 +7,13 @@ with a timeout, so a regression that blocks on it cannot hang the suite.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -302,11 +304,18 @@ print("ok")
     assert wrong == {}
 
 
+def _ticking() -> Callable[[], int]:
+    """A journal clock one second further at each call (the same-file check
+    runs at most every ``SAME_FILE_CHECK_MS`` between synced appends)."""
+    ticks = itertools.count(1_000_000, 1000)
+    return lambda: next(ticks)
+
+
 def test_a_journal_replaced_under_a_running_mind_is_damage(tmp_path: Path) -> None:
     _, root = _layout(tmp_path)
     path = root / "sessions" / SID / "journal.jsonl"
     other = _journal_bytes(tmp_path / "other" / "journal.jsonl", sid="someone-else")
-    journal = Journal.open(path, create=True, session_id=SID)
+    journal = Journal.open(path, create=True, session_id=SID, clock_ms=_ticking())
     journal.append(_started(), sync=True)
     replacement = path.with_name("swap")
     replacement.write_bytes(other)
@@ -320,10 +329,22 @@ def test_a_journal_replaced_under_a_running_mind_is_damage(tmp_path: Path) -> No
         Journal.open(path, session_id=SID)
 
 
+def test_a_replaced_journal_is_caught_at_the_next_synced_append(tmp_path: Path) -> None:
+    _, root = _layout(tmp_path)
+    path = root / "sessions" / SID / "journal.jsonl"
+    with Journal.open(path, create=True, session_id=SID, clock_ms=lambda: 5) as journal:
+        journal.append(_started(), sync=True)
+        path.rename(path.with_name("moved-away"))
+        path.write_bytes(b"")
+        with pytest.raises(JournalReplacedError, match="replaced"):
+            journal.append(_started(), sync=True)  # same clock: only the sync checks
+    assert path.read_bytes() == b""
+
+
 def test_a_removed_journal_stops_appends(tmp_path: Path) -> None:
     _, root = _layout(tmp_path)
     path = root / "sessions" / SID / "journal.jsonl"
-    with Journal.open(path, create=True, session_id=SID) as journal:
+    with Journal.open(path, create=True, session_id=SID, clock_ms=_ticking()) as journal:
         journal.append(_started(), sync=True)
         path.unlink()
         with pytest.raises(JournalReplacedError, match="removed"):
