@@ -8,7 +8,6 @@ with a timeout, so a regression that blocks on it cannot hang the suite.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import stat
 import subprocess
@@ -351,42 +350,6 @@ def test_a_removed_journal_stops_appends(tmp_path: Path) -> None:
             journal.append(_started())
         with pytest.raises(JournalReplacedError, match="removed"):  # and stays refused
             journal.append(_started())
-
-
-def test_exec_with_a_world_writable_state_root_says_one_line(tmp_path: Path) -> None:
-    root = tmp_path / "state"
-    root.mkdir()
-    os.chmod(root, 0o777)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MIND_", "OPENAI", "ANTHR"))}
-    env.update(MIND_HOME=str(tmp_path / "home"), MIND_STATE_HOME=str(root))
-    script = tmp_path / "s.yaml"
-    script.write_text(json.dumps([{"text": "hi"}]))  # YAML is a superset of JSON
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mind.shell.cli",
-            "exec",
-            "--provider",
-            "scripted",
-            "--script",
-            str(script),
-            "--cwd",
-            str(tmp_path),
-            "hello",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=CHILD_TIMEOUT_S,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-    assert done.returncode != 0
-    assert "Traceback" not in done.stderr
-    lines = [line for line in done.stderr.splitlines() if str(root) in line]
-    assert len(lines) == 1 and "chmod 700" in lines[0], done.stderr
-    assert stat.S_IMODE(os.lstat(root).st_mode) == 0o777 and not (root / "sessions").exists()
 
 
 def test_inbox_entries_survive_the_private_writer(tmp_path: Path) -> None:
