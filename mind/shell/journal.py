@@ -569,7 +569,7 @@ class Journal:
         held = os.fstat(fd)
         self._dev, self._ino = held.st_dev, held.st_ino
         self._path_str = os.fspath(path)  # appends lstat it: no Path conversion each time
-        self._checked_ms = clock_ms()
+        self._checked_ms = -(1 << 62)  # the first append checks (no extra clock read here)
         self.records: list[JournalRecord] = scan.records
         self.report: JournalOpenReport = scan.report()
         self._fd: int | None = fd
