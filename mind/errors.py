@@ -92,6 +92,25 @@ class StateDirError(MindError):
         self.detail = detail
 
 
+class PrivateStateError(StateDirError):
+    """A file or directory in mind's config or state root is not private and
+    owned (``docs/design/state.md``): a symlink, FIFO, directory or device in
+    place of a state file, another owner, or writable by other users. It is
+    refused (never read or written) and left untouched.
+
+    Attributes:
+        path: the refused file or directory.
+        detail: what is wrong with it.
+        fix: what a person runs to repair it (``chmod 700 PATH``, ``chown``).
+    """
+
+    def __init__(self, path: Path, detail: str, fix: str) -> None:
+        MindError.__init__(self, f"{path} {detail}; refused (fix: {fix})")
+        self.path = path
+        self.detail = f"{detail} (fix: {fix})"
+        self.fix = fix
+
+
 class JournalError(MindError):
     """A journal cannot be read or written as required.
 
@@ -113,6 +132,13 @@ class JournalCorruptError(JournalError):
 
     Raised when a session is opened; the file is left untouched (fail closed).
     """
+
+
+class JournalReplacedError(JournalCorruptError):
+    """The journal file was replaced or removed under a running mind (its
+    path no longer names the open file), or the file at the path belongs to
+    another session. Reported as damage; nothing is appended to the unlinked
+    file (``docs/design/state.md``)."""
 
 
 class ProviderError(MindError):

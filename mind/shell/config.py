@@ -34,7 +34,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, cast, get_args
+from typing import Any, Final, Literal, cast, get_args
 from urllib.parse import urlsplit
 
 import msgspec
@@ -42,6 +42,7 @@ import msgspec
 from mind.effects.boundary import SANDBOX_MODES, SandboxMode
 from mind.effects.policy import ApprovalPolicy
 from mind.errors import ConfigError, NotConfiguredError
+from mind.shell import private_files
 from mind.shell.providers import ProviderSettings
 from mind.shell.redact import redact_url
 
@@ -260,19 +261,35 @@ class SettingValue(msgspec.Struct, frozen=True, kw_only=True):
     source: str
 
 
+MAX_CONFIG_BYTES: Final = 1024 * 1024
+"""Largest ``config.toml`` read, in bytes."""
+
+
 def load_config_file(path: Path) -> dict[str, Any]:
     """Read ``config.toml``; a missing file is ``{}``.
 
+    The config root and the file must be private and owned (never followed
+    inside the root, never blocking: ``docs/design/state.md``).
+
     Raises:
         ConfigError: the file is not valid TOML, has an unknown key or a key
-            of the wrong type (message names the path).
+            of the wrong type, or is over :data:`MAX_CONFIG_BYTES` (message
+            names the path).
+        PrivateStateError: the config root or file is a symlink, FIFO,
+            directory, another user's, or group/world-writable.
     """
+    home = private_files.resolve_root(path.parent)
     try:
-        raw = path.read_bytes()
+        private_files.private_dir(home, create=False)
+        raw = private_files.read_file(home / path.name, MAX_CONFIG_BYTES)
     except FileNotFoundError:
         return {}
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    if raw is None:
+        return {}
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes")
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -35,9 +35,6 @@ here; the writes are deliberately blocking (small, local, ordered).
 from __future__ import annotations
 
 import contextlib
-import errno
-import os
-import stat
 import time
 from collections.abc import Collection, Iterable
 from pathlib import Path
@@ -45,8 +42,9 @@ from typing import Final, final
 
 import msgspec
 
-from mind.errors import InboxCorruptError, InputRefused
+from mind.errors import InboxCorruptError, InputRefused, PrivateStateError
 from mind.generated.inbox import InboxEntry, InboxFile, InboxKind
+from mind.shell import private_files
 
 __all__ = ["INBOX_VERSION", "MAX_INBOX_BYTES", "Inbox", "InboxEntry"]
 
@@ -56,7 +54,6 @@ MAX_INBOX_BYTES: Final = 8 * 1024 * 1024
 INBOX_VERSION: Final = 1
 """The only file format version this code reads and writes."""
 
-_FILE_MODE: Final = 0o600
 _ENCODER: Final = msgspec.json.Encoder()
 _DECODER: Final[msgspec.json.Decoder[InboxFile]] = msgspec.json.Decoder(InboxFile)
 
@@ -70,48 +67,22 @@ class _Header(msgspec.Struct):
 _HEADER_DECODER: Final[msgspec.json.Decoder[_Header]] = msgspec.json.Decoder(_Header)
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _read_capped(path: Path, max_bytes: int) -> bytes | None:
-    """The file's bytes, ``None`` if it does not exist; never follows a symlink.
+    """The file's bytes, ``None`` if it does not exist; never follows a symlink
+    nor blocks (:func:`~mind.shell.private_files.read_file`).
 
     Raises:
-        InboxCorruptError: a symlink, not a regular file, or over ``max_bytes``.
+        InboxCorruptError: a symlink, not a private regular file (FIFO,
+            directory, another owner, group/world-writable), or over ``max_bytes``.
         OSError: the file cannot be read (e.g. permissions).
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        return None
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise InboxCorruptError(path, "is a symbolic link") from error
-        raise
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise InboxCorruptError(path, "is not a regular file")
-        if info.st_size > max_bytes:
-            raise InboxCorruptError(path, f"is {info.st_size} bytes, over the {max_bytes}-byte cap")
-        chunks: list[bytes] = []
-        size = 0
-        while size <= max_bytes:
-            chunk = os.read(fd, max_bytes + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > max_bytes:
-            raise InboxCorruptError(path, f"grew over the {max_bytes}-byte cap while read")
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+        data = private_files.read_file(path, max_bytes)
+    except PrivateStateError as error:
+        raise InboxCorruptError(path, error.detail) from error
+    if data is not None and len(data) > max_bytes:
+        raise InboxCorruptError(path, f"is over the {max_bytes}-byte cap")
+    return data
 
 
 def _decode(path: Path, data: bytes) -> list[InboxEntry]:
@@ -322,20 +293,6 @@ class Inbox:
     def _write(self, data: bytes) -> None:
         """tmp (0600) + write + fsync + rename + fsync(dir); the tmp is removed on failure."""
         tmp = self.tmp_path
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
-        try:
-            fd = os.open(tmp, flags, _FILE_MODE)
-            try:
-                os.fchmod(fd, _FILE_MODE)  # a leftover tmp may have another mode
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self._path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
-            raise
-        _fsync_dir(self._path.parent)
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()  # a leftover of a crash; never written through
+        private_files.write_atomic(self._path, data, tmp=tmp)

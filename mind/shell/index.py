@@ -64,9 +64,9 @@ check); nothing in the index is ever used to grant, replay or recover.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
-import stat
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -76,8 +76,8 @@ from typing import Final, Protocol, final
 import apsw
 import msgspec
 
-from mind.errors import JournalCorruptError, JournalError, StateDirError
-from mind.shell import journal
+from mind.errors import JournalCorruptError, JournalError, PrivateStateError, StateDirError
+from mind.shell import journal, private_files
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -356,9 +356,14 @@ def read_range(path: Path, offset: int, max_bytes: int) -> bytes:
     """Read up to ``max_bytes`` bytes of ``path`` starting at byte ``offset``.
 
     Raises:
-        OSError: the file cannot be opened or read (symlinks are refused).
+        OSError: the file cannot be opened or read, or is not a private
+            regular file (a symlink, FIFO, another owner: ``EPERM``; never
+            blocks, :func:`~mind.shell.private_files.open_file`).
     """
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        fd = private_files.open_file(path, os.O_RDONLY)
+    except PrivateStateError as exc:
+        raise OSError(errno.EPERM, str(exc)) from exc
     try:
         parts: list[bytes] = []
         got = 0
@@ -667,14 +672,9 @@ class SessionIndex:
             file) or "rebuild" (the schema was recreated over another version).
         """
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, _FILE_MODE)
-        except IsADirectoryError:
-            raise apsw.CantOpenError(f"{path} is a directory") from None
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise apsw.CantOpenError(f"{path} is not a regular file")
-        finally:
-            os.close(fd)
+            os.close(private_files.open_file(path, os.O_RDWR, create=True))
+        except PrivateStateError as exc:
+            raise apsw.CantOpenError(str(exc)) from None
         con = apsw.Connection(
             str(path), flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_NOFOLLOW
         )

@@ -70,7 +70,13 @@ the terminal record) and ``fsync`` makes them durable. After a failed write
 or fsync the :class:`Journal` refuses further appends: the caller reopens it,
 and the open path classifies whatever reached the disk.
 
-Files are created 0600 in directories created 0700.
+Files are created 0600 in directories created 0700, opened without
+following a symlink or blocking, and must be private regular files
+(:mod:`mind.shell.private_files`). An append first checks that the path
+still names the open file (one ``lstat``) — every synced append (turn
+boundaries) and any append :data:`SAME_FILE_CHECK_MS` after the last check —
+so a replaced or removed journal is :class:`~mind.errors.JournalReplacedError`
+at the latest at the next turn boundary, never silently lost.
 """
 
 from __future__ import annotations
@@ -78,7 +84,6 @@ from __future__ import annotations
 import io
 import os
 import re
-import stat
 import time
 import zlib
 from collections.abc import Callable
@@ -88,8 +93,9 @@ from typing import IO, Any, Final, final
 
 import msgspec
 
-from mind.errors import JournalCorruptError, JournalError
-from mind.generated.journal import JournalRecord
+from mind.errors import JournalCorruptError, JournalError, JournalReplacedError, PrivateStateError
+from mind.generated.journal import JournalRecord, SessionStarted
+from mind.shell import private_files
 
 __all__ = [
     "MAX_LINE_BYTES",
@@ -111,10 +117,12 @@ _TORN_RE: Final = re.compile(rb',"torn":\{"bytes":(0|[1-9][0-9]{0,18}),"crc32":"
 _HEX8_RE: Final = re.compile(rb"[0-9a-f]{8}\Z")
 _SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
 _READ_BUFFER_BYTES: Final = 1 << 20
+SAME_FILE_CHECK_MS: Final = 50
+"""An append checks that the path still names the open file when it syncs,
+or when this many ms (by the journal's clock) passed since the last check:
+one ``lstat`` per append would double :meth:`Journal.append`'s cost."""
 _SEPARATOR: Final = b"~\n"
 """Ends an unterminated torn line; ``~`` keeps it failing its check."""
-_FILE_MODE: Final = 0o600
-_DIR_MODE: Final = 0o700
 
 _ENCODER: Final = msgspec.json.Encoder()
 _DECODER: Final[msgspec.json.Decoder[JournalRecord]] = msgspec.json.Decoder(JournalRecord)
@@ -375,6 +383,21 @@ def _require_start(scan: _Scan, path: Path) -> None:
         )
 
 
+def _require_session(scan: _Scan, path: Path, session_id: str | None) -> None:
+    """The journal's ``session_started`` names ``session_id`` (when given).
+
+    Raises:
+        JournalReplacedError: it names another session (line 1).
+    """
+    if session_id is None or not scan.records:
+        return
+    first = scan.records[0]
+    if isinstance(first, SessionStarted) and first.session_id != session_id:
+        raise JournalReplacedError(
+            path, 1, f"belongs to session {first.session_id!r}, not {session_id!r} (replaced)"
+        )
+
+
 class _Head(msgspec.Struct):
     """The two fields the light check reads from a record."""
 
@@ -421,10 +444,7 @@ def check_journal(path: Path, on_record: Callable[[bytes], None]) -> JournalOpen
         JournalCorruptError: the journal is damaged or has no
             ``session_started`` first record (path, 1-based line, reason).
     """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except OSError as exc:
-        raise JournalError(path, 0, f"cannot open journal: {exc.strerror}") from None
+    fd = _open_private(path, os.O_RDONLY)
     try:
         with _open_reader(fd) as reader:
             scan = _scan(reader, path, on_record)
@@ -467,27 +487,25 @@ def _encode(record: JournalRecord) -> tuple[bytes, JournalRecord]:
     return raw, _decode(raw)
 
 
-def _make_private_dirs(directory: Path) -> None:
-    """Create ``directory`` and missing parents with mode 0700."""
-    missing: list[Path] = []
-    current = directory
-    while not current.exists():
-        missing.append(current)
-        current = current.parent
-    for d in reversed(missing):
-        try:
-            d.mkdir(mode=_DIR_MODE)
-        except FileExistsError:
-            continue
-        os.chmod(d, _DIR_MODE)
+def _open_private(path: Path, flags: int, *, create: bool = False) -> int:
+    """:func:`~mind.shell.private_files.open_file` with journal errors.
 
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    Raises:
+        JournalError: missing (and not ``create``), cannot be opened, or not
+            a private regular file (a symlink, FIFO, directory, another owner,
+            group/world-writable; never read or written), line 0.
+        FileExistsError: ``O_EXCL`` in ``flags`` and it exists.
+    """
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        return private_files.open_file(path, flags, create=create)
+    except FileNotFoundError:
+        raise JournalError(path, 0, "journal does not exist") from None
+    except FileExistsError:
+        raise
+    except PrivateStateError as exc:
+        raise JournalError(path, 0, f"refused: {exc.detail}") from None
+    except OSError as exc:
+        raise JournalError(path, 0, f"cannot open journal: {exc.strerror}") from None
 
 
 def _now_ms() -> int:
@@ -511,12 +529,7 @@ def read_records(path: Path) -> tuple[list[JournalRecord], JournalOpenReport]:
         JournalError: the file does not exist or cannot be read (line 0).
         JournalCorruptError: damage other than a torn tail (path, 1-based line).
     """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        raise JournalError(path, 0, "journal does not exist") from None
-    except OSError as exc:
-        raise JournalError(path, 0, f"cannot open journal: {exc.strerror}") from None
+    fd = _open_private(path, os.O_RDONLY)
     try:
         with _open_reader(fd) as reader:
             scan = _scan(reader, path)
@@ -548,9 +561,15 @@ class Journal:
         fd: int,
         scan: _Scan,
         clock_ms: Callable[[], int],
+        session_id: str | None = None,
     ) -> None:
         """Internal: use :meth:`Journal.open`."""
         self.path = path
+        self.session_id = session_id
+        held = os.fstat(fd)
+        self._dev, self._ino = held.st_dev, held.st_ino
+        self._path_str = os.fspath(path)  # appends lstat it: no Path conversion each time
+        self._checked_ms = -(1 << 62)  # the first append checks (no extra clock read here)
         self.records: list[JournalRecord] = scan.records
         self.report: JournalOpenReport = scan.report()
         self._fd: int | None = fd
@@ -559,6 +578,7 @@ class Journal:
         self._tail_crc = scan.tail_crc
         self._ends_with_newline = scan.ends_with_newline
         self._broken: str | None = None
+        self._broken_as: type[JournalError] = JournalError
 
     @classmethod
     def open(
@@ -567,6 +587,7 @@ class Journal:
         *,
         create: bool = False,
         clock_ms: Callable[[], int] | None = None,
+        session_id: str | None = None,
     ) -> Journal:
         """Open a journal for appending, reading and verifying all of it.
 
@@ -577,6 +598,9 @@ class Journal:
                 are fsynced.
             clock_ms: wall clock in Unix epoch milliseconds used to stamp
                 ``recorded_at_ms`` (default: the system clock).
+            session_id: the session the file must belong to: its
+                ``session_started`` record must name it (a journal swapped in
+                from another session is damage); None skips the check.
 
         Returns:
             The open journal. A torn tail is reported in :attr:`report`; the
@@ -587,41 +611,42 @@ class Journal:
                 be opened/read (line 0).
             JournalCorruptError: damage other than a torn tail, with the
                 1-based line (DESIGN §4: fail closed).
+            JournalReplacedError: the file names another session.
         """
-        flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
+        flags = os.O_RDWR | os.O_APPEND
         created = False
         try:
+            fd = _open_private(path, flags)
+        except JournalError:
+            if not create or os.path.lexists(path):
+                raise
             try:
-                fd = os.open(path, flags)
-            except FileNotFoundError:
-                if not create:
-                    raise JournalError(path, 0, "journal does not exist") from None
-                _make_private_dirs(path.parent)
-                try:
-                    fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, _FILE_MODE)
-                    created = True
-                except FileExistsError:
-                    fd = os.open(path, flags)
-        except OSError as exc:
-            raise JournalError(path, 0, f"cannot open journal: {exc.strerror}") from None
+                private_files.private_dir(path.parent)
+            except PrivateStateError as exc:
+                raise JournalError(path, 0, f"refused: {exc}") from None
+            except OSError as exc:
+                raise JournalError(path, 0, f"cannot create: {exc.strerror}") from None
+            try:
+                fd = _open_private(path, flags | os.O_EXCL, create=True)
+                created = True
+            except FileExistsError:
+                fd = _open_private(path, flags)
         try:
             if created:
-                os.fchmod(fd, _FILE_MODE)
                 os.fsync(fd)
-                _fsync_dir(path.parent)
-            elif not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise JournalError(path, 0, "journal is not a regular file")
+                private_files.fsync_dir(path.parent)
             with _open_reader(fd) as reader:
                 scan = _scan(reader, path)
             if not created:
                 _require_start(scan, path)
+                _require_session(scan, path, session_id)
         except OSError as exc:
             os.close(fd)
             raise JournalError(path, 0, f"cannot read journal: {exc.strerror}") from None
         except BaseException:
             os.close(fd)
             raise
-        return cls(path, fd, scan, clock_ms or _now_ms)
+        return cls(path, fd, scan, clock_ms or _now_ms, session_id)
 
     @property
     def next_seq(self) -> int:
@@ -642,7 +667,8 @@ class Journal:
         Args:
             record: the record to append.
             sync: fsync the file after writing (turn start and terminal
-                records, DESIGN §3.1).
+                records, DESIGN §3.1); also always checks that the path
+                still names the open file.
 
         Returns:
             The record exactly as it will read back from the file.
@@ -654,11 +680,13 @@ class Journal:
                 earlier one did, or the journal is closed (line 0). After a
                 failed write or fsync the journal refuses appends until it is
                 reopened with :meth:`open`.
+            JournalReplacedError: the path no longer names the open file
+                (replaced or removed); nothing written, and every later
+                append is refused the same way.
         """
         fd = self._usable_fd()
-        stamped = msgspec.structs.replace(
-            record, seq=self.next_seq, recorded_at_ms=max(0, self._clock_ms())
-        )
+        now_ms = self._clock_ms()
+        stamped = msgspec.structs.replace(record, seq=self.next_seq, recorded_at_ms=max(0, now_ms))
         try:
             raw, read_back = _encode(stamped)
         except ValueError as exc:
@@ -675,6 +703,9 @@ class Journal:
                 self.path, 0, f"record is {len(line)} bytes; the limit is {MAX_LINE_BYTES}"
             )
         data = memoryview(prefix + line + b"\n")
+        if sync or not 0 <= now_ms - self._checked_ms < SAME_FILE_CHECK_MS:
+            self._require_same_file()
+            self._checked_ms = now_ms
         try:
             while data:
                 written = os.write(fd, data)
@@ -726,9 +757,31 @@ class Journal:
     ) -> None:
         self.close()
 
+    def _require_same_file(self) -> None:
+        """Refuse once :attr:`path` no longer names the open file (one
+        ``lstat``, compared with the device and inode taken at open): an
+        append there would be lost silently. Later appends are refused too.
+
+        Raises:
+            JournalReplacedError: replaced, removed or unreadable.
+        """
+        try:
+            now = os.stat(self._path_str, follow_symlinks=False)
+        except FileNotFoundError:
+            what = "removed"
+        except OSError as exc:
+            what = f"made unreadable ({exc.strerror})"
+        else:
+            if now.st_ino == self._ino and now.st_dev == self._dev:
+                return
+            what = "replaced by another file"
+        self._broken = f"the journal was {what} while this session was open"
+        self._broken_as = JournalReplacedError  # later appends say the same
+        raise JournalReplacedError(self.path, 0, self._broken)
+
     def _usable_fd(self) -> int:
         if self._fd is None:
             raise JournalError(self.path, 0, "journal is closed")
         if self._broken is not None:
-            raise JournalError(self.path, 0, self._broken)
+            raise self._broken_as(self.path, 0, self._broken)
         return self._fd

@@ -20,9 +20,12 @@ from pathlib import Path
 
 import msgspec
 
-from mind.errors import SessionOccupiedError, StateDirError
-from mind.shell import procs
+from mind.errors import PrivateStateError, SessionOccupiedError, StateDirError
+from mind.shell import private_files, procs
 from mind.shell.ids import new_id
+
+_MAX_LEASE_BYTES = 4096
+"""A lease record is under 200 bytes; a larger file is not read whole."""
 
 
 class LeaseRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -54,13 +57,20 @@ class SessionLease:
         Raises:
             SessionOccupiedError: a live process (pid + start identity) holds it.
             StateDirError: the lease cannot be written.
+        PrivateStateError: the session directory, ``lease`` or
+            ``lease.lock`` is not private and owned (a symlink, FIFO,
+            directory, another owner, group/world-writable); left untouched.
         """
         pid = os.getpid()
         record = LeaseRecord(
             pid=pid, start_identity=procs.start_identity(pid), owner_id=new_id("own")
         )
         try:
-            lock_fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+            private_files.private_dir(path.parent)
+            # Never follows a link: a dangling one must not create a file elsewhere.
+            lock_fd = private_files.open_file(
+                path.with_name(path.name + ".lock"), os.O_RDWR, create=True
+            )
         except OSError as exc:
             raise StateDirError(path.parent, f"cannot lock the lease: {exc.strerror}") from exc
         try:
@@ -80,8 +90,9 @@ class SessionLease:
                 raise SessionOccupiedError(session_id, holder.pid if holder else 0)
             tmp = path.with_name(f".{path.name}.{record.owner_id}")
             try:
-                _write(tmp, msgspec.json.encode(record))
-                os.replace(tmp, path)
+                private_files.write_atomic(
+                    path, msgspec.json.encode(record), tmp=tmp, sync_dir=False
+                )
             except OSError as exc:
                 os.close(held_fd)
                 raise StateDirError(path.parent, f"cannot write lease: {exc.strerror}") from exc
@@ -94,9 +105,10 @@ class SessionLease:
     def release(self) -> None:
         """Delete the lease if it still names this owner, and drop the
         directory flock (idempotent)."""
-        if _read(self.path) == self.record:
-            with contextlib.suppress(FileNotFoundError):
-                self.path.unlink()
+        with contextlib.suppress(PrivateStateError):  # not ours to delete then
+            if _read(self.path) == self.record:
+                with contextlib.suppress(FileNotFoundError):
+                    self.path.unlink()
         if self._held_fd is not None:
             os.close(self._held_fd)  # also releases the flock
             self._held_fd = None
@@ -106,7 +118,7 @@ def _hold_directory(directory: Path) -> int | None:
     """An fd holding ``flock(LOCK_EX)`` on ``directory``, or None when another
     open file description holds it (a live owner, possibly in another PID
     namespace)."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -116,24 +128,25 @@ def _hold_directory(directory: Path) -> int | None:
 
 
 def read_holder(path: Path) -> LeaseRecord | None:
-    """The live holder of the lease at ``path``, or None (free, stale or unreadable)."""
-    holder = _read(path)
+    """The live holder of the lease at ``path``, or None (free, stale,
+    unreadable, or not a private regular file: a listing never blocks on it)."""
+    try:
+        holder = _read(path)
+    except PrivateStateError:
+        return None
     if holder is not None and procs.same_process(holder.pid, holder.start_identity):
         return holder
     return None
 
 
 def _read(path: Path) -> LeaseRecord | None:
+    """The lease record, None when missing or not a lease.
+
+    Raises:
+        PrivateStateError: the lease is not a private regular file.
+    """
     try:
-        return msgspec.json.decode(path.read_bytes(), type=LeaseRecord)
+        data = private_files.read_file(path, _MAX_LEASE_BYTES)
+        return None if data is None else msgspec.json.decode(data, type=LeaseRecord)
     except (OSError, msgspec.DecodeError):
         return None
-
-
-def _write(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)

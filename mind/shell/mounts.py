@@ -72,13 +72,11 @@ file operations otherwise — call from a worker thread in async code.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import logging
 import os
 import random
 import secrets
-import stat
 import threading
 import time
 from collections.abc import Callable
@@ -88,7 +86,7 @@ from typing import Final, final
 
 import msgspec
 
-from mind.errors import MountHolder, MountRefused
+from mind.errors import MountHolder, MountRefused, PrivateStateError
 from mind.generated.session_mounts import MountOwner, SessionMountsFile
 from mind.machines.mount import (
     BACKOFF_MS,
@@ -103,7 +101,7 @@ from mind.machines.mount import (
     parse_token,
     with_own_record,
 )
-from mind.shell import procs
+from mind.shell import private_files, procs
 
 __all__ = [
     "LEDGER_NAME",
@@ -136,8 +134,6 @@ reclaimed only once its file is older than this (seed 002 §3.2 STALE_LOCK_MS)."
 MAX_LEDGER_BYTES: Final = 4 * 1024 * 1024
 """A larger ledger is refused as damaged (processes × sessions is small)."""
 
-_FILE_MODE: Final = 0o600
-_DIR_MODE: Final = 0o700
 _ENCODER: Final = msgspec.json.Encoder()
 _log = logging.getLogger("mind.mounts")
 
@@ -199,27 +195,16 @@ def read_ledger_strict(path: Path) -> list[MountOwner]:
             :data:`MAX_LEDGER_BYTES`, not JSON, another version or another shape.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except FileNotFoundError:
+        data = private_files.read_file(path, MAX_LEDGER_BYTES)
+    except PrivateStateError as exc:
+        raise _Unavailable(str(exc)) from exc
+    except OSError as exc:
+        raise _Unavailable(f"cannot read {path}: {exc.strerror}") from exc
+    if data is None:
         return []
-    except OSError as exc:
-        raise _Unavailable(f"cannot read {path}: {exc.strerror}") from exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise _Unavailable(f"{path} is not a regular file")
-        if info.st_size > MAX_LEDGER_BYTES:
-            raise _Unavailable(f"{path} is larger than {MAX_LEDGER_BYTES} bytes")
-        chunks = []
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-            if sum(map(len, chunks)) > MAX_LEDGER_BYTES:
-                raise _Unavailable(f"{path} is larger than {MAX_LEDGER_BYTES} bytes")
-    except OSError as exc:
-        raise _Unavailable(f"cannot read {path}: {exc.strerror}") from exc
-    finally:
-        os.close(fd)
-    return _decode(path, b"".join(chunks)).owners
+    if len(data) > MAX_LEDGER_BYTES:
+        raise _Unavailable(f"{path} is larger than {MAX_LEDGER_BYTES} bytes")
+    return _decode(path, data).owners
 
 
 def _decode(path: Path, data: bytes) -> SessionMountsFile:
@@ -695,27 +680,19 @@ class MountLedger:
         self._seq += 1
         ms = int(self._clock_s() * 1000)
         tmp = self.root / f"{LEDGER_NAME}.{self.pid}.{ms}.{self._seq}.tmp"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
-        try:
-            fd = os.open(tmp, flags, _FILE_MODE)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+
+        def still_mine() -> None:
             if not self._still_mine(held):
                 raise self._lost()
-            os.replace(tmp, self.ledger_path)
+
+        try:
+            private_files.write_atomic(
+                self.ledger_path, data, tmp=tmp, sync_dir=False, before_replace=still_mine
+            )
+        except PrivateStateError as exc:
+            raise _Unavailable(str(exc)) from exc
         except OSError as exc:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
             raise _Unavailable(f"cannot write {self.ledger_path}: {exc.strerror}") from exc
-        except _Contended:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise
 
     # ------------------------------------------------------------------ the lock
 
@@ -730,14 +707,15 @@ class MountLedger:
             _Unavailable: the state directory cannot be created or written.
         """
         try:
-            self.root.mkdir(parents=True, exist_ok=True, mode=_DIR_MODE)
+            private_files.private_dir(self.root)
+        except PrivateStateError as exc:
+            raise _Unavailable(str(exc)) from exc
         except OSError as exc:
             raise _Unavailable(f"cannot create {self.root}: {exc.strerror}") from exc
         for _ in range(2):
             token = format_token(self.pid, secrets.token_hex(8), self.start_identity)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
             try:
-                fd = os.open(self.lock_path, flags, _FILE_MODE)
+                fd = private_files.open_file(self.lock_path, os.O_WRONLY | os.O_EXCL, create=True)
             except FileExistsError:
                 if self._reclaim():
                     continue
@@ -879,12 +857,12 @@ def _read_lock(path: Path) -> tuple[bytes, int, int, float] | None:
         _Unavailable: it exists but cannot be read.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        fd = private_files.open_file(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
+    except PrivateStateError as exc:
+        raise _Unavailable(str(exc)) from exc
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise _Unavailable(f"{path} is a symbolic link") from exc
         raise _Unavailable(f"cannot read {path}: {exc.strerror}") from exc
     try:
         info = os.fstat(fd)

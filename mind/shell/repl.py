@@ -105,6 +105,7 @@ from mind.errors import ConfigError, InputRefused, MindError, MountRefused, Sess
 from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.machines.mailbox import MailboxMessage
+from mind.shell import private_files
 from mind.shell.config import ResolvedConfig
 from mind.shell.index import format_age
 from mind.shell.render import TurnView, format_duration, format_tokens, plain, shorten
@@ -385,18 +386,18 @@ class _CommandCompleter(Completer):
 def history_file(env: Mapping[str, str]) -> Path:
     """``$MIND_HOME/history``, created empty with mode 0600 (dir 0700) if missing.
 
-    An existing file with wider permissions is narrowed to 0600: past prompts
-    can hold secrets.
+    Past prompts can hold secrets: the config root and the file must be
+    private and owned (``docs/design/state.md``).
+
+    Raises:
+        PrivateStateError: the root or file is a symlink, FIFO, directory,
+            another user's, or group/world-writable (left untouched).
+        OSError: it cannot be created.
     """
-    home = mind_home(env)
-    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    home = private_files.resolve_root(mind_home(env))
+    private_files.private_dir(home)
     path = home / "history"
-    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600)
-    try:
-        if os.fstat(fd).st_mode & 0o077:
-            os.fchmod(fd, 0o600)
-    finally:
-        os.close(fd)
+    os.close(private_files.open_file(path, os.O_WRONLY | os.O_APPEND, create=True))
     return path
 
 

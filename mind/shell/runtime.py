@@ -1187,8 +1187,7 @@ class Runtime:
         provider = make_provider(config.provider)
         mount = self.mounts.claim(sid, new_session=True)
         try:
-            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            lease = SessionLease.acquire(directory / "lease", sid)
+            lease = SessionLease.acquire(directory / "lease", sid)  # creates it private
         except BaseException:
             mount.abandon()
             raise
@@ -1196,7 +1195,7 @@ class Runtime:
             path = directory / "journal.jsonl"
             if path.exists():
                 raise SessionError(sid, "already exists")
-            journal = Journal.open(path, create=True)
+            journal = Journal.open(path, create=True, session_id=sid)
             journal.append(
                 jr.SessionStarted(
                     seq=0,
@@ -1280,7 +1279,7 @@ class Runtime:
             mount.abandon()
             raise
         try:
-            journal = Journal.open(path)
+            journal = Journal.open(path, session_id=session_id)
             aborted, completed, synthetic = recover_journal(journal)
             acknowledged = settled_inputs(journal.records)
             inbox = Inbox.open(directory / "inbox.json", acknowledged=acknowledged)

@@ -19,7 +19,7 @@ from typing import Final
 import msgspec
 
 from mind.errors import SessionLookupError, StateDirError
-from mind.shell import index, lease
+from mind.shell import index, lease, private_files
 from mind.shell.index import ReadRange
 from mind.shell.render import plain
 
@@ -141,7 +141,9 @@ class Store:
     """The state root, its per-session directories and the session index.
 
     Args:
-        root: the state root; created with mode 0700 if missing.
+        root: the state root, resolved once with ``realpath`` (a symlink
+            above it is allowed); it and ``sessions/`` are created 0700 if
+            missing and must be private and owned (``docs/design/state.md``).
         read_range: how listing reads journal bytes (default
             :func:`~mind.shell.index.read_range`; tests inject a counting one).
 
@@ -152,17 +154,17 @@ class Store:
 
     Raises:
         StateDirError: the root cannot be created or is not writable.
+        PrivateStateError: the root or ``sessions/`` is a symlink, owned by
+            another user or group/world-writable (nothing is created in it).
     """
 
     def __init__(self, root: Path, *, read_range: ReadRange | None = None) -> None:
+        root = private_files.resolve_root(root)  # a symlink above the root is the user's
         self.root = root
         self.sessions_dir = root / "sessions"
         try:
-            created_root = not root.exists()
-            root.mkdir(parents=True, exist_ok=True, mode=0o700)
-            if created_root:
-                root.chmod(0o700)  # private: mkdir's mode is narrowed by the umask only
-            self.sessions_dir.mkdir(exist_ok=True, mode=0o700)
+            private_files.private_dir(root)
+            private_files.private_dir(self.sessions_dir)
         except OSError as exc:
             raise StateDirError(root, exc.strerror or str(exc)) from exc
         if not os.access(self.sessions_dir, os.W_OK | os.X_OK):
