@@ -89,6 +89,7 @@ from mind.shell.lease import SessionLease
 from mind.shell.mounts import PUBLISH_INTERVAL_S, MountHandle, MountLedger
 from mind.shell.providers import Provider, make_provider
 from mind.shell.store import SessionSummary, Store, state_home
+from mind.shell.tool_env import tool_environment
 from mind.shell.tools import ToolOutcome, ToolRunner
 
 InputKind = Literal["prompt", "steer", "queue"]
@@ -316,7 +317,7 @@ class Session:
         self.config = config
         self.interactive = interactive
         self.provider: Provider = provider or make_provider(config.provider)
-        self.tools = ToolRunner(cwd, env=tool_environment(os.environ))
+        self.tools = ToolRunner(cwd, env=tool_environment(os.environ, config.shell_environment))
         self.always_allowed: set[str] = set()
         self.retry_policy = RetryPolicy(
             max_retries=config.max_retries, max_retry_s=config.max_retry_s
@@ -961,20 +962,6 @@ class Session:
                     output=result.output,
                 )
             )
-
-
-_SECRET_MARKERS = ("KEY", "SECRET", "TOKEN", "PASSWORD", "CREDENTIAL")
-
-
-def tool_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """The environment tool processes run with: mind's own, minus secrets.
-
-    Variables whose name contains KEY, SECRET, TOKEN, PASSWORD or CREDENTIAL
-    (case-insensitive) are dropped so a model-run command cannot print an API
-    key into the journal (the same default as Codex's
-    ``shell_environment_policy``).
-    """
-    return {k: v for k, v in environ.items() if not any(m in k.upper() for m in _SECRET_MARKERS)}
 
 
 def _always_key(name: str, args: Mapping[str, Any]) -> str:
