@@ -43,7 +43,7 @@ import msgspec
 from mind.effects.policy import ApprovalPolicy
 from mind.errors import ConfigError, NotConfiguredError
 from mind.shell.providers import ProviderSettings
-from mind.shell.redact import redact_url
+from mind.shell.redact import redact_url, url_secrets
 from mind.shell.tool_env import ShellEnvironment
 
 ProviderKind = Literal["openai-chat", "openai-responses", "anthropic", "scripted"]
@@ -587,6 +587,15 @@ _SECURE_KEYRING_MODULES = (
     "keyring.backends.macOS",
     "keyring.backends.Windows",
 )
+
+
+def known_secrets(env: Mapping[str, str], *base_urls: str | None) -> tuple[str, ...]:
+    """What :func:`~mind.shell.redact.redact` must mask before (or without) a
+    resolved config: every API-key variable's value in ``env``, and the
+    secrets of the base URLs in ``env`` and of ``base_urls`` (e.g. the flag)."""
+    urls = [*base_urls, *(env.get(v) for v in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"))]
+    keys = [env.get(v) for v in dict.fromkeys(API_KEY_VARS.values())]
+    return tuple(s for s in (*keys, *(x for u in urls for x in url_secrets(u))) if s)
 
 
 def _api_key(kind: str, env: Mapping[str, str]) -> tuple[str | None, str]:

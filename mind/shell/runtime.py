@@ -88,6 +88,7 @@ from mind.shell.journal import Journal
 from mind.shell.lease import SessionLease
 from mind.shell.mounts import PUBLISH_INTERVAL_S, MountHandle, MountLedger
 from mind.shell.providers import Provider, make_provider
+from mind.shell.redact import redact, url_secrets
 from mind.shell.store import SessionSummary, Store, state_home
 from mind.shell.tool_env import tool_environment
 from mind.shell.tools import ToolOutcome, ToolRunner
@@ -318,6 +319,9 @@ class Session:
         self.interactive = interactive
         self.provider: Provider = provider or make_provider(config.provider)
         self.tools = ToolRunner(cwd, env=tool_environment(os.environ, config.shell_environment))
+        self.secrets = (config.provider.api_key, *url_secrets(config.provider.base_url))
+        """What :func:`~mind.shell.redact.redact` masks in this session's
+        messages: the API key and the base URL's secrets."""
         self.always_allowed: set[str] = set()
         self.retry_policy = RetryPolicy(
             max_retries=config.max_retries, max_retry_s=config.max_retry_s
@@ -586,7 +590,9 @@ class Session:
         except Exception as exc:  # a bug or an I/O failure: the turn still gets its terminal
             if not machine.is_terminal:
                 machine.fail()
-            failure = ev.Failure(kind=ev.FailureKind.internal, message=f"internal error: {exc}")
+            # The text of an unexpected exception may carry a URL or a key.
+            text = redact(f"internal error: {exc}", self.secrets)
+            failure = ev.Failure(kind=ev.FailureKind.internal, message=text)
         if not machine.is_terminal:  # only an interrupt leaves the loop without a terminal
             self._close_open_calls(turn, INTERRUPTED_OUTPUT, INTERRUPTED_UNSTARTED_OUTPUT)
             machine.interrupt()

@@ -28,7 +28,7 @@ from mind.shell.providers.failures import (
     protocol_error,
 )
 from mind.shell.providers.sse import SSEDecoder, SSEEvent
-from mind.shell.redact import redact_url
+from mind.shell.redact import redact, redact_url, url_secrets
 
 
 class StreamParser(Protocol):
@@ -102,7 +102,8 @@ class HttpProvider:
         name: the provider kind.
         base_url: the server root without userinfo (query kept).
         label: human label, ``"<kind> <model> @ <base_url>"`` with the URL's
-            secrets masked (:func:`~mind.shell.redact.redact_url`).
+            secrets masked (:func:`~mind.shell.redact.redact_url`, then
+            :func:`~mind.shell.redact.redact`: the banner shows this).
     """
 
     name: str = ""
@@ -120,11 +121,15 @@ class HttpProvider:
         bare, userinfo = split_userinfo(base_url)
         self.base_url = bare.rstrip("/")
         self._api_key = api_key
+        self.secrets: tuple[str, ...] = tuple(s for s in (api_key, *url_secrets(base_url)) if s)
+        """What :func:`~mind.shell.redact.redact` masks in this provider's
+        errors: the API key and the base URL's userinfo / query secrets."""
         self._basic_auth = httpx.BasicAuth(*userinfo) if userinfo and not api_key else None
         self._timeout_s = timeout_s
         self._client = client
         self._owns_client = client is None
-        self.label = f"{self.name} {model} @ {redact_url(base_url.rstrip('/'))}"
+        shown = redact_url(base_url.rstrip("/"))
+        self.label = redact(f"{self.name} {model} @ {shown}", self.secrets)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.label}>"
@@ -165,6 +170,11 @@ class HttpProvider:
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Send ``request`` and yield its stream events; StreamDone comes last.
 
+        Every :class:`ProviderError` leaving here has its ``detail`` passed
+        through :func:`~mind.shell.redact.redact` with :attr:`secrets`: the
+        one gate between provider text and stderr, the journal and events
+        (``docs/design/secrets.md``), whichever path below made the error.
+
         Args:
             request: the frozen model request (reused unchanged on retries).
 
@@ -182,6 +192,18 @@ class HttpProvider:
                 not the configured API (an HTML page, JSON of another shape,
                 another API's event stream; a hint names the likely API).
         """
+        try:
+            async for ev in self._stream(request):
+                yield ev
+        except ProviderError as exc:
+            raise ProviderError(
+                exc.kind,
+                detail=redact(exc.detail, self.secrets),
+                status=exc.status,
+                retry_after_s=exc.retry_after_s,
+            ) from None
+
+    async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         body = self._body(request)
         parser = self._parser()
         headers = {
