@@ -104,7 +104,7 @@ def url_secrets(url: str | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*out, *(unquote(f) for f in out), *(quote(f) for f in out)]))
 
 
-def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
+def redact(text: str, secrets: Iterable[str | None] = (), *, shapes: bool = True) -> str:
     """``text`` with every secret in it masked as ``***``.
 
     Rule (``docs/design/secrets.md``): first each known secret of
@@ -118,6 +118,9 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
         text: any text from a provider, an exception or a URL.
         secrets: values known to be secret (the API key, :func:`url_secrets`
             of the base URL); ``None`` and short values are skipped.
+        shapes: False masks the known secrets only: for a tool's output,
+            where URLs with queries and ``Bearer`` in code are the work
+            itself, not a credential mind holds.
 
     Returns:
         The masked text (same text when nothing matched); never raises.
@@ -130,6 +133,8 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
             if text.endswith(secret[:cut]):
                 text = text[:-cut] + MASK
                 break
+    if not shapes:
+        return text
     text = _URL.sub(lambda m: _redact_url_in_text(m.group(0)), text)
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)

@@ -81,7 +81,7 @@ from mind.history import build_messages, unstarted_calls
 from mind.machines.mailbox import Mailbox, MailboxMessage, MailboxRefused
 from mind.machines.turn import TurnMachine
 from mind.shell import faults
-from mind.shell.config import ResolvedConfig
+from mind.shell.config import ResolvedConfig, known_secrets
 from mind.shell.ids import new_id, new_session_id
 from mind.shell.inbox import Inbox
 from mind.shell.journal import Journal
@@ -319,9 +319,14 @@ class Session:
         self.interactive = interactive
         self.provider: Provider = provider or make_provider(config.provider)
         self.tools = ToolRunner(cwd, env=tool_environment(os.environ, config.shell_environment))
-        self.secrets = (config.provider.api_key, *url_secrets(config.provider.base_url))
+        self.secrets = (
+            config.provider.api_key,
+            *url_secrets(config.provider.base_url),
+            *known_secrets(os.environ),
+        )
         """What :func:`~mind.shell.redact.redact` masks in this session's
-        messages: the API key and the base URL's secrets."""
+        messages and tool results: the API key, the base URL's secrets and
+        every provider key in mind's environment."""
         self.always_allowed: set[str] = set()
         self.retry_policy = RetryPolicy(
             max_retries=config.max_retries, max_retry_s=config.max_retry_s
@@ -859,7 +864,9 @@ class Session:
             )
         )
         faults.boundary("after_tool_call")
-        outcome = await self._execute(turn, machine, call)
+        status, output = await self._execute(turn, machine, call)
+        # Behind the sandbox: mind's own keys never enter a result (journal, model).
+        outcome = (status, redact(output, self.secrets, shapes=False))
         self.journal.append(
             jr.ToolResult(
                 seq=0,

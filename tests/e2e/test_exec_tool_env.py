@@ -127,3 +127,44 @@ def test_mind_config_shows_the_shell_environment_names_only(
     (row,) = [line for line in r.stdout.splitlines() if line.startswith("shell_environment")]
     assert "include GOPATH" in row and "set TOKEN_X" in row
     assert "MARKER" not in r.stdout + r.stderr
+
+
+def test_minds_own_environ_read_through_proc_never_reaches_the_journal(
+    tmp_path: Path, run_mind: RunMind
+) -> None:
+    """Defence in depth behind the sandbox: even a tool that reads mind's own
+    /proc/<pid>/environ (or greps every process's) cannot carry mind's keys
+    into a tool result, the journal or the next request."""
+    script = tmp_path / "s.yaml"
+    command = (
+        "tr '\\0' '\\n' < /proc/$PPID/environ | grep API_KEY; "
+        "grep -a -h -o 'sk-MA[R]KER[A-Za-z0-9]*' /proc/[0-9]*/environ | sort -u"
+    )
+    script.write_text(
+        yaml.safe_dump(
+            [{"tool_calls": [{"name": "shell", "arguments": {"command": command}}]}, {"text": "ok"}]
+        ),
+        encoding="utf-8",
+    )
+    (tmp_path / "work").mkdir()
+    r = run_mind(
+        "exec",
+        "--json",
+        "--provider",
+        "scripted",
+        "--script",
+        str(script),
+        "--approval",
+        "never",
+        "--cwd",
+        str(tmp_path / "work"),
+        "read the environ",
+        env={"MIND_STATE_HOME": str(tmp_path / "state"), **SECRETS},
+    )
+    assert r.returncode == 0, r.stderr
+    (result,) = r.of_type("tool.result")
+    assert "OPENAI_API_KEY=***" in result["output"], result
+    assert "MARKER" not in r.stdout + r.stderr
+    for path in (tmp_path / "state").rglob("*"):
+        if path.is_file():
+            assert b"MARKER" not in path.read_bytes(), path
