@@ -589,11 +589,18 @@ _SECURE_KEYRING_MODULES = (
 )
 
 
+_PROXY_VARS = tuple(
+    f"{name}{suffix}" for name in ("HTTP", "HTTPS", "ALL") for suffix in ("_PROXY", "_proxy")
+)
+
+
 def known_secrets(env: Mapping[str, str], *base_urls: str | None) -> tuple[str, ...]:
     """What :func:`~mind.shell.redact.redact` must mask before (or without) a
     resolved config: every API-key variable's value in ``env``, and the
-    secrets of the base URLs in ``env`` and of ``base_urls`` (e.g. the flag)."""
-    urls = [*base_urls, *(env.get(v) for v in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"))]
+    secrets of the base URLs in ``env``, of ``base_urls`` (e.g. the flag) and
+    of the proxy URLs httpx reads from ``env``."""
+    url_vars = ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", *_PROXY_VARS)
+    urls = [*base_urls, *(env.get(v) for v in url_vars)]
     keys = [env.get(v) for v in dict.fromkeys(API_KEY_VARS.values())]
     return tuple(s for s in (*keys, *(x for u in urls for x in url_secrets(u))) if s)
 

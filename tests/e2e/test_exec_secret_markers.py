@@ -148,5 +148,6 @@ def test_no_marker_from_a_userinfo_token_sent_as_basic_auth(
     base_url = f"http://{TOKEN}@127.0.0.1:{server.port}/v1"
     r = _exec(run_mind, tmp_path, provider, base_url, "http-401", json_mode=json_mode, key=False)
     assert r.returncode not in (0, 2), (r.returncode, r.stderr)
-    assert server.requests[-1]["headers"].get("Authorization", "").startswith("Basic ")
+    sent = {k.lower(): v for k, v in server.requests[-1]["headers"].items()}
+    assert sent.get("authorization", "").startswith("Basic ")
     assert _leaks(tmp_path, r) == []
