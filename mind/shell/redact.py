@@ -61,8 +61,17 @@ would destroy the text and protect nothing)."""
 
 _URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>`]+")
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    # Authorization header values, wherever a server echoes them.
-    (re.compile(r"\b(Bearer|Basic|Token)(\s+|=)[^\s\"',;]+", re.IGNORECASE), r"\1\2" + MASK),
+    # An Authorization header's value, scheme included, wherever it is echoed.
+    (
+        re.compile(
+            r"\b((?:proxy-)?authorization)([\"']?\s*[:=]\s*[\"']?)"
+            r"(?:(?:Bearer|Basic|Token)\s+)?[^\s\"',;]+",
+            re.IGNORECASE,
+        ),
+        r"\1\2" + MASK,
+    ),
+    # A bearer / basic credential on its own (token-like: 6+ characters).
+    (re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{6,}"), r"\1 " + MASK),
     # Key headers and key-like fields: x-api-key: …, api_key=…, "api-key": "…".
     (
         re.compile(
@@ -109,10 +118,14 @@ def redact(text: str, secrets: Iterable[str | None] = (), *, shapes: bool = True
 
     Rule (``docs/design/secrets.md``): first each known secret of
     :data:`MIN_SECRET_CHARS` or more characters, wherever it appears (and
-    its first characters at the very end: a text cut short); then
-    every URL through :func:`redact_url` (userinfo, query values); then the
-    credential shapes: ``Bearer``/``Basic``/``Token`` values, ``x-api-key``
-    / ``api_key`` / ``access_token`` values, ``sk-…`` tokens.
+    its first characters at the very end: a text cut short); then every
+    URL through :func:`redact_url` (userinfo, query values); then the
+    credential shapes: ``Authorization`` values, ``Bearer``/``Basic``
+    credentials, ``x-api-key`` / ``api_key`` / ``access_token`` values,
+    ``sk-…`` tokens.
+
+    Classification (failure kinds) reads the unmasked text first; this is
+    for display and storage only.
 
     Args:
         text: any text from a provider, an exception or a URL.

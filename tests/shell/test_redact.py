@@ -57,8 +57,10 @@ def test_every_adapter_keeps_the_query_and_drops_userinfo(kind: str, url: str) -
 @pytest.mark.parametrize(
     ("text", "shown"),
     [
-        ("authorization=Bearer abc.def-ghi end", "authorization=Bearer *** end"),
-        ("Authorization: Basic dTpwdw==", "Authorization: Basic ***"),
+        ("authorization=Bearer abc.def-ghi end", "authorization=*** end"),
+        ('{"Authorization": "Token abcdef"}', '{"Authorization": "***"}'),
+        ("sent Basic dTpwdw== as auth", "sent Basic *** as auth"),
+        ("token limit exceeded: 300000 tokens", "token limit exceeded: 300000 tokens"),
         ('{"x-api-key": "k-123456"}', '{"x-api-key": "***"}'),
         ("x-api-key=abc123, next", "x-api-key=***, next"),
         ("key sk-proj-AbC_123456789 rejected", "key sk-*** rejected"),
