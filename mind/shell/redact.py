@@ -138,7 +138,7 @@ def redact(text: str, secrets: Iterable[str | None] = (), *, shapes: bool = True
     Returns:
         The masked text (same text when nothing matched); never raises.
     """
-    known = sorted({s for s in secrets if s and len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True)
+    known = _known(secrets)
     for secret in known:
         text = text.replace(secret, MASK)
         # A text cut short (a detail limit) may end in the start of a secret.
@@ -164,3 +164,46 @@ def _redact_url_in_text(url: str) -> str:
     while url and url[-1] in ".,;:)]}":
         url, trail = url[:-1], url[-1] + trail
     return redact_url(url) + trail
+
+
+def _known(secrets: Iterable[str | None]) -> list[str]:
+    """The secrets worth searching for, longest first (a secret containing
+    another is masked whole)."""
+    return sorted({s for s in secrets if s and len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True)
+
+
+class StreamMask:
+    """:func:`redact` (known secrets only) over text that arrives in pieces.
+
+    A secret split across two pieces must be masked too, so the end of the
+    text that could be the start of a secret is held back until the next
+    piece shows what it is (usually nothing is held: text rarely ends in a
+    secret's first characters). Use one per stream.
+
+    Args:
+        secrets: as :func:`redact`'s.
+    """
+
+    def __init__(self, secrets: Iterable[str | None]) -> None:
+        self._known = _known(secrets)
+        self._held = ""
+
+    def feed(self, piece: str) -> str:
+        """The text that can be shown now, secrets masked ("" when all is held)."""
+        text = self._held + piece
+        for secret in self._known:
+            text = text.replace(secret, MASK)
+        hold = 0
+        for secret in self._known:
+            for cut in range(min(len(secret) - 1, len(text)), hold, -1):
+                if text.endswith(secret[:cut]):
+                    hold = cut
+                    break
+        self._held = text[len(text) - hold :] if hold else ""
+        return text[: len(text) - hold]
+
+    def flush(self) -> str:
+        """The held rest at the end of the stream: masked when it is long
+        enough to be a cut secret (:data:`MIN_SECRET_CHARS`), else as it was."""
+        rest, self._held = self._held, ""
+        return MASK if len(rest) >= MIN_SECRET_CHARS else rest

@@ -151,3 +151,27 @@ def test_no_marker_from_a_userinfo_token_sent_as_basic_auth(
     sent = {k.lower(): v for k, v in server.requests[-1]["headers"].items()}
     assert sent.get("authorization", "").startswith("Basic ")
     assert _leaks(tmp_path, r) == []
+
+
+ANSWERS = [
+    pytest.param(p, "echo-text", p != "anthropic", id=f"{p}-echo-text") for p in PROVIDERS
+] + [pytest.param("openai-chat", "echo-text-split", True, id="openai-chat-echo-text-split")]
+
+
+@pytest.mark.parametrize(("provider", "scenario", "json_mode"), ANSWERS)
+def test_no_marker_from_an_answer_that_echoes_the_credentials(
+    provider: str,
+    scenario: str,
+    json_mode: bool,
+    servers: dict[str, EchoServer],
+    run_mind: RunMind,
+    tmp_path: Path,
+) -> None:
+    """A server that puts the key into the model's text (streamed split
+    across deltas, or whole) gets it masked in stdout, events and the journal."""
+    server = servers[provider]
+    base_url = f"http://u:{PASSWORD}@127.0.0.1:{server.port}/v1?token={QUERY}"
+    r = _exec(run_mind, tmp_path, provider, base_url, scenario, json_mode=json_mode)
+    assert r.returncode == 0, r.stderr
+    assert "you sent path=" in r.stdout
+    assert _leaks(tmp_path, r) == []

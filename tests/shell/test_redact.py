@@ -7,7 +7,7 @@ import pytest
 from mind.shell.providers import ProviderSettings, make_provider
 from mind.shell.providers._common import endpoint_url, split_userinfo
 from mind.shell.providers._http import HttpProvider
-from mind.shell.redact import redact, redact_url, url_secrets
+from mind.shell.redact import StreamMask, redact, redact_url, url_secrets
 
 
 @pytest.mark.parametrize(
@@ -89,3 +89,13 @@ def test_url_secrets_are_the_userinfo_secret_and_query_values() -> None:
     assert url_secrets("https://TOKEN@h/v1") == ("TOKEN",)
     assert url_secrets("http://h/v1") == ()
     assert url_secrets(None) == ()
+
+
+def test_stream_mask_masks_a_secret_split_across_pieces() -> None:
+    mask = StreamMask(["SECRETKEY", None])
+    shown = [mask.feed(p) for p in ("the key is SEC", "RET", "KEY, yes", " S")]
+    assert shown == ["the key is ", "", "***, yes", " "]
+    assert mask.flush() == "S"  # too short to be a cut secret: shown as it was
+    cut = StreamMask(["SECRETKEY"])
+    assert (cut.feed("ends with SECRE"), cut.flush()) == ("ends with ", "***")
+    assert StreamMask([]).feed("S") == "S"

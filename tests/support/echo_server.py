@@ -6,6 +6,10 @@ headers, the ``Authorization`` / ``x-api-key`` header values and the request
 path the client sent, so any path that prints provider text unredacted leaks a
 marker the test then finds.
 
+Two answers succeed: ``echo-text`` (a complete JSON answer whose text echoes
+them) and ``echo-text-split`` (openai-chat: the same as an event stream, the
+echo split across deltas).
+
 The failure is chosen by the request body's ``model`` (``--model SCENARIO``),
 one server serving every scenario of one provider; :data:`SCENARIOS` lists
 them. Every request (path, headers, body text) is kept in
@@ -142,8 +146,72 @@ class _Handler(BaseHTTPRequestHandler):
         elif scenario == "idle-body":
             self._send(200, b"", "text/event-stream", echo, length=100)
             self.rfile.read(1)
+        elif scenario == "echo-text":
+            text = f"you sent {echo}"
+            self._send(200, json.dumps(_answer_body(provider, text)).encode(), _JSON, echo)
+        elif scenario == "echo-text-split" and provider == "openai-chat":
+            self._send(200, b"".join(_chat_sse(f"you sent {echo}", pieces=7)), _SSE, echo)
         else:
             self._error_json(400, f"unknown scenario {scenario!r}", echo)
+
+
+_JSON = "application/json"
+_SSE = "text/event-stream"
+
+
+def _answer_body(provider: str, text: str) -> dict[str, Any]:
+    """A complete non-streaming answer of ``provider``'s API saying ``text``."""
+    if provider == "anthropic":
+        return {
+            "id": "msg_echo",
+            "type": "message",
+            "role": "assistant",
+            "model": "echo",
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
+    if provider == "openai-responses":
+        return {
+            "id": "resp_echo",
+            "object": "response",
+            "status": "completed",
+            "model": "echo",
+            "output": [
+                {
+                    "id": "msg_echo",
+                    "type": "message",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}],
+                }
+            ],
+            "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2},
+        }
+    return {
+        "id": "chatcmpl-echo",
+        "object": "chat.completion",
+        "model": "echo",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+
+
+def _chat_sse(text: str, *, pieces: int) -> list[bytes]:
+    """A Chat Completions event stream saying ``text`` in ``pieces`` deltas
+    (so a secret in it arrives split across deltas)."""
+    step = max(1, -(-len(text) // pieces))
+
+    def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        data = {"id": "c", "object": "chat.completion.chunk", "model": "echo", "choices": [choice]}
+        return b"data: " + json.dumps(data).encode() + b"\n\n"
+
+    out = [event({"role": "assistant", "content": ""})]
+    out += [event({"content": text[i : i + step]}) for i in range(0, len(text), step)]
+    return [*out, event({}, "stop"), b"data: [DONE]\n\n"]
 
 
 class EchoServer(LoopbackServer):

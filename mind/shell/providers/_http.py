@@ -8,6 +8,7 @@ out) and a pure body builder; this module does the I/O around them.
 from __future__ import annotations
 
 import functools
+import json
 import ssl
 import time
 from collections.abc import AsyncIterator
@@ -15,8 +16,9 @@ from typing import Any, Protocol
 
 import anyio
 import httpx
+import msgspec
 
-from mind.conversation import ModelRequest, StreamDone, StreamEvent
+from mind.conversation import ModelRequest, ReasoningDelta, StreamDone, StreamEvent, TextDelta
 from mind.errors import ProviderError
 from mind.shell.providers._common import endpoint_url, load_json, split_userinfo
 from mind.shell.providers.failures import (
@@ -28,7 +30,7 @@ from mind.shell.providers.failures import (
     protocol_error,
 )
 from mind.shell.providers.sse import SSEDecoder, SSEEvent
-from mind.shell.redact import redact, redact_url, url_secrets
+from mind.shell.redact import StreamMask, redact, redact_url, url_secrets
 
 
 class StreamParser(Protocol):
@@ -192,16 +194,62 @@ class HttpProvider:
                 not the configured API (an HTML page, JSON of another shape,
                 another API's event stream; a hint names the likely API).
         """
+        # A server that echoes the key into the answer must not get it
+        # journaled or shown: text, reasoning and arguments are masked.
+        text, reasoning = StreamMask(self.secrets), StreamMask(self.secrets)
         try:
+            if not self.secrets:
+                async for ev in self._stream(request):
+                    yield ev
+                return
             async for ev in self._stream(request):
-                yield ev
+                if isinstance(ev, TextDelta):
+                    if shown := text.feed(ev.text):
+                        yield TextDelta(text=shown)
+                elif isinstance(ev, ReasoningDelta):
+                    if shown := reasoning.feed(ev.text):
+                        yield ReasoningDelta(text=shown)
+                elif isinstance(ev, StreamDone):
+                    if rest := text.flush():
+                        yield TextDelta(text=rest)
+                    if rest := reasoning.flush():
+                        yield ReasoningDelta(text=rest)
+                    yield self._masked(ev)
+                else:
+                    yield ev
         except ProviderError as exc:
+            # The text held back is part of what arrived before the failure.
+            if rest := text.flush():
+                yield TextDelta(text=rest)
+            if rest := reasoning.flush():
+                yield ReasoningDelta(text=rest)
             raise ProviderError(
                 exc.kind,
                 detail=redact(exc.detail, self.secrets),
                 status=exc.status,
                 retry_after_s=exc.retry_after_s,
             ) from None
+
+    def _masked(self, done: StreamDone) -> StreamDone:
+        """``done`` with :attr:`secrets` masked in its text, reasoning, call
+        arguments and opaque items (known secrets only: the answer's own
+        URLs and code stay as the model wrote them)."""
+
+        def mask(text: str) -> str:
+            return redact(text, self.secrets, shapes=False)
+
+        items = done.provider_items
+        encoded = json.dumps(items)
+        if mask(encoded) != encoded:
+            items = json.loads(mask(encoded))
+        calls = [msgspec.structs.replace(c, arguments=mask(c.arguments)) for c in done.tool_calls]
+        return msgspec.structs.replace(
+            done,
+            text=mask(done.text),
+            reasoning=mask(done.reasoning),
+            tool_calls=calls,
+            provider_items=items,
+        )
 
     async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         body = self._body(request)
