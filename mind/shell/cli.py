@@ -49,8 +49,16 @@ from mind.errors import (
 )
 from mind.generated import events as ev
 from mind.shell import faults, inbox_cli
-from mind.shell.config import CliOverrides, ResolvedConfig, describe, environment_help, resolve
+from mind.shell.config import (
+    CliOverrides,
+    ResolvedConfig,
+    describe,
+    environment_help,
+    known_secrets,
+    resolve,
+)
 from mind.shell.inbox import check_fits_alone
+from mind.shell.redact import redact
 from mind.shell.render import describe_arguments, plain, preview_lines, shorten
 from mind.shell.runtime import Runtime, Session
 from mind.shell.store import SESSION_ID_RE, listing_lines, mind_home, resolve_session_id
@@ -232,12 +240,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if failure is None:
             if not json_mode or not isinstance(leaf, Exception):
                 raise
-            traceback.print_exception(leaf)
+            # A traceback quotes exception text, which may carry a key or a URL.
+            trace = "".join(traceback.format_exception(leaf))
+            print(redact(trace, _secrets(args)), end="", file=sys.stderr)
             failure = (EXIT_FAILED, "internal")
         code, kind = failure
         message = (
             f"internal error: {type(leaf).__name__}: {leaf}" if kind == "internal" else str(leaf)
         )
+        message = redact(message, _secrets(args))
         if kind != "internal":
             print(f"mind: {message}", file=sys.stderr)
         if json_mode:
@@ -245,6 +256,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(leaf, NotConfiguredError) and args.unconfigured_ok:
             return EXIT_OK  # mind just explained how to configure a model
         return code
+
+
+def _secrets(args: argparse.Namespace) -> tuple[str, ...]:
+    """The secrets this invocation knows of (keys in the environment, the
+    base URL's userinfo and query), for :func:`~mind.shell.redact.redact`."""
+    return known_secrets(os.environ, getattr(args, "base_url", None))
 
 
 class _UsageError(Exception):

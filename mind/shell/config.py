@@ -24,6 +24,10 @@ provider kind), never from the journal, logs or ``mind config``.
     max_retry_seconds = 300         # total retry time of a turn (env MIND_MAX_RETRY_SECONDS)
     stream_idle_timeout = 300       # seconds without a byte from the model before the
                                     # attempt fails as `network` (env MIND_STREAM_IDLE_TIMEOUT)
+
+    [shell_environment]             # tools get an allow-list only (mind.shell.tool_env)
+    include = ["GOPATH", "CARGO_*"] # pass these through from mind's environment
+    set = { RUST_LOG = "info" }     # give every tool these values
 """
 
 from __future__ import annotations
@@ -44,7 +48,8 @@ from mind.effects.policy import ApprovalPolicy
 from mind.errors import ConfigError, NotConfiguredError
 from mind.shell import private_files
 from mind.shell.providers import ProviderSettings
-from mind.shell.redact import redact_url
+from mind.shell.redact import redact_url, url_secrets
+from mind.shell.tool_env import ShellEnvironment
 
 ProviderKind = Literal["openai-chat", "openai-responses", "anthropic", "scripted"]
 PROVIDER_KINDS: tuple[str, ...] = get_args(ProviderKind)
@@ -207,7 +212,9 @@ DEFAULTS: dict[str, str | int | float] = {
 ``base_url`` default per provider: :data:`DEFAULT_MODELS`, :data:`OFFICIAL_BASE_URLS`)."""
 
 _BY_KEY = {s.key: s for s in SETTINGS}
-CONFIG_KEYS = frozenset(_BY_KEY)
+TABLE_KEYS = frozenset({"shell_environment"})
+"""Tables ``config.toml`` may hold (parsed by their owners, not :data:`SETTINGS`)."""
+CONFIG_KEYS = frozenset(_BY_KEY) | TABLE_KEYS
 """Keys ``config.toml`` may hold; any other key is an error (a typo must not
 silently fall back to defaults)."""
 
@@ -243,6 +250,8 @@ class ResolvedConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Seconds without a byte from the model (before the headers or between
     chunks) after which the attempt fails as a transient ``network`` failure
     (``stream_idle_timeout``, env ``MIND_STREAM_IDLE_TIMEOUT``; Codex's default)."""
+    shell_environment: ShellEnvironment = ShellEnvironment()
+    """What ``[shell_environment]`` adds to the tools' allow-listed environment."""
 
 
 class SettingValue(msgspec.Struct, frozen=True, kw_only=True):
@@ -299,7 +308,11 @@ def load_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(
             f"{path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(CONFIG_KEYS))}"
         )
+    if "shell_environment" in data:
+        data["shell_environment"] = ShellEnvironment.from_table(data["shell_environment"], path)
     for key, value in data.items():
+        if key in TABLE_KEYS:
+            continue
         setting = _BY_KEY[key]
         if setting.type == "str" and not isinstance(value, str):
             raise ConfigError(f"{path}: `{key}` must be a string")
@@ -402,11 +415,12 @@ def describe(
 
     Returns:
         One row per setting in :data:`SETTINGS` order, then ``api_key``
-        (masked), and the error that stopped resolution, if any. After an
-        error every setting is still shown: the values that resolved, then
-        each other one from its highest source, its default, ``not set``, or
-        ``invalid`` (the error says why). A resolved non-scripted provider has
-        no ``script`` row, a scripted one no ``base_url`` / ``api_key`` row.
+        (masked) and ``shell_environment`` (variable names only), and the
+        error that stopped resolution, if any. After an error every setting
+        is still shown: the values that resolved, then each other one from
+        its highest source, its default, ``not set``, or ``invalid`` (the
+        error says why). A resolved non-scripted provider has no ``script``
+        row, a scripted one no ``base_url`` / ``api_key`` row.
     """
     rows: list[SettingValue] = []
     error: ConfigError | None = None
@@ -415,7 +429,9 @@ def describe(
     except ConfigError as exc:
         error = exc
         rows += _unresolved_rows(cli, env, config_path, {r.key: r for r in rows})
-    order = {key: n for n, key in enumerate([*(s.key for s in SETTINGS), "api_key"])}
+    order = {
+        key: n for n, key in enumerate([*(s.key for s in SETTINGS), "api_key", "shell_environment"])
+    }
     return sorted(rows, key=lambda r: order[r.key]), error
 
 
@@ -464,7 +480,18 @@ def _unresolved_rows(
             rows.append(
                 SettingValue(key="api_key", value="not set", source=f"looked in env {looked}")
             )
+    if "shell_environment" not in have:
+        table = src.file.get("shell_environment")
+        if isinstance(table, ShellEnvironment):
+            rows.append(_shell_env_row(table, f"config {config_path}"))
+        else:
+            rows.append(_shell_env_row(ShellEnvironment(), "default"))
     return rows
+
+
+def _shell_env_row(extra: ShellEnvironment, source: str) -> SettingValue:
+    """The ``mind config`` row of ``[shell_environment]`` (names, never values)."""
+    return SettingValue(key="shell_environment", value=extra.describe(), source=source)
 
 
 def _resolve(
@@ -524,6 +551,12 @@ def _resolve(
         "default",
     )
     note("stream_idle_timeout", idle_s, source)
+    shell_env = src.file.get("shell_environment")
+    if isinstance(shell_env, ShellEnvironment):
+        rows.append(_shell_env_row(shell_env, f"config {src.path}"))
+    else:
+        shell_env = ShellEnvironment()
+        rows.append(_shell_env_row(shell_env, "default"))
     settings = ProviderSettings(
         kind=cast(ProviderKind, kind),
         model=str(model),
@@ -538,6 +571,7 @@ def _resolve(
         sandbox=cast(SandboxMode, sandbox),
         add_dirs=tuple(d for d in str(add_dirs).split(os.pathsep) if d),
         max_retries=int(retries),
+        shell_environment=shell_env,
         max_retry_s=float(retry_s),
         stream_idle_timeout_s=float(idle_s),
     )
@@ -594,6 +628,9 @@ def environment_help() -> str:
     lines += [
         "secrets: OPENAI_API_KEY, ANTHROPIC_API_KEY, or the OS keyring "
         f"(service '{KEYRING_SERVICE}', user = provider kind); never printed",
+        "tools: an allow-listed environment (PATH, HOME, USER, LANG, LC_*, TERM, ...); "
+        "config.toml [shell_environment] include = [NAME, PREFIX_*] / set = {NAME = value} "
+        "adds to it",
         "paths: MIND_HOME (config.toml, history; default ~/.mind), "
         "MIND_STATE_HOME (sessions, index.db; default MIND_HOME)",
         "maintainers: MIND_CRASH_AT=BOUNDARY[:N] kills mind at a durable boundary "
@@ -611,6 +648,22 @@ _SECURE_KEYRING_MODULES = (
     "keyring.backends.macOS",
     "keyring.backends.Windows",
 )
+
+
+_PROXY_VARS = tuple(
+    f"{name}{suffix}" for name in ("HTTP", "HTTPS", "ALL") for suffix in ("_PROXY", "_proxy")
+)
+
+
+def known_secrets(env: Mapping[str, str], *base_urls: str | None) -> tuple[str, ...]:
+    """What :func:`~mind.shell.redact.redact` must mask before (or without) a
+    resolved config: every API-key variable's value in ``env``, and the
+    secrets of the base URLs in ``env``, of ``base_urls`` (e.g. the flag) and
+    of the proxy URLs httpx reads from ``env``."""
+    url_vars = ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", *_PROXY_VARS)
+    urls = [*base_urls, *(env.get(v) for v in url_vars)]
+    keys = [env.get(v) for v in dict.fromkeys(API_KEY_VARS.values())]
+    return tuple(s for s in (*keys, *(x for u in urls for x in url_secrets(u))) if s)
 
 
 def _api_key(kind: str, env: Mapping[str, str]) -> tuple[str | None, str]:

@@ -1,14 +1,20 @@
-"""Masking the secrets a URL can carry, for every place one is displayed.
+"""Masking secrets in every text mind shows, journals or sends on.
 
-A base URL may hold a password in its userinfo (``http://user:pass@host``)
-or a key in its query (``?api_key=…``, ``?sig=…``). :func:`redact_url` is
-the one rule applied wherever a URL reaches stdout, stderr, a journal or an
-error message (issue #7 item 1).
+:func:`redact` is the one function every provider error path, the session
+banner and every internal-error message goes through before it reaches
+stdout, stderr, the journal, ``--json`` events, ``index.db`` or the model
+(``docs/design/secrets.md``). It masks the secrets mind knows (the configured
+API key, the base URL's userinfo and query values: :func:`url_secrets`) and
+the shapes a credential has whatever its value: ``Authorization: Bearer …`` /
+``Basic …``, ``x-api-key: …``, ``sk-…`` tokens and URL userinfo / query
+values (:func:`redact_url`, the rule for a URL shown on its own).
 """
 
 from __future__ import annotations
 
-from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
+import re
+from collections.abc import Iterable
+from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
 
 MASK = "***"
 """What a masked part shows."""
@@ -47,3 +53,157 @@ def redact_url(url: str) -> str:
         for key, value in parse_qsl(parts.query, keep_blank_values=True)
     )
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+MIN_SECRET_CHARS = 4
+"""Known secrets shorter than this are not searched for (masking every ``a``
+would destroy the text and protect nothing)."""
+
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>`]+")
+_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # An Authorization header's value, scheme included, wherever it is echoed.
+    (
+        re.compile(
+            r"\b((?:proxy-)?authorization)([\"']?\s*[:=]\s*[\"']?)"
+            r"(?:(?:Bearer|Basic|Token)\s+)?[^\s\"',;]+",
+            re.IGNORECASE,
+        ),
+        r"\1\2" + MASK,
+    ),
+    # A bearer / basic credential on its own (token-like: 6+ characters).
+    (re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{6,}"), r"\1 " + MASK),
+    # Key headers and key-like fields: x-api-key: …, api_key=…, "api-key": "…".
+    (
+        re.compile(
+            r"\b((?:x-)?api[-_]?key|x-goog-api-key|access[-_]token)"
+            r"(\"?\s*[:=]\s*\"?)[^\s\"',;&]+",
+            re.IGNORECASE,
+        ),
+        r"\1\2" + MASK,
+    ),
+    # OpenAI / Anthropic style secret keys (sk-…, sk-ant-…, sk-proj-…).
+    (re.compile(r"\bsk-[A-Za-z0-9_-]{6,}"), "sk-" + MASK),
+)
+
+
+def url_secrets(url: str | None) -> tuple[str, ...]:
+    """The secrets a base URL carries, for :func:`redact`'s ``secrets``.
+
+    Rule: the userinfo password, or the whole userinfo when there is no
+    password (a bare token); every query value but the public ones
+    (``api-version``); each raw and percent-decoded. Never raises.
+    """
+    if not url:
+        return ()
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return (url,)
+    found: list[str] = []
+    userinfo = parts.netloc.rpartition("@")[0] if "@" in parts.netloc else ""
+    if userinfo:
+        user, sep, password = userinfo.partition(":")
+        found.append(password if sep else user)
+    found += [
+        value
+        for key, value in parse_qsl(parts.query, keep_blank_values=True)
+        if key not in _PUBLIC_QUERY_KEYS
+    ]
+    out = [f for f in found if f]
+    return tuple(dict.fromkeys([*out, *(unquote(f) for f in out), *(quote(f) for f in out)]))
+
+
+def redact(text: str, secrets: Iterable[str | None] = (), *, shapes: bool = True) -> str:
+    """``text`` with every secret in it masked as ``***``.
+
+    Rule (``docs/design/secrets.md``): first each known secret of
+    :data:`MIN_SECRET_CHARS` or more characters, wherever it appears (and
+    its first characters at the very end: a text cut short); then every
+    URL through :func:`redact_url` (userinfo, query values); then the
+    credential shapes: ``Authorization`` values, ``Bearer``/``Basic``
+    credentials, ``x-api-key`` / ``api_key`` / ``access_token`` values,
+    ``sk-…`` tokens.
+
+    Classification (failure kinds) reads the unmasked text first; this is
+    for display and storage only.
+
+    Args:
+        text: any text from a provider, an exception or a URL.
+        secrets: values known to be secret (the API key, :func:`url_secrets`
+            of the base URL); ``None`` and short values are skipped.
+        shapes: False masks the known secrets only: for a tool's output,
+            where URLs with queries and ``Bearer`` in code are the work
+            itself, not a credential mind holds.
+
+    Returns:
+        The masked text (same text when nothing matched); never raises.
+    """
+    known = _known(secrets)
+    for secret in known:
+        text = text.replace(secret, MASK)
+        # A text cut short (a detail limit) may end in the start of a secret.
+        for cut in range(len(secret) - 1, MIN_SECRET_CHARS - 1, -1):
+            if text.endswith(secret[:cut]):
+                text = text[:-cut] + MASK
+                break
+    if not shapes:
+        return text
+    text = _URL.sub(lambda m: _redact_url_in_text(m.group(0)), text)
+    for pattern, replacement in _PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def _redact_url_in_text(url: str) -> str:
+    """:func:`redact_url` of a URL found in running text, keeping it as it
+    was when it has nothing to mask (no userinfo, no query)."""
+    parts_at = url.find("@")
+    if parts_at < 0 and "?" not in url:
+        return url
+    trail = ""
+    while url and url[-1] in ".,;:)]}":
+        url, trail = url[:-1], url[-1] + trail
+    return redact_url(url) + trail
+
+
+def _known(secrets: Iterable[str | None]) -> list[str]:
+    """The secrets worth searching for, longest first (a secret containing
+    another is masked whole)."""
+    return sorted({s for s in secrets if s and len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True)
+
+
+class StreamMask:
+    """:func:`redact` (known secrets only) over text that arrives in pieces.
+
+    A secret split across two pieces must be masked too, so the end of the
+    text that could be the start of a secret is held back until the next
+    piece shows what it is (usually nothing is held: text rarely ends in a
+    secret's first characters). Use one per stream.
+
+    Args:
+        secrets: as :func:`redact`'s.
+    """
+
+    def __init__(self, secrets: Iterable[str | None]) -> None:
+        self._known = _known(secrets)
+        self._held = ""
+
+    def feed(self, piece: str) -> str:
+        """The text that can be shown now, secrets masked ("" when all is held)."""
+        text = self._held + piece
+        for secret in self._known:
+            text = text.replace(secret, MASK)
+        hold = 0
+        for secret in self._known:
+            for cut in range(min(len(secret) - 1, len(text)), hold, -1):
+                if text.endswith(secret[:cut]):
+                    hold = cut
+                    break
+        self._held = text[len(text) - hold :] if hold else ""
+        return text[: len(text) - hold]
+
+    def flush(self) -> str:
+        """The held rest at the end of the stream: masked when it is long
+        enough to be a cut secret (:data:`MIN_SECRET_CHARS`), else as it was."""
+        rest, self._held = self._held, ""
+        return MASK if len(rest) >= MIN_SECRET_CHARS else rest

@@ -87,15 +87,17 @@ from mind.history import build_messages, unstarted_calls
 from mind.machines.mailbox import Mailbox, MailboxMessage, MailboxRefused
 from mind.machines.turn import TurnMachine
 from mind.shell import faults
-from mind.shell.config import ResolvedConfig
+from mind.shell.config import ResolvedConfig, known_secrets
 from mind.shell.ids import new_id, new_session_id
 from mind.shell.inbox import Inbox
 from mind.shell.journal import Journal
 from mind.shell.lease import SessionLease
 from mind.shell.mounts import PUBLISH_INTERVAL_S, MountHandle, MountLedger
 from mind.shell.providers import Provider, make_provider
+from mind.shell.redact import redact, url_secrets
 from mind.shell.sandbox.command import session_sandbox
 from mind.shell.store import SessionSummary, Store, state_home
+from mind.shell.tool_env import tool_environment
 from mind.shell.tools import ToolOutcome, ToolRunner, session_boundary
 
 InputKind = Literal["prompt", "steer", "queue"]
@@ -332,7 +334,19 @@ class Session:
         )
         # One boundary for both: the file tools judge paths by it, the sandbox confines by it.
         self.sandbox = session_sandbox(boundary, environ=os.environ)
-        self.tools = ToolRunner(cwd, env=tool_environment(os.environ), sandbox=self.sandbox)
+        self.tools = ToolRunner(
+            cwd,
+            env=tool_environment(os.environ, config.shell_environment),
+            sandbox=self.sandbox,
+        )
+        self.secrets = (
+            config.provider.api_key,
+            *url_secrets(config.provider.base_url),
+            *known_secrets(os.environ),
+        )
+        """What :func:`~mind.shell.redact.redact` masks in this session's
+        messages and tool results: the API key, the base URL's secrets and
+        every provider key in mind's environment."""
         self.always_allowed: set[str] = set()
         self.retry_policy = RetryPolicy(
             max_retries=config.max_retries, max_retry_s=config.max_retry_s
@@ -601,7 +615,9 @@ class Session:
         except Exception as exc:  # a bug or an I/O failure: the turn still gets its terminal
             if not machine.is_terminal:
                 machine.fail()
-            failure = ev.Failure(kind=ev.FailureKind.internal, message=f"internal error: {exc}")
+            # The text of an unexpected exception may carry a URL or a key.
+            text = redact(f"internal error: {exc}", self.secrets)
+            failure = ev.Failure(kind=ev.FailureKind.internal, message=text)
         if not machine.is_terminal:  # only an interrupt leaves the loop without a terminal
             self._close_open_calls(turn, INTERRUPTED_OUTPUT, INTERRUPTED_UNSTARTED_OUTPUT)
             machine.interrupt()
@@ -868,7 +884,9 @@ class Session:
             )
         )
         faults.boundary("after_tool_call")
-        outcome = await self._execute(turn, machine, call)
+        status, output = await self._execute(turn, machine, call)
+        # Behind the sandbox: mind's own keys never enter a result (journal, model).
+        outcome = (status, redact(output, self.secrets, shapes=False))
         self.journal.append(
             jr.ToolResult(
                 seq=0,
@@ -1047,20 +1065,6 @@ class Session:
                     output=result.output,
                 )
             )
-
-
-_SECRET_MARKERS = ("KEY", "SECRET", "TOKEN", "PASSWORD", "CREDENTIAL")
-
-
-def tool_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """The environment tool processes run with: mind's own, minus secrets.
-
-    Variables whose name contains KEY, SECRET, TOKEN, PASSWORD or CREDENTIAL
-    (case-insensitive) are dropped so a model-run command cannot print an API
-    key into the journal (the same default as Codex's
-    ``shell_environment_policy``).
-    """
-    return {k: v for k, v in environ.items() if not any(m in k.upper() for m in _SECRET_MARKERS)}
 
 
 def _always_key(name: str, args: Mapping[str, Any], sandboxed: bool = False) -> str:

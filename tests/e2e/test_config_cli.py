@@ -20,6 +20,7 @@ ORDER = [
     "max_retry_seconds",
     "stream_idle_timeout",
     "api_key",
+    "shell_environment",
 ]
 
 

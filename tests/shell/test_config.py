@@ -198,7 +198,8 @@ def test_describe_keeps_what_resolved_before_an_error(tmp_path: Path) -> None:
     rows, error = describe(CliOverrides(provider="openai-chat"), {}, tmp_path / "none.toml")
     assert error is not None and "OPENAI_API_KEY" in str(error)
     assert [r.key for r in rows][:2] == ["provider", "model"]
-    assert rows[-1].key == "api_key" and rows[-1].value == "not set"
+    assert rows[-2].key == "api_key" and rows[-2].value == "not set"
+    assert rows[-1].key == "shell_environment" and rows[-1].value == "allow-list"
 
 
 def test_every_setting_and_variable_is_in_the_help_text() -> None:

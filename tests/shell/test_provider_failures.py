@@ -99,7 +99,7 @@ def test_http_error_detail_redacts_the_api_key_and_non_json_bodies_map_by_status
     err = error_from_http(
         401, f'{{"error": {{"message": "bad key {key}"}}}}'.encode(), {}, api_key=key
     )
-    assert (err.kind, key in str(err), "[redacted]" in err.detail) == ("auth", False, True)
+    assert (err.kind, key in str(err), "***" in err.detail) == ("auth", False, True)
     html = error_from_http(502, b"<html>Bad Gateway</html>", {"content-type": "text/html"})
     assert (html.kind, html.status, html.transient) == ("server", 502, True)
 

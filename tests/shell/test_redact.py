@@ -7,7 +7,7 @@ import pytest
 from mind.shell.providers import ProviderSettings, make_provider
 from mind.shell.providers._common import endpoint_url, split_userinfo
 from mind.shell.providers._http import HttpProvider
-from mind.shell.redact import redact_url
+from mind.shell.redact import StreamMask, redact, redact_url, url_secrets
 
 
 @pytest.mark.parametrize(
@@ -52,3 +52,50 @@ def test_every_adapter_keeps_the_query_and_drops_userinfo(kind: str, url: str) -
     assert isinstance(provider, HttpProvider)
     assert provider._url() == url
     assert "PW" not in provider.label + repr(provider)
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("authorization=Bearer abc.def-ghi end", "authorization=*** end"),
+        ('{"Authorization": "Token abcdef"}', '{"Authorization": "***"}'),
+        ("sent Basic dTpwdw== as auth", "sent Basic *** as auth"),
+        ("token limit exceeded: 300000 tokens", "token limit exceeded: 300000 tokens"),
+        ('{"x-api-key": "k-123456"}', '{"x-api-key": "***"}'),
+        ("x-api-key=abc123, next", "x-api-key=***, next"),
+        ("key sk-proj-AbC_123456789 rejected", "key sk-*** rejected"),
+        ("go to http://u:pw@h:9/x?sig=1.", "go to http://u:***@h:9/x?sig=***."),
+        ("plain http://h/v1/chat/completions text", "plain http://h/v1/chat/completions text"),
+        ("nothing secret here", "nothing secret here"),
+    ],
+)
+def test_redact_masks_credential_shapes_without_knowing_them(text: str, shown: str) -> None:
+    assert redact(text) == shown
+
+
+def test_redact_masks_known_secrets_anywhere_and_a_cut_tail() -> None:
+    secrets = ("MYKEYVALUE", None, "ab")  # None and too-short values are skipped
+    assert redact("echo:MYKEYVALUE/MYKEYVALUE ab", secrets) == "echo:***/*** ab"
+    assert redact("detail cut at MYKEYV", secrets) == "detail cut at ***"
+
+
+def test_url_secrets_are_the_userinfo_secret_and_query_values() -> None:
+    assert url_secrets("http://u:p%40ss@h/v1?token=abcd&api-version=1") == (
+        "p%40ss",
+        "abcd",
+        "p@ss",
+        "p%2540ss",
+    )
+    assert url_secrets("https://TOKEN@h/v1") == ("TOKEN",)
+    assert url_secrets("http://h/v1") == ()
+    assert url_secrets(None) == ()
+
+
+def test_stream_mask_masks_a_secret_split_across_pieces() -> None:
+    mask = StreamMask(["SECRETKEY", None])
+    shown = [mask.feed(p) for p in ("the key is SEC", "RET", "KEY, yes", " S")]
+    assert shown == ["the key is ", "", "***, yes", " "]
+    assert mask.flush() == "S"  # too short to be a cut secret: shown as it was
+    cut = StreamMask(["SECRETKEY"])
+    assert (cut.feed("ends with SECRE"), cut.flush()) == ("ends with ", "***")
+    assert StreamMask([]).feed("S") == "S"

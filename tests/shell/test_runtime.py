@@ -18,7 +18,7 @@ from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.history import build_messages
 from mind.shell.journal import Journal
-from mind.shell.runtime import tool_environment
+from mind.shell.tool_env import tool_environment
 
 
 def _config(

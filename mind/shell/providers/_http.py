@@ -8,6 +8,7 @@ out) and a pure body builder; this module does the I/O around them.
 from __future__ import annotations
 
 import functools
+import json
 import ssl
 import time
 from collections.abc import AsyncIterator
@@ -15,8 +16,9 @@ from typing import Any, Protocol
 
 import anyio
 import httpx
+import msgspec
 
-from mind.conversation import ModelRequest, StreamDone, StreamEvent
+from mind.conversation import ModelRequest, ReasoningDelta, StreamDone, StreamEvent, TextDelta
 from mind.errors import ProviderError
 from mind.shell.providers._common import endpoint_url, load_json, split_userinfo
 from mind.shell.providers.failures import (
@@ -28,7 +30,7 @@ from mind.shell.providers.failures import (
     protocol_error,
 )
 from mind.shell.providers.sse import SSEDecoder, SSEEvent
-from mind.shell.redact import redact_url
+from mind.shell.redact import StreamMask, redact, redact_url, url_secrets
 
 
 class StreamParser(Protocol):
@@ -102,7 +104,8 @@ class HttpProvider:
         name: the provider kind.
         base_url: the server root without userinfo (query kept).
         label: human label, ``"<kind> <model> @ <base_url>"`` with the URL's
-            secrets masked (:func:`~mind.shell.redact.redact_url`).
+            secrets masked (:func:`~mind.shell.redact.redact_url`, then
+            :func:`~mind.shell.redact.redact`: the banner shows this).
     """
 
     name: str = ""
@@ -120,11 +123,15 @@ class HttpProvider:
         bare, userinfo = split_userinfo(base_url)
         self.base_url = bare.rstrip("/")
         self._api_key = api_key
+        self.secrets: tuple[str, ...] = tuple(s for s in (api_key, *url_secrets(base_url)) if s)
+        """What :func:`~mind.shell.redact.redact` masks in this provider's
+        errors: the API key and the base URL's userinfo / query secrets."""
         self._basic_auth = httpx.BasicAuth(*userinfo) if userinfo and not api_key else None
         self._timeout_s = timeout_s
         self._client = client
         self._owns_client = client is None
-        self.label = f"{self.name} {model} @ {redact_url(base_url.rstrip('/'))}"
+        shown = redact_url(base_url.rstrip("/"))
+        self.label = redact(f"{self.name} {model} @ {shown}", self.secrets)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.label}>"
@@ -165,6 +172,11 @@ class HttpProvider:
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Send ``request`` and yield its stream events; StreamDone comes last.
 
+        Every :class:`ProviderError` leaving here has its ``detail`` passed
+        through :func:`~mind.shell.redact.redact` with :attr:`secrets`: the
+        one gate between provider text and stderr, the journal and events
+        (``docs/design/secrets.md``), whichever path below made the error.
+
         Args:
             request: the frozen model request (reused unchanged on retries).
 
@@ -182,6 +194,64 @@ class HttpProvider:
                 not the configured API (an HTML page, JSON of another shape,
                 another API's event stream; a hint names the likely API).
         """
+        # A server that echoes the key into the answer must not get it
+        # journaled or shown: text, reasoning and arguments are masked.
+        text, reasoning = StreamMask(self.secrets), StreamMask(self.secrets)
+        try:
+            if not self.secrets:
+                async for ev in self._stream(request):
+                    yield ev
+                return
+            async for ev in self._stream(request):
+                if isinstance(ev, TextDelta):
+                    if shown := text.feed(ev.text):
+                        yield TextDelta(text=shown)
+                elif isinstance(ev, ReasoningDelta):
+                    if shown := reasoning.feed(ev.text):
+                        yield ReasoningDelta(text=shown)
+                elif isinstance(ev, StreamDone):
+                    if rest := text.flush():
+                        yield TextDelta(text=rest)
+                    if rest := reasoning.flush():
+                        yield ReasoningDelta(text=rest)
+                    yield self._masked(ev)
+                else:
+                    yield ev
+        except ProviderError as exc:
+            # The text held back is part of what arrived before the failure.
+            if rest := text.flush():
+                yield TextDelta(text=rest)
+            if rest := reasoning.flush():
+                yield ReasoningDelta(text=rest)
+            raise ProviderError(
+                exc.kind,
+                detail=redact(exc.detail, self.secrets),
+                status=exc.status,
+                retry_after_s=exc.retry_after_s,
+            ) from None
+
+    def _masked(self, done: StreamDone) -> StreamDone:
+        """``done`` with :attr:`secrets` masked in its text, reasoning, call
+        arguments and opaque items (known secrets only: the answer's own
+        URLs and code stay as the model wrote them)."""
+
+        def mask(text: str) -> str:
+            return redact(text, self.secrets, shapes=False)
+
+        items = done.provider_items
+        encoded = json.dumps(items)
+        if mask(encoded) != encoded:
+            items = json.loads(mask(encoded))
+        calls = [msgspec.structs.replace(c, arguments=mask(c.arguments)) for c in done.tool_calls]
+        return msgspec.structs.replace(
+            done,
+            text=mask(done.text),
+            reasoning=mask(done.reasoning),
+            tool_calls=calls,
+            provider_items=items,
+        )
+
+    async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         body = self._body(request)
         parser = self._parser()
         headers = {

@@ -41,6 +41,7 @@ import httpx
 
 from mind.errors import FailureKind, ProviderError
 from mind.shell.providers._common import load_json
+from mind.shell.redact import redact
 
 CONTEXT_OVERFLOW_PATTERNS: Final[tuple[tuple[str, str], ...]] = (
     # (regular expression, case-insensitive; where the wording comes from)
@@ -318,9 +319,9 @@ def _hinted(kind: FailureKind, detail: str, url: str | None) -> str:
 
 
 def _redact(text: str, secret: str | None) -> str:
-    if secret and len(secret) >= 4:
-        text = text.replace(secret, "[redacted]")
-    return text[:MAX_DETAIL_CHARS]
+    """``text`` through the one redaction rule, cut to :data:`MAX_DETAIL_CHARS`
+    (cut after masking: a cut must not split a secret out of reach)."""
+    return redact(text, (secret,))[:MAX_DETAIL_CHARS]
 
 
 def error_from_payload(
