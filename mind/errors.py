@@ -40,8 +40,13 @@ FailureKind = Literal[
     "stream_cut",
     "context_length",
     "protocol",
+    "output_limit",
 ]
-"""The finite set of model-request failures (issue #2, DESIGN §3.1)."""
+"""The finite set of model-request failures (issue #2, DESIGN §3.1).
+
+``output_limit``: the model streamed more text, reasoning and tool-call
+arguments in one turn than ``max_output_mib`` allows (issue #8 item 5); the
+stream is closed at the cap and the turn's inputs are not acknowledged."""
 
 FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
 
@@ -49,6 +54,7 @@ TRANSIENT_KINDS: frozenset[FailureKind] = frozenset(
     {"rate_limited", "overloaded", "server", "network", "stream_cut"}
 )
 """Failure kinds that are retried with bounded backoff."""
+
 
 CANONICAL_MESSAGES: dict[FailureKind, str] = {
     "auth": "The provider rejected the credentials (check the API key).",
@@ -61,6 +67,10 @@ CANONICAL_MESSAGES: dict[FailureKind, str] = {
     "stream_cut": "The provider's stream ended before the answer was complete.",
     "context_length": "The conversation is longer than the model's context window.",
     "protocol": "The server does not speak the configured API.",
+    "output_limit": (
+        "The model's output went past the max_output_mib limit; the stream was closed "
+        "and the input was not answered (it stays waiting)."
+    ),
 }
 """One canonical, provider-independent message per failure kind."""
 

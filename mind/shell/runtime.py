@@ -64,7 +64,6 @@ from mind.effects.retry import RetryPolicy
 from mind.effects.review import FileChange, approval_text, cut_for_display
 from mind.effects.tools import parse_arguments, tool_specs
 from mind.errors import (
-    TRANSIENT_KINDS,
     DropRefused,
     InputRefused,
     MountRefused,
@@ -79,7 +78,7 @@ from mind.generated import journal as jr
 from mind.generated.inbox import InboxEntry, InboxKind
 from mind.history import build_messages, unstarted_calls
 from mind.machines.mailbox import Mailbox, MailboxMessage, MailboxRefused
-from mind.machines.turn import TurnMachine
+from mind.machines.turn import TurnMachine, acknowledges
 from mind.shell import faults
 from mind.shell.config import ResolvedConfig
 from mind.shell.ids import new_id, new_session_id
@@ -640,16 +639,13 @@ class Session:
         Acknowledged (consumed for good): the inputs of a completed or
         interrupted turn, and of one that failed for a reason a replay would
         meet again. Not acknowledged (replayed on the next start): aborted
-        turns and transient failures (DESIGN §3.1, seed 000).
+        turns, transient failures and an answer cut at the output cap — the
+        rule is :func:`mind.machines.turn.acknowledges`.
         """
         usage = turn._usage
         assert machine.status is not None
         status = ev.TurnStatus(machine.status)
-        acknowledge = status in (ev.TurnStatus.completed, ev.TurnStatus.interrupted) or (
-            status == ev.TurnStatus.failed
-            and failure is not None
-            and failure.kind.value not in TRANSIENT_KINDS
-        )
+        acknowledge = acknowledges(status.value, failure.kind.value if failure else None)
         faults.boundary("before_terminal")
         acknowledged = self.mailbox.end_turn(acknowledge=acknowledge)
         extra: dict[str, Any] = {}
@@ -699,6 +695,7 @@ class Session:
         """
         rounds = 0
         first_failure_at: float | None = None  # monotonic s: the retry time starts here
+        output_used = 0  # bytes of model output in this turn's journaled rounds
         while True:
             rounds += 1
             if rounds > DEFAULT_MAX_ROUNDS:
@@ -717,6 +714,8 @@ class Session:
                 system=SYSTEM_PROMPT.format(cwd=self.cwd),
                 messages=build_messages(self.journal.records),
                 tools=tool_specs(),
+                # The turn's cap, less what earlier rounds streamed (issue #8 item 5).
+                max_output_bytes=max(0, self.config.max_output_bytes - output_used),
             )
             done: StreamDone | None = None
             partial: list[str] = []
@@ -775,6 +774,7 @@ class Session:
             finally:
                 turn.model_quiet_since = None  # also on any other error (the turn fails)
             turn._usage = turn._usage + done.usage
+            output_used += output_bytes(done)
             self._journal_round(
                 turn.turn_id,
                 rounds - 1,
@@ -975,6 +975,13 @@ def tool_environment(environ: Mapping[str, str]) -> dict[str, str]:
     ``shell_environment_policy``).
     """
     return {k: v for k, v in environ.items() if not any(m in k.upper() for m in _SECRET_MARKERS)}
+
+
+def output_bytes(done: StreamDone) -> int:
+    """UTF-8 bytes of a round's model output: answer text, reasoning and tool
+    arguments (what ``max_output_mib`` caps per turn)."""
+    parts = [done.text, done.reasoning, *(c.arguments for c in done.tool_calls)]
+    return sum(len(p.encode("utf-8", "replace")) for p in parts)
 
 
 def _always_key(name: str, args: Mapping[str, Any]) -> str:
