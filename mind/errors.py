@@ -6,7 +6,9 @@
     ├── ConfigError                   bad/missing configuration (not retried)
     ├── StateDirError                 state root unusable (startup stops; no fallback)
     ├── JournalError                  journal damage; carries path and 1-based line
-    │   └── JournalCorruptError       a non-final line fails its integrity check or schema
+    │   ├── JournalCorruptError       a non-final line fails its integrity check or schema
+    │   └── JournalWriteError         an append or fsync failed (also a StorageError)
+    ├── StorageError                  a write of mind's state failed (ENOSPC, EIO…); path, errno
     ├── ProviderError                 a model request failed; ``kind`` is a FailureKind
     ├── ToolArgumentsError            tool arguments fail their JSON Schema (a tool result)
     ├── PatchError                    an apply_patch envelope is malformed or a hunk does not match
@@ -25,6 +27,8 @@ kept only in ``detail`` for logs, never in journal records or public events.
 
 from __future__ import annotations
 
+import errno as errno_codes
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
@@ -124,6 +128,56 @@ class JournalCorruptError(JournalError):
     """
 
 
+class StorageError(MindError):
+    """A durable write of mind's own state failed: disk full (``ENOSPC``), quota
+    (``EDQUOT``), an I/O error (``EIO``), a read-only file system…
+
+    Raised by the journal (as :class:`JournalWriteError`) and by
+    ``mind.shell.inbox.Inbox`` writes. A turn that meets it ends ``failed``
+    with failure kind ``storage`` and this error on ``TurnOutcome.error``; its
+    inputs are not acknowledged (they stay in ``inbox.json``). Nothing is
+    lost: once space is freed, reopening the session recovers it (the
+    journal's one torn-tail rule covers a half-written last line). Not retried
+    automatically. ``mind exec`` exits 4 with one line.
+
+    Attributes:
+        path: the file that could not be written.
+        errno: the OS error number (``errno.ENOSPC`` …), or None if unknown.
+        detail: what was being done, with the OS's words.
+    """
+
+    def __init__(self, path: Path, errno: int | None, detail: str) -> None:
+        MindError.__init__(self, f"{path}: {detail}")
+        self.path = path
+        self.errno = errno
+        self.detail = detail
+
+    @property
+    def errno_name(self) -> str:
+        """The symbolic errno, e.g. ``"ENOSPC"`` (``""`` when unknown)."""
+        return errno_codes.errorcode.get(self.errno or 0, "")
+
+
+def os_error_detail(action: str, exc: OSError) -> str:
+    """``"<action>: No space left on device (ENOSPC)"``: the words a StorageError carries."""
+    name = errno_codes.errorcode.get(exc.errno or 0, "")
+    words = exc.strerror or (os.strerror(exc.errno) if exc.errno else str(exc))
+    return f"{action}: {words}" + (f" ({name})" if name else "")
+
+
+class JournalWriteError(JournalError, StorageError):
+    """A journal append or fsync failed (or an earlier one did: the journal then
+    refuses appends until reopened). Both a :class:`JournalError` (``line`` 0)
+    and a :class:`StorageError` (``errno``)."""
+
+    def __init__(self, path: Path, errno: int | None, detail: str) -> None:
+        MindError.__init__(self, f"{path}: {detail}")
+        self.path = path
+        self.line = 0
+        self.errno = errno
+        self.detail = detail
+
+
 class ProviderError(MindError):
     """A model request failed.
 
@@ -191,7 +245,13 @@ class ScriptError(MindError):
 
 
 InputRefusalReason = Literal[
-    "empty", "not_text", "steering_full", "background_full", "background_bytes", "inbox_full"
+    "empty",
+    "not_text",
+    "steering_full",
+    "background_full",
+    "background_bytes",
+    "inbox_full",
+    "storage",
 ]
 """Why an input was refused (DESIGN §3.2; seed 000 ActiveTurnMailbox, DurableSteeringInbox).
 
@@ -201,7 +261,10 @@ InputRefusalReason = Literal[
 - ``steering_full``: 20 user inputs (prompt/steer/queue) are not yet acknowledged;
 - ``background_full``: 100 background completions are not yet acknowledged;
 - ``background_bytes``: unacknowledged background completions would exceed ~7 MiB;
-- ``inbox_full``: ``inbox.json`` would exceed its 8 MiB hard cap once serialised.
+- ``inbox_full``: ``inbox.json`` would exceed its 8 MiB hard cap once serialised;
+- ``storage``: the input could not be made durable (a :class:`StorageError`,
+  chained as ``__cause__``: disk full, quota, I/O error), or the session's
+  journal failed earlier and the session must be reopened.
 """
 
 INPUT_REFUSAL_REASONS: tuple[InputRefusalReason, ...] = get_args(InputRefusalReason)

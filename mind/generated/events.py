@@ -194,7 +194,7 @@ class InputAcceptedEvent(Struct, kw_only=True, tag_field='type', tag='input.acce
 
 class ExecFailureKind(StrEnum):
     """
-    Why a `mind exec` run failed before or outside a turn: `usage` (exit 2: bad flags, configuration, script, or a session id that names no session or several), `occupied` (exit 3: another live process holds the session), `session` (exit 1: a session, journal or inbox error), `state_dir` (exit 1: the state root is unusable), `internal` (exit 1: a bug; the traceback is on stderr).
+    Why a `mind exec` run failed before or outside a turn: `usage` (exit 2: bad flags, configuration, script, or a session id that names no session or several), `occupied` (exit 3: another live process holds the session), `session` (exit 1: a session, journal or inbox error), `state_dir` (exit 1: the state root is unusable), `internal` (exit 1: a bug; the traceback is on stderr), `storage` (exit 4: mind's state could not be written: disk full, quota, I/O error; free space and resume the session).
     """
 
     usage = 'usage'
@@ -202,6 +202,7 @@ class ExecFailureKind(StrEnum):
     session = 'session'
     state_dir = 'state_dir'
     internal = 'internal'
+    storage = 'storage'
 
 
 class ExecFailedEvent(Struct, kw_only=True, tag_field='type', tag='exec.failed', frozen=True):

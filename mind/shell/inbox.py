@@ -45,7 +45,7 @@ from typing import Final, final
 
 import msgspec
 
-from mind.errors import InboxCorruptError, InputRefused
+from mind.errors import InboxCorruptError, InputRefused, StorageError, os_error_detail
 from mind.generated.inbox import InboxEntry, InboxFile, InboxKind
 
 __all__ = ["INBOX_VERSION", "MAX_INBOX_BYTES", "Inbox", "InboxEntry"]
@@ -275,7 +275,7 @@ class Inbox:
         Raises:
             InputRefused: ``inbox_full`` — the serialised file would exceed
                 :attr:`max_bytes`; nothing written, the caller keeps the text.
-            OSError: the write, fsync or rename failed (e.g. disk full); the
+            StorageError: the write, fsync or rename failed (e.g. disk full); the
                 input is not accepted and the inbox is unchanged in memory
                 (the old file stays in place unless the rename itself
                 happened and only the directory fsync failed).
@@ -308,7 +308,7 @@ class Inbox:
         when none is held and the file holds no entries filtered at open.
 
         Raises:
-            OSError: the write failed; the inbox is unchanged in memory.
+            StorageError: the write failed (path, errno); the inbox is unchanged in memory.
         """
         drop = set(ids)
         kept = [e for e in self._entries if e.message_id not in drop]
@@ -320,7 +320,19 @@ class Inbox:
         self._settled |= drop
 
     def _write(self, data: bytes) -> None:
-        """tmp (0600) + write + fsync + rename + fsync(dir); the tmp is removed on failure."""
+        """tmp (0600) + write + fsync + rename + fsync(dir); the tmp is removed on failure.
+
+        Raises:
+            StorageError: a step failed (path and errno); the old file is intact.
+        """
+        try:
+            self._replace(data)
+        except OSError as exc:
+            raise StorageError(
+                self._path, exc.errno, os_error_detail("cannot write", exc)
+            ) from None
+
+    def _replace(self, data: bytes) -> None:
         tmp = self.tmp_path
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
         try:

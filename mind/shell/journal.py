@@ -88,7 +88,7 @@ from typing import IO, Any, Final, final
 
 import msgspec
 
-from mind.errors import JournalCorruptError, JournalError
+from mind.errors import JournalCorruptError, JournalError, JournalWriteError, os_error_detail
 from mind.generated.journal import JournalRecord
 
 __all__ = [
@@ -559,6 +559,7 @@ class Journal:
         self._tail_crc = scan.tail_crc
         self._ends_with_newline = scan.ends_with_newline
         self._broken: str | None = None
+        self._broken_errno: int | None = None
 
     @classmethod
     def open(
@@ -650,10 +651,12 @@ class Journal:
         Raises:
             JournalError: the record cannot be encoded, fails the schema or is
                 longer than :data:`MAX_LINE_BYTES` (nothing written; the
-                journal stays usable); or the write/fsync failed, or an
-                earlier one did, or the journal is closed (line 0). After a
-                failed write or fsync the journal refuses appends until it is
-                reopened with :meth:`open`.
+                journal stays usable), or the journal is closed (line 0).
+            JournalWriteError: (a JournalError and a StorageError carrying
+                path and errno) the write/fsync failed (ENOSPC, EDQUOT, EIO…),
+                or an earlier one did. After it the journal refuses appends
+                until it is reopened with :meth:`open`; at most the last line
+                is torn, which reopening repairs.
         """
         fd = self._usable_fd()
         stamped = msgspec.structs.replace(
@@ -680,8 +683,13 @@ class Journal:
                 written = os.write(fd, data)
                 data = data[written:]
         except OSError as exc:
+            # A short write leaves at most a torn last line: the one case the
+            # open rules repair (module docstring), so reopening recovers.
             self._broken = f"a write failed ({exc.strerror}); reopen the journal"
-            raise JournalError(self.path, 0, f"cannot append: {exc.strerror}") from None
+            self._broken_errno = exc.errno
+            raise JournalWriteError(
+                self.path, exc.errno, os_error_detail("cannot append", exc)
+            ) from None
         self._tail_bytes = 0
         self._tail_crc = 0
         self._ends_with_newline = True
@@ -689,6 +697,11 @@ class Journal:
         if sync:
             self.sync()
         return read_back
+
+    @property
+    def broken(self) -> str | None:
+        """Why appends are refused after a failed write or fsync (None: usable)."""
+        return self._broken
 
     def sync(self) -> None:
         """fsync the file: every appended record is durable on return.
@@ -702,7 +715,10 @@ class Journal:
             os.fsync(fd)
         except OSError as exc:
             self._broken = f"fsync failed ({exc.strerror}); reopen the journal"
-            raise JournalError(self.path, 0, f"cannot sync: {exc.strerror}") from None
+            self._broken_errno = exc.errno
+            raise JournalWriteError(
+                self.path, exc.errno, os_error_detail("cannot sync", exc)
+            ) from None
 
     def close(self) -> None:
         """Close the file descriptor. Idempotent; does not fsync."""
@@ -730,5 +746,5 @@ class Journal:
         if self._fd is None:
             raise JournalError(self.path, 0, "journal is closed")
         if self._broken is not None:
-            raise JournalError(self.path, 0, self._broken)
+            raise JournalWriteError(self.path, self._broken_errno, self._broken)
         return self._fd

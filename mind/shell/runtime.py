@@ -71,6 +71,7 @@ from mind.errors import (
     ScriptError,
     SessionBusyError,
     SessionError,
+    StorageError,
     ToolArgumentsError,
 )
 from mind.generated import events as ev
@@ -159,10 +160,21 @@ class _EventBuffer:
 
 @final
 class TurnOutcome(msgspec.Struct, frozen=True, kw_only=True):
-    """How a turn ended: the terminal event plus the final answer text."""
+    """How a turn ended: the terminal event plus the final answer text.
+
+    Attributes:
+        event: the ``turn.completed`` event (status, usage, failure).
+        final_text: the last answer text ("" if none).
+        error: for a turn that failed because mind's own state could not be
+            written (failure kind ``storage``: disk full, quota, I/O error),
+            the typed error with ``path`` and ``errno``; else None. The
+            turn's inputs are then not acknowledged: reopen the session once
+            space is freed and they replay (issue #8 item 6).
+    """
 
     event: ev.TurnCompletedEvent
     final_text: str
+    error: StorageError | None = None
 
     @property
     def status(self) -> str:
@@ -197,6 +209,7 @@ class Turn:
         logs only: never journaled, never in events)."""
         self._usage = RoundUsage()
         self._final_text = ""
+        self._storage_error: StorageError | None = None
         self.model_quiet_since: float | None = None
         """While a model request is open: the monotonic time (seconds) of the
         last sign of life from the model (the request sent, or the last stream
@@ -451,8 +464,11 @@ class Session:
 
         Raises:
             InputRefused: empty text, text with lone surrogates (``not_text``),
-                a mailbox limit (20 steering messages), or the 8 MiB inbox cap.
-                Nothing was written; keep the text.
+                a mailbox limit (20 steering messages), the 8 MiB inbox cap,
+                or ``storage``: the inbox write failed (disk full, quota, I/O
+                error; the StorageError is the ``__cause__``) or the journal
+                failed earlier (reopen the session). Nothing was accepted;
+                keep the text.
         """
         mid = message_id or new_id("msg")
         known = self._dispositions.get(mid)
@@ -467,16 +483,31 @@ class Session:
                 "e.g. with mind.conversation.replace_lone_surrogates",
                 message_id=mid,
             )
-        self.mailbox.admit(mid, text, kind=kind)
-        self.inbox.add(
-            InboxEntry(
+        if self.journal.broken is not None:
+            raise InputRefused(
+                "storage",
+                f"the session's journal could not be written ({self.journal.broken}); "
+                f"free space, then reopen session {self.session_id}",
                 message_id=mid,
-                text=text,
-                kind=InboxKind(kind),
-                accepted_at_ms=time.time_ns() // 1_000_000,
-                recovered=False,
             )
-        )
+        self.mailbox.admit(mid, text, kind=kind)
+        try:
+            self.inbox.add(
+                InboxEntry(
+                    message_id=mid,
+                    text=text,
+                    kind=InboxKind(kind),
+                    accepted_at_ms=time.time_ns() // 1_000_000,
+                    recovered=False,
+                )
+            )
+        except StorageError as exc:
+            why = exc.errno_name or "I/O error"
+            raise InputRefused(
+                "storage",
+                f"could not save the input to {exc.path} ({why}); free space and send it again",
+                message_id=mid,
+            ) from exc
         faults.boundary("after_inbox_write")
         routed = self.mailbox.enqueue(mid, text, kind=kind)
         disposition: Disposition
@@ -577,6 +608,11 @@ class Session:
                 machine.abort()
             self._end(turn, machine, None)
             raise
+        except StorageError as exc:  # a journal write failed: disk full, quota, I/O error
+            if not machine.is_terminal:
+                machine.fail()
+            turn._storage_error = exc
+            failure = storage_failure(exc, self.session_id)
         except ScriptError as exc:  # the offline script cannot answer
             if not machine.is_terminal:
                 machine.fail()
@@ -647,28 +683,46 @@ class Session:
         status = ev.TurnStatus(machine.status)
         acknowledge = acknowledges(status.value, failure.kind.value if failure else None)
         faults.boundary("before_terminal")
-        acknowledged = self.mailbox.end_turn(acknowledge=acknowledge)
+        # The ids the record will acknowledge, in order; the mailbox settles
+        # only once the record is durable (a failed write acknowledges nothing).
+        acknowledged = [m.message_id for m in self.mailbox.claimed()] if acknowledge else []
         extra: dict[str, Any] = {}
         if failure is not None:
             extra["failure"] = jr.Failure(
                 kind=jr.FailureKind(failure.kind.value), message=failure.message
             )
-        self.journal.append(
-            jr.TurnCompleted(
-                seq=0,
-                recorded_at_ms=0,
-                turn_id=turn.turn_id,
-                status=jr.TurnStatus(status.value),
-                usage=jr.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens),
-                acknowledged=acknowledged,
-                **extra,
-            ),
-            sync=True,
-        )
+        try:
+            self.journal.append(
+                jr.TurnCompleted(
+                    seq=0,
+                    recorded_at_ms=0,
+                    turn_id=turn.turn_id,
+                    status=jr.TurnStatus(status.value),
+                    usage=jr.Usage(
+                        input_tokens=usage.input_tokens, output_tokens=usage.output_tokens
+                    ),
+                    acknowledged=acknowledged,
+                    **extra,
+                ),
+                sync=True,
+            )
+        except StorageError as exc:
+            # No durable terminal: the turn stays open on disk and recovery
+            # closes it when the session is reopened (issue #8 item 6).
+            turn._storage_error = turn._storage_error or exc
+            status, acknowledged = ev.TurnStatus.failed, []
+            failure = failure if failure and failure.kind.value == "storage" else None
+            failure = failure or storage_failure(exc, self.session_id)
+        self.mailbox.end_turn(acknowledge=bool(acknowledged))
         faults.boundary("after_terminal")
         self.runtime.store.index.note(self.session_id, status=status.value)
         self._acknowledged.update(acknowledged)
-        self.inbox.remove(acknowledged)
+        try:
+            self.inbox.remove(acknowledged)
+        except StorageError as exc:
+            # The terminal record is durable, so the inputs are consumed; the
+            # stale entries are filtered out when the session is next opened.
+            log.warning("%s", exc)
         self.mailbox.forget(acknowledged)
         done = ev.TurnCompletedEvent(
             turn_id=turn.turn_id,
@@ -676,7 +730,9 @@ class Session:
             usage=ev.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens),
             **({"failure": failure} if failure is not None else {}),
         )
-        turn._finish(TurnOutcome(event=done, final_text=turn._final_text))
+        turn._finish(
+            TurnOutcome(event=done, final_text=turn._final_text, error=turn._storage_error)
+        )
         runs_on = status == ev.TurnStatus.completed or (
             status == ev.TurnStatus.interrupted and turn._send_pending
         )
@@ -975,6 +1031,17 @@ def tool_environment(environ: Mapping[str, str]) -> dict[str, str]:
     ``shell_environment_policy``).
     """
     return {k: v for k, v in environ.items() if not any(m in k.upper() for m in _SECRET_MARKERS)}
+
+
+def storage_failure(exc: StorageError, session_id: str) -> ev.Failure:
+    """The ``storage`` failure of a turn whose journal write failed: one line
+    naming the file and the errno, and how to go on."""
+    why = exc.errno_name or "I/O error"
+    return ev.Failure(
+        kind=ev.FailureKind.storage,
+        message=f"could not write {exc.path} ({why}); the input is kept: free space, "
+        f"then resume session {session_id}",
+    )
 
 
 def output_bytes(done: StreamDone) -> int:
