@@ -34,6 +34,7 @@ on a transient error, acknowledges nothing: its inputs replay.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -404,7 +405,7 @@ class Session:
         Raises:
             DropRefused: no such message, an ambiguous prefix, or claimed by
                 the running turn; nothing was written.
-            OSError: a write failed; the message still waits in memory (and
+            StorageError: a write failed (path, errno); the message still waits (and
                 replays, unless the journal record made it).
         """
         held = [m for m in self.mailbox.messages() if m.state != "acknowledged"]
@@ -604,7 +605,9 @@ class Session:
             # Cancelled from outside (the runtime is closing): the turn ends
             # aborted — its input is not acknowledged and replays later.
             if not machine.is_terminal:  # synchronous: nothing here can be cancelled
-                self._close_open_calls(turn, ABORTED_OUTPUT, ABORTED_UNSTARTED_OUTPUT)
+                # A broken journal: recovery closes the calls when the session reopens.
+                with contextlib.suppress(StorageError):
+                    self._close_open_calls(turn, ABORTED_OUTPUT, ABORTED_UNSTARTED_OUTPUT)
                 machine.abort()
             self._end(turn, machine, None)
             raise
