@@ -7,6 +7,7 @@
     ├── StateDirError                 state root unusable (startup stops; no fallback)
     ├── JournalError                  journal damage; carries path and 1-based line
     │   ├── JournalCorruptError       a non-final line fails its integrity check or schema
+    │   ├── JournalRecordTooLarge     a record over the 16 MiB line limit (nothing written)
     │   └── JournalWriteError         an append or fsync failed (also a StorageError)
     ├── StorageError                  a write of mind's state failed (ENOSPC, EIO…); path, errno
     ├── ProviderError                 a model request failed; ``kind`` is a FailureKind
@@ -126,6 +127,21 @@ class JournalCorruptError(JournalError):
 
     Raised when a session is opened; the file is left untouched (fail closed).
     """
+
+
+class JournalRecordTooLarge(JournalError):
+    """A record would be longer than the journal's line limit (16 MiB once
+    encoded); nothing was written and the journal stays usable. The runtime
+    fails a model round whose record is too large as ``output_limit``, so its
+    input is not acknowledged (issue #8 item 5).
+
+    Attributes:
+        size_bytes: the encoded line's length in bytes.
+    """
+
+    def __init__(self, path: Path, size_bytes: int, limit_bytes: int) -> None:
+        super().__init__(path, 0, f"record is {size_bytes} bytes; the limit is {limit_bytes}")
+        self.size_bytes = size_bytes
 
 
 class StorageError(MindError):

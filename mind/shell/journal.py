@@ -88,7 +88,13 @@ from typing import IO, Any, Final, final
 
 import msgspec
 
-from mind.errors import JournalCorruptError, JournalError, JournalWriteError, os_error_detail
+from mind.errors import (
+    JournalCorruptError,
+    JournalError,
+    JournalRecordTooLarge,
+    JournalWriteError,
+    os_error_detail,
+)
 from mind.generated.journal import JournalRecord
 
 __all__ = [
@@ -649,9 +655,11 @@ class Journal:
             The record exactly as it will read back from the file.
 
         Raises:
-            JournalError: the record cannot be encoded, fails the schema or is
-                longer than :data:`MAX_LINE_BYTES` (nothing written; the
-                journal stays usable), or the journal is closed (line 0).
+            JournalError: the record cannot be encoded or fails the schema
+                (nothing written; the journal stays usable), or the journal
+                is closed (line 0).
+            JournalRecordTooLarge: the line would be longer than
+                :data:`MAX_LINE_BYTES` (nothing written; still usable).
             JournalWriteError: (a JournalError and a StorageError carrying
                 path and errno) the write/fsync failed (ENOSPC, EDQUOT, EIO…),
                 or an earlier one did. After it the journal refuses appends
@@ -674,9 +682,7 @@ class Journal:
             body += b',"torn":{"bytes":%d,"crc32":"%08x"}' % (span_bytes, span_crc)
         line = body + b',"crc32":"%08x"}' % zlib.crc32(body)
         if len(line) > MAX_LINE_BYTES:
-            raise JournalError(
-                self.path, 0, f"record is {len(line)} bytes; the limit is {MAX_LINE_BYTES}"
-            )
+            raise JournalRecordTooLarge(self.path, len(line), MAX_LINE_BYTES)
         data = memoryview(prefix + line + b"\n")
         try:
             while data:

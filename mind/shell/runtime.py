@@ -65,8 +65,10 @@ from mind.effects.retry import RetryPolicy
 from mind.effects.review import FileChange, approval_text, cut_for_display
 from mind.effects.tools import parse_arguments, tool_specs
 from mind.errors import (
+    CANONICAL_MESSAGES,
     DropRefused,
     InputRefused,
+    JournalRecordTooLarge,
     MountRefused,
     ProviderError,
     ScriptError,
@@ -834,16 +836,25 @@ class Session:
                 turn.model_quiet_since = None  # also on any other error (the turn fails)
             turn._usage = turn._usage + done.usage
             output_used += output_bytes(done)
-            self._journal_round(
-                turn.turn_id,
-                rounds - 1,
-                done.text,
-                done.reasoning,
-                done.tool_calls,
-                done.finish,
-                done.usage,
-                done.provider_items,
-            )
+            try:
+                self._journal_round(
+                    turn.turn_id,
+                    rounds - 1,
+                    done.text,
+                    done.reasoning,
+                    done.tool_calls,
+                    done.finish,
+                    done.usage,
+                    done.provider_items,
+                )
+            except JournalRecordTooLarge as exc:
+                # An answer too large to keep is not an answer: the round
+                # fails like one past the output cap, and the input waits.
+                machine.round_failed(transient=False)
+                turn.failure_detail = exc.detail
+                return ev.Failure(
+                    kind=ev.FailureKind.output_limit, message=CANONICAL_MESSAGES["output_limit"]
+                )
             if done.text:
                 turn._final_text = done.text
                 turn._emit(ev.MessageCompletedEvent(turn_id=turn.turn_id, text=done.text))
