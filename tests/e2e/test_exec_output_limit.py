@@ -70,6 +70,20 @@ class EndlessModel(LoopbackServer):
         self.cut = False
 
 
+# Run the CLI, then write the process's own peak RSS (VmHWM, KiB) to a file:
+# the rusage of a child also counts the forking parent's memory (pytest's).
+_PEAK = """
+import atexit, sys
+path, argv = sys.argv[1], sys.argv[2:]
+def peak():
+    with open("/proc/self/status") as f, open(path, "w") as out:
+        out.write(next(l for l in f if l.startswith("VmHWM:")).split()[1])
+atexit.register(peak)
+from mind.shell.cli import main
+sys.exit(main(argv))
+"""
+
+
 def _run_exec(tmp_path: Path, base_url: str) -> tuple[int, str, int]:
     """Run ``mind exec`` as a child; return (exit status, stderr, peak RSS KiB)."""
     env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
@@ -81,20 +95,18 @@ def _run_exec(tmp_path: Path, base_url: str) -> tuple[int, str, int]:
     )
     argv = ["exec", "--provider", "openai-chat", "--base-url", base_url, "--model", "m"]
     argv += ["--cwd", str(tmp_path), "hello"]
-    err_path = tmp_path / "stderr.txt"
-    with err_path.open("wb") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "mind.shell.cli", *argv],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage
-        finally:
-            proc.returncode = 0  # reaped above; Popen must not wait again
-    return os.waitstatus_to_exitcode(status), err_path.read_text("utf-8"), usage.ru_maxrss
+    peak = tmp_path / "peak-kib"
+    proc = subprocess.run(
+        [sys.executable, "-c", _PEAK, str(peak), *argv],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return proc.returncode, proc.stderr, int(peak.read_text())
 
 
 def _records(tmp_path: Path) -> list[dict[str, Any]]:
