@@ -7,7 +7,8 @@ The public API (everything else is internal)::
                        events() over every turn; resume_pending() after a crash;
                        waiting / drop(id) for input no turn has taken yet
     Turn               async-iterate typed events; decide(call_id, ...); interrupt()
-    TurnOutcome        the terminal event and the final answer text
+    TurnOutcome        the terminal event, the final answer text, and ``error``: the
+                       StorageError (path, errno) when mind's state could not be written
     resolve_config     provider + approval settings from keywords, env and config.toml
     events             the typed event structs (``mind.events.MessageDeltaEvent`` ...)
     review             the approval-text rules: ``cut_for_display``, ``visible``

@@ -140,6 +140,10 @@ class ToolResultMessage(msgspec.Struct, frozen=True, kw_only=True, tag="tool_res
 Message = UserMessage | AssistantMessage | ToolResultMessage
 
 
+DEFAULT_MAX_OUTPUT_BYTES = 8 * 1024 * 1024
+"""Default cap of one turn's streamed model output, bytes (``max_output_mib`` 8)."""
+
+
 class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Everything a provider adapter needs to build one HTTP request.
 
@@ -153,6 +157,10 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
     messages: list[Message]
     tools: list[ToolSpec] = msgspec.field(default_factory=list)
     max_output_tokens: int | None = None
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    """The most UTF-8 bytes of text, reasoning and tool-call arguments this
+    round may stream (what is left of the turn's ``max_output_mib``); past it
+    the adapter closes the stream with ``ProviderError("output_limit")``."""
 
 
 # ---- stream events (adapter -> runtime) ---------------------------------

@@ -6,7 +6,10 @@
     ├── ConfigError                   bad/missing configuration (not retried)
     ├── StateDirError                 state root unusable (startup stops; no fallback)
     ├── JournalError                  journal damage; carries path and 1-based line
-    │   └── JournalCorruptError       a non-final line fails its integrity check or schema
+    │   ├── JournalCorruptError       a non-final line fails its integrity check or schema
+    │   ├── JournalRecordTooLarge     a record over the 16 MiB line limit (nothing written)
+    │   └── JournalWriteError         an append or fsync failed (also a StorageError)
+    ├── StorageError                  a write of mind's state failed (ENOSPC, EIO…); path, errno
     ├── ProviderError                 a model request failed; ``kind`` is a FailureKind
     ├── ToolArgumentsError            tool arguments fail their JSON Schema (a tool result)
     ├── PatchError                    an apply_patch envelope is malformed or a hunk does not match
@@ -26,6 +29,8 @@ kept only in ``detail`` for logs, never in journal records or public events.
 
 from __future__ import annotations
 
+import errno as errno_codes
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
@@ -41,8 +46,13 @@ FailureKind = Literal[
     "stream_cut",
     "context_length",
     "protocol",
+    "output_limit",
 ]
-"""The finite set of model-request failures (issue #2, DESIGN §3.1)."""
+"""The finite set of model-request failures (issue #2, DESIGN §3.1).
+
+``output_limit``: the model streamed more text, reasoning and tool-call
+arguments in one turn than ``max_output_mib`` allows (issue #8 item 5); the
+stream is closed at the cap and the turn's inputs are not acknowledged."""
 
 FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
 
@@ -50,6 +60,7 @@ TRANSIENT_KINDS: frozenset[FailureKind] = frozenset(
     {"rate_limited", "overloaded", "server", "network", "stream_cut"}
 )
 """Failure kinds that are retried with bounded backoff."""
+
 
 CANONICAL_MESSAGES: dict[FailureKind, str] = {
     "auth": "The provider rejected the credentials (check the API key).",
@@ -62,6 +73,10 @@ CANONICAL_MESSAGES: dict[FailureKind, str] = {
     "stream_cut": "The provider's stream ended before the answer was complete.",
     "context_length": "The conversation is longer than the model's context window.",
     "protocol": "The server does not speak the configured API.",
+    "output_limit": (
+        "The model's output went past the max_output_mib limit; the stream was closed "
+        "and the input was not answered (it stays waiting)."
+    ),
 }
 """One canonical, provider-independent message per failure kind."""
 
@@ -139,6 +154,71 @@ class JournalReplacedError(JournalCorruptError):
     path no longer names the open file), or the file at the path belongs to
     another session. Reported as damage; nothing is appended to the unlinked
     file (``docs/design/state.md``)."""
+
+
+class JournalRecordTooLarge(JournalError):
+    """A record would be longer than the journal's line limit (16 MiB once
+    encoded); nothing was written and the journal stays usable. The runtime
+    fails a model round whose record is too large as ``output_limit``, so its
+    input is not acknowledged (issue #8 item 5).
+
+    Attributes:
+        size_bytes: the encoded line's length in bytes.
+    """
+
+    def __init__(self, path: Path, size_bytes: int, limit_bytes: int) -> None:
+        super().__init__(path, 0, f"record is {size_bytes} bytes; the limit is {limit_bytes}")
+        self.size_bytes = size_bytes
+
+
+class StorageError(MindError):
+    """A durable write of mind's own state failed: disk full (``ENOSPC``), quota
+    (``EDQUOT``), an I/O error (``EIO``), a read-only file system…
+
+    Raised by the journal (as :class:`JournalWriteError`) and by
+    ``mind.shell.inbox.Inbox`` writes. A turn that meets it ends ``failed``
+    with failure kind ``storage`` and this error on ``TurnOutcome.error``; its
+    inputs are not acknowledged (they stay in ``inbox.json``). Nothing is
+    lost: once space is freed, reopening the session recovers it (the
+    journal's one torn-tail rule covers a half-written last line). Not retried
+    automatically. ``mind exec`` exits 4 with one line.
+
+    Attributes:
+        path: the file that could not be written.
+        errno: the OS error number (``errno.ENOSPC`` …), or None if unknown.
+        detail: what was being done, with the OS's words.
+    """
+
+    def __init__(self, path: Path, errno: int | None, detail: str) -> None:
+        MindError.__init__(self, f"{path}: {detail}")
+        self.path = path
+        self.errno = errno
+        self.detail = detail
+
+    @property
+    def errno_name(self) -> str:
+        """The symbolic errno, e.g. ``"ENOSPC"`` (``""`` when unknown)."""
+        return errno_codes.errorcode.get(self.errno or 0, "")
+
+
+def os_error_detail(action: str, exc: OSError) -> str:
+    """``"<action>: No space left on device (ENOSPC)"``: the words a StorageError carries."""
+    name = errno_codes.errorcode.get(exc.errno or 0, "")
+    words = exc.strerror or (os.strerror(exc.errno) if exc.errno else str(exc))
+    return f"{action}: {words}" + (f" ({name})" if name else "")
+
+
+class JournalWriteError(JournalError, StorageError):
+    """A journal append or fsync failed (or an earlier one did: the journal then
+    refuses appends until reopened). Both a :class:`JournalError` (``line`` 0)
+    and a :class:`StorageError` (``errno``)."""
+
+    def __init__(self, path: Path, errno: int | None, detail: str) -> None:
+        MindError.__init__(self, f"{path}: {detail}")
+        self.path = path
+        self.line = 0
+        self.errno = errno
+        self.detail = detail
 
 
 class ProviderError(MindError):
@@ -225,7 +305,13 @@ class ScriptError(MindError):
 
 
 InputRefusalReason = Literal[
-    "empty", "not_text", "steering_full", "background_full", "background_bytes", "inbox_full"
+    "empty",
+    "not_text",
+    "steering_full",
+    "background_full",
+    "background_bytes",
+    "inbox_full",
+    "storage",
 ]
 """Why an input was refused (DESIGN §3.2; seed 000 ActiveTurnMailbox, DurableSteeringInbox).
 
@@ -235,7 +321,10 @@ InputRefusalReason = Literal[
 - ``steering_full``: 20 user inputs (prompt/steer/queue) are not yet acknowledged;
 - ``background_full``: 100 background completions are not yet acknowledged;
 - ``background_bytes``: unacknowledged background completions would exceed ~7 MiB;
-- ``inbox_full``: ``inbox.json`` would exceed its 8 MiB hard cap once serialised.
+- ``inbox_full``: ``inbox.json`` would exceed its 8 MiB hard cap once serialised;
+- ``storage``: the input could not be made durable (a :class:`StorageError`,
+  chained as ``__cause__``: disk full, quota, I/O error), or the session's
+  journal failed earlier and the session must be reopened.
 """
 
 INPUT_REFUSAL_REASONS: tuple[InputRefusalReason, ...] = get_args(InputRefusalReason)

@@ -26,7 +26,7 @@ class Usage(Struct, kw_only=True, frozen=True):
 
 class FailureKind(StrEnum):
     """
-    Closed set of turn failure kinds: the provider kinds plus `internal`.
+    Closed set of turn failure kinds: the provider kinds (`output_limit`: the model's output went past `max_output_mib`), plus `internal` (a bug) and `storage` (a journal or inbox write failed: disk full, quota, I/O error).
     """
 
     auth = 'auth'
@@ -39,7 +39,9 @@ class FailureKind(StrEnum):
     stream_cut = 'stream_cut'
     context_length = 'context_length'
     protocol = 'protocol'
+    output_limit = 'output_limit'
     internal = 'internal'
+    storage = 'storage'
 
 
 class TurnStatus(StrEnum):
@@ -211,7 +213,7 @@ class InputAcceptedEvent(Struct, kw_only=True, tag_field='type', tag='input.acce
 
 class ExecFailureKind(StrEnum):
     """
-    Why a `mind exec` run failed before or outside a turn: `usage` (exit 2: bad flags, configuration, script, or a session id that names no session or several), `occupied` (exit 3: another live process holds the session), `session` (exit 1: a session, journal or inbox error), `state_dir` (exit 1: the state root is unusable), `internal` (exit 1: a bug; the traceback is on stderr).
+    Why a `mind exec` run failed before or outside a turn: `usage` (exit 2: bad flags, configuration, script, or a session id that names no session or several), `occupied` (exit 3: another live process holds the session), `session` (exit 1: a session, journal or inbox error), `state_dir` (exit 1: the state root is unusable), `internal` (exit 1: a bug; the traceback is on stderr), `storage` (exit 4: mind's state could not be written: disk full, quota, I/O error; free space and resume the session).
     """
 
     usage = 'usage'
@@ -219,6 +221,7 @@ class ExecFailureKind(StrEnum):
     session = 'session'
     state_dir = 'state_dir'
     internal = 'internal'
+    storage = 'storage'
 
 
 class ExecFailedEvent(Struct, kw_only=True, tag_field='type', tag='exec.failed', frozen=True):

@@ -26,7 +26,7 @@ class Usage(Struct, kw_only=True, frozen=True):
 
 class FailureKind(StrEnum):
     """
-    Closed set of turn failure kinds: the provider kinds plus `internal`.
+    Closed set of turn failure kinds: the provider kinds (`output_limit`: the model's output went past `max_output_mib`), plus `internal` (a bug) and `storage` (a journal or inbox write failed: disk full, quota, I/O error).
     """
 
     auth = 'auth'
@@ -39,7 +39,9 @@ class FailureKind(StrEnum):
     stream_cut = 'stream_cut'
     context_length = 'context_length'
     protocol = 'protocol'
+    output_limit = 'output_limit'
     internal = 'internal'
+    storage = 'storage'
 
 
 class TurnStatus(StrEnum):

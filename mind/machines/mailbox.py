@@ -54,8 +54,11 @@ Limits (DESIGN §3.2, seed 000 Gotchas 6): at most 20 user inputs (``prompt``,
 ``steer``, ``queue``) and at most 100 background completions totalling at most
 7 MiB (``size_bytes``) may be accepted and not yet acknowledged; over a limit
 :meth:`Mailbox.admit` and :meth:`Mailbox.enqueue` raise
-:class:`~mind.errors.InputRefused` and nothing changes. The 8 MiB file cap is
-the inbox's (``mind.shell.inbox``).
+:class:`~mind.errors.InputRefused` and nothing changes. Recovered input
+(:meth:`Mailbox.restore`) obeys the same limits: what does not fit is held
+back, in order, and enters as room appears, so no turn claims more than the
+limits allow (issue #8 item 5). The 8 MiB file cap is the inbox's
+(``mind.shell.inbox``).
 
 Idempotency (seed 000 Gotchas 7): a message id seen before — waiting, claimed,
 acknowledged, or forgotten after acknowledgement — is an idempotent success
@@ -70,6 +73,7 @@ clock.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, final, get_args
@@ -264,6 +268,10 @@ class Mailbox:
         self._limits = limits if limits is not None else MailboxLimits()
         self._slots: dict[str, _Slot] = {}
         self._settled: dict[str, Disposition] = {}
+        # Recovered input past the limits: plain data, no chart, in file order;
+        # it enters the box as room appears (issue #8 item 5).
+        self._backlog: deque[tuple[str, str, MessageKind, int]] = deque()
+        self._backlog_ids: set[str] = set()
         self._listeners: list[object] = []
         self._box_data = _BoxData(self._count_queued)
         self._box = MailboxChart(model=self._box_data)
@@ -313,8 +321,20 @@ class Mailbox:
         return slot.snapshot() if slot is not None else None
 
     def knows(self, message_id: str) -> bool:
-        """Whether ``message_id`` was accepted before (held, or acknowledged and forgotten)."""
-        return message_id in self._slots or message_id in self._settled
+        """Whether ``message_id`` was accepted before (held, held back, or
+        acknowledged and forgotten)."""
+        return (
+            message_id in self._slots
+            or message_id in self._settled
+            or message_id in self._backlog_ids
+        )
+
+    @property
+    def held_back(self) -> int:
+        """Recovered inputs not yet in the box because the limits were reached
+        (they stay in ``inbox.json`` and enter, in order, as earlier input is
+        acknowledged or dropped)."""
+        return len(self._backlog)
 
     def observe(self, listener: object) -> None:
         """Attach a python-statemachine listener to the box and to every message chart.
@@ -409,8 +429,12 @@ class Mailbox:
 
         Called with no turn owner, before any turn starts (DESIGN §4 startup:
         the mailbox is repaired before input is accepted). Recovered inputs
-        were accepted once, so limits do not apply to them: they are never
-        dropped.
+        were accepted once, so they are never refused or dropped; but they
+        obey the same limits as live input (issue #8 item 5): the box takes
+        them in file order while they fit, the rest is *held back* (plain
+        data, :attr:`held_back`) and enters the box, in order, as
+        :meth:`forget` or :meth:`drop` make room. A turn thus never claims
+        more than the limits allow, however large the file.
 
         Args:
             messages: ``(message_id, text, kind)`` in file (arrival) order; ids
@@ -432,7 +456,9 @@ class Mailbox:
         for message_id, text, kind in messages:
             if not self.knows(message_id):
                 size = len(text.encode("utf-8"))
-                self._add(message_id, text, kind, size, "next_turn", recovered=True)
+                self._backlog.append((message_id, text, kind, size))
+                self._backlog_ids.add(message_id)
+        self._refill()
 
     # ------------------------------------------------------------------ turn
 
@@ -539,6 +565,7 @@ class Mailbox:
         for message_id in wanted:
             slot = self._slots.pop(message_id)
             self._settled[message_id] = slot.disposition
+        self._refill()
 
     def check_drop(self, message_id: str) -> MailboxMessage:
         """What :meth:`drop` would take back now, without changing anything.
@@ -584,9 +611,20 @@ class Mailbox:
         slot = self._slots.pop(message_id)
         slot.send("drop")
         self._settled[message_id] = slot.disposition
+        self._refill()
         return slot.snapshot()
 
     # ------------------------------------------------------------------ internals
+
+    def _refill(self) -> None:
+        """Move held-back recovered input into the box, in order, while it fits."""
+        while self._backlog:
+            message_id, text, kind, size = self._backlog[0]
+            if self._refusal(message_id, kind, size) is not None:
+                return
+            self._backlog.popleft()
+            self._backlog_ids.discard(message_id)
+            self._add(message_id, text, kind, size, "next_turn", recovered=True)
 
     def _send(self, event: MailboxEventName) -> None:
         try:
@@ -601,6 +639,8 @@ class Mailbox:
         slot = self._slots.get(message_id)
         if slot is not None:
             return slot.disposition
+        if message_id in self._backlog_ids:
+            return "next_turn"
         return self._settled.get(message_id)
 
     def _check_arguments(
@@ -617,21 +657,35 @@ class Mailbox:
         return size_bytes
 
     def _check_limits(self, message_id: str, kind: MessageKind, size_bytes: int) -> None:
+        if self._backlog:
+            # Older recovered input is held back: new input would jump ahead of it.
+            raise InputRefused(
+                "steering_full" if kind in USER_KINDS else "background_full",
+                f"{len(self._backlog)} older recovered inputs are still waiting to enter "
+                "a turn; send this one after they are taken",
+                message_id=message_id,
+            )
+        refusal = self._refusal(message_id, kind, size_bytes)
+        if refusal is not None:
+            raise refusal
+
+    def _refusal(self, message_id: str, kind: MessageKind, size_bytes: int) -> InputRefused | None:
+        """The refusal a message of ``kind`` and size would meet now, else None."""
         pending = [s for s in self._slots.values() if s.current != "acknowledged"]
         limits = self._limits
         if kind in USER_KINDS:
             users = sum(1 for s in pending if s.kind in USER_KINDS)
             if users >= limits.max_user_messages:
-                raise InputRefused(
+                return InputRefused(
                     "steering_full",
                     f"{users} messages are already waiting (limit {limits.max_user_messages}); "
                     "send this one after the current turn has taken them",
                     message_id=message_id,
                 )
-            return
+            return None
         background = [s for s in pending if s.kind == "background"]
         if len(background) >= limits.max_background_messages:
-            raise InputRefused(
+            return InputRefused(
                 "background_full",
                 f"{len(background)} background completions are already waiting "
                 f"(limit {limits.max_background_messages})",
@@ -639,12 +693,13 @@ class Mailbox:
             )
         total = sum(s.size_bytes for s in background) + size_bytes
         if total > limits.max_background_bytes:
-            raise InputRefused(
+            return InputRefused(
                 "background_bytes",
                 f"background completions would total {total} bytes "
                 f"(limit {limits.max_background_bytes})",
                 message_id=message_id,
             )
+        return None
 
     def _add(
         self,

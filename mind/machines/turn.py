@@ -31,12 +31,47 @@ from typing import Final, final
 
 from statemachine.exceptions import TransitionNotAllowed
 
+from mind.errors import TRANSIENT_KINDS
 from mind.generated.turn_chart import TurnChart, TurnEventName
 
-__all__ = ["TERMINAL_STATES", "TransitionRefused", "TurnMachine"]
+__all__ = [
+    "TERMINAL_STATES",
+    "UNANSWERED_FAILURES",
+    "TransitionRefused",
+    "TurnMachine",
+    "acknowledges",
+]
 
 TERMINAL_STATES: Final = frozenset({"completed", "interrupted", "failed", "aborted"})
 """Ids of the absorbing final states; the turn's status is the one it ends in."""
+
+UNANSWERED_FAILURES: Final = frozenset(TRANSIENT_KINDS | {"output_limit", "storage"})
+"""Failure kinds after which a failed turn's inputs are *not* acknowledged, so
+they stay waiting and replay: a transient provider failure (a replay may
+succeed), an answer cut at ``max_output_mib`` (the person never got an answer,
+issue #8 item 5) and a journal/inbox write that failed (the terminal record
+may not be durable, issue #8 item 6). Any other failure would meet the same
+refusal again, so its inputs are consumed."""
+
+
+def acknowledges(status: str, failure_kind: str | None) -> bool:
+    """Whether a turn that ended in ``status`` acknowledges (consumes) its inputs.
+
+    The rule (DESIGN §3.1): ``completed`` and ``interrupted`` turns do; an
+    ``aborted`` turn does not; a ``failed`` turn does unless its failure kind
+    is in :data:`UNANSWERED_FAILURES`. Pure; never raises.
+
+    Args:
+        status: the terminal state id (see :data:`TERMINAL_STATES`).
+        failure_kind: the failure kind of a failed turn (``None`` otherwise).
+    """
+    if status in ("completed", "interrupted"):
+        return True
+    return (
+        status == "failed"
+        and failure_kind is not None
+        and (failure_kind not in UNANSWERED_FAILURES)
+    )
 
 
 class TransitionRefused(RuntimeError):

@@ -46,6 +46,7 @@ from mind.errors import (
     SessionLookupError,
     SessionOccupiedError,
     StateDirError,
+    StorageError,
 )
 from mind.generated import events as ev
 from mind.shell import faults, inbox_cli
@@ -67,6 +68,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_OCCUPIED = 3
+EXIT_STORAGE = 4  # mind's own state could not be written (disk full, quota, I/O error)
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a killed writer
 
@@ -284,6 +286,7 @@ _FAILURES: tuple[tuple[type[BaseException], int, str], ...] = (
     (ScriptError, EXIT_USAGE, "usage"),  # the offline script is part of the configuration
     (SessionOccupiedError, EXIT_OCCUPIED, "occupied"),
     (StateDirError, EXIT_FAILED, "state_dir"),
+    (StorageError, EXIT_STORAGE, "storage"),
     (MindError, EXIT_FAILED, "session"),
 )
 """Exception type → (exit code, ``exec.failed`` kind); the first match wins."""
@@ -438,6 +441,8 @@ async def _exec(args: argparse.Namespace) -> int:
             try:
                 session.send(prompt)
             except InputRefused as exc:
+                if isinstance(exc.__cause__, StorageError):
+                    raise exc.__cause__ from None  # exit 4, like a turn that met it
                 raise ConfigError(str(exc)) from exc
         else:
             session.resume_pending()
@@ -518,6 +523,8 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
         # --json: the turn.completed line just printed already carries status and failure.
     if waiting_notice is not None and not session.busy:
         inbox_cli.announce(session.waiting_event(), sys.stderr)  # as it is now
+    if isinstance(last.failure, ev.Failure) and last.failure.kind == ev.FailureKind.storage:
+        return EXIT_STORAGE
     return _STATUS_EXIT[last.status.value]
 
 

@@ -24,6 +24,9 @@ provider kind), never from the journal, logs or ``mind config``.
     max_retry_seconds = 300         # total retry time of a turn (env MIND_MAX_RETRY_SECONDS)
     stream_idle_timeout = 300       # seconds without a byte from the model before the
                                     # attempt fails as `network` (env MIND_STREAM_IDLE_TIMEOUT)
+    max_output_mib = 8              # model output (text, reasoning, tool arguments) one turn
+                                    # may stream; past it the turn fails `output_limit`
+                                    # and its input waits (env MIND_MAX_OUTPUT_MIB)
 
     [shell_environment]             # tools get an allow-list only (mind.shell.tool_env)
     include = ["GOPATH", "CARGO_*"] # pass these through from mind's environment
@@ -43,6 +46,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from mind.conversation import DEFAULT_MAX_OUTPUT_BYTES
 from mind.effects.boundary import SANDBOX_MODES, SandboxMode
 from mind.effects.policy import ApprovalPolicy
 from mind.errors import ConfigError, NotConfiguredError
@@ -197,6 +201,16 @@ SETTINGS: tuple[Setting, ...] = (
         env=("MIND_STREAM_IDLE_TIMEOUT",),
         type="seconds",
     ),
+    Setting(
+        key="max_output_mib",
+        help="MiB of model output (text, reasoning, tool arguments) one turn may stream; "
+        "past it the stream is closed, the turn fails (output_limit) and its input stays "
+        "waiting (default 8)",
+        env=("MIND_MAX_OUTPUT_MIB",),
+        type="int",
+        minimum=1,
+        maximum=1024,
+    ),
 )
 """Every setting, in the order ``mind config`` prints them."""
 
@@ -207,6 +221,7 @@ DEFAULTS: dict[str, str | int | float] = {
     "max_retries": 4,
     "max_retry_seconds": 300.0,
     "stream_idle_timeout": 300.0,
+    "max_output_mib": 8,
 }
 """Defaults of the settings that have one whatever the provider (``model`` and
 ``base_url`` default per provider: :data:`DEFAULT_MODELS`, :data:`OFFICIAL_BASE_URLS`)."""
@@ -252,6 +267,9 @@ class ResolvedConfig(msgspec.Struct, frozen=True, kw_only=True):
     (``stream_idle_timeout``, env ``MIND_STREAM_IDLE_TIMEOUT``; Codex's default)."""
     shell_environment: ShellEnvironment = ShellEnvironment()
     """What ``[shell_environment]`` adds to the tools' allow-listed environment."""
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    """Bytes of model output (text, reasoning, tool-call arguments) one turn may
+    stream (``max_output_mib`` × 2**20, env ``MIND_MAX_OUTPUT_MIB``, default 8 MiB)."""
 
 
 class SettingValue(msgspec.Struct, frozen=True, kw_only=True):
@@ -551,6 +569,8 @@ def _resolve(
         "default",
     )
     note("stream_idle_timeout", idle_s, source)
+    out_mib, source = src.pick("max_output_mib") or (DEFAULTS["max_output_mib"], "default")
+    note("max_output_mib", out_mib, source)
     shell_env = src.file.get("shell_environment")
     if isinstance(shell_env, ShellEnvironment):
         rows.append(_shell_env_row(shell_env, f"config {src.path}"))
@@ -574,6 +594,7 @@ def _resolve(
         shell_environment=shell_env,
         max_retry_s=float(retry_s),
         stream_idle_timeout_s=float(idle_s),
+        max_output_bytes=int(out_mib) * 1024 * 1024,
     )
 
 

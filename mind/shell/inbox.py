@@ -42,7 +42,13 @@ from typing import Final, final
 
 import msgspec
 
-from mind.errors import InboxCorruptError, InputRefused, PrivateStateError
+from mind.errors import (
+    InboxCorruptError,
+    InputRefused,
+    PrivateStateError,
+    StorageError,
+    os_error_detail,
+)
 from mind.generated.inbox import InboxEntry, InboxFile, InboxKind
 from mind.shell import private_files
 
@@ -246,7 +252,7 @@ class Inbox:
         Raises:
             InputRefused: ``inbox_full`` — the serialised file would exceed
                 :attr:`max_bytes`; nothing written, the caller keeps the text.
-            OSError: the write, fsync or rename failed (e.g. disk full); the
+            StorageError: the write, fsync or rename failed (e.g. disk full); the
                 input is not accepted and the inbox is unchanged in memory
                 (the old file stays in place unless the rename itself
                 happened and only the directory fsync failed).
@@ -279,7 +285,7 @@ class Inbox:
         when none is held and the file holds no entries filtered at open.
 
         Raises:
-            OSError: the write failed; the inbox is unchanged in memory.
+            StorageError: the write failed (path, errno); the inbox is unchanged in memory.
         """
         drop = set(ids)
         kept = [e for e in self._entries if e.message_id not in drop]
@@ -291,7 +297,19 @@ class Inbox:
         self._settled |= drop
 
     def _write(self, data: bytes) -> None:
-        """tmp (0600) + write + fsync + rename + fsync(dir); the tmp is removed on failure."""
+        """tmp (0600) + write + fsync + rename + fsync(dir); the tmp is removed on failure.
+
+        Raises:
+            StorageError: a step failed (path and errno); the old file is intact.
+        """
+        try:
+            self._replace(data)
+        except OSError as exc:
+            raise StorageError(
+                self._path, exc.errno, os_error_detail("cannot write", exc)
+            ) from None
+
+    def _replace(self, data: bytes) -> None:
         tmp = self.tmp_path
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()  # a leftover of a crash; never written through

@@ -93,7 +93,15 @@ from typing import IO, Any, Final, final
 
 import msgspec
 
-from mind.errors import JournalCorruptError, JournalError, JournalReplacedError, PrivateStateError
+from mind.errors import (
+    JournalCorruptError,
+    JournalError,
+    JournalRecordTooLarge,
+    JournalReplacedError,
+    JournalWriteError,
+    PrivateStateError,
+    os_error_detail,
+)
 from mind.generated.journal import JournalRecord, SessionStarted
 from mind.shell import private_files
 
@@ -579,6 +587,7 @@ class Journal:
         self._ends_with_newline = scan.ends_with_newline
         self._broken: str | None = None
         self._broken_as: type[JournalError] = JournalError
+        self._broken_errno: int | None = None
 
     @classmethod
     def open(
@@ -674,12 +683,16 @@ class Journal:
             The record exactly as it will read back from the file.
 
         Raises:
-            JournalError: the record cannot be encoded, fails the schema or is
-                longer than :data:`MAX_LINE_BYTES` (nothing written; the
-                journal stays usable); or the write/fsync failed, or an
-                earlier one did, or the journal is closed (line 0). After a
-                failed write or fsync the journal refuses appends until it is
-                reopened with :meth:`open`.
+            JournalError: the record cannot be encoded or fails the schema
+                (nothing written; the journal stays usable), or the journal
+                is closed (line 0).
+            JournalRecordTooLarge: the line would be longer than
+                :data:`MAX_LINE_BYTES` (nothing written; still usable).
+            JournalWriteError: (a JournalError and a StorageError carrying
+                path and errno) the write/fsync failed (ENOSPC, EDQUOT, EIO…),
+                or an earlier one did. After it the journal refuses appends
+                until it is reopened with :meth:`open`; at most the last line
+                is torn, which reopening repairs.
             JournalReplacedError: the path no longer names the open file
                 (replaced or removed); nothing written, and every later
                 append is refused the same way.
@@ -699,9 +712,7 @@ class Journal:
             body += b',"torn":{"bytes":%d,"crc32":"%08x"}' % (span_bytes, span_crc)
         line = body + b',"crc32":"%08x"}' % zlib.crc32(body)
         if len(line) > MAX_LINE_BYTES:
-            raise JournalError(
-                self.path, 0, f"record is {len(line)} bytes; the limit is {MAX_LINE_BYTES}"
-            )
+            raise JournalRecordTooLarge(self.path, len(line), MAX_LINE_BYTES)
         data = memoryview(prefix + line + b"\n")
         if sync or not 0 <= now_ms - self._checked_ms < SAME_FILE_CHECK_MS:
             self._require_same_file()
@@ -711,8 +722,13 @@ class Journal:
                 written = os.write(fd, data)
                 data = data[written:]
         except OSError as exc:
+            # A short write leaves at most a torn last line: the one case the
+            # open rules repair (module docstring), so reopening recovers.
             self._broken = f"a write failed ({exc.strerror}); reopen the journal"
-            raise JournalError(self.path, 0, f"cannot append: {exc.strerror}") from None
+            self._broken_errno = exc.errno
+            raise JournalWriteError(
+                self.path, exc.errno, os_error_detail("cannot append", exc)
+            ) from None
         self._tail_bytes = 0
         self._tail_crc = 0
         self._ends_with_newline = True
@@ -720,6 +736,11 @@ class Journal:
         if sync:
             self.sync()
         return read_back
+
+    @property
+    def broken(self) -> str | None:
+        """Why appends are refused after a failed write or fsync (None: usable)."""
+        return self._broken
 
     def sync(self) -> None:
         """fsync the file: every appended record is durable on return.
@@ -733,7 +754,10 @@ class Journal:
             os.fsync(fd)
         except OSError as exc:
             self._broken = f"fsync failed ({exc.strerror}); reopen the journal"
-            raise JournalError(self.path, 0, f"cannot sync: {exc.strerror}") from None
+            self._broken_errno = exc.errno
+            raise JournalWriteError(
+                self.path, exc.errno, os_error_detail("cannot sync", exc)
+            ) from None
 
     def close(self) -> None:
         """Close the file descriptor. Idempotent; does not fsync."""
@@ -783,5 +807,7 @@ class Journal:
         if self._fd is None:
             raise JournalError(self.path, 0, "journal is closed")
         if self._broken is not None:
-            raise self._broken_as(self.path, 0, self._broken)
+            if self._broken_as is JournalReplacedError:
+                raise JournalReplacedError(self.path, 0, self._broken)
+            raise JournalWriteError(self.path, self._broken_errno, self._broken)
         return self._fd

@@ -34,6 +34,7 @@ on a transient error, acknowledges nothing: its inputs replay.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -70,14 +71,16 @@ from mind.effects.retry import RetryPolicy
 from mind.effects.review import FileChange, approval_text, cut_for_display
 from mind.effects.tools import parse_arguments, tool_specs
 from mind.errors import (
-    TRANSIENT_KINDS,
+    CANONICAL_MESSAGES,
     DropRefused,
     InputRefused,
+    JournalRecordTooLarge,
     MountRefused,
     ProviderError,
     ScriptError,
     SessionBusyError,
     SessionError,
+    StorageError,
     ToolArgumentsError,
 )
 from mind.generated import events as ev
@@ -85,7 +88,7 @@ from mind.generated import journal as jr
 from mind.generated.inbox import InboxEntry, InboxKind
 from mind.history import build_messages, unstarted_calls
 from mind.machines.mailbox import Mailbox, MailboxMessage, MailboxRefused
-from mind.machines.turn import TurnMachine
+from mind.machines.turn import TurnMachine, acknowledges
 from mind.shell import faults
 from mind.shell.config import ResolvedConfig, known_secrets
 from mind.shell.ids import new_id, new_session_id
@@ -169,10 +172,21 @@ class _EventBuffer:
 
 @final
 class TurnOutcome(msgspec.Struct, frozen=True, kw_only=True):
-    """How a turn ended: the terminal event plus the final answer text."""
+    """How a turn ended: the terminal event plus the final answer text.
+
+    Attributes:
+        event: the ``turn.completed`` event (status, usage, failure).
+        final_text: the last answer text ("" if none).
+        error: for a turn that failed because mind's own state could not be
+            written (failure kind ``storage``: disk full, quota, I/O error),
+            the typed error with ``path`` and ``errno``; else None. The
+            turn's inputs are then not acknowledged: reopen the session once
+            space is freed and they replay (issue #8 item 6).
+    """
 
     event: ev.TurnCompletedEvent
     final_text: str
+    error: StorageError | None = None
 
     @property
     def status(self) -> str:
@@ -207,6 +221,7 @@ class Turn:
         logs only: never journaled, never in events)."""
         self._usage = RoundUsage()
         self._final_text = ""
+        self._storage_error: StorageError | None = None
         self.model_quiet_since: float | None = None
         """While a model request is open: the monotonic time (seconds) of the
         last sign of life from the model (the request sent, or the last stream
@@ -422,7 +437,7 @@ class Session:
         Raises:
             DropRefused: no such message, an ambiguous prefix, or claimed by
                 the running turn; nothing was written.
-            OSError: a write failed; the message still waits in memory (and
+            StorageError: a write failed (path, errno); the message still waits (and
                 replays, unless the journal record made it).
         """
         held = [m for m in self.mailbox.messages() if m.state != "acknowledged"]
@@ -482,8 +497,11 @@ class Session:
 
         Raises:
             InputRefused: empty text, text with lone surrogates (``not_text``),
-                a mailbox limit (20 steering messages), or the 8 MiB inbox cap.
-                Nothing was written; keep the text.
+                a mailbox limit (20 steering messages), the 8 MiB inbox cap,
+                or ``storage``: the inbox write failed (disk full, quota, I/O
+                error; the StorageError is the ``__cause__``) or the journal
+                failed earlier (reopen the session). Nothing was accepted;
+                keep the text.
         """
         mid = message_id or new_id("msg")
         known = self._dispositions.get(mid)
@@ -498,16 +516,31 @@ class Session:
                 "e.g. with mind.conversation.replace_lone_surrogates",
                 message_id=mid,
             )
-        self.mailbox.admit(mid, text, kind=kind)
-        self.inbox.add(
-            InboxEntry(
+        if self.journal.broken is not None:
+            raise InputRefused(
+                "storage",
+                f"the session's journal could not be written ({self.journal.broken}); "
+                f"free space, then reopen session {self.session_id}",
                 message_id=mid,
-                text=text,
-                kind=InboxKind(kind),
-                accepted_at_ms=time.time_ns() // 1_000_000,
-                recovered=False,
             )
-        )
+        self.mailbox.admit(mid, text, kind=kind)
+        try:
+            self.inbox.add(
+                InboxEntry(
+                    message_id=mid,
+                    text=text,
+                    kind=InboxKind(kind),
+                    accepted_at_ms=time.time_ns() // 1_000_000,
+                    recovered=False,
+                )
+            )
+        except StorageError as exc:
+            why = exc.errno_name or "I/O error"
+            raise InputRefused(
+                "storage",
+                f"could not save the input to {exc.path} ({why}); free space and send it again",
+                message_id=mid,
+            ) from exc
         faults.boundary("after_inbox_write")
         routed = self.mailbox.enqueue(mid, text, kind=kind)
         disposition: Disposition
@@ -604,10 +637,17 @@ class Session:
             # Cancelled from outside (the runtime is closing): the turn ends
             # aborted — its input is not acknowledged and replays later.
             if not machine.is_terminal:  # synchronous: nothing here can be cancelled
-                self._close_open_calls(turn, ABORTED_OUTPUT, ABORTED_UNSTARTED_OUTPUT)
+                # A broken journal: recovery closes the calls when the session reopens.
+                with contextlib.suppress(StorageError):
+                    self._close_open_calls(turn, ABORTED_OUTPUT, ABORTED_UNSTARTED_OUTPUT)
                 machine.abort()
             self._end(turn, machine, None)
             raise
+        except StorageError as exc:  # a journal write failed: disk full, quota, I/O error
+            if not machine.is_terminal:
+                machine.fail()
+            turn._storage_error = exc
+            failure = storage_failure(exc, self.session_id)
         except ScriptError as exc:  # the offline script cannot answer
             if not machine.is_terminal:
                 machine.fail()
@@ -672,39 +712,54 @@ class Session:
         Acknowledged (consumed for good): the inputs of a completed or
         interrupted turn, and of one that failed for a reason a replay would
         meet again. Not acknowledged (replayed on the next start): aborted
-        turns and transient failures (DESIGN §3.1, seed 000).
+        turns, transient failures and an answer cut at the output cap — the
+        rule is :func:`mind.machines.turn.acknowledges`.
         """
         usage = turn._usage
         assert machine.status is not None
         status = ev.TurnStatus(machine.status)
-        acknowledge = status in (ev.TurnStatus.completed, ev.TurnStatus.interrupted) or (
-            status == ev.TurnStatus.failed
-            and failure is not None
-            and failure.kind.value not in TRANSIENT_KINDS
-        )
+        acknowledge = acknowledges(status.value, failure.kind.value if failure else None)
         faults.boundary("before_terminal")
-        acknowledged = self.mailbox.end_turn(acknowledge=acknowledge)
+        # The ids the record will acknowledge, in order; the mailbox settles
+        # only once the record is durable (a failed write acknowledges nothing).
+        acknowledged = [m.message_id for m in self.mailbox.claimed()] if acknowledge else []
         extra: dict[str, Any] = {}
         if failure is not None:
             extra["failure"] = jr.Failure(
                 kind=jr.FailureKind(failure.kind.value), message=failure.message
             )
-        self.journal.append(
-            jr.TurnCompleted(
-                seq=0,
-                recorded_at_ms=0,
-                turn_id=turn.turn_id,
-                status=jr.TurnStatus(status.value),
-                usage=jr.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens),
-                acknowledged=acknowledged,
-                **extra,
-            ),
-            sync=True,
-        )
+        try:
+            self.journal.append(
+                jr.TurnCompleted(
+                    seq=0,
+                    recorded_at_ms=0,
+                    turn_id=turn.turn_id,
+                    status=jr.TurnStatus(status.value),
+                    usage=jr.Usage(
+                        input_tokens=usage.input_tokens, output_tokens=usage.output_tokens
+                    ),
+                    acknowledged=acknowledged,
+                    **extra,
+                ),
+                sync=True,
+            )
+        except StorageError as exc:
+            # No durable terminal: the turn stays open on disk and recovery
+            # closes it when the session is reopened (issue #8 item 6).
+            turn._storage_error = turn._storage_error or exc
+            status, acknowledged = ev.TurnStatus.failed, []
+            failure = failure if failure and failure.kind.value == "storage" else None
+            failure = failure or storage_failure(exc, self.session_id)
+        self.mailbox.end_turn(acknowledge=bool(acknowledged))
         faults.boundary("after_terminal")
         self.runtime.store.index.note(self.session_id, status=status.value)
         self._acknowledged.update(acknowledged)
-        self.inbox.remove(acknowledged)
+        try:
+            self.inbox.remove(acknowledged)
+        except StorageError as exc:
+            # The terminal record is durable, so the inputs are consumed; the
+            # stale entries are filtered out when the session is next opened.
+            log.warning("%s", exc)
         self.mailbox.forget(acknowledged)
         done = ev.TurnCompletedEvent(
             turn_id=turn.turn_id,
@@ -712,7 +767,9 @@ class Session:
             usage=ev.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens),
             **({"failure": failure} if failure is not None else {}),
         )
-        turn._finish(TurnOutcome(event=done, final_text=turn._final_text))
+        turn._finish(
+            TurnOutcome(event=done, final_text=turn._final_text, error=turn._storage_error)
+        )
         runs_on = status == ev.TurnStatus.completed or (
             status == ev.TurnStatus.interrupted and turn._send_pending
         )
@@ -731,6 +788,7 @@ class Session:
         """
         rounds = 0
         first_failure_at: float | None = None  # monotonic s: the retry time starts here
+        output_used = 0  # bytes of model output in this turn's journaled rounds
         while True:
             rounds += 1
             if rounds > DEFAULT_MAX_ROUNDS:
@@ -749,6 +807,8 @@ class Session:
                 system=SYSTEM_PROMPT.format(cwd=self.cwd),
                 messages=build_messages(self.journal.records),
                 tools=tool_specs(),
+                # The turn's cap, less what earlier rounds streamed (issue #8 item 5).
+                max_output_bytes=max(0, self.config.max_output_bytes - output_used),
             )
             done: StreamDone | None = None
             partial: list[str] = []
@@ -807,16 +867,26 @@ class Session:
             finally:
                 turn.model_quiet_since = None  # also on any other error (the turn fails)
             turn._usage = turn._usage + done.usage
-            self._journal_round(
-                turn.turn_id,
-                rounds - 1,
-                done.text,
-                done.reasoning,
-                done.tool_calls,
-                done.finish,
-                done.usage,
-                done.provider_items,
-            )
+            output_used += output_bytes(done)
+            try:
+                self._journal_round(
+                    turn.turn_id,
+                    rounds - 1,
+                    done.text,
+                    done.reasoning,
+                    done.tool_calls,
+                    done.finish,
+                    done.usage,
+                    done.provider_items,
+                )
+            except JournalRecordTooLarge as exc:
+                # An answer too large to keep is not an answer: the round
+                # fails like one past the output cap, and the input waits.
+                machine.round_failed(transient=False)
+                turn.failure_detail = exc.detail
+                return ev.Failure(
+                    kind=ev.FailureKind.output_limit, message=CANONICAL_MESSAGES["output_limit"]
+                )
             if done.text:
                 turn._final_text = done.text
                 turn._emit(ev.MessageCompletedEvent(turn_id=turn.turn_id, text=done.text))
@@ -1065,6 +1135,24 @@ class Session:
                     output=result.output,
                 )
             )
+
+
+def storage_failure(exc: StorageError, session_id: str) -> ev.Failure:
+    """The ``storage`` failure of a turn whose journal write failed: one line
+    naming the file and the errno, and how to go on."""
+    why = exc.errno_name or "I/O error"
+    return ev.Failure(
+        kind=ev.FailureKind.storage,
+        message=f"could not write {exc.path} ({why}); the input is kept: free space, "
+        f"then resume session {session_id}",
+    )
+
+
+def output_bytes(done: StreamDone) -> int:
+    """UTF-8 bytes of a round's model output: answer text, reasoning and tool
+    arguments (what ``max_output_mib`` caps per turn)."""
+    parts = [done.text, done.reasoning, *(c.arguments for c in done.tool_calls)]
+    return sum(len(p.encode("utf-8", "replace")) for p in parts)
 
 
 def _always_key(name: str, args: Mapping[str, Any], sandboxed: bool = False) -> str:

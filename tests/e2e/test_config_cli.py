@@ -19,6 +19,7 @@ ORDER = [
     "max_retries",
     "max_retry_seconds",
     "stream_idle_timeout",
+    "max_output_mib",
     "api_key",
     "shell_environment",
 ]

@@ -264,11 +264,11 @@ def test_bad_arguments_raise_value_error_and_change_nothing(
 
 
 def test_restore_makes_recovered_next_turn_messages_and_remembers_acknowledgements() -> None:
-    box = Mailbox(limits=MailboxLimits(max_user_messages=1))
+    box = Mailbox(limits=MailboxLimits(max_user_messages=2))
     box.restore(
         [("a", "one", "steer"), ("b", "two", "prompt"), ("a", "dup", "queue")], acknowledged={"z"}
     )
-    assert box.messages() == [  # limits do not drop recovered input
+    assert box.messages() == [
         MailboxMessage("a", "one", "steer", 3, "next_turn", "next_turn", recovered=True),
         MailboxMessage("b", "two", "prompt", 3, "next_turn", "next_turn", recovered=True),
     ]
@@ -276,7 +276,37 @@ def test_restore_makes_recovered_next_turn_messages_and_remembers_acknowledgemen
     assert box.enqueue("a", "retry", kind="steer") == "next_turn"
     assert ids(box.messages()) == ["a", "b"]
     box.restore([("b", "two", "prompt"), ("c", "three", "queue")])  # idempotent per id
-    assert ids(box.open_turn()) == ["a", "b", "c"]
+    assert box.held_back == 1  # "c" is over the limit of 2: held back, never dropped
+    assert ids(box.open_turn()) == ["a", "b"]
+    box.forget(box.end_turn(acknowledge=True))
+    assert ids(box.open_turn()) == ["c"]
+
+
+def test_recovered_input_obeys_the_live_limits_in_order() -> None:
+    """Issue #8 item 5: a huge recovered inbox is taken at most ``max_user_messages``
+    per turn, in file order, nothing lost; new input never jumps ahead of it."""
+    box = Mailbox(limits=MailboxLimits(max_user_messages=3))
+    box.restore([(f"m{i}", f"text {i}", "prompt") for i in range(8)])
+    assert box.held_back == 5
+    assert box.enqueue("m3", "same id again", kind="prompt") == "next_turn"  # idempotent
+    with pytest.raises(InputRefused) as refused:
+        box.enqueue("new", "jumps the queue?", kind="prompt")
+    assert refused.value.reason == "steering_full"
+    taken: list[list[str]] = []
+    while box.waiting():
+        batch = box.open_turn()
+        taken.append(ids(batch))
+        box.forget(box.end_turn(acknowledge=True))
+    assert taken == [["m0", "m1", "m2"], ["m3", "m4", "m5"], ["m6", "m7"]]
+    assert box.held_back == 0
+    assert box.enqueue("new", "now it fits", kind="prompt") == "next_turn"
+
+
+def test_dropping_a_waiting_message_lets_held_back_input_in() -> None:
+    box = Mailbox(limits=MailboxLimits(max_user_messages=1))
+    box.restore([("a", "one", "prompt"), ("b", "two", "prompt")])
+    box.drop("a")
+    assert ids(box.waiting()) == ["b"] and box.held_back == 0
 
 
 @pytest.mark.parametrize(

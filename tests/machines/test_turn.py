@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from mind.machines.turn import TERMINAL_STATES, TransitionRefused, TurnMachine
+from mind.machines.turn import TERMINAL_STATES, TransitionRefused, TurnMachine, acknowledges
 
 Snapshot = tuple[str, frozenset[str], bool, str | None, int]
 
@@ -208,3 +208,25 @@ def test_observers_see_every_transition() -> None:
         ("stream_opened", "requesting", "streaming"),
         ("abort", "active", "aborted"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "expected"),
+    [
+        ("completed", None, True),
+        ("interrupted", None, True),
+        ("aborted", None, False),
+        ("failed", "auth", True),
+        ("failed", "internal", True),
+        ("failed", "network", False),
+        ("failed", "output_limit", False),
+        ("failed", "storage", False),
+        ("failed", None, False),
+    ],
+)
+def test_which_endings_acknowledge_their_inputs(
+    status: str, kind: str | None, expected: bool
+) -> None:
+    """An answer cut at the output cap (issue #8 item 5) and a failed write
+    (item 6) leave the input waiting, like a transient failure."""
+    assert acknowledges(status, kind) is expected

@@ -9,13 +9,14 @@ idempotent adds.
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
 import msgspec
 import pytest
 
-from mind.errors import InboxCorruptError, InputRefused
+from mind.errors import InboxCorruptError, InputRefused, StorageError
 from mind.generated.inbox import InboxEntry, InboxFile, InboxKind
 from mind.shell.inbox import INBOX_VERSION, MAX_INBOX_BYTES, Inbox, encode_inbox
 
@@ -98,8 +99,9 @@ def test_a_failed_write_keeps_the_old_file_and_memory(path: Path, tmp_path: Path
     inbox.add(entry("a"))
     old = path.read_bytes()
     inbox.tmp_path.mkdir()  # the tmp cannot be opened as a file
-    with pytest.raises(OSError):
+    with pytest.raises(StorageError) as failed:  # typed: path and errno (issue #8 item 6)
         inbox.add(entry("b"))
+    assert (failed.value.path, failed.value.errno) == (path, errno.EISDIR)
     assert (path.read_bytes(), inbox.entries) == (old, [entry("a")])
     inbox.tmp_path.rmdir()
     assert inbox.add(entry("b")) is True

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from mind.errors import ProviderError
 from mind.shell.providers.sse import SSEDecoder, SSEEvent
 
 
@@ -117,3 +118,29 @@ def test_multi_mebibyte_line_in_small_reads_is_linear() -> None:
     elapsed = time.perf_counter() - started
     assert [len(e.data) for e in out] == [len(payload)]
     assert elapsed < 5.0  # quadratic buffering would take minutes
+
+
+@pytest.mark.parametrize("framing", ["one endless line", "many data lines"])
+def test_an_event_past_max_event_chars_is_refused_while_it_grows(framing: str) -> None:
+    """Memory stays bounded whatever the framing (issue #8 item 5): the decoder
+    raises ``output_limit`` as soon as the pending event passes its cap, long
+    before the 4 MiB the server would send."""
+    dec = SSEDecoder(max_event_chars=100_000)
+    piece = b"x" * 4096 if framing == "one endless line" else b"data: " + b"x" * 4090 + b"\n"
+    fed = 0
+    with pytest.raises(ProviderError) as caught:
+        dec.feed(b"data: ")
+        while fed < 4 * 1024 * 1024:
+            dec.feed(piece)
+            fed += len(piece)
+    assert caught.value.kind == "output_limit"
+    assert "max_output_mib" in caught.value.detail
+    assert fed <= 100_000
+
+
+def test_events_under_max_event_chars_pass_and_the_count_restarts_per_event() -> None:
+    dec = SSEDecoder(max_event_chars=10_000)
+    events = []
+    for _ in range(50):  # 50 events of 8000 characters: 400 000 in all
+        events.extend(dec.feed(b"data: " + b"y" * 8000 + b"\n\n"))
+    assert len(events) == 50 and all(len(e.data) == 8000 for e in events)

@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from mind.conversation import (
+    DEFAULT_MAX_OUTPUT_BYTES,
     AssistantMessage,
     Message,
     ToolCall,
@@ -20,6 +21,7 @@ from mind.conversation import (
     UserMessage,
     without_lone_surrogates,
 )
+from mind.errors import ProviderError
 
 SYNTHETIC_RESULT = "[no result: the tool call was interrupted before it finished]"
 """Output of a synthetic result for a call whose result is missing."""
@@ -88,6 +90,37 @@ def finalize_arguments(fragments: list[str]) -> str:
     if cumulative and parses_as_json(parts[-1]):
         return _normalise_surrogates(parts[-1])
     return joined
+
+
+class OutputBudget:
+    """Counts one round's model output against its cap (issue #8 item 5).
+
+    Every piece of answer text, reasoning and tool-call argument text a parser
+    keeps is charged *before* it is kept, so nothing is accumulated past the
+    cap: the charge that goes over raises and the stream is closed.
+
+    Args:
+        limit_bytes: the most UTF-8 bytes allowed (``ModelRequest.max_output_bytes``).
+    """
+
+    def __init__(self, limit_bytes: int = DEFAULT_MAX_OUTPUT_BYTES) -> None:
+        self.limit_bytes = limit_bytes
+        self.used_bytes = 0
+
+    def charge(self, text: str) -> None:
+        """Count ``text`` (its UTF-8 length in bytes).
+
+        Raises:
+            ProviderError: ``output_limit`` once more than ``limit_bytes`` were
+                charged in total; its detail names the cap and the setting.
+        """
+        self.used_bytes += len(text) if text.isascii() else len(text.encode("utf-8", "replace"))
+        if self.used_bytes > self.limit_bytes:
+            raise ProviderError(
+                "output_limit",
+                detail=f"more than {self.limit_bytes} bytes of model output in this turn "
+                "(max_output_mib)",
+            )
 
 
 @dataclass

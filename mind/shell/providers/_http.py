@@ -20,7 +20,7 @@ import msgspec
 
 from mind.conversation import ModelRequest, ReasoningDelta, StreamDone, StreamEvent, TextDelta
 from mind.errors import ProviderError
-from mind.shell.providers._common import endpoint_url, load_json, split_userinfo
+from mind.shell.providers._common import OutputBudget, endpoint_url, load_json, split_userinfo
 from mind.shell.providers.failures import (
     MAX_DETAIL_CHARS,
     error_from_http,
@@ -64,6 +64,45 @@ class StreamParser(Protocol):
             ProviderError: the body is an error or malformed.
         """
         ...
+
+
+def body_limit(max_output_bytes: int) -> int:
+    """The most bytes (or characters) of one SSE event or one JSON body read
+    for a round allowed ``max_output_bytes`` of output.
+
+    Larger than the output cap because the output arrives JSON-escaped and
+    framed (a ``"`` is two bytes, a non-ASCII character up to six), and
+    a final event may repeat the whole answer; still proportional to it, so
+    memory stays bounded (issue #8 item 5).
+    """
+    return 4 * max_output_bytes + 64 * 1024
+
+
+async def read_bounded(resp: httpx.Response, limit: int, *, cut: bool = False) -> bytes:
+    """The response body, at most ``limit`` bytes.
+
+    Args:
+        cut: return the first ``limit`` bytes of a longer body instead of
+            raising (an error body: its head is enough to classify it).
+
+    Raises:
+        ProviderError: ``output_limit`` when the body is longer and not
+            ``cut`` (the rest is never read: the caller's context closes it).
+    """
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in resp.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            if cut:
+                parts.append(chunk[: len(chunk) - (size - limit)])
+                break
+            raise ProviderError(
+                "output_limit",
+                detail=f"the response body is longer than {limit} bytes (max_output_mib)",
+            )
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 @functools.cache
@@ -151,7 +190,7 @@ class HttpProvider:
     def _body(self, request: ModelRequest) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _parser(self) -> StreamParser:
+    def _parser(self, budget: OutputBudget) -> StreamParser:
         raise NotImplementedError
 
     # ---- shared ------------------------------------------------------------
@@ -192,7 +231,10 @@ class HttpProvider:
                 body ends or breaks before its end (rule 19), ``server`` for a
                 malformed JSON body, ``protocol`` for a 200 answer that is
                 not the configured API (an HTML page, JSON of another shape,
-                another API's event stream; a hint names the likely API).
+                another API's event stream; a hint names the likely API),
+                ``output_limit`` past ``request.max_output_bytes`` of text,
+                reasoning and tool arguments (or a body or event too large
+                to hold that much, :func:`body_limit`).
         """
         # A server that echoes the key into the answer must not get it
         # journaled or shown: text, reasoning and arguments are masked.
@@ -253,7 +295,8 @@ class HttpProvider:
 
     async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         body = self._body(request)
-        parser = self._parser()
+        parser = self._parser(OutputBudget(request.max_output_bytes))
+        limit = body_limit(request.max_output_bytes)
         headers = {
             "content-type": "application/json",
             "accept": "text/event-stream, application/json",
@@ -266,17 +309,17 @@ class HttpProvider:
                 "POST", self._url(), json=body, headers=headers, auth=self._basic_auth
             ) as resp:
                 if not 200 <= resp.status_code < 300:
-                    raw = await resp.aread()
+                    raw = await read_bounded(resp, limit, cut=True)
                     raise error_from_http(
                         resp.status_code, raw, resp.headers, api_key=self._api_key, url=self._url()
                     )
                 ctype = content_type_of(resp.headers)
                 body_started = True
                 if ctype in ("", "text/event-stream"):
-                    async for ev in self._sse(resp, parser):
+                    async for ev in self._sse(resp, parser, limit):
                         yield ev
                 elif ctype == "application/json" or ctype.endswith("+json"):
-                    raw = await resp.aread()
+                    raw = await read_bounded(resp, limit)
                     try:
                         payload = load_json(raw)
                     except ValueError as exc:
@@ -286,7 +329,7 @@ class HttpProvider:
                     for ev in parser.parse_json(payload):
                         yield ev
                 else:
-                    raw = await resp.aread()
+                    raw = await read_bounded(resp, limit, cut=True)
                     raise self._unexpected_body(ctype, raw)
         except httpx.DecodingError as exc:
             raise ProviderError("server", detail=f"undecodable body: {exc}") from None
@@ -320,8 +363,10 @@ class HttpProvider:
             "(stream_idle_timeout)",
         )
 
-    async def _sse(self, resp: httpx.Response, parser: StreamParser) -> AsyncIterator[StreamEvent]:
-        decoder = SSEDecoder()
+    async def _sse(
+        self, resp: httpx.Response, parser: StreamParser, max_event_chars: int
+    ) -> AsyncIterator[StreamEvent]:
+        decoder = SSEDecoder(max_event_chars=max_event_chars)
         cut = False
         chunks = resp.aiter_bytes()
         # The idle deadline moves only on a real event (class docstring).

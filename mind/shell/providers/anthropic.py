@@ -43,6 +43,7 @@ from mind.errors import ProviderError
 from mind.history import ANTHROPIC_CALL_IDS, conform_call_ids
 from mind.shell.providers._common import (
     CallSlot,
+    OutputBudget,
     as_int,
     finalize_arguments,
     load_json,
@@ -179,9 +180,17 @@ class AnthropicStreamParser(StreamParser):
     Args:
         api_key: a secret to redact from error details.
         url: the request URL, for the hint of an endpoint mismatch.
+        budget: the round's output cap (text, reasoning, tool arguments).
     """
 
-    def __init__(self, *, api_key: str | None = None, url: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        url: str | None = None,
+        budget: OutputBudget | None = None,
+    ) -> None:
+        self._budget = budget or OutputBudget()
         self._api_key = api_key
         self._url = url
         self._blocks: dict[int, _Block] = {}
@@ -249,12 +258,14 @@ class AnthropicStreamParser(StreamParser):
     def _emit_text(self, text: Any) -> list[StreamEvent]:
         if not isinstance(text, str) or not text:
             return []
+        self._budget.charge(text)
         self._text.append(text)
         return [TextDelta(text=text)]
 
     def _emit_reasoning(self, text: Any, block: _Block | None = None) -> list[StreamEvent]:
         if not isinstance(text, str) or not text:
             return []
+        self._budget.charge(text)
         self._reasoning.append(text)
         if block is not None:
             block.thinking.append(text)
@@ -276,6 +287,7 @@ class AnthropicStreamParser(StreamParser):
         elif kind == "input_json_delta" and b.call is not None:
             part = delta.get("partial_json")
             if isinstance(part, str):
+                self._budget.charge(part)
                 b.call.fragments.append(part)
         return []
 
@@ -428,5 +440,5 @@ class AnthropicProvider(HttpProvider):
     def _body(self, request: ModelRequest) -> dict[str, Any]:
         return build_body(request)
 
-    def _parser(self) -> StreamParser:
-        return AnthropicStreamParser(api_key=self._api_key, url=self._url())
+    def _parser(self, budget: OutputBudget) -> StreamParser:
+        return AnthropicStreamParser(api_key=self._api_key, url=self._url(), budget=budget)

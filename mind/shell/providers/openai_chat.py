@@ -40,6 +40,7 @@ from mind.history import (
 )
 from mind.shell.providers._common import (
     CallSlot,
+    OutputBudget,
     as_int,
     finalize_arguments,
     is_openai_host,
@@ -173,9 +174,17 @@ class ChatStreamParser(StreamParser):
     Args:
         api_key: a secret to redact from error details.
         url: the request URL, for the hint of an endpoint mismatch.
+        budget: the round's output cap (text, reasoning, tool arguments).
     """
 
-    def __init__(self, *, api_key: str | None = None, url: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        url: str | None = None,
+        budget: OutputBudget | None = None,
+    ) -> None:
+        self._budget = budget or OutputBudget()
         self._api_key = api_key
         self._url = url
         self._text: list[str] = []
@@ -276,11 +285,13 @@ class ChatStreamParser(StreamParser):
         # Reasoning is kept apart from content (PROVIDER-RULES 16).
         reasoning = _text(delta.get("reasoning_content")) or _text(delta.get("reasoning"))
         if reasoning:
+            self._budget.charge(reasoning)
             self._reasoning.append(reasoning)
             out.append(ReasoningDelta(text=reasoning))
         content = _text(delta.get("content"))
         if content:
             # Tool-call JSON inside content stays text (PROVIDER-RULES 18).
+            self._budget.charge(content)
             self._text.append(content)
             out.append(TextDelta(text=content))
         tool_calls = delta.get("tool_calls")
@@ -315,10 +326,11 @@ class ChatStreamParser(StreamParser):
         if isinstance(name, str) and name and not current.name:
             current.name = name
         args = fn.get("arguments")
+        if isinstance(args, dict | list):
+            args = json.dumps(args)
         if isinstance(args, str):
+            self._budget.charge(args)
             current.fragments.append(args)  # only arguments concatenate
-        elif isinstance(args, dict | list):
-            current.fragments.append(json.dumps(args))
         for key, value in frag.items():
             if key not in ("index", "id", "type", "function"):
                 current.extra.setdefault(key, value)  # e.g. Gemini extra_content
@@ -433,5 +445,5 @@ class OpenAIChatProvider(HttpProvider):
     def _body(self, request: ModelRequest) -> dict[str, Any]:
         return build_body(request, call_ids=call_id_rule(self.base_url))
 
-    def _parser(self) -> StreamParser:
-        return ChatStreamParser(api_key=self._api_key, url=self._url())
+    def _parser(self, budget: OutputBudget) -> StreamParser:
+        return ChatStreamParser(api_key=self._api_key, url=self._url(), budget=budget)

@@ -51,6 +51,7 @@ from mind.history import (
 )
 from mind.shell.providers._common import (
     CallSlot,
+    OutputBudget,
     as_int,
     finalize_arguments,
     is_openai_host,
@@ -209,9 +210,17 @@ class ResponsesStreamParser(StreamParser):
     Args:
         api_key: a secret to redact from error details.
         url: the request URL, for the hint of an endpoint mismatch.
+        budget: the round's output cap (text, reasoning, tool arguments).
     """
 
-    def __init__(self, *, api_key: str | None = None, url: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        url: str | None = None,
+        budget: OutputBudget | None = None,
+    ) -> None:
+        self._budget = budget or OutputBudget()
         self._api_key = api_key
         self._url = url
         self._text: list[str] = []
@@ -236,12 +245,14 @@ class ResponsesStreamParser(StreamParser):
     def _emit_text(self, text: str) -> list[StreamEvent]:
         if not text:
             return []
+        self._budget.charge(text)
         self._text.append(text)
         return [TextDelta(text=text)]
 
     def _emit_reasoning(self, text: str) -> list[StreamEvent]:
         if not text:
             return []
+        self._budget.charge(text)
         self._reasoning.append(text)
         return [ReasoningDelta(text=text)]
 
@@ -360,6 +371,7 @@ class ResponsesStreamParser(StreamParser):
             slot = self._slot(item_id, payload.get("output_index"))
             delta = payload.get("delta")
             if slot is not None and isinstance(delta, str):
+                self._budget.charge(delta)
                 slot.fragments.append(delta)
         elif kind == "response.function_call_arguments.done":
             slot = self._slot(item_id, payload.get("output_index"))
@@ -477,5 +489,5 @@ class OpenAIResponsesProvider(HttpProvider):
     def _body(self, request: ModelRequest) -> dict[str, Any]:
         return build_body(request, call_ids=call_id_rule(self.base_url))
 
-    def _parser(self) -> StreamParser:
-        return ResponsesStreamParser(api_key=self._api_key, url=self._url())
+    def _parser(self, budget: OutputBudget) -> StreamParser:
+        return ResponsesStreamParser(api_key=self._api_key, url=self._url(), budget=budget)

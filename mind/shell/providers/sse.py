@@ -21,6 +21,8 @@ import codecs
 import re
 from dataclasses import dataclass
 
+from mind.errors import ProviderError
+
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
 
@@ -52,19 +54,32 @@ class SSEDecoder:
     split across reads, incremental UTF-8 across reads), 2 (comments; no
     dispatch of a block without ``data:``), 3 (at most one optional space
     after the colon, multi-line data, flush at EOF), 5 (keep a non-standard
-    ``error:`` field) and 6 (no line-length cap: a partial line is kept as a
-    list of pieces, so a multi-megabyte line costs linear time).
+    ``error:`` field) and 6 (no fixed line-length cap: a partial line is kept
+    as a list of pieces, so a multi-megabyte line costs linear time).
 
     Invalid UTF-8 is replaced with U+FFFD rather than raising.
+
+    Args:
+        max_event_chars: the most characters one event may hold while it is
+            assembled (its pending line plus its ``data:`` lines); ``None``
+            for no cap. Memory stays bounded however the server frames its
+            bytes (issue #8 item 5: one endless line must not grow without end).
+
+    Raises:
+        ProviderError: ``output_limit`` from :meth:`feed` / :meth:`finish`
+            once an event being assembled exceeds ``max_event_chars``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_event_chars: int | None = None) -> None:
+        self._max_event_chars = max_event_chars
+        self._pending_chars = 0
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._partial: list[str] = []
         self._skip_lf = False
         self._started = False
         self._event = ""
         self._data: list[str] = []
+        self._data_chars = 0
         self._has_data = False
         self._error = ""
         self._last_id = ""
@@ -123,6 +138,7 @@ class SSEDecoder:
                 self._partial.append(piece)
                 line = "".join(self._partial)
                 self._partial = []
+                self._pending_chars = self._data_chars
             else:
                 line = piece
             pos = m.end()
@@ -133,7 +149,17 @@ class SSEDecoder:
                 out.append(ev)
         if pos < len(text):
             self._partial.append(text[pos:])
+            self._pending_chars += len(text) - pos
+            self._check_size()
         return out
+
+    def _check_size(self) -> None:
+        limit = self._max_event_chars
+        if limit is not None and self._pending_chars > limit:
+            raise ProviderError(
+                "output_limit",
+                detail=f"one stream event is larger than {limit} characters (max_output_mib)",
+            )
 
     def _line(self, line: str) -> SSEEvent | None:
         if not line:
@@ -146,6 +172,9 @@ class SSEDecoder:
         if name == "data":
             self._data.append(value)
             self._has_data = True
+            self._data_chars += len(value)
+            self._pending_chars = self._data_chars
+            self._check_size()
         elif name == "event":
             self._event = value
         elif name == "id":
@@ -171,6 +200,7 @@ class SSEDecoder:
         )
         self._event = ""
         self._data = []
+        self._data_chars = self._pending_chars = 0
         self._has_data = False
         self._error = ""
         return ev

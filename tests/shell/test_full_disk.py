@@ -1,0 +1,233 @@
+"""A full disk ends the turn with a typed StorageError; nothing is lost (issue #8 item 6).
+
+The state root is a real 2 MiB tmpfs mounted for the test (root only; skipped
+with the reason otherwise). It is filled with a ballast file until the
+kernel answers ENOSPC, then a few pages are freed: the prompt's inbox write
+and the turn's start fit, the model's 256 KiB answer does not. Through the
+library API and through a real ``mind exec``: the typed outcome or one line
+(exit 4), no traceback, then the ballast is removed and the session resumes
+with every accepted input still there and the journal valid.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+
+import anyio
+import pytest
+
+import mind
+from mind.errors import InputRefused, StorageError
+from mind.generated import journal as jr
+from mind.shell.inbox import Inbox
+from mind.shell.journal import Journal
+from tests.e2e.conftest import _SCRUB
+from tests.support.loopback import LoopbackServer
+
+ANSWER = "y" * (256 * 1024)
+FREE_PAGES = 32  # left free after filling: the inbox and turn start fit, the answer does not
+
+
+class _Answer(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", "0")))
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.end_headers()
+        for i in range(0, len(ANSWER), 16384):
+            chunk = {"choices": [{"index": 0, "delta": {"content": ANSWER[i : i + 16384]}}]}
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        done = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        self.wfile.write(f"data: {json.dumps(done)}\n\ndata: [DONE]\n\n".encode())
+
+
+class BigAnswerModel(LoopbackServer):
+    handler = _Answer
+    thread_name = "big-answer-model"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 2 MiB tmpfs at ``tmp_path/disk``, unmounted afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    """Write a ballast file until ENOSPC, then free ``FREE_PAGES`` pages of it."""
+    ballast = disk / "ballast"
+    with ballast.open("wb") as f:
+        block = b"\0" * 65536
+        try:
+            while True:
+                f.write(block)
+                f.flush()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+            size = f.tell()
+    page = os.statvfs(disk).f_frsize
+    os.truncate(ballast, max(0, (size // page - FREE_PAGES) * page))
+    return ballast
+
+
+def _check_journal(path: Path) -> list[jr.JournalRecord]:
+    with Journal.open(path) as journal:  # valid: opens, at most a torn tail dropped
+        return list(journal.records)
+
+
+def test_a_full_disk_fails_the_turn_with_a_typed_outcome_and_resumes(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    state = small_disk / "state"
+    with BigAnswerModel() as model:
+        config = mind.resolve_config(
+            provider="openai-chat",
+            base_url=model.base_url,
+            model="m",
+            env={"MIND_HOME": str(tmp_path / "home"), "MIND_MAX_RETRIES": "0"},
+        )
+
+        async def full() -> tuple[mind.TurnOutcome, InputRefused, str]:
+            async with mind.Runtime.open(state_root=state) as rt:
+                session = rt.create_session(cwd=tmp_path, config=config)
+                fill(small_disk)
+                turn = session.submit("first question", message_id="msg-first")
+                outcome = await turn.wait()
+                with pytest.raises(InputRefused) as refused:
+                    session.send("second question", message_id="msg-second")
+                return outcome, refused.value, session.session_id
+
+        outcome, refused, sid = anyio.run(full)  # no ExceptionGroup escapes
+        assert outcome.status == "failed"
+        assert outcome.event.failure is not None
+        assert outcome.event.failure.kind == "storage"
+        assert isinstance(outcome.error, StorageError)
+        assert outcome.error.errno == errno.ENOSPC
+        assert outcome.error.path == state / "sessions" / sid / "journal.jsonl"
+        assert "ENOSPC" in outcome.event.failure.message
+        assert refused.reason == "storage"
+
+        (small_disk / "ballast").unlink()
+        directory = state / "sessions" / sid
+        _check_journal(directory / "journal.jsonl")
+
+        async def resume() -> mind.TurnOutcome:
+            async with mind.Runtime.open(state_root=state) as rt:
+                session = rt.open_session(sid, config=config)
+                assert session.recovery is not None and session.recovery.replayed_inputs == 1
+                turn = session.resume_pending()
+                assert turn is not None
+                assert [m.message_id for m in turn.inputs] == ["msg-first"]
+                return await turn.wait()
+
+        resumed = anyio.run(resume)
+    assert resumed.status == "completed" and resumed.final_text == ANSWER
+    records = _check_journal(directory / "journal.jsonl")
+    done = [r for r in records if isinstance(r, jr.TurnCompleted)]
+    assert done[-1].acknowledged == ["msg-first"]
+    assert Inbox.open(directory / "inbox.json", acknowledged=()).entries == []
+
+
+def test_send_on_a_full_disk_is_refused_with_a_typed_reason(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    config = mind.resolve_config(
+        provider="openai-chat",
+        base_url="http://127.0.0.1:9/v1",
+        model="m",
+        env={"MIND_HOME": str(tmp_path / "home")},
+    )
+
+    async def main() -> InputRefused:
+        async with mind.Runtime.open(state_root=small_disk / "state") as rt:
+            session = rt.create_session(cwd=tmp_path, config=config)
+            ballast = fill(small_disk)
+            os.truncate(ballast, ballast.stat().st_size + FREE_PAGES * 4096)  # nothing free
+            with pytest.raises(InputRefused) as refused:
+                session.send("x" * 200_000)
+            assert not session.busy and not session.waiting
+            return refused.value
+
+    refused = anyio.run(main)
+    assert refused.reason == "storage"
+    assert isinstance(refused.__cause__, StorageError)
+    assert refused.__cause__.errno == errno.ENOSPC
+
+
+def test_exec_on_a_full_disk_prints_one_line_exits_4_and_resumes(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
+    env.update(
+        MIND_HOME=str(tmp_path / "home"),
+        MIND_STATE_HOME=str(small_disk / "state"),
+        MIND_MAX_RETRIES="0",
+        PYTHONUNBUFFERED="1",
+    )
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "mind.shell.cli", "exec", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+
+    with BigAnswerModel() as model:
+        common = ["--provider", "openai-chat", "--base-url", model.base_url, "--model", "m"]
+        common += ["--cwd", str(tmp_path)]
+        sid = "01234567-89ab-7def-8123-456789abcdef"
+        # The session exists first (so the disk fills during the turn, not at creation).
+        first = run(*common, "--new-session", sid, "hello")
+        assert first.returncode == 0, first.stderr
+        fill(small_disk)
+        failed = run(*common, "--session", sid, "first question")
+        (small_disk / "ballast").unlink()
+        resumed = run(*common, "--session", sid)
+    assert failed.returncode == 4, failed.stderr
+    assert "Traceback" not in failed.stderr, failed.stderr
+    lines = [line for line in failed.stderr.splitlines() if "ENOSPC" in line or "failed" in line]
+    assert len(lines) == 1, failed.stderr  # one line for the failure …
+    assert lines[0].startswith("mind: turn failed (storage): could not write ")
+    assert f"{sid}/journal.jsonl (ENOSPC)" in lines[0]
+    assert "first question" in failed.stderr  # … then the usual notice: the input waits
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout == ANSWER + "\n"
+    records = _check_journal(small_disk / "state" / "sessions" / sid / "journal.jsonl")
+    prompts = [r.text for r in records if isinstance(r, jr.UserMessage)]
+    assert prompts.count("first question") >= 1 and set(prompts) == {"hello", "first question"}
+    done = [r for r in records if isinstance(r, jr.TurnCompleted)]
+    assert done[-1].status == "completed" and len(done[-1].acknowledged) == 1
