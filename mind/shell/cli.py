@@ -415,7 +415,11 @@ async def _exec(args: argparse.Namespace) -> int:
         if args.json:
             _emit_json(out, session.started_event())
         else:
-            print(f"session {session.session_id} · {session.provider.label}", file=sys.stderr)
+            print(
+                f"session {session.session_id} · {session.provider.label} · "
+                f"sandbox {session.sandbox.describe()}",
+                file=sys.stderr,
+            )
         recovered = session.recovery
         if recovered is not None and (
             prompt is None

@@ -1371,6 +1371,7 @@ class Repl:
             ),
             Text.assemble(("provider  ", "dim"), self._provider_label()),
             Text.assemble(("cwd       ", "dim"), str(s.cwd)),
+            Text.assemble(("sandbox   ", "dim"), s.sandbox.describe()),
             Text.assemble(("approval  ", "dim"), str(s.approval)),
             Text(
                 "Enter sends (steers a running turn) · Tab queues · Esc interrupts · /help",
@@ -1641,6 +1642,7 @@ class Repl:
             ("provider", s.provider.label),
             ("model", self.config.provider.model),
             ("cwd", str(s.cwd)),
+            ("sandbox", s.sandbox.describe()),
             ("approval", f"{s.approval} (always allowed: {allowed})"),
             ("state", state + (f", {waiting} waiting" if waiting else "")),
             ("usage", format_tokens(self._cur.tokens)),

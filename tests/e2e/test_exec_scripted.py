@@ -137,6 +137,7 @@ def test_plain_exec_prints_the_final_answer(tmp_path: Path, run_mind: RunMind) -
     assert r.returncode == 0, r.stderr
     assert r.stdout == "Forty-two.\n"
     assert "scripted" in r.stderr
+    assert "sandbox workspace-write (bubblewrap)" in r.stderr  # where commands run
 
 
 def test_bad_tool_arguments_and_unknown_tools_reach_the_model(

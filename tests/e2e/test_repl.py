@@ -122,6 +122,8 @@ def test_plain_answer_streams_and_exit_prints_how_to_resume(spawn: Spawn, tmp_pa
     child = spawn([{"text": "The answer is **forty-two**.\n\nSecond paragraph."}])
     sid = session_id_of(child)
     assert re.search(words("provider scripted"), _banners[id(child)])  # visibly labelled
+    # Where commands run is said up front, backend included.
+    assert re.search(words("sandbox workspace-write (bubblewrap)"), _banners[id(child)])
     child.send("what is the answer?" + ENTER)
     child.expect(words("The answer is forty-two."))
     child.expect(words("Second paragraph."))

@@ -41,6 +41,9 @@ class Confined:
     tmpdir: str
 
 
+_BACKEND_NAMES: dict[Backend, str] = {"bwrap": "bubblewrap", "landlock": "Landlock", "none": "none"}
+
+
 @dataclass(frozen=True, slots=True)
 class Sandbox:
     """The sandbox of one session.
@@ -59,6 +62,18 @@ class Sandbox:
     def label(self) -> str:
         """The mode as an approval card says it: ``workspace-write`` etc."""
         return self.boundary.mode
+
+    def describe(self) -> str:
+        """One line for the banner and ``/status``: the mode and what enforces
+        it, e.g. ``workspace-write (bubblewrap)``,
+        ``danger-full-access (no sandbox)``, or ``workspace-write — no backend
+        works (…): commands are refused``."""
+        mode = self.boundary.mode
+        if mode == "danger-full-access":
+            return f"{mode} (no sandbox: commands run as you)"
+        if self.backend == "none":
+            return f"{mode} — no backend works ({self.why_none}): commands are refused"
+        return f"{mode} ({_BACKEND_NAMES[self.backend]})"
 
     def refusal(self) -> str | None:
         """Why no sandboxed command can run here, or None (fail closed)."""
