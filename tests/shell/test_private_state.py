@@ -303,6 +303,47 @@ print("ok")
     assert wrong == {}
 
 
+def test_a_session_creates_missing_config_and_state_parents_0700_under_umask_000(
+    tmp_path: Path,
+) -> None:
+    """The session itself (not only the store) makes ``MIND_HOME`` before its
+    sandbox binds it read-only: every missing parent is 0700 too."""
+    (tmp_path / "work").mkdir()
+    script = tmp_path / "s.yaml"
+    script.write_text("- text: hi\n", encoding="utf-8")
+    env = {
+        **os.environ,
+        "HOME": str(tmp_path),
+        "MIND_HOME": str(tmp_path / "a" / "b" / ".mind"),
+        "MIND_STATE_HOME": str(tmp_path / "c" / "d" / "state"),
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, sys; os.umask(0); from mind.shell.cli import main; sys.exit(main())",
+            "exec",
+            "--provider",
+            "scripted",
+            "--script",
+            str(script),
+            "--cwd",
+            str(tmp_path / "work"),
+            "hi",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    made = [tmp_path / "a", tmp_path / "a" / "b", tmp_path / "a" / "b" / ".mind"]
+    made += [tmp_path / "c", tmp_path / "c" / "d", tmp_path / "c" / "d" / "state"]
+    modes = {str(p): f"{stat.S_IMODE(os.lstat(p).st_mode):o}" for p in made}
+    assert set(modes.values()) == {"700"}, modes
+
+
 def _ticking() -> Callable[[], int]:
     """A journal clock one second further at each call (the same-file check
     runs at most every ``SAME_FILE_CHECK_MS`` between synced appends)."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mind.effects.boundary import Boundary
+from mind.shell import private_files
 from mind.shell.sandbox import launch
 from mind.shell.sandbox.backend import Backend, select_backend
 from mind.shell.sandbox.bwrap import bwrap_argv
@@ -133,10 +134,11 @@ def session_sandbox(boundary: Boundary, *, environ: Mapping[str, str]) -> Sandbo
     mounted read-only or left out of every grant.
 
     Raises:
+        PrivateStateError: a state root exists but is not private and owned.
         OSError: a state root cannot be created.
     """
     for root in boundary.state_roots:
-        Path(root).mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_files.private_dir(Path(root))  # parents 0700 too, whatever the umask
     if boundary.mode == "danger-full-access":
         return Sandbox(boundary=boundary, backend="none", why_none="danger-full-access")
     backend, why = select_backend(environ)
