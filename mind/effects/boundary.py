@@ -83,6 +83,31 @@ HOME_PROTECTED: tuple[str, ...] = tuple(n for _, names in HOME_PROTECTED_GROUPS 
 DENIED_ROOTS: tuple[str, ...] = ("/proc", "/sys", "/dev")
 """Kernel file systems no file tool reads or writes."""
 
+RefusalKind = Literal["denied", "protected", "outside", "read-only", "unresolved"]
+"""Why the boundary refuses a path; what could allow it depends on it:
+
+- ``denied``: a denied root or mind's state; nothing allows it.
+- ``protected``: a protected path inside a writable root; only
+  ``--sandbox danger-full-access`` (or the person's approval).
+- ``outside``: beyond every writable root; ``--add-dir`` or
+  ``--sandbox danger-full-access`` (or approval).
+- ``read-only``: the sandbox mode is ``read-only``.
+- ``unresolved``: where it resolves cannot be told (fail closed).
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why the boundary refuses one path.
+
+    Attributes:
+        kind: what kind of refusal (:data:`RefusalKind`).
+        reason: one line for the model and the approval card.
+    """
+
+    kind: RefusalKind
+    reason: str
+
 
 @dataclass(frozen=True, slots=True)
 class Boundary:
@@ -113,21 +138,25 @@ class Boundary:
             paths += [os.path.join(root, name) for name in PROTECTED_DIR_NAMES]
         return tuple(dict.fromkeys(paths))
 
-    def read_refusal(self, real_path: str) -> str | None:
-        """Why a file tool may not read ``real_path``, or None when it may.
+    def read_refusal(self, real_path: str) -> Refusal | None:
+        """Why a file tool may not read ``real_path`` (always kind ``denied``),
+        or None when it may.
 
         Args:
             real_path: absolute path with every symlink resolved.
         """
         for root in DENIED_ROOTS:
             if _beneath(real_path, root):
-                return f"{root} is outside every workspace (it holds process state and secrets)"
+                return Refusal(
+                    "denied",
+                    f"{root} is outside every workspace (it holds process state and secrets)",
+                )
         for root in self.state_roots:
             if _beneath(real_path, root):
-                return "mind's own state is outside every workspace"
+                return Refusal("denied", "mind's own state is outside every workspace")
         return None
 
-    def write_refusal(self, real_path: str) -> str | None:
+    def write_refusal(self, real_path: str) -> Refusal | None:
         """Why a tool may not write ``real_path`` in this mode, or None.
 
         Args:
@@ -135,8 +164,8 @@ class Boundary:
                 that does not exist yet: its parent resolved, then the name).
 
         Returns:
-            None when writable; else one line for the model and the approval
-            card (the person may still approve it, except a read refusal).
+            None when writable; else the refusal (the person may still
+            approve it, except kind ``denied``).
         """
         denied = self.read_refusal(real_path)
         if denied is not None:
@@ -144,19 +173,19 @@ class Boundary:
         if self.mode == "danger-full-access":
             return None
         if self.mode == "read-only":
-            return "the sandbox is read-only"
+            return Refusal("read-only", "the sandbox is read-only")
         root = next((r for r in self.writable_roots if _beneath(real_path, r)), None)
         if root is None:
-            return "outside the workspace's writable roots"
+            return Refusal("outside", "outside the workspace's writable roots")
         for why, names in HOME_PROTECTED_GROUPS:
             for name in names:
                 if _beneath(real_path, os.path.join(self.home, name)):
-                    return f"~/{name} is {why} (protected)"
+                    return Refusal("protected", f"~/{name} is {why} (protected)")
         relative = os.path.relpath(real_path, root)
         parts = [] if relative == "." else relative.split(os.sep)
         for name in PROTECTED_DIR_NAMES:
             if name in parts:
-                return f"{name}/ is protected (read-only for tools)"
+                return Refusal("protected", f"{name}/ is protected (read-only for tools)")
         return None
 
 
