@@ -29,7 +29,11 @@ known-safe commands are free only because they run sandboxed.
 "Inside cwd" for writes is the boundary's rule (writable roots minus
 protected paths: ``.git/``, ``.mind/``, shell startup files, mind's state).
 Under ``never`` nothing asks; the file tools themselves refuse a write the
-boundary refuses, since no person approved it.
+boundary refuses, since no person approved it. Under every policy a file
+tool reaching a denied root (``/proc``, ``/sys``, ``/dev``, mind's state) is
+refused outright, never asked: no approval lets it through. Each decision
+(:func:`tool_decision`) carries a remedy naming only the flags that would
+really let the call run, for a session that cannot ask.
 
 "Known-safe" is :func:`is_known_safe_command`: a small allowlist of commands
 that only read, checked conservatively (a command string with any shell
