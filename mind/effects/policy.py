@@ -29,7 +29,11 @@ known-safe commands are free only because they run sandboxed.
 "Inside cwd" for writes is the boundary's rule (writable roots minus
 protected paths: ``.git/``, ``.mind/``, shell startup files, mind's state).
 Under ``never`` nothing asks; the file tools themselves refuse a write the
-boundary refuses, since no person approved it.
+boundary refuses, since no person approved it. Under every policy a file
+tool reaching a denied root (``/proc``, ``/sys``, ``/dev``, mind's state) is
+refused outright, never asked: no approval lets it through. Each decision
+(:func:`tool_decision`) carries a remedy naming only the flags that would
+really let the call run, for a session that cannot ask.
 
 "Known-safe" is :func:`is_known_safe_command`: a small allowlist of commands
 that only read, checked conservatively (a command string with any shell
@@ -44,8 +48,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from mind.effects.boundary import SandboxMode
-from mind.effects.patch import parse_patch, patch_paths
+from mind.effects.boundary import Refusal, RefusalKind, SandboxMode
+from mind.effects.patch import DeleteFile, UpdateFile, parse_patch
 from mind.effects.tools import BUILTIN_TOOLS
 from mind.errors import PatchError
 
@@ -215,16 +219,75 @@ def rerun_reason(policy: ApprovalPolicy, mode: SandboxMode, status: str, output:
     )
 
 
-def approval_reason(
+Access = Literal["read", "write", "unlink"]
+"""How a file tool reaches a path: ``unlink`` removes the name itself (a
+delete, a move's source), so a final symlink is judged where it is, not
+where it points."""
+
+Crossing = Callable[[str, Access], Refusal | None]
+"""``crossing(path, access)``: why a file tool reaching ``path`` (as the
+model gave it) crosses the boundary, or None when it stays inside; supplied
+by the shell, which resolves it with the kernel
+(:meth:`mind.shell.tools.ToolRunner.boundary_reason`)."""
+
+_REMEDY_RANK: dict[RefusalKind, int] = {
+    "read-only": 1,
+    "outside": 2,
+    "protected": 3,
+    "unresolved": 4,
+    "denied": 5,
+}
+"""Which crossing decides the remedy when a call has several (the hardest)."""
+
+_ALLOWED_BY: dict[RefusalKind, str] = {
+    "read-only": "--sandbox workspace-write (plus --add-dir DIR for a directory outside the "
+    "workspace) or --sandbox danger-full-access",
+    "outside": "--add-dir DIR (DIR: the directory to write) or --sandbox danger-full-access",
+    "protected": "--sandbox danger-full-access (a protected path is read-only in every "
+    "writable root)",
+}
+"""The flags that make a crossing of each kind writable without asking."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDecision:
+    """What to do with one tool call, why, and what would allow it.
+
+    Attributes:
+        action: ``run`` without asking, ``ask`` the person first, or
+            ``refuse`` outright (nothing runs; ``reason`` is the whole tool
+            result).
+        reason: the approval card's line (``ask``) or the refusal (``refuse``);
+            None for ``run``.
+        remedy: for ``ask``: one sentence naming the flags under which the call
+            would run without asking (for a session that cannot ask); for
+            ``refuse``: what could allow it, or that nothing does.
+        sandboxed: for ``shell``: whether it runs inside the sandbox.
+    """
+
+    action: ShellAction
+    reason: str | None = None
+    remedy: str | None = None
+    sandboxed: bool = True
+
+
+def tool_decision(
     policy: ApprovalPolicy,
     name: str,
     args: dict[str, Any],
     *,
     cwd: str,
-    crossing: Callable[[str, bool], str | None] | None = None,
+    crossing: Crossing | None = None,
     sandbox: SandboxMode = "workspace-write",
-) -> str | None:
-    """Decide whether one tool call needs approval.
+) -> ToolDecision:
+    """Decide one tool call (the module table): run, ask or refuse, with the
+    reason and the remedy.
+
+    Rules beyond the table: a file tool call reaching a denied root
+    (``/proc``, ``/sys``, ``/dev``, mind's state: a ``denied`` refusal) is
+    refused under every policy — no approval could let it through, so the
+    person is never asked. A remedy names only flags that would really let
+    the call run: ``--approval never`` refuses every crossing too.
 
     Args:
         policy: the session's approval policy.
@@ -232,19 +295,10 @@ def approval_reason(
         args: the arguments, already checked by
             :func:`mind.effects.tools.parse_arguments`.
         cwd: the session's working directory (absolute).
-        crossing: ``crossing(path, write)`` says why a file tool reading
-            (``write=False``) or writing ``path`` (as the model gave it)
-            crosses the workspace boundary, or None when it stays inside;
-            supplied by the shell, which resolves it with the kernel
-            (:meth:`mind.shell.tools.ToolRunner.boundary_reason`). Without
-            it the check is lexical only, so a symlink inside ``cwd``
-            pointing outside would count as inside.
-        sandbox: the session's sandbox mode (``shell``: :func:`shell_decision`;
-            a refusal counts as needing approval here).
-
-    Returns:
-        None when the call runs without asking; otherwise one line saying
-        why the person must approve it.
+        crossing: see :data:`Crossing`; without it the check is lexical
+            only, so a symlink inside ``cwd`` pointing outside would count
+            as inside.
+        sandbox: the session's sandbox mode (``shell``: :func:`shell_decision`).
 
     Raises:
         ValueError: ``policy`` is not an :data:`ApprovalPolicy` (misuse).
@@ -252,27 +306,98 @@ def approval_reason(
     if policy not in APPROVAL_POLICIES:
         raise ValueError(f"unknown approval policy {policy!r}")
     if name == "shell":
-        return shell_decision(policy, sandbox, args).reason
-    if policy == "never":
-        return None
+        return _shell_tool_decision(shell_decision(policy, sandbox, args), sandbox)
     contract = BUILTIN_TOOLS.get(name)
     if contract is None:
-        return f"unknown tool {name!r}"
+        # The runner answers an unknown tool with an error; `never` never asks.
+        if policy == "never":
+            return ToolDecision("run")
+        return ToolDecision("ask", f"unknown tool {name!r}")
     if contract.read_only:
-        if policy != "untrusted" or name not in ("read_file", "list_dir"):
-            return None
+        if name not in ("read_file", "list_dir"):
+            return ToolDecision("run")
         path = args.get("path", ".")
-        reason = _crossing(path, cwd, crossing, write=False) if isinstance(path, str) else None
-        if reason is None:
-            return None
-        return f"reads {_one_line(path)}: {reason} (untrusted mode asks before reading there)"
-    paths = _written_paths(name, args)
-    crossed = crossing_reason(name, args, cwd=cwd, crossing=crossing)
+        found = _crossing(path, cwd, crossing, "read") if isinstance(path, str) else None
+        if found is not None and found.kind == "denied":
+            return _refused([(path, found)])
+        if policy != "untrusted" or found is None:
+            return ToolDecision("run")
+        return ToolDecision(
+            "ask",
+            f"reads {_one_line(path)}: {found.reason} (untrusted mode asks before reading there)",
+            _remedy("--approval on-request", None),
+        )
+    accesses = _written_paths(name, args)
+    crossed = _crossings(accesses, cwd, crossing)
+    denied = [(p, r) for p, r in crossed if r.kind == "denied"]
+    if denied:
+        return _refused(denied)
+    if policy == "never":
+        return ToolDecision("run")  # the tool refuses any crossing itself
+    hardest = max((r.kind for _, r in crossed), key=_REMEDY_RANK.__getitem__, default=None)
+    why = _crossed_text(crossed, lexical=crossing is None)
     if policy == "untrusted":
-        what = ", ".join(_one_line(p) for p in paths) if paths else "files"
-        why = f"; {crossed}" if crossed else ""
-        return f"changes {what} (untrusted mode asks before every change){why}"
-    return crossed
+        what = ", ".join(_one_line(p) for p, _ in accesses) if accesses is not None else "files"
+        also = f"; {why}" if why else ""
+        return ToolDecision(
+            "ask",
+            f"changes {what} (untrusted mode asks before every change){also}",
+            _remedy("--approval on-request", hardest),
+        )
+    if why is None:
+        return ToolDecision("run")
+    return ToolDecision("ask", why, _remedy(None, hardest))
+
+
+def _shell_tool_decision(decision: ShellDecision, mode: SandboxMode) -> ToolDecision:
+    if decision.action != "ask":
+        return ToolDecision(decision.action, decision.reason, sandboxed=decision.sandboxed)
+    if not decision.sandboxed:
+        # Leaving the sandbox without asking takes both (`never` refuses escalations).
+        flags = "--sandbox danger-full-access --approval never"
+        if mode == "danger-full-access":
+            flags = "--approval never"
+    else:
+        flags = "--approval on-request (it runs in the sandbox)"
+    remedy = f"To allow it, rerun mind with {flags}."
+    return ToolDecision("ask", decision.reason, remedy, sandboxed=decision.sandboxed)
+
+
+def _remedy(approval: str | None, kind: RefusalKind | None) -> str:
+    """One sentence: the flags under which a call that asks would run."""
+    if kind == "unresolved":
+        return "No flag allows it while where it resolves cannot be told."
+    flags = [f for f in (approval, _ALLOWED_BY.get(kind) if kind else None) if f]
+    return "To allow it, rerun mind with " + " and ".join(flags) + "."
+
+
+def _refused(denied: list[tuple[str, Refusal]]) -> ToolDecision:
+    shown = "; ".join(f"{_one_line(p)}: {r.reason}" for p, r in denied)
+    remedy = "No flag or approval allows it: tools never reach it."
+    return ToolDecision(
+        "refuse",
+        f"Refused without running: {shown}. {remedy} "
+        "Do not retry it; tell the user what you wanted instead.",
+        remedy,
+    )
+
+
+def approval_reason(
+    policy: ApprovalPolicy,
+    name: str,
+    args: dict[str, Any],
+    *,
+    cwd: str,
+    crossing: Crossing | None = None,
+    sandbox: SandboxMode = "workspace-write",
+) -> str | None:
+    """Whether one tool call needs approval: :func:`tool_decision`'s reason
+    (a refusal counts as needing it), None when it runs without asking.
+
+    Raises:
+        ValueError: ``policy`` is not an :data:`ApprovalPolicy` (misuse).
+    """
+    return tool_decision(policy, name, args, cwd=cwd, crossing=crossing, sandbox=sandbox).reason
 
 
 def crossing_reason(
@@ -280,34 +405,40 @@ def crossing_reason(
     args: dict[str, Any],
     *,
     cwd: str,
-    crossing: Callable[[str, bool], str | None] | None = None,
+    crossing: Crossing | None = None,
 ) -> str | None:
     """Why a ``write_file`` / ``apply_patch`` call writes across the workspace
     boundary (``docs/design/boundary.md``), or None (also for other tools and
     an unparseable patch, which the runner refuses before writing).
 
-    The same text :func:`approval_reason` gives under ``on-request``; the
+    The same text :func:`tool_decision` gives under ``on-request``; the
     shell also uses it to scope an "always" answer, so approving writes
     inside the workspace never approves a later write across the boundary.
 
     Args:
-        crossing: as for :func:`approval_reason`; without it, lexical.
+        crossing: as for :func:`tool_decision`; without it, lexical.
     """
     if name not in ("write_file", "apply_patch"):
         return None
-    paths = _written_paths(name, args)
-    if paths is None:
+    crossed = _crossings(_written_paths(name, args), cwd, crossing)
+    return _crossed_text(crossed, lexical=crossing is None)
+
+
+def _crossings(
+    accesses: list[tuple[str, Access]] | None, cwd: str, crossing: Crossing | None
+) -> list[tuple[str, Refusal]]:
+    if accesses is None:
+        return []
+    return [(p, r) for p, a in accesses if (r := _crossing(p, cwd, crossing, a)) is not None]
+
+
+def _crossed_text(crossed: list[tuple[str, Refusal]], *, lexical: bool) -> str | None:
+    if not crossed:
         return None
-    if crossing is None:
-        outside = [path for path in paths if not _inside(path, cwd)]
-        if outside:
-            shown = ", ".join(_one_line(p) for p in outside)
-            return f"writes outside the working directory: {shown}"
-        return None
-    crossed = [(p, r) for p in paths if (r := crossing(p, True)) is not None]
-    if crossed:
-        return "writes " + "; ".join(f"{_one_line(p)}: {r}" for p, r in crossed)
-    return None
+    if lexical:
+        shown = ", ".join(_one_line(p) for p, _ in crossed)
+        return f"writes outside the working directory: {shown}"
+    return "writes " + "; ".join(f"{_one_line(p)}: {r.reason}" for p, r in crossed)
 
 
 def is_known_safe_command(command: object) -> bool:
@@ -380,18 +511,30 @@ def _is_print_range(script: str) -> bool:
     return 1 <= len(parts) <= 2 and all(p.isdecimal() and p.isascii() for p in parts)
 
 
-def _written_paths(name: str, args: dict[str, Any]) -> list[str] | None:
-    """Paths a file tool writes, or None when they cannot be told (bad patch)."""
+def _written_paths(name: str, args: dict[str, Any]) -> list[tuple[str, Access]] | None:
+    """Paths a file tool writes or unlinks, in order, without repeats (a path
+    both written and unlinked counts as written), or None when they cannot
+    be told (bad patch)."""
     if name == "write_file":
         path = args.get("path")
-        return [path] if isinstance(path, str) else None
+        return [(path, "write")] if isinstance(path, str) else None
     patch = args.get("patch")
     if not isinstance(patch, str):
         return None
     try:
-        return patch_paths(parse_patch(patch))
+        ops = parse_patch(patch)
     except PatchError:
         return None
+    found: dict[str, Access] = {}
+    for op in ops:
+        moved = isinstance(op, UpdateFile) and op.move_to not in (None, op.path)
+        if isinstance(op, DeleteFile) or moved:
+            found.setdefault(op.path, "unlink")
+        else:
+            found[op.path] = "write"
+        if isinstance(op, UpdateFile) and op.move_to is not None:
+            found[op.move_to] = "write"
+    return list(found.items())
 
 
 def _inside(path: str, cwd: str) -> bool:
@@ -401,12 +544,10 @@ def _inside(path: str, cwd: str) -> bool:
     return target == root or target.startswith(root.rstrip("/") + "/")
 
 
-def _crossing(
-    path: str, cwd: str, crossing: Callable[[str, bool], str | None] | None, *, write: bool
-) -> str | None:
+def _crossing(path: str, cwd: str, crossing: Crossing | None, access: Access) -> Refusal | None:
     if crossing is not None:
-        return crossing(path, write)
-    return None if _inside(path, cwd) else "outside the working directory"
+        return crossing(path, access)
+    return None if _inside(path, cwd) else Refusal("outside", "outside the working directory")
 
 
 def _one_line(path: str) -> str:

@@ -60,12 +60,13 @@ from mind.conversation import (
     without_lone_surrogates,
 )
 from mind.conversation import Usage as RoundUsage
+from mind.effects.boundary import Refusal
 from mind.effects.policy import (
+    Access,
     ApprovalPolicy,
-    approval_reason,
     crossing_reason,
     rerun_reason,
-    shell_decision,
+    tool_decision,
 )
 from mind.effects.retry import RetryPolicy
 from mind.effects.review import FileChange, approval_text, cut_for_display
@@ -985,41 +986,31 @@ class Session:
             args = parse_arguments(call.name, call.arguments)
         except ToolArgumentsError as exc:
             return "error", str(exc)
-        sandboxed = False
-        if call.name == "shell":
-            decision = shell_decision(self.approval, self.config.sandbox, args)
-            if decision.action == "refuse":
-                return "denied", decision.reason or "refused"
-            reason = decision.reason if decision.action == "ask" else None
-            sandboxed = decision.sandboxed
-        else:
-            reason = approval_reason(
-                self.approval,
-                call.name,
-                args,
-                cwd=str(self.cwd),
-                crossing=self._crossing,
-                sandbox=self.config.sandbox,
-            )
+        decision = tool_decision(
+            self.approval,
+            call.name,
+            args,
+            cwd=str(self.cwd),
+            crossing=self._crossing,
+            sandbox=self.config.sandbox,
+        )
+        if decision.action == "refuse":
+            return "denied", decision.reason or "refused"
+        reason = decision.reason if decision.action == "ask" else None
+        sandboxed = call.name == "shell" and decision.sandboxed
         approved: list[FileChange] | None = None
         key = _always_key(call.name, args, sandboxed)
         if crossed := crossing_reason(call.name, args, cwd=str(self.cwd), crossing=self._crossing):
             key += "|" + crossed  # "always" inside never covers a later boundary crossing
         if reason is not None and key not in self.always_allowed:
             if not self.interactive:
-                # `never` keeps commands in the sandbox: leaving it takes danger-full-access.
-                outside = call.name == "shell" and not sandboxed
-                allow = (
-                    "--sandbox danger-full-access --approval never"
-                    if outside
-                    else ("--approval never")
-                )
+                # The policy names only flags that really allow it (issue 8 review).
                 return "denied", (
                     f"Refused without running: this call needs approval ({reason}) and this "
                     f"session cannot ask (non-interactive, approval policy {self.approval}). "
-                    "Do not retry it; tell the user what you wanted to run, or rerun mind "
-                    f"with {allow} to allow it."
-                )
+                    "Do not retry it; tell the user what you wanted to run. "
+                    f"{decision.remedy or ''}"
+                ).rstrip()
             # What the person approves, read from the files now: a diff for
             # file tools, never only a path (issue 7 §7).
             changes, problem = await self.tools.preview(call.name, args)
@@ -1053,9 +1044,9 @@ class Session:
                     result = await self.tools.run(call.name, args, sandboxed=False)
         return result.status, result.output
 
-    def _crossing(self, path: str, write: bool) -> str | None:
+    def _crossing(self, path: str, access: Access) -> Refusal | None:
         """The policy's view of where a file tool path lands (kernel-resolved)."""
-        return self.tools.boundary_reason(path, write=write)
+        return self.tools.boundary_reason(path, access)
 
     async def _ask(
         self,

@@ -18,7 +18,7 @@ from typing import Final
 
 import msgspec
 
-from mind.errors import SessionLookupError, StateDirError
+from mind.errors import PrivateStateError, SessionLookupError, StateDirError
 from mind.shell import index, lease, private_files
 from mind.shell.index import ReadRange
 from mind.shell.render import plain
@@ -195,7 +195,9 @@ class Store:
         out = [
             p.name
             for p in self.sessions_dir.iterdir()
-            if SESSION_ID_RE.match(p.name) and (p / "journal.jsonl").is_file()
+            # lexists: a journal that is not a regular file is still a session
+            # (opening it names what is wrong), not "no such session".
+            if SESSION_ID_RE.match(p.name) and os.path.lexists(p / "journal.jsonl")
         ]
         return sorted(out)
 
@@ -256,6 +258,9 @@ class Store:
             except OSError:
                 continue
             if not stat.S_ISREG(st.st_mode):
+                # Listed as damage naming the file and its fix, so opening the
+                # session says the same (never "no such session").
+                listed.append(self._not_regular(sid, path, st))
                 continue
             if st.st_size == 0:
                 listed.append(self._empty(sid, path))
@@ -302,6 +307,27 @@ class Store:
             return index.scan_journal(sid, path)
         except OSError:
             return fallback
+
+    @staticmethod
+    def _not_regular(sid: str, path: Path, st: os.stat_result) -> SessionSummary:
+        """A session whose journal is a symlink, FIFO, directory or device:
+        damaged, with :func:`private_files.open_file`'s refusal (which never
+        blocks on a FIFO nor follows a link)."""
+        damage = f"{path}: is not a regular file"
+        try:
+            os.close(private_files.open_file(path, os.O_RDONLY))
+        except PrivateStateError as exc:
+            damage = f"{path}: {exc.detail}"
+        except OSError as exc:
+            damage = f"{path}: cannot open ({exc.strerror})"
+        return SessionSummary(
+            session_id=sid,
+            cwd="",
+            title="",
+            updated_at_ms=st.st_mtime_ns // 1_000_000,
+            last_status="",
+            damage=damage,
+        )
 
     @staticmethod
     def _empty(sid: str, path: Path) -> SessionSummary:

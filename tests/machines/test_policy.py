@@ -9,8 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mind.effects.boundary import Refusal
 from mind.effects.policy import (
     APPROVAL_POLICIES,
+    Access,
     ApprovalPolicy,
     approval_reason,
     is_known_safe_command,
@@ -61,11 +63,13 @@ def test_policy_truth_table(name: str, args: dict[str, Any], asks: tuple[bool, .
 def test_file_tool_paths_are_judged_by_the_shells_kernel_resolver() -> None:
     """Where a path really lands is the resolver's answer, not the lexical one:
     ``linkdir/../x`` looks inside but may resolve outside (issue 8 item 2)."""
-    asked: list[tuple[str, bool]] = []
+    asked: list[tuple[str, Access]] = []
 
-    def crossing(path: str, write: bool) -> str | None:
-        asked.append((path, write))
-        return "outside the workspace's writable roots" if path.startswith("linkdir") else None
+    def crossing(path: str, access: Access) -> Refusal | None:
+        asked.append((path, access))
+        if path.startswith("linkdir"):
+            return Refusal("outside", "outside the workspace's writable roots")
+        return None
 
     args = {"path": "linkdir/../escape.txt", "content": ""}
     assert approval_reason("on-request", "write_file", args, cwd=CWD) is None  # lexical
@@ -81,9 +85,11 @@ def test_file_tool_paths_are_judged_by_the_shells_kernel_resolver() -> None:
     inside = {"path": "src/a.py", "content": ""}
     assert approval_reason("on-request", "write_file", inside, cwd=CWD, crossing=crossing) is None
     assert asked == [
-        ("linkdir/../escape.txt", True),
-        ("linkdir/secret", False),
-        ("src/a.py", True),
+        ("linkdir/../escape.txt", "write"),
+        ("linkdir/../escape.txt", "write"),
+        ("linkdir/secret", "read"),
+        ("linkdir/secret", "read"),
+        ("src/a.py", "write"),
     ]
 
 

@@ -18,7 +18,7 @@ import os
 import stat
 from dataclasses import dataclass
 
-from mind.effects.boundary import PROTECTED_DIR_NAMES, SHELL_STARTUP_FILES, Boundary
+from mind.effects.boundary import HOME_PROTECTED, PROTECTED_DIR_NAMES, Boundary
 
 SCAN_DEPTH = 3
 """Directory levels below a writable root searched for ``.git`` / ``.mind``."""
@@ -89,7 +89,7 @@ def plan_writes(boundary: Boundary, *, overlay: bool) -> WritePlan:
     files: list[str] = []
     read_only: list[str] = []
     closed: list[str] = []
-    startup = [os.path.join(boundary.home, name) for name in SHELL_STARTUP_FILES]
+    startup = [os.path.join(boundary.home, name) for name in HOME_PROTECTED]
     for root in boundary.writable_roots:
         protected = [
             p for p in (*boundary.protected_paths(), *nested_protected(root)) if within(p, root)

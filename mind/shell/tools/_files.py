@@ -449,16 +449,18 @@ def apply_patch(
 def _apply_plan(ws: Workspace, root_fd: int, plan: _Plan, consent: bool) -> Result:
     if not consent:
         # Judge every path before any directory is made for the first one.
-        for key in plan.planned:
-            reason = boundary_reason(ws, key, write=True)
-            if reason is not None:
+        for key, content in plan.planned.items():
+            refusal = boundary_reason(ws, key, "write" if content is not None else "unlink")
+            if refusal is not None:
                 shown = _shown(ws, key)
-                return False, f"patch not applied (no file was changed): {shown}: {reason}"
+                return False, f"patch not applied (no file was changed): {shown}: {refusal.reason}"
     targets: dict[str, Target] = {}
     try:
         try:
-            for key in plan.planned:
-                targets[key] = open_target(ws, root_fd, key, consent=consent)
+            for key, content in plan.planned.items():
+                # A name deleted or moved away goes itself: a link is not followed.
+                follow = content is not None
+                targets[key] = open_target(ws, root_fd, key, consent=consent, follow=follow)
         except PathRefused as exc:
             shown = _shown(ws, exc.path)
             return False, f"patch not applied (no file was changed): {shown}: {exc.reason}"

@@ -12,7 +12,8 @@ import anyio.to_thread
 import msgspec
 
 from mind.conversation import replace_lone_surrogates
-from mind.effects.boundary import Boundary
+from mind.effects.boundary import Boundary, Refusal
+from mind.effects.policy import Access
 from mind.effects.review import FileChange
 from mind.effects.tools import (
     READ_FILE_DEFAULT_LIMIT,
@@ -105,13 +106,13 @@ class ToolRunner:
             )
         self.workspace = _workspace.Workspace(self.cwd, boundary)
 
-    def boundary_reason(self, path: str, *, write: bool) -> str | None:
-        """Why a file tool reading (``write=False``) or writing ``path`` would
-        cross the boundary, resolved now as the tool will resolve it; None
-        when it stays inside. Blocking but short (a few ``openat2`` calls);
-        for :func:`mind.effects.policy.approval_reason`.
+    def boundary_reason(self, path: str, access: Access) -> Refusal | None:
+        """Why a file tool reading, writing or unlinking (``access``) ``path``
+        would cross the boundary, resolved now as the tool will resolve it;
+        None when it stays inside. Blocking but short (a few ``openat2``
+        calls); the ``crossing`` of :func:`mind.effects.policy.tool_decision`.
         """
-        return _workspace.boundary_reason(self.workspace, path, write=write)
+        return _workspace.boundary_reason(self.workspace, path, access)
 
     async def run(
         self,

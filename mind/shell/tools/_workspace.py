@@ -19,7 +19,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from mind.effects.boundary import Boundary
+from mind.effects.boundary import Boundary, Refusal
+from mind.effects.policy import Access
 from mind.errors import PathRefused
 from mind.shell.tools._beneath import (
     MAX_SYMLINKS,
@@ -96,21 +97,43 @@ def _real(fd: int, path: str) -> str:
 
 def open_for_read(ws: Workspace, root_fd: int, path: str, flags: int) -> int:
     """An fd of ``path`` for reading, after :meth:`Boundary.read_refusal` of
-    its real path.
+    its parent's real path plus its name (before opening it: opening a
+    ``/proc`` file may fail with the kernel's own error, or have effects),
+    then of its own real path.
 
     Raises:
         PathRefused: a denied root (``/proc``, mind's state), or unknown.
         OSError: the kernel's error resolving it.
     """
+    early = _denied_by_parent(ws, root_fd, path)
+    if early is not None:
+        raise PathRefused(path, f"not read: {early.reason}")
     fd, _ = _open(ws, root_fd, path, flags)
     try:
         refusal = ws.boundary.read_refusal(_real(fd, path))
         if refusal is not None:
-            raise PathRefused(path, f"not read: {refusal}")
+            raise PathRefused(path, f"not read: {refusal.reason}")
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _denied_by_parent(ws: Workspace, root_fd: int, path: str) -> Refusal | None:
+    """The read refusal of ``path``'s parent directory's real path plus its
+    name; None when allowed, or when the parent cannot be opened (the real
+    open reports that)."""
+    head, name = os.path.split(path)
+    if name in ("", ".", ".."):
+        return None
+    try:
+        parent, _ = _open(ws, root_fd, head or ".", os.O_PATH | os.O_DIRECTORY)
+    except OSError:
+        return None
+    try:
+        return ws.boundary.read_refusal(os.path.join(_real(parent, path), name))
+    finally:
+        os.close(parent)
 
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY
@@ -196,17 +219,21 @@ def _judge(ws: Workspace, real: str, escaped: bool, path: str, consent: bool) ->
     refusal = ws.boundary.write_refusal(real)
     if refusal is None:
         return
-    if consent and ws.boundary.read_refusal(real) is None:
+    if consent and refusal.kind != "denied":
         return
     where = "resolves outside the workspace" if escaped else "not written"
-    raise PathRefused(path, f"{where}: {refusal}")
+    raise PathRefused(path, f"{where}: {refusal.reason}")
 
 
-def open_target(ws: Workspace, root_fd: int, path: str, *, consent: bool) -> Target:
+def open_target(
+    ws: Workspace, root_fd: int, path: str, *, consent: bool, follow: bool = True
+) -> Target:
     """Resolve where writing ``path`` lands and create missing parent dirs.
 
     A symlink as the last component is followed by resolving its target
-    again (relative to the link's directory, at most :data:`MAX_SYMLINKS`);
+    again (relative to the link's directory, at most :data:`MAX_SYMLINKS`),
+    unless ``follow`` is False (to delete or move the name itself: the link
+    is judged on its own location, its parent's real path plus its name);
     every directory created and the file itself are judged by
     :func:`_judge` on their real path first.
 
@@ -234,7 +261,7 @@ def open_target(ws: Workspace, root_fd: int, path: str, *, consent: bool) -> Tar
                 kind = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
             except FileNotFoundError:
                 kind = 0
-            if stat.S_ISLNK(kind):
+            if stat.S_ISLNK(kind) and follow:
                 link = os.readlink(name, dir_fd=fd)
                 current = os.path.join(os.path.dirname(current), link)
                 os.close(fd)
@@ -249,34 +276,42 @@ def open_target(ws: Workspace, root_fd: int, path: str, *, consent: bool) -> Tar
     raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
 
 
-def boundary_reason(ws: Workspace, path: str, *, write: bool) -> str | None:
+def boundary_reason(ws: Workspace, path: str, access: Access) -> Refusal | None:
     """Why a tool call on ``path`` crosses the boundary, resolved now the way
     the tool will resolve it, or None when it stays inside (for
-    :func:`mind.effects.policy.approval_reason`).
+    :func:`mind.effects.policy.tool_decision`).
 
     Writes: :meth:`Boundary.write_refusal` of the real path (missing parent
-    directories count as the real directories they would be). Reads: a
+    directories count as the real directories they would be); ``unlink``
+    (a delete, a move's source) the same without following a final
+    symlink (the name itself goes, not its target). Reads: a
     denied root, or a real path outside every writable root ("outside the
     workspace"). A path the kernel cannot resolve is judged only when that
     is not a plain "does not exist" (the tool reports that), fail closed.
     Nothing is created.
     """
+    write = access != "read"
     try:
         with workspace_fd(ws) as root_fd:
-            return _write_reason(ws, root_fd, path) if write else _read_reason(ws, root_fd, path)
+            if not write:
+                return _read_reason(ws, root_fd, path)
+            return _write_reason(ws, root_fd, path, follow=access == "write")
     except PathRefused as exc:
-        return exc.reason
+        return Refusal("unresolved", exc.reason)
     except FileNotFoundError:
         # Nothing there to resolve: a read outside (by the string) still asks,
         # so existence outside cannot be probed unasked.
         if write or (relative_to_root(ws.root, path) is not None and ".." not in path):
             return None
-        return "outside the workspace"
+        return Refusal("outside", "outside the workspace")
     except OSError as exc:
-        return f"cannot tell where it resolves ({describe(exc)})"
+        return Refusal("unresolved", f"cannot tell where it resolves ({describe(exc)})")
 
 
-def _read_reason(ws: Workspace, root_fd: int, path: str) -> str | None:
+def _read_reason(ws: Workspace, root_fd: int, path: str) -> Refusal | None:
+    early = _denied_by_parent(ws, root_fd, path)
+    if early is not None:
+        return early
     fd, _ = _open(ws, root_fd, path, os.O_PATH)
     try:
         real = _real(fd, path)
@@ -286,11 +321,11 @@ def _read_reason(ws: Workspace, root_fd: int, path: str) -> str | None:
     if refusal is not None:
         return refusal
     if not any(_is_beneath(real, root) for root in ws.boundary.writable_roots):
-        return "outside the workspace"
+        return Refusal("outside", "outside the workspace")
     return None
 
 
-def _write_reason(ws: Workspace, root_fd: int, path: str) -> str | None:
+def _write_reason(ws: Workspace, root_fd: int, path: str, *, follow: bool) -> Refusal | None:
     _no_nul(path)
     current = path
     for _ in range(MAX_SYMLINKS):
@@ -306,12 +341,12 @@ def _write_reason(ws: Workspace, root_fd: int, path: str) -> str | None:
                 kind = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
             except FileNotFoundError:
                 kind = 0
-            if not stat.S_ISLNK(kind):
+            if not stat.S_ISLNK(kind) or not follow:
                 return ws.boundary.write_refusal(os.path.join(base, name))
             current = os.path.join(os.path.dirname(current), os.readlink(name, dir_fd=fd))
         finally:
             os.close(fd)
-    return "too many symbolic links"
+    return Refusal("unresolved", "too many symbolic links")
 
 
 def _is_beneath(path: str, root: str) -> bool:

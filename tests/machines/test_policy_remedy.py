@@ -1,0 +1,90 @@
+"""The pure policy says what to do with a file tool call that crosses the
+boundary, why, and which flag (if any) would allow it (issue 8 review:
+refusal advice, denied roots offered for approval, deleting a link)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mind.effects.boundary import Refusal
+from mind.effects.policy import Access, ToolDecision, tool_decision
+
+CWD = "/w"
+
+PROC = Refusal("denied", "/proc is outside every workspace (it holds process state and secrets)")
+OUTSIDE = Refusal("outside", "outside the workspace's writable roots")
+PROTECTED = Refusal("protected", "~/.gitconfig is git configuration (protected)")
+
+
+def _crossing(path: str, access: Access) -> Refusal | None:
+    if path.startswith("/proc"):
+        return PROC
+    if path.startswith("out/") and access != "unlink":
+        return OUTSIDE  # out/ is a link to outside: only following it leaves
+    if path == ".gitconfig":
+        return PROTECTED
+    return None
+
+
+def _decide(policy: str, name: str, args: dict[str, object]) -> ToolDecision:
+    return tool_decision(policy, name, args, cwd=CWD, crossing=_crossing)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("policy", ["never", "on-request", "untrusted"])
+def test_a_denied_root_is_refused_outright_never_asked(policy: str) -> None:
+    for name, args in (
+        ("write_file", {"path": "/proc/self/attr/current", "content": "x"}),
+        ("apply_patch", {"patch": "*** Begin Patch\n*** Add File: /proc/x\n+x\n*** End Patch"}),
+    ):
+        decision = _decide(policy, name, args)
+        assert decision.action == "refuse", decision
+        assert decision.reason is not None and "/proc is outside every workspace" in decision.reason
+        assert "no flag or approval allows it" in str(decision.remedy).lower()
+    if policy == "untrusted":
+        read = _decide(policy, "read_file", {"path": "/proc/1/environ"})
+        assert read.action == "refuse" and "/proc" in str(read.reason)
+
+
+def test_the_remedy_is_true_for_each_kind_of_crossing() -> None:
+    outside = _decide("on-request", "write_file", {"path": "out/x", "content": ""})
+    assert outside.action == "ask"
+    assert outside.remedy is not None
+    assert "--add-dir DIR" in outside.remedy and "--sandbox danger-full-access" in outside.remedy
+    assert "--approval never" not in outside.remedy  # never refuses it too
+    protected = _decide("on-request", "write_file", {"path": ".gitconfig", "content": ""})
+    assert protected.action == "ask" and protected.remedy is not None
+    assert "--sandbox danger-full-access" in protected.remedy
+    assert "--add-dir" not in protected.remedy  # protected in every root
+    inside = _decide("untrusted", "write_file", {"path": "a.txt", "content": ""})
+    assert inside.action == "ask" and inside.remedy is not None
+    assert "--approval on-request" in inside.remedy
+    both = _decide("untrusted", "write_file", {"path": "out/x", "content": ""})
+    assert both.remedy is not None
+    assert "--approval on-request" in both.remedy and "--add-dir" in both.remedy
+    assert _decide("on-request", "write_file", {"path": "a.txt", "content": ""}) == ToolDecision(
+        "run"
+    )
+
+
+def test_shell_remedies_name_the_flags_that_let_it_run() -> None:
+    escalated = {"command": "make", "sandbox": "escalated", "justification": "needs net"}
+    outside = _decide("on-request", "shell", escalated)
+    assert outside.action == "ask" and not outside.sandboxed
+    assert outside.remedy is not None
+    assert "--sandbox danger-full-access --approval never" in outside.remedy
+    sandboxed = _decide("untrusted", "shell", {"command": "make"})
+    assert sandboxed.action == "ask" and sandboxed.sandboxed
+    assert sandboxed.remedy is not None and "--approval on-request" in sandboxed.remedy
+    assert _decide("never", "shell", escalated).action == "refuse"
+
+
+def test_deleting_or_moving_a_link_is_judged_on_the_link_not_its_target() -> None:
+    delete = "*** Begin Patch\n*** Delete File: out/sl\n*** End Patch"
+    assert _decide("on-request", "apply_patch", {"patch": delete}).action == "run"
+    move = (
+        "*** Begin Patch\n*** Update File: out/sl\n*** Move to: moved.txt\n"
+        "@@\n-a\n+b\n*** End Patch"
+    )
+    assert _decide("on-request", "apply_patch", {"patch": move}).action == "run"
+    update = "*** Begin Patch\n*** Update File: out/sl\n@@\n-a\n+b\n*** End Patch"
+    assert _decide("on-request", "apply_patch", {"patch": update}).action == "ask"
