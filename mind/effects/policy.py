@@ -50,6 +50,7 @@ from typing import Any, Literal, get_args
 
 from mind.effects.boundary import Refusal, RefusalKind, SandboxMode
 from mind.effects.patch import DeleteFile, UpdateFile, parse_patch
+from mind.effects.review import mark_hidden
 from mind.effects.tools import BUILTIN_TOOLS
 from mind.errors import PatchError
 
@@ -551,10 +552,13 @@ def _crossing(path: str, cwd: str, crossing: Crossing | None, access: Access) ->
 
 
 def _one_line(path: str) -> str:
-    """A path for a one-line reason: control characters (newlines) shown escaped."""
-    if path.isprintable():
-        return path
-    return repr(path)[1:-1]
+    """Model text for a one-line reason: bidi and zero-width characters shown
+    as ``⟨U+202E⟩`` (:func:`~mind.effects.review.mark_hidden`, the rule of every
+    approval), other control characters (newlines) escaped."""
+    text = mark_hidden(path, keep_joiners=False)
+    if text.isprintable():
+        return text
+    return repr(text)[1:-1]
 
 
 def _shown(command: object) -> str:

@@ -246,3 +246,17 @@ def test_on_request_writes_escaping_cwd_ask(segments: list[str], ups: int) -> No
     path = "/".join(["x"] * (ups - 1) + [".."] * (ups + 1) + segments)
     reason = approval_reason("on-request", "write_file", {"path": path, "content": ""}, cwd=CWD)
     assert reason is not None and reason.startswith("writes outside the working directory")
+
+
+def test_reasons_show_bidi_and_zero_width_characters_as_code_points() -> None:
+    """One rule for every place a person reads model text (README): a bidi
+    override in a justification or a path is shown as ⟨U+202E⟩, a newline
+    stays escaped so the reason is one line."""
+    args = {"command": "ls", "sandbox": "escalated", "justification": "need\u202e to\nwrite"}
+    reason = approval_reason("on-request", "shell", args, cwd="/w")
+    assert reason is not None
+    assert "need⟨U+202E⟩ to\\nwrite" in reason
+    written = approval_reason(
+        "untrusted", "write_file", {"path": "a\u200bb", "content": ""}, cwd="/w"
+    )
+    assert written is not None and "a⟨U+200B⟩b" in written
