@@ -19,6 +19,7 @@ from mind.effects.tools import (
     SHELL_DEFAULT_TIMEOUT_S,
     SHELL_MAX_TIMEOUT_S,
 )
+from mind.errors import SandboxRefused
 from mind.shell.sandbox.command import Sandbox, release
 from mind.shell.tools import _files, _workspace
 from mind.shell.tools._beneath import session_boundary
@@ -185,7 +186,10 @@ class ToolRunner:
         if refused is not None:
             return False, refused
         env = dict(self.env) if self.env is not None else dict(os.environ)
-        confined = sandbox.confine(argv, cwd=self.cwd, env=env)
+        try:
+            confined = sandbox.confine(argv, cwd=self.cwd, env=env)
+        except SandboxRefused as exc:
+            return False, str(exc)
         try:
             result = await run_command(
                 confined.argv,
@@ -193,6 +197,7 @@ class ToolRunner:
                 env=confined.env,
                 timeout_s=timeout_s,
                 max_output_bytes=self.max_output_bytes,
+                pass_fds=confined.pass_fds,
             )
         finally:
             release(confined)
