@@ -120,11 +120,16 @@ class ShellDecision:
         sandboxed: whether it runs inside the sandbox (if it runs).
         reason: one line for the approval card or the refusal; None for
             ``run``.
+        mode: the sandbox mode it runs in when sandboxed, None outside:
+            the session's, except ``read-only`` for a known-safe command
+            run unasked under ``untrusted`` (free only because nothing it
+            starts — a planted ``core.fsmonitor`` — can write).
     """
 
     action: ShellAction
     sandboxed: bool
     reason: str | None = None
+    mode: SandboxMode | None = None
 
 
 def shell_decision(
@@ -164,13 +169,16 @@ def shell_decision(
         return ShellDecision(
             "ask", sandboxed=False, reason=f"asks to run OUTSIDE the {mode} sandbox: {why}"
         )
-    if policy == "untrusted" and not is_known_safe_command(command):
+    if policy == "untrusted":
+        if is_known_safe_command(command):
+            return ShellDecision("run", sandboxed=True, mode="read-only")
         return ShellDecision(
             "ask",
             sandboxed=True,
             reason=f"runs `{_shown(command)}`, which is not a known read-only command",
+            mode=mode,
         )
-    return ShellDecision("run", sandboxed=True)
+    return ShellDecision("run", sandboxed=True, mode=mode)
 
 
 _DENIAL_SIGNS = (

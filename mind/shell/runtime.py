@@ -60,6 +60,7 @@ from mind.conversation import (
     without_lone_surrogates,
 )
 from mind.conversation import Usage as RoundUsage
+from mind.effects.boundary import SandboxMode
 from mind.effects.policy import (
     ApprovalPolicy,
     approval_reason,
@@ -986,12 +987,14 @@ class Session:
         except ToolArgumentsError as exc:
             return "error", str(exc)
         sandboxed = False
+        run_mode: SandboxMode | None = None
         if call.name == "shell":
             decision = shell_decision(self.approval, self.config.sandbox, args)
             if decision.action == "refuse":
                 return "denied", decision.reason or "refused"
             reason = decision.reason if decision.action == "ask" else None
             sandboxed = decision.sandboxed
+            run_mode = decision.mode
         else:
             reason = approval_reason(
                 self.approval,
@@ -1043,7 +1046,12 @@ class Session:
         # Past this point a call with a reason was approved (now or "always"):
         # the file tools may then cross the boundary (never into a denied root).
         result: ToolOutcome = await self.tools.run(
-            call.name, args, approved, consent=reason is not None, sandboxed=sandboxed
+            call.name,
+            args,
+            approved,
+            consent=reason is not None,
+            sandboxed=sandboxed,
+            sandbox_mode=run_mode,
         )
         if call.name == "shell" and sandboxed:
             offer = rerun_reason(self.approval, self.config.sandbox, result.status, result.output)

@@ -8,6 +8,7 @@ backend; when no backend works it is refused with a message naming
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import sys
@@ -16,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mind.effects.boundary import Boundary
+from mind.effects.boundary import Boundary, SandboxMode
 from mind.shell.sandbox import launch, seccomp
 from mind.shell.sandbox.backend import Backend, select_backend
 from mind.shell.sandbox.bwrap import bwrap_argv
@@ -80,6 +81,14 @@ class Sandbox:
         if self.backend == "none":
             return f"{mode} — no backend works ({self.why_none}): commands are refused"
         return f"{mode} ({_BACKEND_NAMES[self.backend]})"
+
+    def in_mode(self, mode: SandboxMode) -> Sandbox:
+        """This sandbox confining to ``mode`` instead (same roots and
+        backend): ``read-only`` for a known-safe command under ``untrusted``
+        (:attr:`mind.effects.policy.ShellDecision.mode`)."""
+        if mode == self.boundary.mode:
+            return self
+        return dataclasses.replace(self, boundary=dataclasses.replace(self.boundary, mode=mode))
 
     def refusal(self) -> str | None:
         """Why no sandboxed command can run here, or None (fail closed)."""
