@@ -312,3 +312,21 @@ def test_the_launcher_dies_with_mind_and_takes_its_tree(world: World) -> None:
     finally:
         parent.kill()
         parent.wait()
+
+
+# Root's capabilities (found while fixing B5): as root, neither backend
+# dropped them, so a command could load a kernel module, reboot the host or
+# set its hostname.
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_sandboxed_command_holds_no_capability(world: World, backend: Backend) -> None:
+    runner = world.runner(world.sandbox(backend))
+    result = await runner.run("shell", {"command": ["grep", "^Cap", "/proc/self/status"]})
+    assert result.status == "ok", result.output
+    caps = dict(line.split(":\t") for line in result.output.splitlines() if ":\t" in line)
+    assert {caps[k] for k in ("CapInh", "CapPrm", "CapEff", "CapAmb")} == {"0000000000000000"}
+    before = socket.gethostname()
+    renamed = await _sh(runner, "hostname mind-sandbox-renamed")
+    assert renamed.status == "error"
+    assert socket.gethostname() == before

@@ -8,6 +8,7 @@ namespace shared and the seccomp filter (no unix socket, so no host service
 listening on a pathname socket) when the network is off, each planned path bound writable,
 then each protected path bound read-only over it, mind's state roots hidden
 under an empty read-only tmpfs, a private writable temp dir as ``TMPDIR``.
+No capability is kept (``--cap-drop ALL``: as root bwrap keeps the host's).
 ``--die-with-parent`` ends the sandbox with mind; ``--new-session`` keeps the
 command off mind's terminal (TIOCSTI).
 """
@@ -48,7 +49,9 @@ def bwrap_argv(
             off: no unix socket of the host is reachable).
         program: the bubblewrap executable.
     """
-    out = [program, "--die-with-parent", "--new-session", "--unshare-pid"]
+    # --cap-drop ALL: as root bwrap would keep the host capabilities
+    # (CAP_SYS_MODULE, CAP_SYS_BOOT, ...), which no mount covers.
+    out = [program, "--die-with-parent", "--new-session", "--unshare-pid", "--cap-drop", "ALL"]
     if not network:
         out.append("--unshare-net")
     if seccomp_fd is not None:

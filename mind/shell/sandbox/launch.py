@@ -7,12 +7,13 @@ it makes itself a child subreaper (``PR_SET_CHILD_SUBREAPER``: every orphaned
 descendant, ``setsid`` or not, is reparented to it) and asks for SIGTERM
 when mind dies (``PR_SET_PDEATHSIG``; ``--parent`` closes the race with a
 mind already gone). Then it forks; the child applies the Landlock ruleset
-and, with the network off, the seccomp filter (:mod:`seccomp`), and
-``execve``s the command. When the command exits, the launcher SIGKILLs
-every descendant left (read from ``/proc/self/task/TID/children``, again
-until none is left) and exits with the command's status: nothing a
-tool call started outlives it. SIGTERM, SIGINT and SIGHUP are forwarded to
-the command; :data:`KILL_GRACE_S` later the command is killed.
+and, with the network off, the seccomp filter (:mod:`seccomp`), drops
+every capability (root's included), and ``execve``s the command. When the
+command exits, the launcher SIGKILLs every descendant left (read from
+``/proc/self/task/TID/children``, again until none is left) and exits
+with the command's status: nothing a tool call started outlives it.
+SIGTERM, SIGINT and SIGHUP are forwarded to the command;
+:data:`KILL_GRACE_S` later the command is killed.
 
 Standard library only and loaded by path (never ``preexec_fn``: mind's
 runtime has threads, and forking a threaded process into Python code is
@@ -38,7 +39,11 @@ KILL_GRACE_S = 1.0
 command (shorter than mind's own grace before it kills the group)."""
 
 _PR_SET_PDEATHSIG = 1
+_PR_CAPBSET_DROP = 24
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 
 def _sibling(name: str) -> ModuleType:
@@ -144,6 +149,7 @@ def _confine_and_exec(
         )
         if not network:  # after restrict_self, which set PR_SET_NO_NEW_PRIVS
             _sibling("seccomp").deny_host_sockets()
+        _drop_capabilities()
     except OSError as exc:
         print(f"mind sandbox: refused to run the command: {exc}", file=sys.stderr)
         return REFUSED_EXIT
@@ -152,6 +158,44 @@ def _confine_and_exec(
     except OSError as exc:
         print(f"mind sandbox: cannot start {argv[0]!r}: {exc.strerror}", file=sys.stderr)
     return REFUSED_EXIT
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = (
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    )
+
+
+def _drop_capabilities() -> None:
+    """Give up every capability for good (``capabilities(7)``): as root the
+    command could otherwise load a kernel module, reboot or rename the host,
+    which no file rule covers. The bounding and ambient sets are emptied
+    where allowed; the permitted set is emptied always, and with
+    ``PR_SET_NO_NEW_PRIVS`` set no ``execve`` can raise it again.
+
+    Raises:
+        OSError: ``capset`` failed (the command must not run).
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    try:
+        with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as last:
+            last_cap = int(last.read())
+    except (OSError, ValueError):
+        last_cap = 63
+    for cap in range(last_cap + 1):
+        libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)  # EPERM without CAP_SETPCAP: nothing to drop
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = _CapHeader(version=_LINUX_CAPABILITY_VERSION_3, pid=0)
+    data = (_CapData * 2)()
+    if libc.capset(ctypes.byref(header), data) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"capset: {os.strerror(err)}")
 
 
 def _forward_signals(pid: int) -> None:
