@@ -330,3 +330,45 @@ async def test_a_sandboxed_command_holds_no_capability(world: World, backend: Ba
     renamed = await _sh(runner, "hostname mind-sandbox-renamed")
     assert renamed.status == "error"
     assert socket.gethostname() == before
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_timeout_kills_a_setsid_process_too(world: World, backend: Backend) -> None:
+    marker = f"mind-timeout-{backend}-{os.getpid()}"
+    out = world.ws / "out"
+    out.mkdir()
+    command = (
+        f"cd out; setsid sh -c 'touch S; sleep 2; echo late > LATE' {marker} >/dev/null 2>&1 & "
+        "while [ ! -e S ]; do :; done; exec sleep 30"
+    )
+    result = await world.runner(world.sandbox(backend)).run(
+        "shell", {"command": command, "timeout_s": 1}
+    )
+    assert "timed out" in result.output
+    assert _wait_until(lambda: not _running(marker)), "the setsid process is still running"
+    assert not (out / "LATE").exists()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_state_root_in_the_home_workspace_is_unreadable(
+    tmp_path: Path, backend: Backend
+) -> None:
+    home = Path(os.path.realpath(tmp_path)) / "home"
+    state = home / ".mind"
+    (state / "sessions").mkdir(parents=True)
+    (state / "sessions" / "index.db").write_text("secret-index-row\n")
+    (home / "notes.txt").write_text("mine\n")
+    chosen, why = select_backend({"MIND_SANDBOX_BACKEND": backend})
+    assert chosen == backend, why
+    boundary = Boundary(
+        mode="workspace-write",
+        writable_roots=(str(home),),
+        home=str(home),
+        state_roots=(str(state),),
+    )
+    env = {"PATH": os.environ["PATH"], "HOME": str(home)}
+    runner = ToolRunner(home, env=env, sandbox=Sandbox(boundary=boundary, backend=chosen))
+    result = await _sh(runner, "cat .mind/sessions/index.db; cat notes.txt; echo more >> notes.txt")
+    assert "secret-index-row" not in result.output
+    assert "mine\n" in result.output
+    assert (home / "notes.txt").read_text() == "mine\nmore\n"

@@ -125,10 +125,16 @@ def main(args: list[str]) -> int:
         return REFUSED_EXIT
     if parent is not None and os.getppid() != parent:
         return REFUSED_EXIT  # mind died before the death signal was armed
+    # Blocked across fork until the parent forwards them (a signal before
+    # would kill the launcher uncleaned); the child unblocks before exec.
+    forwarded = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+    signal.pthread_sigmask(signal.SIG_BLOCK, forwarded)
     pid = os.fork()
     if pid == 0:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, forwarded)
         os._exit(_confine_and_exec(rest[1:], writable, files, hidden, network))
     _forward_signals(pid)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, forwarded)
     status = _wait(pid)
     _kill_descendants()
     if os.WIFSIGNALED(status):
