@@ -372,3 +372,15 @@ async def test_a_state_root_in_the_home_workspace_is_unreadable(
     assert "secret-index-row" not in result.output
     assert "mine\n" in result.output
     assert (home / "notes.txt").read_text() == "mine\nmore\n"
+
+
+def test_the_launcher_finds_children_without_the_proc_children_file() -> None:
+    # Its fallback for kernels without CONFIG_PROC_CHILDREN must see the same.
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        assert child.pid in launch._children()
+        assert child.pid in launch._children_by_scan()
+        assert os.getpid() not in launch._children_by_scan()
+    finally:
+        child.kill()
+        child.wait()

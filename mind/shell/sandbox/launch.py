@@ -228,14 +228,33 @@ def _wait(pid: int) -> int:
 
 
 def _children() -> list[int]:
-    """This process's live children (orphans are reparented to it)."""
+    """This process's live children (orphans are reparented to it): from
+    ``/proc/self/task/TID/children``, or, on a kernel without that file
+    (``CONFIG_PROC_CHILDREN``), every ``/proc/PID/stat`` naming it parent."""
     pids: list[int] = []
-    for tid in os.listdir("/proc/self/task"):
-        try:
+    tids = os.listdir("/proc/self/task")
+    try:
+        for tid in tids:
             with open(f"/proc/self/task/{tid}/children", encoding="ascii") as listing:
                 pids += [int(word) for word in listing.read().split()]
-        except FileNotFoundError:
+    except FileNotFoundError:
+        return _children_by_scan()
+    return pids
+
+
+def _children_by_scan() -> list[int]:
+    me = str(os.getpid())
+    pids: list[int] = []
+    for name in os.listdir("/proc"):
+        if not name.isdecimal():
             continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as stat:
+                fields = stat.read().rpartition(")")[2].split()
+        except OSError:
+            continue  # ended meanwhile
+        if len(fields) >= 2 and fields[1] == me:  # after "pid (comm)": state, ppid
+            pids.append(int(name))
     return pids
 
 
