@@ -384,3 +384,29 @@ def test_the_launcher_finds_children_without_the_proc_children_file() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_command_dies_with_a_killed_launcher(world: World) -> None:
+    marker = f"mind-main-{os.getpid()}"
+    started = world.ws / "S"
+    launcher = subprocess.Popen(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            launch.__file__,
+            *launch.launcher_args([str(world.ws)], [], network=False),
+            "--",
+            "/bin/sh",
+            "-c",
+            f"touch {started}; exec {sys.executable} -c 'import time; time.sleep(30)' {marker}",
+        ]
+    )
+    try:
+        assert _wait_until(started.exists), "the command did not start"
+        launcher.kill()  # SIGKILL: no clean-up of its own
+        launcher.wait()
+        assert _wait_until(lambda: not _running(marker)), "the command outlived its launcher"
+    finally:
+        launcher.kill()
+        launcher.wait()

@@ -129,8 +129,14 @@ def main(args: list[str]) -> int:
     # would kill the launcher uncleaned); the child unblocks before exec.
     forwarded = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
     signal.pthread_sigmask(signal.SIG_BLOCK, forwarded)
+    launcher = os.getpid()
     pid = os.fork()
     if pid == 0:
+        # The command dies with its launcher too (not inherited by its children:
+        # those the launcher kills, or, if it was SIGKILLed, nothing can).
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != launcher:
+            os._exit(REFUSED_EXIT)  # the launcher died before the signal was armed
         signal.pthread_sigmask(signal.SIG_UNBLOCK, forwarded)
         os._exit(_confine_and_exec(rest[1:], writable, files, hidden, network))
     _forward_signals(pid)
