@@ -295,6 +295,24 @@ class PathRefused(MindError):
         self.reason = reason
 
 
+class SandboxRefused(MindError):
+    """A sandboxed ``shell`` command cannot be confined safely, so it does not
+    run (fail closed; ``docs/design/boundary.md`` "Sandbox"): e.g. a writable
+    root holds more directories than the search for nested ``.git`` /
+    ``.mind`` may open. Raised by :meth:`mind.shell.sandbox.command.Sandbox.confine`
+    and turned into a failed tool result, never a turn failure.
+
+    Attributes:
+        path: the writable root (real path) the reason is about.
+        reason: one line for the model and the person.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"Refused without running: {path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
 class ScriptError(MindError):
     """A scripted-provider script file is malformed or exhausted."""
 

@@ -125,11 +125,16 @@ class ShellDecision:
         sandboxed: whether it runs inside the sandbox (if it runs).
         reason: one line for the approval card or the refusal; None for
             ``run``.
+        mode: the sandbox mode it runs in when sandboxed, None outside:
+            the session's, except ``read-only`` for a known-safe command
+            run unasked under ``untrusted`` (free only because nothing it
+            starts — a planted ``core.fsmonitor`` — can write).
     """
 
     action: ShellAction
     sandboxed: bool
     reason: str | None = None
+    mode: SandboxMode | None = None
 
 
 def shell_decision(
@@ -169,13 +174,16 @@ def shell_decision(
         return ShellDecision(
             "ask", sandboxed=False, reason=f"asks to run OUTSIDE the {mode} sandbox: {why}"
         )
-    if policy == "untrusted" and not is_known_safe_command(command):
+    if policy == "untrusted":
+        if is_known_safe_command(command):
+            return ShellDecision("run", sandboxed=True, mode="read-only")
         return ShellDecision(
             "ask",
             sandboxed=True,
             reason=f"runs `{_shown(command)}`, which is not a known read-only command",
+            mode=mode,
         )
-    return ShellDecision("run", sandboxed=True)
+    return ShellDecision("run", sandboxed=True, mode=mode)
 
 
 _DENIAL_SIGNS = (
@@ -264,12 +272,15 @@ class ToolDecision:
             would run without asking (for a session that cannot ask); for
             ``refuse``: what could allow it, or that nothing does.
         sandboxed: for ``shell``: whether it runs inside the sandbox.
+        mode: for ``shell`` run sandboxed: the sandbox mode it runs in
+            (:attr:`ShellDecision.mode`); None otherwise.
     """
 
     action: ShellAction
     reason: str | None = None
     remedy: str | None = None
     sandboxed: bool = True
+    mode: SandboxMode | None = None
 
 
 def tool_decision(
@@ -352,7 +363,9 @@ def tool_decision(
 
 def _shell_tool_decision(decision: ShellDecision, mode: SandboxMode) -> ToolDecision:
     if decision.action != "ask":
-        return ToolDecision(decision.action, decision.reason, sandboxed=decision.sandboxed)
+        return ToolDecision(
+            decision.action, decision.reason, sandboxed=decision.sandboxed, mode=decision.mode
+        )
     if not decision.sandboxed:
         # Leaving the sandbox without asking takes both (`never` refuses escalations).
         flags = "--sandbox danger-full-access --approval never"
@@ -361,7 +374,9 @@ def _shell_tool_decision(decision: ShellDecision, mode: SandboxMode) -> ToolDeci
     else:
         flags = "--approval on-request (it runs in the sandbox)"
     remedy = f"To allow it, rerun mind with {flags}."
-    return ToolDecision("ask", decision.reason, remedy, sandboxed=decision.sandboxed)
+    return ToolDecision(
+        "ask", decision.reason, remedy, sandboxed=decision.sandboxed, mode=decision.mode
+    )
 
 
 def _remedy(approval: str | None, kind: RefusalKind | None) -> str:

@@ -60,7 +60,7 @@ from mind.conversation import (
     without_lone_surrogates,
 )
 from mind.conversation import Usage as RoundUsage
-from mind.effects.boundary import Refusal
+from mind.effects.boundary import Refusal, SandboxMode
 from mind.effects.policy import (
     Access,
     ApprovalPolicy,
@@ -998,6 +998,7 @@ class Session:
             return "denied", decision.reason or "refused"
         reason = decision.reason if decision.action == "ask" else None
         sandboxed = call.name == "shell" and decision.sandboxed
+        run_mode: SandboxMode | None = decision.mode if call.name == "shell" else None
         approved: list[FileChange] | None = None
         key = _always_key(call.name, args, sandboxed)
         if crossed := crossing_reason(call.name, args, cwd=str(self.cwd), crossing=self._crossing):
@@ -1034,7 +1035,12 @@ class Session:
         # Past this point a call with a reason was approved (now or "always"):
         # the file tools may then cross the boundary (never into a denied root).
         result: ToolOutcome = await self.tools.run(
-            call.name, args, approved, consent=reason is not None, sandboxed=sandboxed
+            call.name,
+            args,
+            approved,
+            consent=reason is not None,
+            sandboxed=sandboxed,
+            sandbox_mode=run_mode,
         )
         if call.name == "shell" and sandboxed:
             offer = rerun_reason(self.approval, self.config.sandbox, result.status, result.output)

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import time
 from pathlib import Path
 
 import yaml
@@ -109,3 +111,41 @@ def test_add_dir_is_writable_and_mind_config_shows_the_settings(
     )
     assert "sandbox_mode" in shown.stdout and "read-only" in shown.stdout, shown.stdout
     assert str(extra) in shown.stdout
+
+
+def _running(marker: str) -> bool:
+    """Whether a live process has ``marker`` in its command line."""
+    for entry in Path("/proc").iterdir():
+        try:
+            alive = (entry / "stat").read_text().rpartition(")")[2].split()[0] not in "ZX"
+            if alive and marker.encode() in (entry / "cmdline").read_bytes():
+                return True
+        except (OSError, IndexError):
+            continue
+    return False
+
+
+def test_no_process_a_command_started_outlives_mind_exec(tmp_path: Path, run_mind: RunMind) -> None:
+    # Landlock has no pid namespace: its launcher must kill what the command left.
+    out = tmp_path / "ws" / "out"
+    out.mkdir(parents=True)
+    marker = f"e2e-bg-{os.getpid()}"
+    command = (
+        f"cd out; setsid sh -c 'touch S1; sleep 2; echo late > LATE1' {marker} >/dev/null 2>&1 & "
+        f"( exec sh -c 'touch S2; sleep 2; echo late > LATE2' {marker} ) >/dev/null 2>&1 & "
+        "while [ ! -e S1 ] || [ ! -e S2 ]; do :; done; echo started"
+    )
+    for backend in ("landlock", "bwrap"):
+        results, _ = _exec(
+            run_mind,
+            tmp_path,
+            [{"name": "shell", "arguments": {"command": command}}],
+            env={"MIND_SANDBOX_BACKEND": backend},
+        )
+        assert str(results[0]["output"]).startswith("started"), results
+        # Gone at once when killed; past their sleep (having written) if not.
+        deadline = time.monotonic() + 10
+        while _running(marker) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not _running(marker)
+        assert list(out.glob("LATE*")) == [], backend

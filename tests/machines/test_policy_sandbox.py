@@ -91,3 +91,15 @@ def test_rerun_is_offered_only_when_sandboxed_and_asking_is_allowed() -> None:
     assert rerun_reason("never", "workspace-write", *denial) is None
     assert rerun_reason("on-request", "danger-full-access", *denial) is None
     assert rerun_reason("on-request", "workspace-write", "error", "exit code: 1") is None
+
+
+def test_untrusted_runs_known_safe_commands_in_the_read_only_sandbox() -> None:
+    # Free only because nothing it starts (a planted core.fsmonitor) can write.
+    free = shell_decision("untrusted", "workspace-write", SAFE)
+    assert (free.action, free.mode) == ("run", "read-only")
+    assert shell_decision("untrusted", "workspace-write", UNSAFE).mode == "workspace-write"
+    assert shell_decision("untrusted", "read-only", SAFE).mode == "read-only"
+    assert shell_decision("on-request", "workspace-write", SAFE).mode == "workspace-write"
+    assert shell_decision("never", "workspace-write", SAFE).mode == "workspace-write"
+    assert shell_decision("on-request", "workspace-write", ESCALATED).mode is None
+    assert shell_decision("never", "danger-full-access", SAFE).mode is None

@@ -3,6 +3,7 @@ real interactive library session, the scripted provider, real bubblewrap."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -95,3 +96,16 @@ def test_danger_full_access_makes_known_safe_commands_ask(tmp_path: Path) -> Non
     (card,) = asked
     assert card.sandbox == ev.Sandbox.outside
     assert results[0].status == ev.ToolStatus.denied
+
+
+def test_untrusted_known_safe_command_cannot_write_through_a_planted_hook(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    planted = ws / "sub" / "PWNED"
+    hook = f"touch {planted} #"
+    subprocess.run(["git", "-C", str(ws), "config", "core.fsmonitor", hook], check=True)
+    asked, results = _run(tmp_path, [_shell("git status")], [], approval="untrusted")
+    assert asked == []  # known-safe: not asked
+    assert results[0].status == ev.ToolStatus.ok, results[0].output
+    assert not planted.exists()

@@ -4,9 +4,11 @@ Pure: builds argv from a :class:`~mind.shell.sandbox.plan.WritePlan`.
 Layout (``docs/design/boundary.md`` "Sandbox"): the whole file system
 read-only (``--ro-bind / /``), a fresh ``/dev`` and a ``/proc`` of a new pid
 namespace (mind's processes and their ``environ`` are not in it), no network
-namespace shared when the network is off, each planned path bound writable,
+namespace shared and the seccomp filter (no unix socket, so no host service
+listening on a pathname socket) when the network is off, each planned path bound writable,
 then each protected path bound read-only over it, mind's state roots hidden
 under an empty read-only tmpfs, a private writable temp dir as ``TMPDIR``.
+No capability is kept (``--cap-drop ALL``: as root bwrap keeps the host's).
 ``--die-with-parent`` ends the sandbox with mind; ``--new-session`` keeps the
 command off mind's terminal (TIOCSTI).
 """
@@ -29,6 +31,7 @@ def bwrap_argv(
     tmpdir: str,
     hidden: Sequence[str],
     network: bool,
+    seccomp_fd: int | None = None,
     program: str = BWRAP,
 ) -> list[str]:
     """argv that runs ``argv`` inside bubblewrap.
@@ -41,11 +44,18 @@ def bwrap_argv(
         hidden: existing directories replaced by an empty read-only tmpfs
             (mind's state roots).
         network: False gives the command its own empty network namespace.
+        seccomp_fd: an inherited descriptor holding the seccomp program
+            (:func:`mind.shell.sandbox.seccomp.program`; with the network
+            off: no unix socket of the host is reachable).
         program: the bubblewrap executable.
     """
-    out = [program, "--die-with-parent", "--new-session", "--unshare-pid"]
+    # --cap-drop ALL: as root bwrap would keep the host capabilities
+    # (CAP_SYS_MODULE, CAP_SYS_BOOT, ...), which no mount covers.
+    out = [program, "--die-with-parent", "--new-session", "--unshare-pid", "--cap-drop", "ALL"]
     if not network:
         out.append("--unshare-net")
+    if seccomp_fd is not None:
+        out += ["--seccomp", str(seccomp_fd)]
     out += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for path in (*plan.directories, *plan.files):
         out += ["--bind", path, path]

@@ -8,6 +8,7 @@ backend; when no backend works it is refused with a message naming
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import sys
@@ -16,12 +17,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mind.effects.boundary import Boundary
+from mind.effects.boundary import Boundary, SandboxMode
 from mind.shell import private_files
-from mind.shell.sandbox import launch
+from mind.shell.sandbox import launch, seccomp
 from mind.shell.sandbox.backend import Backend, select_backend
 from mind.shell.sandbox.bwrap import bwrap_argv
-from mind.shell.sandbox.plan import plan_writes, within
+from mind.shell.sandbox.plan import SCAN_MAX_DIRS, plan_writes, within
 
 _LAUNCHER = str(Path(launch.__file__).resolve())
 
@@ -35,11 +36,14 @@ class Confined:
         env: the command's whole environment (``TMPDIR`` = :attr:`tmpdir`).
         tmpdir: the private temp dir; the caller removes it with
             :func:`release` after the command ends.
+        pass_fds: file descriptors the command must inherit (bubblewrap's
+            ``--seccomp FD``); :func:`release` closes them.
     """
 
     argv: list[str]
     env: dict[str, str]
     tmpdir: str
+    pass_fds: tuple[int, ...] = ()
 
 
 _BACKEND_NAMES: dict[Backend, str] = {"bwrap": "bubblewrap", "landlock": "Landlock", "none": "none"}
@@ -53,11 +57,14 @@ class Sandbox:
         boundary: mode and roots (real paths).
         backend: the working backend, or ``none``.
         why_none: for ``none``, why no backend works.
+        scan_max_dirs: most directories searched per writable root for
+            nested ``.git`` / ``.mind`` (:data:`plan.SCAN_MAX_DIRS`).
     """
 
     boundary: Boundary
     backend: Backend
     why_none: str = ""
+    scan_max_dirs: int = SCAN_MAX_DIRS
 
     @property
     def label(self) -> str:
@@ -76,6 +83,14 @@ class Sandbox:
             return f"{mode} — no backend works ({self.why_none}): commands are refused"
         return f"{mode} ({_BACKEND_NAMES[self.backend]})"
 
+    def in_mode(self, mode: SandboxMode) -> Sandbox:
+        """This sandbox confining to ``mode`` instead (same roots and
+        backend): ``read-only`` for a known-safe command under ``untrusted``
+        (:attr:`mind.effects.policy.ShellDecision.mode`)."""
+        if mode == self.boundary.mode:
+            return self
+        return dataclasses.replace(self, boundary=dataclasses.replace(self.boundary, mode=mode))
+
     def refusal(self) -> str | None:
         """Why no sandboxed command can run here, or None (fail closed)."""
         if self.backend != "none":
@@ -92,36 +107,69 @@ class Sandbox:
 
         Raises:
             RuntimeError: the backend is ``none`` (check :meth:`refusal` first).
+            SandboxRefused: the command cannot be confined safely (a root
+                too big to search for nested ``.git``); nothing was made.
             OSError: the temp dir cannot be made.
         """
         if self.backend == "none":
             raise RuntimeError("no sandbox backend")
+        plan = plan_writes(
+            self.boundary, overlay=self.backend == "bwrap", max_dirs=self.scan_max_dirs
+        )
         tmpdir = os.path.realpath(tempfile.mkdtemp(prefix="mind-sandbox-"))
         command_env = {**env, "TMPDIR": tmpdir}
         b = self.boundary
+        # A state root holding a writable root (a workspace inside MIND_HOME)
+        # stays visible: hiding it would hide the workspace.
+        hidden = [
+            r
+            for r in b.state_roots
+            if os.path.isdir(r) and not any(within(w, r) for w in b.writable_roots)
+        ]
         if self.backend == "bwrap":
-            plan = plan_writes(b, overlay=True)
-            # A state root holding a writable root (a workspace inside MIND_HOME)
-            # stays visible: hiding it would hide the workspace.
-            hidden = [
-                r
-                for r in b.state_roots
-                if os.path.isdir(r) and not any(within(w, r) for w in b.writable_roots)
-            ]
+            fds: tuple[int, ...] = () if b.network else (_filter_fd(),)
             wrapped = bwrap_argv(
-                plan, argv, cwd=str(cwd), tmpdir=tmpdir, hidden=hidden, network=b.network
+                plan,
+                argv,
+                cwd=str(cwd),
+                tmpdir=tmpdir,
+                hidden=hidden,
+                network=b.network,
+                seccomp_fd=fds[0] if fds else None,
             )
-        else:
-            plan = plan_writes(b, overlay=False)
-            options = launch.launcher_args(
-                [*plan.directories, tmpdir], list(plan.files), network=b.network
-            )
-            wrapped = [sys.executable, "-I", "-S", _LAUNCHER, *options, "--", *argv]
+            return Confined(argv=wrapped, env=command_env, tmpdir=tmpdir, pass_fds=fds)
+        options = launch.launcher_args(
+            [*plan.directories, tmpdir],
+            list(plan.files),
+            network=b.network,
+            hidden=hidden,
+            parent=os.getpid(),
+        )
+        wrapped = [sys.executable, "-I", "-S", _LAUNCHER, *options, "--", *argv]
         return Confined(argv=wrapped, env=command_env, tmpdir=tmpdir)
 
 
+def _filter_fd() -> int:
+    """A pipe's read end holding :func:`seccomp.program` (bwrap reads it
+    whole before starting the command; the program is far below a pipe's
+    buffer, so writing never blocks)."""
+    code = seccomp.program()
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, code)
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)
+    return read_fd
+
+
 def release(confined: Confined) -> None:
-    """Remove the command's private temp dir (whatever it left there)."""
+    """Remove the command's private temp dir (whatever it left there) and
+    close the descriptors it was given."""
+    for fd in confined.pass_fds:
+        os.close(fd)
     shutil.rmtree(confined.tmpdir, ignore_errors=True)
 
 

@@ -7,10 +7,10 @@ command, so it must not import mind or anything outside the standard library.
 
 Rule (``docs/design/boundary.md`` "Sandbox"): every file-system right the
 running kernel's ABI knows is *handled* (denied unless a rule grants it);
-reading and executing are granted beneath ``/``; writing only beneath the
-granted paths. With the network off, TCP bind and connect are handled with no
-port granted (ABI >= 4). Abstract unix sockets and signals are scoped to the
-sandbox (ABI >= 6).
+reading and executing are granted beneath ``/`` except mind's state roots
+(``hidden``); writing only beneath the granted paths. With the network off,
+TCP bind and connect are handled with no port granted (ABI >= 4). Abstract
+unix sockets and signals are scoped to the sandbox (ABI >= 6).
 
 Measured as root on kernel 6.18 (ABI 7): Landlock's ptrace scoping hides
 ``/proc/PID/exe`` of outside processes but *not* ``/proc/PID/environ``. So
@@ -120,6 +120,7 @@ def restrict_self(
     *,
     writable: Sequence[str],
     writable_files: Sequence[str] = (),
+    hidden: Sequence[str] = (),
     network: bool,
 ) -> int:
     """Confine this process (and every child it starts) for good.
@@ -128,6 +129,9 @@ def restrict_self(
         writable: directories beneath which every right is granted.
         writable_files: non-directories granted write and truncate (a
             protected sibling keeps their directory unwritable).
+        hidden: real paths of directories left unreadable (mind's state
+            roots): a directory holding one is split like a write grant
+            around a protected path (each other entry granted, itself not).
         network: False handles TCP bind/connect with no port granted (ABI >= 4).
 
     Returns:
@@ -157,7 +161,7 @@ def restrict_self(
         "create_ruleset",
     )
     try:
-        for path in _readable_roots():
+        for path in _readable_paths(hidden):
             _add_path(ruleset, path, READ_RIGHTS & handled)
         for device in ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty"):
             _add_path(ruleset, device, (READ_FILE | WRITE_FILE | IOCTL_DEV) & handled)
@@ -172,10 +176,15 @@ def restrict_self(
     return abi
 
 
-def _readable_roots() -> list[str]:
-    """Every top-level path but ``/proc``; ``/proc`` entries that are not
-    processes; this process's own ``/proc`` directory."""
-    paths = [os.path.join("/", name) for name in os.listdir("/") if name != "proc"]
+def _readable_paths(hidden: Sequence[str]) -> list[str]:
+    """Real paths to grant read/execute beneath: every top-level path but
+    ``/proc``, split around each ``hidden`` directory; ``/proc`` entries that
+    are not processes; this process's own ``/proc`` directory."""
+    paths: list[str] = []
+    seen: set[str] = set()
+    for name in os.listdir("/"):
+        if name != "proc":
+            _split_read(os.path.join("/", name), hidden, paths, seen)
     try:
         names = os.listdir("/proc")
     except OSError:
@@ -187,6 +196,32 @@ def _readable_roots() -> list[str]:
     ]
     paths.append(f"/proc/{os.getpid()}")
     return paths
+
+
+def _split_read(path: str, hidden: Sequence[str], paths: list[str], seen: set[str]) -> None:
+    """Append ``path``'s real path unless it is (beneath) a hidden directory;
+    one that holds a hidden directory is replaced by its entries (a rule
+    opens its path following symlinks, so judge the real path)."""
+    real = os.path.realpath(path)
+    if real in seen or real.startswith("/proc/") or real == "/proc":
+        return
+    seen.add(real)
+    if any(_within(real, h) for h in hidden):
+        return
+    if not any(_within(h, real) for h in hidden):
+        paths.append(real)
+        return
+    try:
+        names = os.listdir(real)
+    except OSError:
+        return
+    for name in names:
+        _split_read(os.path.join(real, name), hidden, paths, seen)
+
+
+def _within(path: str, root: str) -> bool:
+    root = root.rstrip("/") or "/"
+    return path == root or path.startswith(root if root == "/" else root + "/")
 
 
 def _add_path(ruleset: int, path: str, rights: int) -> None:

@@ -1,11 +1,15 @@
-"""A seccomp filter refusing IPv4/IPv6 sockets (``seccomp(2)``,
+"""A seccomp filter refusing unix, IPv4 and IPv6 sockets (``seccomp(2)``,
 ``Documentation/userspace-api/seccomp_filter.rst``).
 
 Standard library only, loaded by path by the launcher like
-:mod:`mind.shell.sandbox.landlock`. Landlock covers TCP bind/connect only;
-with the network off this filter also refuses ``socket(AF_INET | AF_INET6,
-...)`` (UDP: DNS and the like) and ``io_uring_setup`` (its socket operations
-bypass the syscall check) with ``EPERM``. A foreign architecture or the x32
+:mod:`mind.shell.sandbox.landlock`; bubblewrap gets the same program
+through ``--seccomp FD``. Landlock covers TCP bind/connect only; with the
+network off this filter also refuses ``socket(AF_INET | AF_INET6, ...)``
+(UDP: DNS and the like), ``socket(AF_UNIX, ...)`` (a pathname socket of a
+host service — docker, ssh-agent, D-Bus — is outside every mount and rule:
+connecting to it is a full escape; ``socketpair`` stays allowed) and
+``io_uring_setup`` (its socket operations bypass the syscall check) with
+``EPERM``. A foreign architecture or the x32
 ABI (``nr >= 0x40000000``) gets ``EPERM`` for every syscall: the filter
 cannot read its numbers, so it refuses rather than guess.
 """
@@ -25,6 +29,7 @@ _LD_W_ABS = 0x20
 _JEQ_K = 0x15
 _JGE_K = 0x35
 _RET_K = 0x06
+_AF_UNIX = 1
 _AF_INET = 2
 _AF_INET6 = 10
 
@@ -53,13 +58,17 @@ class SeccompError(OSError):
     kernel refused it); the caller must not run the command."""
 
 
-def deny_inet_sockets() -> None:
-    """Install the filter on this thread (inherited across fork and execve).
+def program() -> bytes:
+    """The filter as ``struct sock_filter[]`` bytes (8 bytes an instruction,
+    native byte order), for ``bwrap --seccomp FD`` and :func:`deny_host_sockets`.
 
-    Requires ``PR_SET_NO_NEW_PRIVS`` (or CAP_SYS_ADMIN) already set.
+    Refuses with ``EPERM``: ``socket(AF_UNIX | AF_INET | AF_INET6, ...)``
+    (``socketpair`` stays allowed: in-sandbox IPC keeps working, but no
+    pathname or abstract socket of the host can be reached), and
+    ``io_uring_setup``; every syscall of a foreign ABI.
 
     Raises:
-        SeccompError: as the class says.
+        SeccompError: the architecture is not one the filter knows.
     """
     machine = platform.machine()
     if machine not in _ARCHES:
@@ -67,22 +76,36 @@ def deny_inet_sockets() -> None:
     arch, socket_nr, uring_nr = _ARCHES[machine]
     deny = _RET_ERRNO | errno.EPERM
     # Jump offsets count instructions after the current one.
-    program = [
+    insns = [
         (_LD_W_ABS, 0, 0, 4),  # 0: arch
-        (_JEQ_K, 0, 8, arch),  # 1: foreign -> 10 deny
+        (_JEQ_K, 0, 9, arch),  # 1: foreign -> 11 deny
         (_LD_W_ABS, 0, 0, 0),  # 2: syscall nr
-        (_JGE_K, 6, 0, 0x40000000),  # 3: x32 -> 10 deny
+        (_JGE_K, 7, 0, 0x40000000),  # 3: x32 -> 11 deny
         (_JEQ_K, 1, 0, socket_nr),  # 4: socket -> 6
-        (_JEQ_K, 4, 3, uring_nr),  # 5: io_uring_setup -> 10 deny, else 9 allow
+        (_JEQ_K, 5, 4, uring_nr),  # 5: io_uring_setup -> 11 deny, else 10 allow
         (_LD_W_ABS, 0, 0, 16),  # 6: args[0] (domain), low 32 bits (little endian)
-        (_JEQ_K, 2, 0, _AF_INET),  # 7: -> 10 deny
-        (_JEQ_K, 1, 0, _AF_INET6),  # 8: -> 10 deny
-        (_RET_K, 0, 0, _RET_ALLOW),  # 9
-        (_RET_K, 0, 0, deny),  # 10
+        (_JEQ_K, 3, 0, _AF_UNIX),  # 7: -> 11 deny
+        (_JEQ_K, 2, 0, _AF_INET),  # 8: -> 11 deny
+        (_JEQ_K, 1, 0, _AF_INET6),  # 9: -> 11 deny
+        (_RET_K, 0, 0, _RET_ALLOW),  # 10
+        (_RET_K, 0, 0, deny),  # 11
     ]
-    filters = (_Filter * len(program))(*(_Filter(*insn) for insn in program))
-    prog = _Program(len=len(program), filter=filters)
+    return b"".join(bytes(_Filter(*insn)) for insn in insns)
+
+
+def deny_host_sockets() -> None:
+    """Install :func:`program` on this thread (inherited across fork and execve).
+
+    Requires ``PR_SET_NO_NEW_PRIVS`` (or CAP_SYS_ADMIN) already set.
+
+    Raises:
+        SeccompError: as the class says.
+    """
+    code = program()
+    count = len(code) // ctypes.sizeof(_Filter)
+    filters = (_Filter * count).from_buffer_copy(code)
+    prog = _Program(len=count, filter=filters)
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
-        code = ctypes.get_errno()
-        raise SeccompError(code, f"seccomp filter: {os.strerror(code)}")
+        err = ctypes.get_errno()
+        raise SeccompError(err, f"seccomp filter: {os.strerror(err)}")

@@ -53,6 +53,7 @@ async def run_command(
     env: Mapping[str, str] | None,
     timeout_s: float,
     max_output_bytes: int,
+    pass_fds: Sequence[int] = (),
 ) -> ProcessResult:
     """Run one command to completion, timeout or cancellation.
 
@@ -71,6 +72,7 @@ async def run_command(
         env: the whole environment, or None to inherit mind's.
         timeout_s: seconds before the group is killed (> 0).
         max_output_bytes: most bytes of stdout + stderr kept (UTF-8).
+        pass_fds: descriptors the command inherits (the sandbox's seccomp program).
 
     Returns:
         The result; a command that cannot be started (missing program, bad
@@ -91,6 +93,7 @@ async def run_command(
             cwd=cwd,
             env=dict(env) if env is not None else None,
             start_new_session=True,
+            pass_fds=pass_fds,
         )
     except BaseException as exc:
         for read_fd, write_fd in pipes:

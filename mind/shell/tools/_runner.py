@@ -12,7 +12,7 @@ import anyio.to_thread
 import msgspec
 
 from mind.conversation import replace_lone_surrogates
-from mind.effects.boundary import Boundary, Refusal
+from mind.effects.boundary import Boundary, Refusal, SandboxMode
 from mind.effects.policy import Access
 from mind.effects.review import FileChange
 from mind.effects.tools import (
@@ -20,6 +20,7 @@ from mind.effects.tools import (
     SHELL_DEFAULT_TIMEOUT_S,
     SHELL_MAX_TIMEOUT_S,
 )
+from mind.errors import SandboxRefused
 from mind.shell.sandbox.command import Sandbox, release
 from mind.shell.tools import _files, _workspace
 from mind.shell.tools._beneath import session_boundary
@@ -122,6 +123,7 @@ class ToolRunner:
         *,
         consent: bool = False,
         sandboxed: bool = True,
+        sandbox_mode: SandboxMode | None = None,
     ) -> ToolOutcome:
         """Run one tool call.
 
@@ -136,6 +138,9 @@ class ToolRunner:
             sandboxed: False runs a ``shell`` command outside the sandbox
                 (the policy decided so: an approved escalation, or
                 ``danger-full-access``).
+            sandbox_mode: the mode a sandboxed ``shell`` command runs in
+                (:attr:`mind.effects.policy.ShellDecision.mode`); None: the
+                session's.
 
         Returns:
             The outcome; every failure is ``status="error"`` with a message.
@@ -148,7 +153,7 @@ class ToolRunner:
                 written.
         """
         try:
-            ok, text = await self._dispatch(name, args, approved, consent, sandboxed)
+            ok, text = await self._dispatch(name, args, approved, consent, sandboxed, sandbox_mode)
         except Exception as exc:  # a bug in a tool must not end the turn
             return ToolOutcome(status="error", output=f"internal error in tool {name!r}: {exc!r}")
         # The one exit of tool text: whatever a tool missed (an OS error naming a
@@ -168,11 +173,15 @@ class ToolRunner:
         call = functools.partial(_files.preview_changes, self.workspace, name, args)
         return await anyio.to_thread.run_sync(call)
 
-    async def _shell(self, args: dict[str, Any], sandboxed: bool) -> tuple[bool, str]:
+    async def _shell(
+        self, args: dict[str, Any], sandboxed: bool, mode: SandboxMode | None
+    ) -> tuple[bool, str]:
         timeout_s = min(float(args.get("timeout_s", SHELL_DEFAULT_TIMEOUT_S)), SHELL_MAX_TIMEOUT_S)
         command = args["command"]
         argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
         sandbox = self.sandbox
+        if sandbox is not None and mode is not None:
+            sandbox = sandbox.in_mode(mode)
         if sandbox is None or not sandboxed or sandbox.boundary.mode == "danger-full-access":
             result = await run_command(
                 argv,
@@ -186,7 +195,10 @@ class ToolRunner:
         if refused is not None:
             return False, refused
         env = dict(self.env) if self.env is not None else dict(os.environ)
-        confined = sandbox.confine(argv, cwd=self.cwd, env=env)
+        try:
+            confined = sandbox.confine(argv, cwd=self.cwd, env=env)
+        except SandboxRefused as exc:
+            return False, str(exc)
         try:
             result = await run_command(
                 confined.argv,
@@ -194,6 +206,7 @@ class ToolRunner:
                 env=confined.env,
                 timeout_s=timeout_s,
                 max_output_bytes=self.max_output_bytes,
+                pass_fds=confined.pass_fds,
             )
         finally:
             release(confined)
@@ -206,10 +219,11 @@ class ToolRunner:
         approved: Sequence[FileChange] | None,
         consent: bool,
         sandboxed: bool,
+        sandbox_mode: SandboxMode | None = None,
     ) -> tuple[bool, str]:
         limit = self.max_output_bytes
         if name == "shell":
-            return await self._shell(args, sandboxed)
+            return await self._shell(args, sandboxed, sandbox_mode)
         if name == "read_file":
             call = functools.partial(
                 _files.read_file,
