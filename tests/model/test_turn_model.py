@@ -134,6 +134,13 @@ class TurnAgainstReference(RuleBasedStateMachine):
 
     @initialize(max_retries=st.integers(min_value=1, max_value=3))
     def first_turn(self, max_retries: int) -> None:
+        # A short fixed tour through the draining edges first: whether the
+        # random walk also reaches ``seal`` depends on how hypothesis shrinks
+        # and targets, which varied across processes (one full-suite run
+        # missed it); the interleavings after the tour stay random.
+        self.new_turn(max_retries)
+        for event in ("start", "round_final", "steering_claimed", "round_final", "seal"):
+            self._apply(event)
         self.new_turn(max_retries)
 
     def new_turn(self, max_retries: int) -> None:
