@@ -14,10 +14,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
+
+import msgspec
+
+from mind.conversation import StreamDone
 
 MASK = "***"
 """What a masked part shows."""
+
+ARGUMENT_MASK = "REDACTED"
+"""What a masked part of a tool call's arguments becomes: a plain word, not
+``***`` (a glob the shell would expand against the working directory when
+the model's command runs; ``docs/design/secrets.md``)."""
 
 _PUBLIC_QUERY_KEYS = frozenset({"api-version", "api_version", "version"})
 """Query parameters shown as they are; every other value is masked (fail
@@ -113,7 +123,9 @@ def url_secrets(url: str | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*out, *(unquote(f) for f in out), *(quote(f) for f in out)]))
 
 
-def redact(text: str, secrets: Iterable[str | None] = (), *, shapes: bool = True) -> str:
+def redact(
+    text: str, secrets: Iterable[str | None] = (), *, shapes: bool = True, mask: str = MASK
+) -> str:
     """``text`` with every secret in it masked as ``***``.
 
     Rule (``docs/design/secrets.md``): first each known secret of
@@ -134,17 +146,19 @@ def redact(text: str, secrets: Iterable[str | None] = (), *, shapes: bool = True
         shapes: False masks the known secrets only: for a tool's output,
             where URLs with queries and ``Bearer`` in code are the work
             itself, not a credential mind holds.
+        mask: what a known secret becomes (:data:`ARGUMENT_MASK` in
+            arguments that will be executed); shapes always use :data:`MASK`.
 
     Returns:
         The masked text (same text when nothing matched); never raises.
     """
     known = _known(secrets)
     for secret in known:
-        text = text.replace(secret, MASK)
+        text = text.replace(secret, mask)
         # A text cut short (a detail limit) may end in the start of a secret.
         for cut in range(len(secret) - 1, MIN_SECRET_CHARS - 1, -1):
             if text.endswith(secret[:cut]):
-                text = text[:-cut] + MASK
+                text = text[:-cut] + mask
                 break
     if not shapes:
         return text
@@ -152,6 +166,69 @@ def redact(text: str, secrets: Iterable[str | None] = (), *, shapes: bool = True
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text
+
+
+_Struct = TypeVar("_Struct", bound=msgspec.Struct)
+
+
+def redact_fields(value: _Struct, secrets: Iterable[str | None]) -> _Struct:
+    """``value`` with the known ``secrets`` masked in every string it holds.
+
+    Rule: total by construction — the struct is walked as plain data (every
+    field, nested list and dict, dict keys too), so a field added later
+    cannot be missed; known secrets only (:func:`redact` with
+    ``shapes=False``). Returns ``value`` itself when nothing matched.
+
+    Args:
+        value: any msgspec struct of JSON-like data (a model round, an event).
+        secrets: as :func:`redact`'s.
+
+    Raises:
+        msgspec.ValidationError: only if masking broke a field's own
+            constraints (none of mind's round types has such constraints).
+    """
+    known = _known(secrets)
+    if not known:
+        return value
+    plain = msgspec.to_builtins(value)
+    masked = _walk(plain, known)
+    if masked == plain:
+        return value
+    return msgspec.convert(masked, type(value))
+
+
+def redact_round(done: StreamDone, secrets: Iterable[str | None]) -> StreamDone:
+    """A finished model round with every known secret masked, before it is
+    journaled, emitted or executed (``docs/design/secrets.md``).
+
+    Rule: tool-call ``arguments`` (the text a tool will execute) get
+    :data:`ARGUMENT_MASK`; every other string of the round — text,
+    reasoning, call ids, names, provider fields and items — gets
+    :data:`MASK` through :func:`redact_fields`. Mask once, here: the masked
+    call id is the one journaled, shown and answered by the tool result.
+    """
+    known = _known(secrets)
+    if not known:
+        return done
+    calls = [
+        msgspec.structs.replace(
+            c, arguments=redact(c.arguments, known, shapes=False, mask=ARGUMENT_MASK)
+        )
+        for c in done.tool_calls
+    ]
+    return redact_fields(msgspec.structs.replace(done, tool_calls=calls), known)
+
+
+def _walk(value: Any, known: list[str]) -> Any:
+    """Plain data (``msgspec.to_builtins`` output) with ``known`` masked in
+    every string, dict keys included."""
+    if isinstance(value, str):
+        return redact(value, known, shapes=False)
+    if isinstance(value, list):
+        return [_walk(v, known) for v in value]
+    if isinstance(value, dict):
+        return {_walk(k, known): _walk(v, known) for k, v in value.items()}
+    return value
 
 
 def _redact_url_in_text(url: str) -> str:

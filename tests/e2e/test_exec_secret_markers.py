@@ -7,6 +7,7 @@ the journal, the inbox, ``index.db`` or any other file mind writes
 from __future__ import annotations
 
 import base64
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -175,3 +176,23 @@ def test_no_marker_from_an_answer_that_echoes_the_credentials(
     assert r.returncode == 0, r.stderr
     assert "you sent path=" in r.stdout
     assert _leaks(tmp_path, r) == []
+
+
+@pytest.mark.parametrize("json_mode", [False, True], ids=["plain", "json"])
+def test_no_marker_from_a_tool_call_whose_id_and_name_echo_the_key(
+    json_mode: bool, servers: dict[str, EchoServer], run_mind: RunMind, tmp_path: Path
+) -> None:
+    """Every string of a round is masked before it is journaled or emitted
+    (ids and names too), and the masked id is the one the result answers."""
+    server = servers["openai-chat"]
+    base_url = f"http://127.0.0.1:{server.port}/v1"
+    before = len(server.requests)
+    r = _exec(run_mind, tmp_path, "openai-chat", base_url, "echo-tool-call", json_mode=json_mode)
+    assert r.returncode == 0, r.stderr
+    assert _leaks(tmp_path, r) == []
+    replay = json.loads(server.requests[-1]["body"])["messages"]
+    assert len(server.requests) - before == 2
+    asked = [c["id"] for m in replay if m["role"] == "assistant" for c in m["tool_calls"]]
+    answered = [m["tool_call_id"] for m in replay if m["role"] == "tool"]
+    assert asked == answered and len(asked) == 1, replay
+    assert KEY not in server.requests[-1]["body"]

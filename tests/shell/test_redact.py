@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
+from mind.conversation import StreamDone, ToolCall, Usage
 from mind.shell.providers import ProviderSettings, make_provider
 from mind.shell.providers._common import endpoint_url, split_userinfo
 from mind.shell.providers._http import HttpProvider
-from mind.shell.redact import StreamMask, redact, redact_url, url_secrets
+from mind.shell.redact import (
+    ARGUMENT_MASK,
+    StreamMask,
+    redact,
+    redact_round,
+    redact_url,
+    url_secrets,
+)
 
 
 @pytest.mark.parametrize(
@@ -99,3 +108,31 @@ def test_stream_mask_masks_a_secret_split_across_pieces() -> None:
     cut = StreamMask(["SECRETKEY"])
     assert (cut.feed("ends with SECRE"), cut.flush()) == ("ends with ", "***")
     assert StreamMask([]).feed("S") == "S"
+
+
+def test_a_round_is_masked_in_every_string_it_holds() -> None:
+    """ids, names, provider fields, item keys and values: nothing of a round
+    keeps a known secret; executed arguments get a plain word, not a glob."""
+    key = "sk-ROUNDSECRET1"
+    done = StreamDone(
+        text=f"t {key}",
+        reasoning=f"r {key}",
+        tool_calls=[
+            ToolCall(
+                call_id=f"id{key}",
+                name=f"tool_{key}",
+                arguments=f'{{"command": "echo {key}"}}',
+                provider_fields={"item_id": key, key: [key]},
+            )
+        ],
+        finish="tool_calls",
+        usage=Usage(),
+        provider_items=[{"provider": "x", "item": {"id": key, "nested": [{"k": key}]}}],
+    )
+    masked = redact_round(done, [key])
+    assert key not in msgspec.json.encode(masked).decode()
+    call = masked.tool_calls[0]
+    assert (call.call_id, call.name) == ("id***", "tool_***")
+    assert call.arguments == f'{{"command": "echo {ARGUMENT_MASK}"}}'
+    assert masked.text == "t ***"
+    assert redact_round(done, ["other-secret"]) == done
