@@ -12,6 +12,7 @@ values (:func:`redact_url`, the rule for a URL shown on its own).
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterable
 from typing import Any, TypeVar
@@ -101,7 +102,9 @@ def url_secrets(url: str | None) -> tuple[str, ...]:
 
     Rule: the userinfo password, or the whole userinfo when there is no
     password (a bare token); every query value but the public ones
-    (``api-version``); each raw and percent-decoded. Never raises.
+    (``api-version``); each raw and percent-decoded. The userinfo also as
+    it travels as Basic auth: ``base64(user:password)`` (padded and not)
+    and ``Basic <base64>``, for a server that echoes the header. Never raises.
     """
     if not url:
         return ()
@@ -111,16 +114,21 @@ def url_secrets(url: str | None) -> tuple[str, ...]:
         return (url,)
     found: list[str] = []
     userinfo = parts.netloc.rpartition("@")[0] if "@" in parts.netloc else ""
+    basic: list[str] = []
     if userinfo:
         user, sep, password = userinfo.partition(":")
         found.append(password if sep else user)
+        # As httpx.BasicAuth sends it (split_userinfo decodes the escapes).
+        token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode()
+        basic += [f"Basic {token}", token, token.rstrip("=")]
     found += [
         value
         for key, value in parse_qsl(parts.query, keep_blank_values=True)
         if key not in _PUBLIC_QUERY_KEYS
     ]
     out = [f for f in found if f]
-    return tuple(dict.fromkeys([*out, *(unquote(f) for f in out), *(quote(f) for f in out)]))
+    decoded = [*out, *(unquote(f) for f in out), *(quote(f) for f in out)]
+    return tuple(dict.fromkeys([*decoded, *basic]))
 
 
 def redact(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import msgspec
 import pytest
 
@@ -89,13 +91,18 @@ def test_redact_masks_known_secrets_anywhere_and_a_cut_tail() -> None:
 
 
 def test_url_secrets_are_the_userinfo_secret_and_query_values() -> None:
-    assert url_secrets("http://u:p%40ss@h/v1?token=abcd&api-version=1") == (
-        "p%40ss",
+    basic = base64.b64encode(b"u:p@ss=").decode()  # padded: two forms
+    assert url_secrets("http://u:p%40ss=@h/v1?token=abcd&api-version=1") == (
+        "p%40ss=",
         "abcd",
-        "p@ss",
-        "p%2540ss",
+        "p@ss=",
+        "p%2540ss%3D",
+        f"Basic {basic}",
+        basic,
+        basic.rstrip("="),
     )
-    assert url_secrets("https://TOKEN@h/v1") == ("TOKEN",)
+    token = base64.b64encode(b"TOKEN:").decode()
+    assert url_secrets("https://TOKEN@h/v1") == ("TOKEN", f"Basic {token}", token.rstrip("="))
     assert url_secrets("http://h/v1") == ()
     assert url_secrets(None) == ()
 
@@ -136,3 +143,15 @@ def test_a_round_is_masked_in_every_string_it_holds() -> None:
     assert call.arguments == f'{{"command": "echo {ARGUMENT_MASK}"}}'
     assert masked.text == "t ***"
     assert redact_round(done, ["other-secret"]) == done
+
+
+@pytest.mark.parametrize("url", ["http://user:PW-secret1@h/v1", "http://TOKENsecret1@h/v1"])
+def test_the_basic_auth_form_of_a_url_userinfo_is_a_known_secret(url: str) -> None:
+    """The userinfo travels as ``Basic base64(user:pass)``: a server that
+    echoes the bare token must not get it shown (padded or not)."""
+    _, userinfo = split_userinfo(url)
+    assert userinfo is not None
+    token = base64.b64encode(":".join(userinfo).encode()).decode()
+    for echoed in (f"bad key {token}", f"bad key {token.rstrip('=')}.", f"Basic {token}"):
+        shown = redact(echoed, url_secrets(url), shapes=False)
+        assert token.rstrip("=") not in shown, shown
