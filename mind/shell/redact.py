@@ -253,8 +253,11 @@ def _redact_url_in_text(url: str) -> str:
 
 def _known(secrets: Iterable[str | None]) -> list[str]:
     """The secrets worth searching for, longest first (a secret containing
-    another is masked whole)."""
-    return sorted({s for s in secrets if s and len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True)
+    another is masked whole). Each line of a multi-line secret is one too:
+    an error may quote it escaped (``b'...\\n...'``), never whole."""
+    found = {s for s in secrets if s}
+    found |= {line for s in found for line in s.splitlines()}
+    return sorted({s for s in found if len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True)
 
 
 class StreamMask:

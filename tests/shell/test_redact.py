@@ -155,3 +155,13 @@ def test_the_basic_auth_form_of_a_url_userinfo_is_a_known_secret(url: str) -> No
     for echoed in (f"bad key {token}", f"bad key {token.rstrip('=')}.", f"Basic {token}"):
         shown = redact(echoed, url_secrets(url), shapes=False)
         assert token.rstrip("=") not in shown, shown
+
+
+def test_each_line_of_a_multi_line_secret_is_masked_on_its_own() -> None:
+    """httpx quotes a bad header as bytes (``\\n`` escaped): the whole secret
+    never appears, its lines do."""
+    key = "sk-FIRSTLINE\r\nSECONDLINE\nx"
+    shown = f"Illegal header value b'Bearer {key!r}'"
+    assert redact(shown, [key], shapes=False) == "Illegal header value b'Bearer '***\\r\\n***\\nx''"
+    mask = StreamMask([key])
+    assert mask.feed("a SECONDLINE b") == "a *** b"
