@@ -647,7 +647,8 @@ def environment_help() -> str:
     lines += [
         "secrets: OPENAI_API_KEY, ANTHROPIC_API_KEY, or the OS keyring "
         f"(service '{KEYRING_SERVICE}', user = provider kind); never printed",
-        "tools: an allow-listed environment (PATH, HOME, USER, LANG, LC_*, TERM, ...); "
+        "tools: an allow-listed environment (PATH, HOME, USER, LANG, LC_ALL and the other "
+        "locale categories, TERM, ...); "
         "config.toml [shell_environment] include = [NAME, PREFIX_*] / set = {NAME = value} "
         "adds to it",
         "paths: MIND_HOME (config.toml, history; default ~/.mind), "
