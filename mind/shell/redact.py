@@ -25,10 +25,12 @@ from mind.conversation import StreamDone
 MASK = "***"
 """What a masked part shows."""
 
-ARGUMENT_MASK = "REDACTED"
-"""What a masked part of a tool call's arguments becomes: a plain word, not
-``***`` (a glob the shell would expand against the working directory when
-the model's command runs; ``docs/design/secrets.md``)."""
+WORD_MASK = "REDACTED"
+"""What a masked part becomes in the strings of a round that are executed or
+sent back: tool-call arguments (``***`` would be a glob the shell expands
+against the working directory when the model's command runs) and call ids
+and tool names (providers accept only ``[A-Za-z0-9_-]`` there on replay);
+``docs/design/secrets.md``."""
 
 _PUBLIC_QUERY_KEYS = frozenset({"api-version", "api_version", "version"})
 """Query parameters shown as they are; every other value is masked (fail
@@ -154,8 +156,8 @@ def redact(
         shapes: False masks the known secrets only: for a tool's output,
             where URLs with queries and ``Bearer`` in code are the work
             itself, not a credential mind holds.
-        mask: what a known secret becomes (:data:`ARGUMENT_MASK` in
-            arguments that will be executed); shapes always use :data:`MASK`.
+        mask: what a known secret becomes (:data:`WORD_MASK` in what is
+            executed or sent back); shapes always use :data:`MASK`.
 
     Returns:
         The masked text (same text when nothing matched); never raises.
@@ -209,21 +211,33 @@ def redact_round(done: StreamDone, secrets: Iterable[str | None]) -> StreamDone:
     """A finished model round with every known secret masked, before it is
     journaled, emitted or executed (``docs/design/secrets.md``).
 
-    Rule: tool-call ``arguments`` (the text a tool will execute) get
-    :data:`ARGUMENT_MASK`; every other string of the round — text,
-    reasoning, call ids, names, provider fields and items — gets
+    Rule: a tool call's ``arguments``, ``call_id`` and ``name`` (executed or
+    sent back) get :data:`WORD_MASK`, and call ids that would mask alike get
+    ``-2``, ``-3``… so each result still answers its own call; every other
+    string of the round — text, reasoning, provider fields and items — gets
     :data:`MASK` through :func:`redact_fields`. Mask once, here: the masked
     call id is the one journaled, shown and answered by the tool result.
     """
     known = _known(secrets)
     if not known:
         return done
-    calls = [
-        msgspec.structs.replace(
-            c, arguments=redact(c.arguments, known, shapes=False, mask=ARGUMENT_MASK)
+
+    def word(text: str) -> str:
+        return redact(text, known, shapes=False, mask=WORD_MASK)
+
+    calls, seen = [], set()
+    for c in done.tool_calls:
+        call_id = base = word(c.call_id)
+        n = 1
+        while call_id in seen and call_id != c.call_id:  # only what masking merged
+            n += 1
+            call_id = f"{base}-{n}"
+        seen.add(call_id)
+        calls.append(
+            msgspec.structs.replace(
+                c, call_id=call_id, name=word(c.name), arguments=word(c.arguments)
+            )
         )
-        for c in done.tool_calls
-    ]
     return redact_fields(msgspec.structs.replace(done, tool_calls=calls), known)
 
 

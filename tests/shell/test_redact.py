@@ -12,7 +12,7 @@ from mind.shell.providers import ProviderSettings, make_provider
 from mind.shell.providers._common import endpoint_url, split_userinfo
 from mind.shell.providers._http import HttpProvider
 from mind.shell.redact import (
-    ARGUMENT_MASK,
+    WORD_MASK,
     StreamMask,
     redact,
     redact_round,
@@ -139,8 +139,9 @@ def test_a_round_is_masked_in_every_string_it_holds() -> None:
     masked = redact_round(done, [key])
     assert key not in msgspec.json.encode(masked).decode()
     call = masked.tool_calls[0]
-    assert (call.call_id, call.name) == ("id***", "tool_***")
-    assert call.arguments == f'{{"command": "echo {ARGUMENT_MASK}"}}'
+    # Sent back on replay: ids and names stay [A-Za-z0-9_-] (providers check).
+    assert (call.call_id, call.name) == (f"id{WORD_MASK}", f"tool_{WORD_MASK}")
+    assert call.arguments == f'{{"command": "echo {WORD_MASK}"}}'
     assert masked.text == "t ***"
     assert redact_round(done, ["other-secret"]) == done
 
@@ -165,3 +166,13 @@ def test_each_line_of_a_multi_line_secret_is_masked_on_its_own() -> None:
     assert redact(shown, [key], shapes=False) == "Illegal header value b'Bearer '***\\r\\n***\\nx''"
     mask = StreamMask([key])
     assert mask.feed("a SECONDLINE b") == "a *** b"
+
+
+def test_calls_whose_ids_mask_alike_keep_distinct_ids() -> None:
+    """Each result answers its own call: two ids that differ only in the
+    secret they carry must not become one."""
+    keys = ["sk-FIRSTSECRET", "sk-OTHERSECRET"]
+    calls = [ToolCall(call_id=f"call_{k}", name="shell", arguments="{}") for k in keys]
+    done = StreamDone(text="", reasoning="", tool_calls=calls, finish="tool_calls", usage=Usage())
+    ids = [c.call_id for c in redact_round(done, keys).tool_calls]
+    assert len(set(ids)) == 2 and not any(k in i for k in keys for i in ids), ids
