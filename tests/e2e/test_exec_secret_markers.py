@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -195,4 +196,5 @@ def test_no_marker_from_a_tool_call_whose_id_and_name_echo_the_key(
     asked = [c["id"] for m in replay if m["role"] == "assistant" for c in m["tool_calls"]]
     answered = [m["tool_call_id"] for m in replay if m["role"] == "tool"]
     assert asked == answered and len(asked) == 1, replay
+    assert re.fullmatch(r"[A-Za-z0-9_-]+", asked[0]), asked  # valid on replay
     assert KEY not in server.requests[-1]["body"]
