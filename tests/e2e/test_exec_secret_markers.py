@@ -198,3 +198,24 @@ def test_no_marker_from_a_tool_call_whose_id_and_name_echo_the_key(
     assert asked == answered and len(asked) == 1, replay
     assert re.fullmatch(r"[A-Za-z0-9_-]+", asked[0]), asked  # valid on replay
     assert KEY not in server.requests[-1]["body"]
+
+
+def test_no_marker_from_a_bare_basic_credential_echoed_back(
+    servers: dict[str, EchoServer], run_mind: RunMind, tmp_path: Path
+) -> None:
+    """The userinfo travels as ``Basic base64(user:pass)``; a server quoting
+    only the base64 part must not get it shown."""
+    server = servers["openai-chat"]
+    base_url = f"http://u:{PASSWORD}@127.0.0.1:{server.port}/v1"
+    r = _exec(
+        run_mind,
+        tmp_path,
+        "openai-chat",
+        base_url,
+        "echo-bare-credential",
+        json_mode=False,
+        key=False,
+    )
+    assert r.returncode not in (0, 2), (r.returncode, r.stderr)
+    assert "bad key" in r.stderr, r.stderr
+    assert _leaks(tmp_path, r) == []

@@ -10,7 +10,8 @@ Three answers succeed: ``echo-text`` (a complete JSON answer whose text echoes
 them), ``echo-text-split`` (openai-chat: the same as an event stream, the
 echo split across deltas) and ``echo-tool-call`` (openai-chat: a tool call
 whose id, name and arguments carry the key, then, once the request holds its
-result, a text answer).
+result, a text answer). ``echo-bare-credential`` is a 401 whose body
+quotes the ``Authorization`` credential without its scheme.
 
 The failure is chosen by the request body's ``model`` (``--model SCENARIO``),
 one server serving every scenario of one provider; :data:`SCENARIOS` lists
@@ -154,6 +155,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, json.dumps(_answer_body(provider, text)).encode(), _JSON, echo)
         elif scenario == "echo-text-split" and provider == "openai-chat":
             self._send(200, b"".join(_chat_sse(f"you sent {echo}", pieces=7)), _SSE, echo)
+        elif scenario == "echo-bare-credential":
+            # The credential alone, without "Basic"/"Bearer" (no shape to find).
+            bare = (self.headers.get("authorization") or "").partition(" ")[2]
+            self._send(401, f"bad key {bare}".encode(), "text/plain", "")
         elif scenario == "echo-tool-call" and provider == "openai-chat":
             self._send(200, b"".join(self._tool_call_sse(echo)), _SSE, echo)
         else:
