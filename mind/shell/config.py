@@ -42,7 +42,6 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, Literal, cast, get_args
-from urllib.parse import urlsplit
 
 import msgspec
 
@@ -51,6 +50,7 @@ from mind.effects.boundary import SANDBOX_MODES, SandboxMode
 from mind.effects.policy import ApprovalPolicy
 from mind.errors import ConfigError, NotConfiguredError
 from mind.shell import private_files
+from mind.shell.provider_values import check_api_key, check_base_url
 from mind.shell.providers import ProviderSettings
 from mind.shell.redact import redact_url, url_secrets
 from mind.shell.tool_env import ShellEnvironment
@@ -526,12 +526,8 @@ def _resolve(
     note("model", model, source)
     picked = src.pick("base_url", kind)
     base_url = str(picked[0]) if picked else None
-    if base_url is not None:
-        parsed = urlsplit(base_url)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise ConfigError(
-                f"base URL {redact_url(base_url)!r} is not an http(s) URL ({picked and picked[1]})"
-            )
+    if picked is not None:
+        check_base_url(str(picked[0]), picked[1])
     if kind != "scripted":
         if picked:
             note("base_url", redact_url(str(picked[0])), picked[1])
@@ -555,6 +551,8 @@ def _resolve(
     api_key: str | None = None
     if kind != "scripted":
         api_key, source = _api_key(kind, env)
+        if api_key is not None:
+            check_api_key(api_key, source)
         note("api_key", "set (not shown)" if api_key else "not set", source)
         if api_key is None and base_url in (None, OFFICIAL_BASE_URLS[kind]):
             raise ConfigError(
@@ -649,7 +647,8 @@ def environment_help() -> str:
     lines += [
         "secrets: OPENAI_API_KEY, ANTHROPIC_API_KEY, or the OS keyring "
         f"(service '{KEYRING_SERVICE}', user = provider kind); never printed",
-        "tools: an allow-listed environment (PATH, HOME, USER, LANG, LC_*, TERM, ...); "
+        "tools: an allow-listed environment (PATH, HOME, USER, LANG, LC_ALL and the other "
+        "locale categories, TERM, ...); "
         "config.toml [shell_environment] include = [NAME, PREFIX_*] / set = {NAME = value} "
         "adds to it",
         "paths: MIND_HOME (config.toml, history; default ~/.mind), "

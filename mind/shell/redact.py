@@ -12,12 +12,25 @@ values (:func:`redact_url`, the rule for a URL shown on its own).
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterable
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
+
+import msgspec
+
+from mind.conversation import StreamDone
 
 MASK = "***"
 """What a masked part shows."""
+
+WORD_MASK = "REDACTED"
+"""What a masked part becomes in the strings of a round that are executed or
+sent back: tool-call arguments (``***`` would be a glob the shell expands
+against the working directory when the model's command runs) and call ids
+and tool names (providers accept only ``[A-Za-z0-9_-]`` there on replay);
+``docs/design/secrets.md``."""
 
 _PUBLIC_QUERY_KEYS = frozenset({"api-version", "api_version", "version"})
 """Query parameters shown as they are; every other value is masked (fail
@@ -91,7 +104,9 @@ def url_secrets(url: str | None) -> tuple[str, ...]:
 
     Rule: the userinfo password, or the whole userinfo when there is no
     password (a bare token); every query value but the public ones
-    (``api-version``); each raw and percent-decoded. Never raises.
+    (``api-version``); each raw and percent-decoded. The userinfo also as
+    it travels as Basic auth: ``base64(user:password)`` (padded and not)
+    and ``Basic <base64>``, for a server that echoes the header. Never raises.
     """
     if not url:
         return ()
@@ -101,19 +116,26 @@ def url_secrets(url: str | None) -> tuple[str, ...]:
         return (url,)
     found: list[str] = []
     userinfo = parts.netloc.rpartition("@")[0] if "@" in parts.netloc else ""
+    basic: list[str] = []
     if userinfo:
         user, sep, password = userinfo.partition(":")
         found.append(password if sep else user)
+        # As httpx.BasicAuth sends it (split_userinfo decodes the escapes).
+        token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode()
+        basic += [f"Basic {token}", token, token.rstrip("=")]
     found += [
         value
         for key, value in parse_qsl(parts.query, keep_blank_values=True)
         if key not in _PUBLIC_QUERY_KEYS
     ]
     out = [f for f in found if f]
-    return tuple(dict.fromkeys([*out, *(unquote(f) for f in out), *(quote(f) for f in out)]))
+    decoded = [*out, *(unquote(f) for f in out), *(quote(f) for f in out)]
+    return tuple(dict.fromkeys([*decoded, *basic]))
 
 
-def redact(text: str, secrets: Iterable[str | None] = (), *, shapes: bool = True) -> str:
+def redact(
+    text: str, secrets: Iterable[str | None] = (), *, shapes: bool = True, mask: str = MASK
+) -> str:
     """``text`` with every secret in it masked as ``***``.
 
     Rule (``docs/design/secrets.md``): first each known secret of
@@ -134,17 +156,19 @@ def redact(text: str, secrets: Iterable[str | None] = (), *, shapes: bool = True
         shapes: False masks the known secrets only: for a tool's output,
             where URLs with queries and ``Bearer`` in code are the work
             itself, not a credential mind holds.
+        mask: what a known secret becomes (:data:`WORD_MASK` in what is
+            executed or sent back); shapes always use :data:`MASK`.
 
     Returns:
         The masked text (same text when nothing matched); never raises.
     """
     known = _known(secrets)
     for secret in known:
-        text = text.replace(secret, MASK)
+        text = text.replace(secret, mask)
         # A text cut short (a detail limit) may end in the start of a secret.
         for cut in range(len(secret) - 1, MIN_SECRET_CHARS - 1, -1):
             if text.endswith(secret[:cut]):
-                text = text[:-cut] + MASK
+                text = text[:-cut] + mask
                 break
     if not shapes:
         return text
@@ -152,6 +176,81 @@ def redact(text: str, secrets: Iterable[str | None] = (), *, shapes: bool = True
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text
+
+
+_Struct = TypeVar("_Struct", bound=msgspec.Struct)
+
+
+def redact_fields(value: _Struct, secrets: Iterable[str | None]) -> _Struct:
+    """``value`` with the known ``secrets`` masked in every string it holds.
+
+    Rule: total by construction — the struct is walked as plain data (every
+    field, nested list and dict, dict keys too), so a field added later
+    cannot be missed; known secrets only (:func:`redact` with
+    ``shapes=False``). Returns ``value`` itself when nothing matched.
+
+    Args:
+        value: any msgspec struct of JSON-like data (a model round, an event).
+        secrets: as :func:`redact`'s.
+
+    Raises:
+        msgspec.ValidationError: only if masking broke a field's own
+            constraints (none of mind's round types has such constraints).
+    """
+    known = _known(secrets)
+    if not known:
+        return value
+    plain = msgspec.to_builtins(value)
+    masked = _walk(plain, known)
+    if masked == plain:
+        return value
+    return msgspec.convert(masked, type(value))
+
+
+def redact_round(done: StreamDone, secrets: Iterable[str | None]) -> StreamDone:
+    """A finished model round with every known secret masked, before it is
+    journaled, emitted or executed (``docs/design/secrets.md``).
+
+    Rule: a tool call's ``arguments``, ``call_id`` and ``name`` (executed or
+    sent back) get :data:`WORD_MASK`, and call ids that would mask alike get
+    ``-2``, ``-3``… so each result still answers its own call; every other
+    string of the round — text, reasoning, provider fields and items — gets
+    :data:`MASK` through :func:`redact_fields`. Mask once, here: the masked
+    call id is the one journaled, shown and answered by the tool result.
+    """
+    known = _known(secrets)
+    if not known:
+        return done
+
+    def word(text: str) -> str:
+        return redact(text, known, shapes=False, mask=WORD_MASK)
+
+    calls, seen = [], set()
+    for c in done.tool_calls:
+        call_id = base = word(c.call_id)
+        n = 1
+        while call_id in seen and call_id != c.call_id:  # only what masking merged
+            n += 1
+            call_id = f"{base}-{n}"
+        seen.add(call_id)
+        calls.append(
+            msgspec.structs.replace(
+                c, call_id=call_id, name=word(c.name), arguments=word(c.arguments)
+            )
+        )
+    return redact_fields(msgspec.structs.replace(done, tool_calls=calls), known)
+
+
+def _walk(value: Any, known: list[str]) -> Any:
+    """Plain data (``msgspec.to_builtins`` output) with ``known`` masked in
+    every string, dict keys included."""
+    if isinstance(value, str):
+        return redact(value, known, shapes=False)
+    if isinstance(value, list):
+        return [_walk(v, known) for v in value]
+    if isinstance(value, dict):
+        return {_walk(k, known): _walk(v, known) for k, v in value.items()}
+    return value
 
 
 def _redact_url_in_text(url: str) -> str:
@@ -168,8 +267,11 @@ def _redact_url_in_text(url: str) -> str:
 
 def _known(secrets: Iterable[str | None]) -> list[str]:
     """The secrets worth searching for, longest first (a secret containing
-    another is masked whole)."""
-    return sorted({s for s in secrets if s and len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True)
+    another is masked whole). Each line of a multi-line secret is one too:
+    an error may quote it escaped (``b'...\\n...'``), never whole."""
+    found = {s for s in secrets if s}
+    found |= {line for s in found for line in s.splitlines()}
+    return sorted({s for s in found if len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True)
 
 
 class StreamMask:

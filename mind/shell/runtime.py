@@ -98,7 +98,7 @@ from mind.shell.journal import Journal
 from mind.shell.lease import SessionLease
 from mind.shell.mounts import PUBLISH_INTERVAL_S, MountHandle, MountLedger
 from mind.shell.providers import Provider, make_provider
-from mind.shell.redact import redact, url_secrets
+from mind.shell.redact import redact, redact_round, url_secrets
 from mind.shell.sandbox.command import session_sandbox
 from mind.shell.store import SessionSummary, Store, state_home
 from mind.shell.tool_env import tool_environment
@@ -827,7 +827,9 @@ class Session:
                     elif isinstance(item, ReasoningDelta):
                         turn._emit(ev.ReasoningDeltaEvent(turn_id=turn.turn_id, text=item.text))
                     elif isinstance(item, StreamDone):
-                        done = item
+                        # Every string of the round, masked once: what is
+                        # journaled, shown and answered (the call ids too).
+                        done = redact_round(item, self.secrets)
                 if done is None:
                     raise ProviderError("stream_cut", detail="stream ended without a final event")
             except ProviderError as exc:

@@ -1,7 +1,8 @@
 """The environment a tool process runs with: an allow-list, never mind's own.
 
 Rule (``docs/design/secrets.md``): a tool gets only the variables named in
-:data:`ALLOWED` (plus any ``LC_*``) copied from mind's environment, then the
+:data:`ALLOWED` (the locale categories :data:`LOCALE_CATEGORIES` among them)
+copied from mind's environment, then the
 variables the user passes through or sets in ``config.toml``::
 
     [shell_environment]
@@ -24,6 +25,25 @@ import msgspec
 
 from mind.errors import ConfigError
 
+LOCALE_CATEGORIES: tuple[str, ...] = (
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_COLLATE",
+    "LC_MESSAGES",
+    "LC_MONETARY",
+    "LC_NUMERIC",
+    "LC_TIME",
+    "LC_ADDRESS",
+    "LC_IDENTIFICATION",
+    "LC_MEASUREMENT",
+    "LC_NAME",
+    "LC_PAPER",
+    "LC_TELEPHONE",
+)
+"""The POSIX and glibc locale categories (locale(7)): how a tool formats
+text, numbers and dates. Only these: any other ``LC_`` name is anyone's
+variable (``LC_SECRET``) and needs ``include``."""
+
 ALLOWED: tuple[str, ...] = (
     "PATH",  # to find programs
     "HOME",  # where git, ssh config and dotfiles are looked up
@@ -37,12 +57,9 @@ ALLOWED: tuple[str, ...] = (
     "TERM",  # terminal capabilities for colour and width
     "COLORTERM",  # truecolor support
     "NO_COLOR",  # the user asked for no colour (no-color.org)
+    *LOCALE_CATEGORIES,  # how text, numbers and dates are formatted
 )
-"""Variables copied from mind's environment into every tool's, with why.
-``LC_*`` (locale categories, locale(7)) is also copied."""
-
-ALLOWED_PREFIXES: tuple[str, ...] = ("LC_",)
-"""Name prefixes copied as well (locale categories)."""
+"""Variables copied from mind's environment into every tool's, with why."""
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?")
@@ -122,15 +139,11 @@ def tool_environment(
         own: variables mind itself sets for tools (win over everything).
 
     Returns:
-        :data:`ALLOWED` and ``LC_*`` from ``environ``, then ``extra.include``
+        :data:`ALLOWED` from ``environ``, then ``extra.include``
         matches from ``environ``, then ``extra.values``, then ``own``.
     """
     extra = extra or ShellEnvironment()
-    env = {
-        k: v
-        for k, v in environ.items()
-        if k in ALLOWED or k.startswith(ALLOWED_PREFIXES) or _passes(k, extra.include)
-    }
+    env = {k: v for k, v in environ.items() if k in ALLOWED or _passes(k, extra.include)}
     env.update(extra.values)
     env.update(own or {})
     return env

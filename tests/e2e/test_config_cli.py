@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.conftest import RunMind
 
 ORDER = [
@@ -71,3 +73,56 @@ def test_a_config_file_script_with_another_provider_is_refused(
     r = run_mind("exec", "--provider", "anthropic", "hi", env={"ANTHROPIC_API_KEY": "k"})
     assert r.returncode == 2, r.stderr
     assert "provider anthropic (flag --provider)" in r.stderr, r.stderr
+
+
+BAD_BASE_URLS = [
+    "http://user:MARKERpw@[::1/v1",
+    "http://user:MARKERpw@127.0.0.1:99999/v1",
+    "http://user:MARKERpw@xn--a.example/v1",
+]
+
+
+@pytest.mark.parametrize("url", BAD_BASE_URLS, ids=["unparseable", "port", "idna"])
+def test_exec_with_a_bad_base_url_is_a_one_line_config_error(
+    run_mind: RunMind, tmp_path: Path, url: str
+) -> None:
+    """Not a traceback nor ``internal error``: exit 2, one line naming the
+    setting and its source, the URL's secret masked."""
+    r = run_mind(
+        "exec",
+        "--provider",
+        "openai-chat",
+        "--base-url",
+        url,
+        "--cwd",
+        str(tmp_path),
+        "hi",
+        env={"MIND_HOME": str(tmp_path / "home"), "MIND_STATE_HOME": str(tmp_path / "state")},
+    )
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "base_url" in lines[0] and "--base-url" in lines[0], r.stderr
+    assert "MARKER" not in r.stderr + r.stdout
+
+
+def test_exec_with_a_multi_line_key_is_a_config_error_without_the_key(
+    run_mind: RunMind, tmp_path: Path
+) -> None:
+    r = run_mind(
+        "exec",
+        "--provider",
+        "openai-chat",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--cwd",
+        str(tmp_path),
+        "hi",
+        env={
+            "MIND_HOME": str(tmp_path / "home"),
+            "MIND_STATE_HOME": str(tmp_path / "state"),
+            "OPENAI_API_KEY": "sk-MARKERfirst\nMARKERrest",
+        },
+    )
+    assert r.returncode == 2, r.stderr
+    assert "env OPENAI_API_KEY" in r.stderr and "line break" in r.stderr, r.stderr
+    assert "MARKER" not in r.stderr + r.stdout

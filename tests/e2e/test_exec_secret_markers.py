@@ -7,6 +7,8 @@ the journal, the inbox, ``index.db`` or any other file mind writes
 from __future__ import annotations
 
 import base64
+import json
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -174,4 +176,46 @@ def test_no_marker_from_an_answer_that_echoes_the_credentials(
     r = _exec(run_mind, tmp_path, provider, base_url, scenario, json_mode=json_mode)
     assert r.returncode == 0, r.stderr
     assert "you sent path=" in r.stdout
+    assert _leaks(tmp_path, r) == []
+
+
+@pytest.mark.parametrize("json_mode", [False, True], ids=["plain", "json"])
+def test_no_marker_from_a_tool_call_whose_id_and_name_echo_the_key(
+    json_mode: bool, servers: dict[str, EchoServer], run_mind: RunMind, tmp_path: Path
+) -> None:
+    """Every string of a round is masked before it is journaled or emitted
+    (ids and names too), and the masked id is the one the result answers."""
+    server = servers["openai-chat"]
+    base_url = f"http://127.0.0.1:{server.port}/v1"
+    before = len(server.requests)
+    r = _exec(run_mind, tmp_path, "openai-chat", base_url, "echo-tool-call", json_mode=json_mode)
+    assert r.returncode == 0, r.stderr
+    assert _leaks(tmp_path, r) == []
+    replay = json.loads(server.requests[-1]["body"])["messages"]
+    assert len(server.requests) - before == 2
+    asked = [c["id"] for m in replay if m["role"] == "assistant" for c in m["tool_calls"]]
+    answered = [m["tool_call_id"] for m in replay if m["role"] == "tool"]
+    assert asked == answered and len(asked) == 1, replay
+    assert re.fullmatch(r"[A-Za-z0-9_-]+", asked[0]), asked  # valid on replay
+    assert KEY not in server.requests[-1]["body"]
+
+
+def test_no_marker_from_a_bare_basic_credential_echoed_back(
+    servers: dict[str, EchoServer], run_mind: RunMind, tmp_path: Path
+) -> None:
+    """The userinfo travels as ``Basic base64(user:pass)``; a server quoting
+    only the base64 part must not get it shown."""
+    server = servers["openai-chat"]
+    base_url = f"http://u:{PASSWORD}@127.0.0.1:{server.port}/v1"
+    r = _exec(
+        run_mind,
+        tmp_path,
+        "openai-chat",
+        base_url,
+        "echo-bare-credential",
+        json_mode=False,
+        key=False,
+    )
+    assert r.returncode not in (0, 2), (r.returncode, r.stderr)
+    assert "bad key" in r.stderr, r.stderr
     assert _leaks(tmp_path, r) == []

@@ -19,6 +19,7 @@ SECRETS = {
     "OPENAI_API_KEY": "sk-MARKERopenai",
     "ANTHROPIC_API_KEY": "sk-ant-MARKERanthropic",
     "AWS_SECRET_ACCESS_KEY": "MARKERaws",
+    "LC_SECRET": "MARKERlc",  # LC_ but no locale category (locale(7))
 }
 
 # Both views of the tool's environment: what `env` prints and what the kernel
@@ -67,13 +68,13 @@ def _exec_env(
 
 def test_a_tool_sees_no_secret_of_minds_environment(tmp_path: Path, run_mind: RunMind) -> None:
     code, output, stderr = _exec_env(
-        tmp_path, run_mind, {**SECRETS, "LANG": "C.UTF-8", "LC_TIME": "C"}
+        tmp_path, run_mind, {**SECRETS, "LANG": "C.UTF-8", "LC_TIME": "C", "LC_PAPER": "C"}
     )
     assert code == 0, stderr
     env_part, _, proc_part = output.partition("---")
     for part in (env_part, proc_part):
         names = {line.partition("=")[0] for line in part.splitlines() if "=" in line}
-        assert {"PATH", "HOME", "LANG", "LC_TIME"} <= names, part
+        assert {"PATH", "HOME", "LANG", "LC_TIME", "LC_PAPER"} <= names, part
         assert not names & set(SECRETS), part
     assert "MARKER" not in output
     journal = "".join(p.read_text() for p in (tmp_path / "state").rglob("journal.jsonl"))
@@ -85,14 +86,15 @@ def test_shell_environment_table_passes_and_sets_variables(
 ) -> None:
     config = (
         "[shell_environment]\n"
-        'include = ["GOPATH", "CARGO_*"]\n'
+        'include = ["GOPATH", "CARGO_*", "LC_MINE"]\n'
         'set = { RUST_LOG = "info", HOME = "/tmp/tool-home" }\n'
     )
-    env = {"GOPATH": "/go", "CARGO_HOME": "/cargo", "CARGOX": "no", "GOPATHS": "no"}
+    env = {"GOPATH": "/go", "CARGO_HOME": "/cargo", "CARGOX": "no", "GOPATHS": "no", "LC_MINE": "m"}
     code, output, stderr = _exec_env(tmp_path, run_mind, {**env, **SECRETS}, config)
     assert code == 0, stderr
     lines = set(output.partition("---")[0].splitlines())
     assert {"GOPATH=/go", "CARGO_HOME=/cargo", "RUST_LOG=info", "HOME=/tmp/tool-home"} <= lines
+    assert "LC_MINE=m" in lines  # an LC_ name that is no locale category, included
     assert not {"CARGOX=no", "GOPATHS=no"} & lines
     assert "MARKER" not in output
 

@@ -236,3 +236,49 @@ def test_bad_sandbox_settings_are_refused(tmp_path: Path) -> None:
     path = _toml(tmp_path, 'add_dirs = "/x"\n')
     with pytest.raises(ConfigError, match="`add_dirs` must be a list of strings"):
         resolve(CliOverrides(), {"OPENAI_API_KEY": "sk-x"}, path)
+
+
+@pytest.mark.parametrize(
+    "key", ["sk-abc123\nrest-of-key", "sk-abc\r\n", "sk-\x00abc", "sk-ключ1234", "sk-a b"]
+)
+def test_a_key_that_cannot_be_a_header_value_is_refused_naming_its_source(
+    tmp_path: Path, key: str
+) -> None:
+    """httpx would refuse it per request (classed ``network``, retried, its
+    rest shown in the error): it is a config error, the key never shown."""
+    with pytest.raises(ConfigError) as info:
+        resolve(CliOverrides(provider="openai-chat"), {"OPENAI_API_KEY": key}, tmp_path / "x")
+    msg = str(info.value)
+    assert "env OPENAI_API_KEY" in msg
+    assert "\n" not in msg
+    assert not any(part in msg for part in key.split() if len(part) >= 3), msg
+
+
+@pytest.mark.parametrize(
+    ("url", "needle"),
+    [
+        ("http://user:pw@[::1/v1", "cannot be parsed"),
+        ("http://127.0.0.1:99999/v1", "port"),
+        ("http://127.0.0.1:0/v1", "port"),
+        ("http://127.0.0.1:notaport/v1", "port"),
+        ("http://xn--a.example/v1", "host"),
+        ("http://exa mple.com/v1", "host"),
+        ("ftp://h/v1", "not an http"),
+        ("http:///v1", "not an http"),
+    ],
+)
+def test_a_bad_base_url_is_a_config_error_naming_the_setting_and_source(
+    tmp_path: Path, url: str, needle: str
+) -> None:
+    env = {"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": url}
+    with pytest.raises(ConfigError) as info:
+        resolve(CliOverrides(provider="openai-chat"), env, tmp_path / "x")
+    msg = str(info.value)
+    assert needle in msg and "base_url" in msg and "env OPENAI_BASE_URL" in msg, msg
+    assert "pw" not in msg and "\n" not in msg, msg
+
+
+def test_a_good_idna_host_and_an_ipv6_base_url_resolve(tmp_path: Path) -> None:
+    for url in ("http://bücher.example:8080/v1", "http://[::1]:11434/v1", "https://h/v1?k=v"):
+        r = resolve(CliOverrides(provider="openai-chat", base_url=url), {}, tmp_path / "x")
+        assert r.provider.base_url == url

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import base64
+
+import msgspec
 import pytest
 
+from mind.conversation import StreamDone, ToolCall, Usage
 from mind.shell.providers import ProviderSettings, make_provider
 from mind.shell.providers._common import endpoint_url, split_userinfo
 from mind.shell.providers._http import HttpProvider
-from mind.shell.redact import StreamMask, redact, redact_url, url_secrets
+from mind.shell.redact import (
+    WORD_MASK,
+    StreamMask,
+    redact,
+    redact_round,
+    redact_url,
+    url_secrets,
+)
 
 
 @pytest.mark.parametrize(
@@ -80,13 +91,18 @@ def test_redact_masks_known_secrets_anywhere_and_a_cut_tail() -> None:
 
 
 def test_url_secrets_are_the_userinfo_secret_and_query_values() -> None:
-    assert url_secrets("http://u:p%40ss@h/v1?token=abcd&api-version=1") == (
-        "p%40ss",
+    basic = base64.b64encode(b"u:p@ss=").decode()  # padded: two forms
+    assert url_secrets("http://u:p%40ss=@h/v1?token=abcd&api-version=1") == (
+        "p%40ss=",
         "abcd",
-        "p@ss",
-        "p%2540ss",
+        "p@ss=",
+        "p%2540ss%3D",
+        f"Basic {basic}",
+        basic,
+        basic.rstrip("="),
     )
-    assert url_secrets("https://TOKEN@h/v1") == ("TOKEN",)
+    token = base64.b64encode(b"TOKEN:").decode()
+    assert url_secrets("https://TOKEN@h/v1") == ("TOKEN", f"Basic {token}", token.rstrip("="))
     assert url_secrets("http://h/v1") == ()
     assert url_secrets(None) == ()
 
@@ -99,3 +115,64 @@ def test_stream_mask_masks_a_secret_split_across_pieces() -> None:
     cut = StreamMask(["SECRETKEY"])
     assert (cut.feed("ends with SECRE"), cut.flush()) == ("ends with ", "***")
     assert StreamMask([]).feed("S") == "S"
+
+
+def test_a_round_is_masked_in_every_string_it_holds() -> None:
+    """ids, names, provider fields, item keys and values: nothing of a round
+    keeps a known secret; executed arguments get a plain word, not a glob."""
+    key = "sk-ROUNDSECRET1"
+    done = StreamDone(
+        text=f"t {key}",
+        reasoning=f"r {key}",
+        tool_calls=[
+            ToolCall(
+                call_id=f"id{key}",
+                name=f"tool_{key}",
+                arguments=f'{{"command": "echo {key}"}}',
+                provider_fields={"item_id": key, key: [key]},
+            )
+        ],
+        finish="tool_calls",
+        usage=Usage(),
+        provider_items=[{"provider": "x", "item": {"id": key, "nested": [{"k": key}]}}],
+    )
+    masked = redact_round(done, [key])
+    assert key not in msgspec.json.encode(masked).decode()
+    call = masked.tool_calls[0]
+    # Sent back on replay: ids and names stay [A-Za-z0-9_-] (providers check).
+    assert (call.call_id, call.name) == (f"id{WORD_MASK}", f"tool_{WORD_MASK}")
+    assert call.arguments == f'{{"command": "echo {WORD_MASK}"}}'
+    assert masked.text == "t ***"
+    assert redact_round(done, ["other-secret"]) == done
+
+
+@pytest.mark.parametrize("url", ["http://user:PW-secret1@h/v1", "http://TOKENsecret1@h/v1"])
+def test_the_basic_auth_form_of_a_url_userinfo_is_a_known_secret(url: str) -> None:
+    """The userinfo travels as ``Basic base64(user:pass)``: a server that
+    echoes the bare token must not get it shown (padded or not)."""
+    _, userinfo = split_userinfo(url)
+    assert userinfo is not None
+    token = base64.b64encode(":".join(userinfo).encode()).decode()
+    for echoed in (f"bad key {token}", f"bad key {token.rstrip('=')}.", f"Basic {token}"):
+        shown = redact(echoed, url_secrets(url), shapes=False)
+        assert token.rstrip("=") not in shown, shown
+
+
+def test_each_line_of_a_multi_line_secret_is_masked_on_its_own() -> None:
+    """httpx quotes a bad header as bytes (``\\n`` escaped): the whole secret
+    never appears, its lines do."""
+    key = "sk-FIRSTLINE\r\nSECONDLINE\nx"
+    shown = f"Illegal header value b'Bearer {key!r}'"
+    assert redact(shown, [key], shapes=False) == "Illegal header value b'Bearer '***\\r\\n***\\nx''"
+    mask = StreamMask([key])
+    assert mask.feed("a SECONDLINE b") == "a *** b"
+
+
+def test_calls_whose_ids_mask_alike_keep_distinct_ids() -> None:
+    """Each result answers its own call: two ids that differ only in the
+    secret they carry must not become one."""
+    keys = ["sk-FIRSTSECRET", "sk-OTHERSECRET"]
+    calls = [ToolCall(call_id=f"call_{k}", name="shell", arguments="{}") for k in keys]
+    done = StreamDone(text="", reasoning="", tool_calls=calls, finish="tool_calls", usage=Usage())
+    ids = [c.call_id for c in redact_round(done, keys).tool_calls]
+    assert len(set(ids)) == 2 and not any(k in i for k in keys for i in ids), ids

@@ -6,9 +6,12 @@ headers, the ``Authorization`` / ``x-api-key`` header values and the request
 path the client sent, so any path that prints provider text unredacted leaks a
 marker the test then finds.
 
-Two answers succeed: ``echo-text`` (a complete JSON answer whose text echoes
-them) and ``echo-text-split`` (openai-chat: the same as an event stream, the
-echo split across deltas).
+Three answers succeed: ``echo-text`` (a complete JSON answer whose text echoes
+them), ``echo-text-split`` (openai-chat: the same as an event stream, the
+echo split across deltas) and ``echo-tool-call`` (openai-chat: a tool call
+whose id, name and arguments carry the key, then, once the request holds its
+result, a text answer). ``echo-bare-credential`` is a 401 whose body
+quotes the ``Authorization`` credential without its scheme.
 
 The failure is chosen by the request body's ``model`` (``--model SCENARIO``),
 one server serving every scenario of one provider; :data:`SCENARIOS` lists
@@ -73,9 +76,10 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
         owner.record(self.path, dict(self.headers.items()), raw.decode("utf-8", "replace"))
         try:
-            scenario = str(json.loads(raw).get("model", ""))
+            self.request_body: dict[str, Any] = json.loads(raw)
+            scenario = str(self.request_body.get("model", ""))
         except (ValueError, AttributeError):
-            scenario = ""
+            self.request_body, scenario = {}, ""
         echo = (
             f"path={self.path} authorization={self.headers.get('authorization')} "
             f"x-api-key={self.headers.get('x-api-key')}"
@@ -151,8 +155,32 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, json.dumps(_answer_body(provider, text)).encode(), _JSON, echo)
         elif scenario == "echo-text-split" and provider == "openai-chat":
             self._send(200, b"".join(_chat_sse(f"you sent {echo}", pieces=7)), _SSE, echo)
+        elif scenario == "echo-bare-credential":
+            # The credential alone, without "Basic"/"Bearer" (no shape to find).
+            bare = (self.headers.get("authorization") or "").partition(" ")[2]
+            self._send(401, f"bad key {bare}".encode(), "text/plain", "")
+        elif scenario == "echo-tool-call" and provider == "openai-chat":
+            self._send(200, b"".join(self._tool_call_sse(echo)), _SSE, echo)
         else:
             self._error_json(400, f"unknown scenario {scenario!r}", echo)
+
+    def _tool_call_sse(self, echo: str) -> list[bytes]:
+        """A tool call whose id, name and arguments carry the bearer key; a
+        text answer once the request holds a tool result."""
+        if any(m.get("role") == "tool" for m in self.request_body.get("messages", [])):
+            return _chat_sse("done", pieces=1)
+        key = (self.headers.get("authorization") or "").removeprefix("Bearer ")
+        call = {
+            "index": 0,
+            "id": f"id{key}",
+            "type": "function",
+            "function": {"name": f"tool_{key}", "arguments": json.dumps({"command": key})},
+        }
+        return [
+            _chat_event({"role": "assistant", "tool_calls": [call]}),
+            _chat_event({}, "tool_calls"),
+            b"data: [DONE]\n\n",
+        ]
 
 
 _JSON = "application/json"
@@ -203,15 +231,17 @@ def _chat_sse(text: str, *, pieces: int) -> list[bytes]:
     """A Chat Completions event stream saying ``text`` in ``pieces`` deltas
     (so a secret in it arrives split across deltas)."""
     step = max(1, -(-len(text) // pieces))
-
-    def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
-        choice = {"index": 0, "delta": delta, "finish_reason": finish}
-        data = {"id": "c", "object": "chat.completion.chunk", "model": "echo", "choices": [choice]}
-        return b"data: " + json.dumps(data).encode() + b"\n\n"
-
+    event = _chat_event
     out = [event({"role": "assistant", "content": ""})]
     out += [event({"content": text[i : i + step]}) for i in range(0, len(text), step)]
     return [*out, event({}, "stop"), b"data: [DONE]\n\n"]
+
+
+def _chat_event(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    """One Chat Completions stream chunk carrying ``delta``."""
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    data = {"id": "c", "object": "chat.completion.chunk", "model": "echo", "choices": [choice]}
+    return b"data: " + json.dumps(data).encode() + b"\n\n"
 
 
 class EchoServer(LoopbackServer):

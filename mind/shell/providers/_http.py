@@ -8,7 +8,6 @@ out) and a pure body builder; this module does the I/O around them.
 from __future__ import annotations
 
 import functools
-import json
 import ssl
 import time
 from collections.abc import AsyncIterator
@@ -16,7 +15,6 @@ from typing import Any, Protocol
 
 import anyio
 import httpx
-import msgspec
 
 from mind.conversation import ModelRequest, ReasoningDelta, StreamDone, StreamEvent, TextDelta
 from mind.errors import ProviderError
@@ -30,7 +28,14 @@ from mind.shell.providers.failures import (
     protocol_error,
 )
 from mind.shell.providers.sse import SSEDecoder, SSEEvent
-from mind.shell.redact import StreamMask, redact, redact_url, url_secrets
+from mind.shell.redact import (
+    StreamMask,
+    redact,
+    redact_fields,
+    redact_round,
+    redact_url,
+    url_secrets,
+)
 
 
 class StreamParser(Protocol):
@@ -257,8 +262,8 @@ class HttpProvider:
                     if rest := reasoning.flush():
                         yield ReasoningDelta(text=rest)
                     yield self._masked(ev)
-                else:
-                    yield ev
+                else:  # a ToolCallStarted: its id and name too
+                    yield redact_fields(ev, self.secrets)
         except ProviderError as exc:
             # The text held back is part of what arrived before the failure.
             if rest := text.flush():
@@ -273,25 +278,10 @@ class HttpProvider:
             ) from None
 
     def _masked(self, done: StreamDone) -> StreamDone:
-        """``done`` with :attr:`secrets` masked in its text, reasoning, call
-        arguments and opaque items (known secrets only: the answer's own
-        URLs and code stay as the model wrote them)."""
-
-        def mask(text: str) -> str:
-            return redact(text, self.secrets, shapes=False)
-
-        items = done.provider_items
-        encoded = json.dumps(items)
-        if mask(encoded) != encoded:
-            items = json.loads(mask(encoded))
-        calls = [msgspec.structs.replace(c, arguments=mask(c.arguments)) for c in done.tool_calls]
-        return msgspec.structs.replace(
-            done,
-            text=mask(done.text),
-            reasoning=mask(done.reasoning),
-            tool_calls=calls,
-            provider_items=items,
-        )
+        """``done`` with :attr:`secrets` masked in every string it holds
+        (:func:`~mind.shell.redact.redact_round`: known secrets only, the
+        answer's own URLs and code stay as the model wrote them)."""
+        return redact_round(done, self.secrets)
 
     async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         body = self._body(request)
