@@ -88,7 +88,7 @@ from mind.generated import journal as jr
 from mind.generated.inbox import InboxEntry, InboxKind
 from mind.history import build_messages, unstarted_calls
 from mind.machines.mailbox import Mailbox, MailboxMessage, MailboxRefused
-from mind.machines.turn import TurnMachine, acknowledges
+from mind.machines.turn import TurnMachine, acknowledges, within_output_cap
 from mind.shell import faults
 from mind.shell.config import ResolvedConfig, known_secrets
 from mind.shell.ids import new_id, new_session_id
@@ -868,6 +868,13 @@ class Session:
                 turn.model_quiet_since = None  # also on any other error (the turn fails)
             turn._usage = turn._usage + done.usage
             output_used += output_bytes(done)
+            if not within_output_cap(output_used, self.config.max_output_bytes):
+                # A provider that does not stop at the cap itself (the
+                # scripted one): the round is not kept and its calls never run.
+                machine.round_failed(transient=False)
+                return ev.Failure(
+                    kind=ev.FailureKind.output_limit, message=CANONICAL_MESSAGES["output_limit"]
+                )
             try:
                 self._journal_round(
                     turn.turn_id,
