@@ -164,11 +164,24 @@ class JournalRecordTooLarge(JournalError):
 
     Attributes:
         size_bytes: the encoded line's length in bytes.
+        limit_bytes: the journal's line limit in bytes.
     """
 
     def __init__(self, path: Path, size_bytes: int, limit_bytes: int) -> None:
         super().__init__(path, 0, f"record is {size_bytes} bytes; the limit is {limit_bytes}")
         self.size_bytes = size_bytes
+        self.limit_bytes = limit_bytes
+
+    def failure_message(self) -> str:
+        """The turn's ``output_limit`` message for this cause: it names the
+        journal's record limit (MiB), not ``max_output_mib``, since the answer
+        may be well under that cap and only grow past this one once escaped."""
+        mib = self.limit_bytes / (1024 * 1024)
+        return (
+            f"The model's answer is too large to keep: its journal record would be "
+            f"{self.size_bytes} bytes, past the journal's {mib:g} MiB record limit; "
+            "the input was not answered (it stays waiting)."
+        )
 
 
 class StorageError(MindError):

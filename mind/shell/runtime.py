@@ -891,9 +891,7 @@ class Session:
                 # fails like one past the output cap, and the input waits.
                 machine.round_failed(transient=False)
                 turn.failure_detail = exc.detail
-                return ev.Failure(
-                    kind=ev.FailureKind.output_limit, message=CANONICAL_MESSAGES["output_limit"]
-                )
+                return ev.Failure(kind=ev.FailureKind.output_limit, message=exc.failure_message())
             if done.text:
                 turn._final_text = done.text
                 turn._emit(ev.MessageCompletedEvent(turn_id=turn.turn_id, text=done.text))
