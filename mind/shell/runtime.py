@@ -520,7 +520,8 @@ class Session:
             raise InputRefused(
                 "storage",
                 f"the session's journal could not be written ({self.journal.broken}); "
-                f"free space, then reopen session {self.session_id}",
+                f"free space, then reopen session {self.session_id} "
+                "(Runtime.open_session: nothing accepted is lost)",
                 message_id=mid,
             )
         self.mailbox.admit(mid, text, kind=kind)
@@ -1234,6 +1235,18 @@ class Runtime:
         if body_error is not None:
             raise body_error
 
+    def _close_broken(self, session: Session) -> None:
+        """Stop hosting a session whose journal refuses appends, so it can be
+        opened afresh: the journal is closed before the lease and the mount
+        claim are given back (no write may follow the claim's release, seed
+        002 §3.4); the provider is closed in the background."""
+        del self._sessions[session.session_id]
+        session.journal.close()
+        session.lease.release()
+        if not session.mount.release():
+            log.warning("could not clear session %s from session mounts", session.session_id)
+        self._tg.start_soon(session.provider.aclose)
+
     def _spawn(self, fn: Callable[[Turn], Any], turn: Turn) -> None:
         self._tg.start_soon(fn, turn)
 
@@ -1345,7 +1358,12 @@ class Runtime:
         is recovered input that replays, in order, with the next turn
         (:meth:`Session.resume_pending` or the next :meth:`Session.send`).
         A failure part-way releases the lease. Re-opening a session this
-        runtime already hosts returns the same handle. ``provider`` replaces
+        runtime already hosts returns the same handle — unless its journal
+        is broken (a write failed: disk full, quota, I/O error) and no turn
+        runs: then that handle is closed (journal, lease, mount claim given
+        back, in that order) and the session is opened afresh by these same
+        rules, so after space is freed it goes on in this process with
+        nothing lost (issue #8 item 6). ``provider`` replaces
         the one ``config`` describes (``mind inbox --drop`` opens a session
         that runs no turn).
 
@@ -1355,8 +1373,11 @@ class Runtime:
             JournalCorruptError: the journal is damaged (path and line named).
             InboxCorruptError: the inbox is damaged or oversized (path named).
         """
-        if session_id in self._sessions:
-            return self._sessions[session_id]
+        hosted = self._sessions.get(session_id)
+        if hosted is not None:
+            if hosted.journal.broken is None or hosted.busy:
+                return hosted
+            self._close_broken(hosted)
         directory = self.store.session_dir(session_id)
         path = directory / "journal.jsonl"
         if not path.exists():

@@ -231,3 +231,53 @@ def test_exec_on_a_full_disk_prints_one_line_exits_4_and_resumes(
     assert prompts.count("first question") >= 1 and set(prompts) == {"hello", "first question"}
     done = [r for r in records if isinstance(r, jr.TurnCompleted)]
     assert done[-1].status == "completed" and len(done[-1].acknowledged) == 1
+
+
+def test_a_broken_session_reopens_in_the_same_runtime_with_nothing_lost(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    state = small_disk / "state"
+    with BigAnswerModel() as model:
+        config = mind.resolve_config(
+            provider="openai-chat",
+            base_url=model.base_url,
+            model="m",
+            env={"MIND_HOME": str(tmp_path / "home"), "MIND_MAX_RETRIES": "0"},
+        )
+
+        async def main() -> tuple[str, mind.TurnOutcome, mind.TurnOutcome]:
+            async with mind.Runtime.open(state_root=state) as rt:
+                broken = rt.create_session(cwd=tmp_path, config=config)
+                sid = broken.session_id
+                ballast = fill(small_disk)
+                failed = await broken.submit("first question", message_id="msg-first").wait()
+                assert failed.event.failure is not None
+                assert failed.event.failure.kind == "storage"
+                with pytest.raises(InputRefused) as refused:
+                    broken.send("second question")
+                assert "open_session" in refused.value.message  # how to go on
+                ballast.unlink()
+                session = rt.open_session(sid, config=config)
+                # A fresh handle: the broken one was closed and its claims given back.
+                assert session is not broken and broken.journal.closed
+                assert broken.mount.state == "released"
+                assert rt.mounts.handle(sid) is session.mount and session.mount.hosted
+                assert rt.sessions[sid] is session
+                assert rt.open_session(sid, config=config) is session  # healthy: same handle
+                assert session.recovery is not None
+                assert session.recovery.aborted_turns == 1  # the failed turn, closed
+                assert session.recovery.replayed_inputs == 1
+                turn = session.resume_pending()
+                assert turn is not None and [m.message_id for m in turn.inputs] == ["msg-first"]
+                resumed = await turn.wait()
+                later = await session.submit("third question", message_id="msg-third").wait()
+                return sid, resumed, later
+
+        sid, resumed, later = anyio.run(main)
+    assert resumed.status == "completed" and resumed.final_text == ANSWER
+    assert later.status == "completed"
+    directory = state / "sessions" / sid
+    records = _check_journal(directory / "journal.jsonl")
+    acked = [m for r in records if isinstance(r, jr.TurnCompleted) for m in r.acknowledged]
+    assert acked == ["msg-first", "msg-third"]
+    assert Inbox.open(directory / "inbox.json", acknowledged=()).entries == []
