@@ -221,6 +221,37 @@ def os_error_detail(action: str, exc: OSError) -> str:
     return f"{action}: {words}" + (f" ({name})" if name else "")
 
 
+STORAGE_ERRNOS: frozenset[int] = frozenset(
+    {errno_codes.ENOSPC, errno_codes.EDQUOT, errno_codes.EIO, errno_codes.EROFS}
+)
+"""OS error numbers that mean the storage itself refused a write (full disk,
+quota, I/O error, read-only file system): reported as :class:`StorageError`
+(``mind exec`` exit 4) wherever mind writes its own state, opening included."""
+
+
+def as_storage_error(exc: BaseException, path: Path, action: str) -> StorageError | None:
+    """The :class:`StorageError` for a failed write of ``path``, when ``exc``
+    (or an error in its ``__cause__`` chain) is an ``OSError`` whose errno is
+    in :data:`STORAGE_ERRNOS`; ``None`` for any other error (the caller keeps
+    its own, e.g. a permission problem is a :class:`StateDirError`).
+
+    Args:
+        exc: the error met while writing.
+        path: the file or directory that could not be written (the OS
+            error's own file name wins when it has one).
+        action: what was being done, e.g. ``"write lease"`` (in the detail).
+    """
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, StorageError):
+            return seen
+        if isinstance(seen, OSError) and seen.errno in STORAGE_ERRNOS:
+            where = Path(seen.filename) if isinstance(seen.filename, str) else path
+            return StorageError(where, seen.errno, os_error_detail(action, seen))
+        seen = seen.__cause__
+    return None
+
+
 class JournalWriteError(JournalError, StorageError):
     """A journal append or fsync failed (or an earlier one did: the journal then
     refuses appends until reopened). Both a :class:`JournalError` (``line`` 0)
@@ -495,6 +526,9 @@ class MountRefused(SessionError):
         holders: the live holders (non-empty only for ``occupied``), by pid.
         reason: one human sentence (also the exception text after the session id).
         detail: for ``unavailable`` what could not be read or written; else ``reason``.
+        storage: for ``unavailable`` because the storage refused a write
+            (:data:`STORAGE_ERRNOS`) that :class:`StorageError` — the claim
+            then raises it instead (exit 4); else ``None``.
     """
 
     def __init__(
@@ -504,6 +538,7 @@ class MountRefused(SessionError):
         *,
         holders: tuple[MountHolder, ...] = (),
         detail: str = "",
+        storage: StorageError | None = None,
     ) -> None:
         if kind == "occupied":
             pids = ", ".join(str(h.pid) for h in holders) or "?"
@@ -518,6 +553,7 @@ class MountRefused(SessionError):
         self.holders = holders
         self.reason = reason
         self.detail = detail or reason
+        self.storage = storage
 
     @property
     def pid(self) -> int | None:

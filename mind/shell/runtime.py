@@ -38,6 +38,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -1143,6 +1144,18 @@ class Session:
             )
 
 
+def _discard_new_session(directory: Path) -> None:
+    """Remove the directory of a session whose creation failed (disk full, a
+    refused lease…), so no ``empty`` session is listed once space is freed.
+    Called only for a directory this process made for a brand-new id, after
+    its lease and mount claim were given back; best effort (a leftover is
+    listed ``empty``, as after a crash)."""
+    try:
+        shutil.rmtree(directory)
+    except OSError as exc:
+        log.warning("could not remove the failed new session %s: %s", directory, exc)
+
+
 def storage_failure(exc: StorageError, session_id: str) -> ev.Failure:
     """The ``storage`` failure of a turn whose journal write failed: one line
     naming the file and the errno, and how to go on."""
@@ -1295,17 +1308,21 @@ class Runtime:
         directory = self.store.session_dir(sid)
         # A bad script or provider setting fails here, before anything is written.
         provider = make_provider(config.provider)
+        existed = directory.exists()  # only a directory made here is removed on failure
         mount = self.mounts.claim(sid, new_session=True)
         try:
             lease = SessionLease.acquire(directory / "lease", sid)  # creates it private
         except BaseException:
             mount.abandon()
+            if not existed:
+                _discard_new_session(directory)
             raise
+        created: Journal | None = None
         try:
             path = directory / "journal.jsonl"
             if path.exists():
                 raise SessionError(sid, "already exists")
-            journal = Journal.open(path, create=True, session_id=sid)
+            journal = created = Journal.open(path, create=True, session_id=sid)
             journal.append(
                 jr.SessionStarted(
                     seq=0,
@@ -1318,8 +1335,12 @@ class Runtime:
             )
             inbox = Inbox.open(directory / "inbox.json", acknowledged=())
         except BaseException:
+            if created is not None:
+                created.close()
             lease.release()
             mount.abandon()
+            if not existed:
+                _discard_new_session(directory)
             raise
         self.store.index.note(sid, cwd=str(cwd.resolve()))
         session = Session(

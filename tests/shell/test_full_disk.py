@@ -11,9 +11,11 @@ with every accepted input still there and the journal valid.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -281,3 +283,97 @@ def test_a_broken_session_reopens_in_the_same_runtime_with_nothing_lost(
     acked = [m for r in records if isinstance(r, jr.TurnCompleted) for m in r.acknowledged]
     assert acked == ["msg-first", "msg-third"]
     assert Inbox.open(directory / "inbox.json", acknowledged=()).entries == []
+
+
+def _fill_completely(disk: Path) -> Path:
+    """Fill ``disk`` to 100%: not one page left free."""
+    ballast = fill(disk)
+    fd = os.open(ballast, os.O_WRONLY | os.O_APPEND)
+    try:
+        with contextlib.suppress(OSError):
+            while os.write(fd, b"\0" * 4096):
+                pass
+    finally:
+        os.close(fd)
+    return ballast
+
+
+def _exec_env(tmp_path: Path, disk: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
+    env.update(
+        MIND_HOME=str(tmp_path / "home"),
+        MIND_STATE_HOME=str(disk / "state"),
+        MIND_MAX_RETRIES="0",
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def _mind(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mind.shell.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+def _one_storage_line(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 4, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("mind:")]
+    assert len(lines) == 1, proc.stderr
+    assert "ENOSPC" in lines[0], proc.stderr
+    return lines[0]
+
+
+def test_exec_of_a_new_session_on_a_full_disk_exits_4_and_lists_nothing_after(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    env = _exec_env(tmp_path, small_disk)
+    # The state root exists first (a fresh root needs the disk only for itself).
+    common = ["exec", "--provider", "scripted", "--script", str(tmp_path / "s.yaml")]
+    (tmp_path / "s.yaml").write_text("- text: hi\n", encoding="utf-8")
+    assert _mind(env, *common, "--cwd", str(tmp_path), "hello").returncode == 0
+    ballast = _fill_completely(small_disk)
+    failed = _mind(env, *common, "--cwd", str(tmp_path), "--json", "another")
+    _one_storage_line(failed)
+    (last,) = [json.loads(line) for line in failed.stdout.splitlines()][-1:]
+    assert last["type"] == "exec.failed" and last["kind"] == "storage", failed.stdout
+    ballast.unlink()
+    listed = _mind(env, "sessions")
+    assert listed.returncode == 0, listed.stderr
+    rows = [line for line in listed.stdout.splitlines() if re.match(r"[0-9a-f]{8}-", line)]
+    assert len(rows) == 1, listed.stdout  # the failed creation left nothing listed
+    assert len(list((small_disk / "state" / "sessions").iterdir())) == 1
+
+
+def test_exec_of_an_existing_session_on_a_full_disk_exits_4(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    env = _exec_env(tmp_path, small_disk)
+    (tmp_path / "s.yaml").write_text("- text: hi\n- text: again\n", encoding="utf-8")
+    common = ["exec", "--provider", "scripted", "--script", str(tmp_path / "s.yaml")]
+    common += ["--cwd", str(tmp_path)]
+    sid = "01234567-89ab-7def-8123-456789abcdef"
+    assert _mind(env, *common, "--new-session", sid, "hello").returncode == 0
+    ballast = _fill_completely(small_disk)
+    _one_storage_line(_mind(env, *common, "--session", sid, "p"))
+    ballast.unlink()
+    resumed = _mind(env, *common, "--session", sid, "p")
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout == "again\n"
+
+
+def test_exec_with_a_state_root_it_cannot_create_on_a_full_disk_exits_4(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    env = _exec_env(tmp_path, small_disk)  # the state root does not exist yet
+    (tmp_path / "s.yaml").write_text("- text: hi\n", encoding="utf-8")
+    _fill_completely(small_disk)
+    failed = _mind(env, "exec", "--provider", "scripted", "--script", str(tmp_path / "s.yaml"), "p")
+    line = _one_storage_line(failed)
+    assert str(small_disk / "state") in line
