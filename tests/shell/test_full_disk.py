@@ -72,7 +72,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     disk = tmp_path / "disk"
     disk.mkdir()
     mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)],
+        ["mount", "-t", "tmpfs", "-o", "size=2m,nr_inodes=512", "tmpfs", str(disk)],
         capture_output=True,
         text=True,
         check=False,
@@ -374,6 +374,20 @@ def test_exec_with_a_state_root_it_cannot_create_on_a_full_disk_exits_4(
     env = _exec_env(tmp_path, small_disk)  # the state root does not exist yet
     (tmp_path / "s.yaml").write_text("- text: hi\n", encoding="utf-8")
     _fill_completely(small_disk)
+    failed = _mind(env, "exec", "--provider", "scripted", "--script", str(tmp_path / "s.yaml"), "p")
+    line = _one_storage_line(failed)
+    assert str(small_disk / "state") in line
+
+
+def test_exec_whose_state_root_cannot_be_made_for_want_of_inodes_exits_4(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    # Directories cost a tmpfs no data pages, only inodes: use them all up.
+    with contextlib.suppress(OSError):
+        for i in range(1_000_000):
+            (small_disk / f"i{i}").mkdir()
+    env = _exec_env(tmp_path, small_disk)  # the state root does not exist yet
+    (tmp_path / "s.yaml").write_text("- text: hi\n", encoding="utf-8")
     failed = _mind(env, "exec", "--provider", "scripted", "--script", str(tmp_path / "s.yaml"), "p")
     line = _one_storage_line(failed)
     assert str(small_disk / "state") in line
