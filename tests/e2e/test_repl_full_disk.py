@@ -157,3 +157,25 @@ def test_repl_enter_after_space_is_freed_reopens_and_sends(
     finally:
         child.terminate(force=True)
     _nothing_lost(small_disk, sid)
+
+
+def test_repl_new_then_resume_of_the_broken_session_reopens_it(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    child = _spawn_big_answer(tmp_path, small_disk)
+    try:
+        sid = _fail_on_full_disk(child, small_disk)
+        child.sendcontrol("u")
+        child.send("/new" + ENTER)
+        child.expect(words("when you go back to it."))  # the new session is shown
+        child.send(f"/resume {sid}" + ENTER)  # parked and broken: opened afresh
+        child.expect(words(f"session {sid} (reopened)"))
+        child.expect(words("zzzzzzzzzz"))
+        child.expect(words("── completed"))
+        child.send("again" + ENTER)
+        child.expect(words("second answer"))
+        child.expect(words("── completed"))
+        exit_cleanly(child)
+    finally:
+        child.terminate(force=True)
+    _nothing_lost(small_disk, sid)
