@@ -1308,7 +1308,7 @@ class Runtime:
         directory = self.store.session_dir(sid)
         # A bad script or provider setting fails here, before anything is written.
         provider = make_provider(config.provider)
-        existed = directory.exists()  # only a directory made here is removed on failure
+        existed = os.path.lexists(directory)  # only a directory made here is removed on failure
         mount = self.mounts.claim(sid, new_session=True)
         try:
             lease = SessionLease.acquire(directory / "lease", sid)  # creates it private
