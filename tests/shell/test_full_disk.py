@@ -258,6 +258,9 @@ def test_a_broken_session_reopens_in_the_same_runtime_with_nothing_lost(
                 with pytest.raises(InputRefused) as refused:
                     broken.send("second question")
                 assert "open_session" in refused.value.message  # how to go on
+                ballast = _fill_completely(small_disk)
+                with pytest.raises(StorageError):  # still full: a typed refusal, retryable
+                    rt.open_session(sid, config=config)
                 ballast.unlink()
                 session = rt.open_session(sid, config=config)
                 # A fresh handle: the broken one was closed and its claims given back.
