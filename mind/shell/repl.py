@@ -753,15 +753,23 @@ class Repl:
         self._banner()
         self._say_recovered()
 
-    def _say_recovered(self) -> None:
-        """Say what opening the attached session repaired; mark its recovered input."""
+    def _say_recovered(self, *, after_storage: bool = False) -> None:
+        """Say what opening the attached session repaired; mark its recovered input.
+
+        ``after_storage``: it was reopened after a failed write of its state
+        (not after mind stopped), and the wording says so."""
         recovery = self.session.recovery
         if recovery is None:
             return
         if recovery.aborted_turns or recovery.synthetic_results:
             calls = recovery.synthetic_results
+            why = (
+                "a write of the session's state failed during a turn"
+                if after_storage
+                else "mind stopped during a turn last time"
+            )
             self.view.note(
-                f"mind stopped during a turn last time: {recovery.aborted_turns} turn(s) closed "
+                f"{why}: {recovery.aborted_turns} turn(s) closed "
                 f"as aborted, {calls} tool call(s) marked interrupted (not run again).",
                 style="yellow",
             )
@@ -1579,7 +1587,7 @@ class Repl:
             hosted.approvals.clear()  # the broken handle's questions died with it
             self._switch_to(hosted)
             self._show_entered("reopened")
-            self._say_recovered()
+            self._say_recovered(after_storage=True)
             if self._cur.recovered and not quiet:
                 self.send_waiting()
             return True

@@ -131,6 +131,7 @@ def test_repl_resume_of_the_broken_session_reopens_it_after_space_is_freed(
         child.send("\x15")  # Ctrl+U: clear the editor ("again" is sent later)
         child.send(f"/resume {sid}" + ENTER)
         child.expect(words(f"session {sid} (reopened)"))
+        child.expect(words("a write of the session's state failed during a turn"))
         child.expect(words("zzzzzzzzzz"))  # the recovered "go" is answered
         child.expect(words("── completed"))
         child.send("again" + ENTER)
