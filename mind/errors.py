@@ -164,11 +164,24 @@ class JournalRecordTooLarge(JournalError):
 
     Attributes:
         size_bytes: the encoded line's length in bytes.
+        limit_bytes: the journal's line limit in bytes.
     """
 
     def __init__(self, path: Path, size_bytes: int, limit_bytes: int) -> None:
         super().__init__(path, 0, f"record is {size_bytes} bytes; the limit is {limit_bytes}")
         self.size_bytes = size_bytes
+        self.limit_bytes = limit_bytes
+
+    def failure_message(self) -> str:
+        """The turn's ``output_limit`` message for this cause: it names the
+        journal's record limit (MiB), not ``max_output_mib``, since the answer
+        may be well under that cap and only grow past this one once escaped."""
+        mib = self.limit_bytes / (1024 * 1024)
+        return (
+            f"The model's answer is too large to keep: its journal record would be "
+            f"{self.size_bytes} bytes, past the journal's {mib:g} MiB record limit; "
+            "the input was not answered (it stays waiting)."
+        )
 
 
 class StorageError(MindError):
@@ -206,6 +219,37 @@ def os_error_detail(action: str, exc: OSError) -> str:
     name = errno_codes.errorcode.get(exc.errno or 0, "")
     words = exc.strerror or (os.strerror(exc.errno) if exc.errno else str(exc))
     return f"{action}: {words}" + (f" ({name})" if name else "")
+
+
+STORAGE_ERRNOS: frozenset[int] = frozenset(
+    {errno_codes.ENOSPC, errno_codes.EDQUOT, errno_codes.EIO, errno_codes.EROFS}
+)
+"""OS error numbers that mean the storage itself refused a write (full disk,
+quota, I/O error, read-only file system): reported as :class:`StorageError`
+(``mind exec`` exit 4) wherever mind writes its own state, opening included."""
+
+
+def as_storage_error(exc: BaseException, path: Path, action: str) -> StorageError | None:
+    """The :class:`StorageError` for a failed write of ``path``, when ``exc``
+    (or an error in its ``__cause__`` chain) is an ``OSError`` whose errno is
+    in :data:`STORAGE_ERRNOS`; ``None`` for any other error (the caller keeps
+    its own, e.g. a permission problem is a :class:`StateDirError`).
+
+    Args:
+        exc: the error met while writing.
+        path: the file or directory that could not be written (the OS
+            error's own file name wins when it has one).
+        action: what was being done, e.g. ``"write lease"`` (in the detail).
+    """
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, StorageError):
+            return seen
+        if isinstance(seen, OSError) and seen.errno in STORAGE_ERRNOS:
+            where = Path(seen.filename) if isinstance(seen.filename, str) else path
+            return StorageError(where, seen.errno, os_error_detail(action, seen))
+        seen = seen.__cause__
+    return None
 
 
 class JournalWriteError(JournalError, StorageError):
@@ -500,6 +544,9 @@ class MountRefused(SessionError):
         holders: the live holders (non-empty only for ``occupied``), by pid.
         reason: one human sentence (also the exception text after the session id).
         detail: for ``unavailable`` what could not be read or written; else ``reason``.
+        storage: for ``unavailable`` because the storage refused a write
+            (:data:`STORAGE_ERRNOS`) that :class:`StorageError` — the claim
+            then raises it instead (exit 4); else ``None``.
     """
 
     def __init__(
@@ -509,6 +556,7 @@ class MountRefused(SessionError):
         *,
         holders: tuple[MountHolder, ...] = (),
         detail: str = "",
+        storage: StorageError | None = None,
     ) -> None:
         if kind == "occupied":
             pids = ", ".join(str(h.pid) for h in holders) or "?"
@@ -523,6 +571,7 @@ class MountRefused(SessionError):
         self.holders = holders
         self.reason = reason
         self.detail = detail or reason
+        self.storage = storage
 
     @property
     def pid(self) -> int | None:

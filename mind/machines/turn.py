@@ -40,6 +40,7 @@ __all__ = [
     "TransitionRefused",
     "TurnMachine",
     "acknowledges",
+    "within_output_cap",
 ]
 
 TERMINAL_STATES: Final = frozenset({"completed", "interrupted", "failed", "aborted"})
@@ -72,6 +73,21 @@ def acknowledges(status: str, failure_kind: str | None) -> bool:
         and failure_kind is not None
         and (failure_kind not in UNANSWERED_FAILURES)
     )
+
+
+def within_output_cap(used_bytes: int, limit_bytes: int) -> bool:
+    """Whether a turn whose journaled-to-be rounds streamed ``used_bytes`` of
+    model output (UTF-8 bytes of text, reasoning and tool-call arguments,
+    summed over the turn's rounds) stays within ``max_output_mib``
+    (``limit_bytes``).
+
+    The rule (issue #8 item 5): the cap holds for every provider, so the
+    runtime asks this after each round, before the round is kept or its tool
+    calls run; a round that goes past it fails the turn ``output_limit``
+    (not acknowledged, see :func:`acknowledges`). Reaching the cap exactly is
+    within it. Pure; never raises.
+    """
+    return used_bytes <= limit_bytes
 
 
 class TransitionRefused(RuntimeError):

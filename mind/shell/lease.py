@@ -20,7 +20,12 @@ from pathlib import Path
 
 import msgspec
 
-from mind.errors import PrivateStateError, SessionOccupiedError, StateDirError
+from mind.errors import (
+    PrivateStateError,
+    SessionOccupiedError,
+    StateDirError,
+    as_storage_error,
+)
 from mind.shell import private_files, procs
 from mind.shell.ids import new_id
 
@@ -72,7 +77,10 @@ class SessionLease:
                 path.with_name(path.name + ".lock"), os.O_RDWR, create=True
             )
         except OSError as exc:
-            raise StateDirError(path.parent, f"cannot lock the lease: {exc.strerror}") from exc
+            lock = path.with_name(path.name + ".lock")
+            raise as_storage_error(exc, lock, "create lease lock") or StateDirError(
+                path.parent, f"cannot lock the lease: {exc.strerror}"
+            ) from exc
         try:
             fcntl.flock(lock_fd, fcntl.LOCK_EX)
             holder = _read(path)
@@ -95,7 +103,9 @@ class SessionLease:
                 )
             except OSError as exc:
                 os.close(held_fd)
-                raise StateDirError(path.parent, f"cannot write lease: {exc.strerror}") from exc
+                raise as_storage_error(exc, path, "write lease") or StateDirError(
+                    path.parent, f"cannot write lease: {exc.strerror}"
+                ) from exc
             lease = cls(path, record, session_id)
             lease._held_fd = held_fd
             return lease

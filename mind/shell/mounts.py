@@ -86,7 +86,7 @@ from typing import Final, final
 
 import msgspec
 
-from mind.errors import MountHolder, MountRefused, PrivateStateError
+from mind.errors import MountHolder, MountRefused, PrivateStateError, as_storage_error
 from mind.generated.session_mounts import MountOwner, SessionMountsFile
 from mind.machines.mount import (
     BACKOFF_MS,
@@ -493,6 +493,9 @@ class MountLedger:
             MountRefused: ``occupied`` (holders named), ``busy`` or
                 ``unavailable`` (detail). Nothing was written; the lock is not
                 left behind.
+            StorageError: instead of ``unavailable`` when the storage refused
+                the write (full disk, quota, I/O error, read-only; the refusal
+                is its ``__cause__``).
             RuntimeError: the ledger was closed.
         """
         with self._mutex:
@@ -509,6 +512,8 @@ class MountLedger:
             machine.claim()
             refusal = self._run_claim(handle)
             if refusal is not None and not machine.hosted:
+                if refusal.storage is not None:  # a full disk is storage, not a refusal
+                    raise refusal.storage from refusal
                 raise refusal
             if refusal is not None:
                 handle.warning = refusal
@@ -554,7 +559,8 @@ class MountLedger:
                 return MountRefused(sid, "busy", detail=str(contended))
             except _Unavailable as unavailable:
                 machine.fail()
-                return MountRefused(sid, "unavailable", detail=str(unavailable))
+                storage = as_storage_error(unavailable, self.lock_path, "write the mount lock")
+                return MountRefused(sid, "unavailable", detail=str(unavailable), storage=storage)
             machine.grant()
             handle._published = True
             return None

@@ -697,12 +697,21 @@ class Repl:
         """
         if text.startswith("//"):
             text = text[1:]
+        if self.session.journal.broken is not None and not self.session.busy:
+            # A journal write failed earlier: once space is freed, this Enter
+            # reopens the session (recovered input first) and sends.
+            self._reopen(self._cur, quiet=True)
         try:
             receipt = self.session.send(text, kind=kind)
         except InputRefused as exc:
-            self.view.note(
-                f"Not sent: {exc.message.rstrip('.')}. Your text is still in the editor.", "yellow"
-            )
+            why = exc.message.rstrip(".")
+            if exc.reason == "storage" and self.session.journal.broken is not None:
+                why = (
+                    f"the session's journal could not be written ({self.session.journal.broken}); "
+                    f"free space, then /resume {self.session.session_id} (or press Enter again): "
+                    "nothing accepted is lost"
+                )
+            self.view.note(f"Not sent: {why}. Your text is still in the editor.", "yellow")
             self._invalidate()
             return False
         self._accepted(receipt, kind)
@@ -744,15 +753,23 @@ class Repl:
         self._banner()
         self._say_recovered()
 
-    def _say_recovered(self) -> None:
-        """Say what opening the attached session repaired; mark its recovered input."""
+    def _say_recovered(self, *, after_storage: bool = False) -> None:
+        """Say what opening the attached session repaired; mark its recovered input.
+
+        ``after_storage``: it was reopened after a failed write of its state
+        (not after mind stopped), and the wording says so."""
         recovery = self.session.recovery
         if recovery is None:
             return
         if recovery.aborted_turns or recovery.synthetic_results:
             calls = recovery.synthetic_results
+            why = (
+                "a write of the session's state failed during a turn"
+                if after_storage
+                else "mind stopped during a turn last time"
+            )
             self.view.note(
-                f"mind stopped during a turn last time: {recovery.aborted_turns} turn(s) closed "
+                f"{why}: {recovery.aborted_turns} turn(s) closed "
                 f"as aborted, {calls} tool call(s) marked interrupted (not run again).",
                 style="yellow",
             )
@@ -1496,6 +1513,9 @@ class Repl:
             True when ``session_id`` is now the attached session.
         """
         hosted = self._hosted.get(session_id)
+        broken = hosted is not None and hosted.session.journal.broken is not None
+        if hosted is not None and broken and not hosted.session.busy:
+            return self._reopen(hosted)  # a write failed earlier: open it afresh
         if hosted is self._cur:
             self.close_picker()
             self.view.note(f"Already in session {session_id}.")
@@ -1534,6 +1554,48 @@ class Repl:
             self._switch_to(hosted)
             self._show_entered("back from parked")
         return True
+
+    def _reopen(self, hosted: _Hosted, *, quiet: bool = False) -> bool:
+        """Open afresh a hosted session whose journal refuses appends (a write
+        failed: disk full, quota, I/O error) and show it: the runtime closes
+        the broken handle and opens the session by its open rules (the failed
+        turn closed, accepted input waiting, issue #8 item 6).
+
+        Args:
+            hosted: the session's REPL state (attached or parked).
+            quiet: say nothing when it still cannot be opened (the caller
+                reports the refusal), e.g. an Enter while the disk is still full.
+
+        Returns:
+            True when the session is now open again and attached.
+        """
+        sid = hosted.session.session_id
+        old = self._cur
+        if old is not hosted:
+            old.session.park()
+        try:
+            session = self.runtime.open_session(sid, config=self.config, interactive=True)
+        except MountRefused as exc:
+            why = exc.reason
+        except SessionError as exc:
+            why = exc.detail
+        except MindError as exc:
+            why = str(exc)
+        else:
+            hosted.session = session
+            hosted.journal_pos = len(session.journal.records)
+            hosted.approvals.clear()  # the broken handle's questions died with it
+            self._switch_to(hosted)
+            self._show_entered("reopened")
+            self._say_recovered(after_storage=True)
+            if self._cur.recovered and not quiet:
+                self.send_waiting()
+            return True
+        if old is not hosted:
+            old.session.attach()
+        if not quiet:
+            self._refuse(sid, why)
+        return False
 
     def _refuse(self, session_id: str, why: str) -> None:
         """Say why a session cannot be entered (the picker stays open)."""

@@ -38,6 +38,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -89,7 +90,7 @@ from mind.generated import journal as jr
 from mind.generated.inbox import InboxEntry, InboxKind
 from mind.history import build_messages, unstarted_calls
 from mind.machines.mailbox import Mailbox, MailboxMessage, MailboxRefused
-from mind.machines.turn import TurnMachine, acknowledges
+from mind.machines.turn import TurnMachine, acknowledges, within_output_cap
 from mind.shell import faults
 from mind.shell.config import ResolvedConfig, known_secrets
 from mind.shell.ids import new_id, new_session_id
@@ -521,7 +522,8 @@ class Session:
             raise InputRefused(
                 "storage",
                 f"the session's journal could not be written ({self.journal.broken}); "
-                f"free space, then reopen session {self.session_id}",
+                f"free space, then reopen session {self.session_id} "
+                "(Runtime.open_session: nothing accepted is lost)",
                 message_id=mid,
             )
         self.mailbox.admit(mid, text, kind=kind)
@@ -871,6 +873,13 @@ class Session:
                 turn.model_quiet_since = None  # also on any other error (the turn fails)
             turn._usage = turn._usage + done.usage
             output_used += output_bytes(done)
+            if not within_output_cap(output_used, self.config.max_output_bytes):
+                # A provider that does not stop at the cap itself (the
+                # scripted one): the round is not kept and its calls never run.
+                machine.round_failed(transient=False)
+                return ev.Failure(
+                    kind=ev.FailureKind.output_limit, message=CANONICAL_MESSAGES["output_limit"]
+                )
             try:
                 self._journal_round(
                     turn.turn_id,
@@ -887,9 +896,7 @@ class Session:
                 # fails like one past the output cap, and the input waits.
                 machine.round_failed(transient=False)
                 turn.failure_detail = exc.detail
-                return ev.Failure(
-                    kind=ev.FailureKind.output_limit, message=CANONICAL_MESSAGES["output_limit"]
-                )
+                return ev.Failure(kind=ev.FailureKind.output_limit, message=exc.failure_message())
             if done.text:
                 turn._final_text = done.text
                 turn._emit(ev.MessageCompletedEvent(turn_id=turn.turn_id, text=done.text))
@@ -1136,6 +1143,18 @@ class Session:
             )
 
 
+def _discard_new_session(directory: Path) -> None:
+    """Remove the directory of a session whose creation failed (disk full, a
+    refused lease…), so no ``empty`` session is listed once space is freed.
+    Called only for a directory this process made for a brand-new id, after
+    its lease and mount claim were given back; best effort (a leftover is
+    listed ``empty``, as after a crash)."""
+    try:
+        shutil.rmtree(directory)
+    except OSError as exc:
+        log.warning("could not remove the failed new session %s: %s", directory, exc)
+
+
 def storage_failure(exc: StorageError, session_id: str) -> ev.Failure:
     """The ``storage`` failure of a turn whose journal write failed: one line
     naming the file and the errno, and how to go on."""
@@ -1228,6 +1247,18 @@ class Runtime:
         if body_error is not None:
             raise body_error
 
+    def _close_broken(self, session: Session) -> None:
+        """Stop hosting a session whose journal refuses appends, so it can be
+        opened afresh: the journal is closed before the lease and the mount
+        claim are given back (no write may follow the claim's release, seed
+        002 §3.4); the provider is closed in the background."""
+        del self._sessions[session.session_id]
+        session.journal.close()
+        session.lease.release()
+        if not session.mount.release():
+            log.warning("could not clear session %s from session mounts", session.session_id)
+        self._tg.start_soon(session.provider.aclose)
+
     def _spawn(self, fn: Callable[[Turn], Any], turn: Turn) -> None:
         self._tg.start_soon(fn, turn)
 
@@ -1276,17 +1307,21 @@ class Runtime:
         directory = self.store.session_dir(sid)
         # A bad script or provider setting fails here, before anything is written.
         provider = make_provider(config.provider)
+        existed = os.path.lexists(directory)  # only a directory made here is removed on failure
         mount = self.mounts.claim(sid, new_session=True)
         try:
             lease = SessionLease.acquire(directory / "lease", sid)  # creates it private
         except BaseException:
             mount.abandon()
+            if not existed:
+                _discard_new_session(directory)
             raise
+        created: Journal | None = None
         try:
             path = directory / "journal.jsonl"
             if path.exists():
                 raise SessionError(sid, "already exists")
-            journal = Journal.open(path, create=True, session_id=sid)
+            journal = created = Journal.open(path, create=True, session_id=sid)
             journal.append(
                 jr.SessionStarted(
                     seq=0,
@@ -1299,8 +1334,12 @@ class Runtime:
             )
             inbox = Inbox.open(directory / "inbox.json", acknowledged=())
         except BaseException:
+            if created is not None:
+                created.close()
             lease.release()
             mount.abandon()
+            if not existed:
+                _discard_new_session(directory)
             raise
         self.store.index.note(sid, cwd=str(cwd.resolve()))
         session = Session(
@@ -1339,7 +1378,12 @@ class Runtime:
         is recovered input that replays, in order, with the next turn
         (:meth:`Session.resume_pending` or the next :meth:`Session.send`).
         A failure part-way releases the lease. Re-opening a session this
-        runtime already hosts returns the same handle. ``provider`` replaces
+        runtime already hosts returns the same handle — unless its journal
+        is broken (a write failed: disk full, quota, I/O error) and no turn
+        runs: then that handle is closed (journal, lease, mount claim given
+        back, in that order) and the session is opened afresh by these same
+        rules, so after space is freed it goes on in this process with
+        nothing lost (issue #8 item 6). ``provider`` replaces
         the one ``config`` describes (``mind inbox --drop`` opens a session
         that runs no turn).
 
@@ -1349,8 +1393,11 @@ class Runtime:
             JournalCorruptError: the journal is damaged (path and line named).
             InboxCorruptError: the inbox is damaged or oversized (path named).
         """
-        if session_id in self._sessions:
-            return self._sessions[session_id]
+        hosted = self._sessions.get(session_id)
+        if hosted is not None:
+            if hosted.journal.broken is None or hosted.busy:
+                return hosted
+            self._close_broken(hosted)
         directory = self.store.session_dir(session_id)
         path = directory / "journal.jsonl"
         if not path.exists():

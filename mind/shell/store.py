@@ -18,7 +18,7 @@ from typing import Final
 
 import msgspec
 
-from mind.errors import PrivateStateError, SessionLookupError, StateDirError
+from mind.errors import PrivateStateError, SessionLookupError, StateDirError, as_storage_error
 from mind.shell import index, lease, private_files
 from mind.shell.index import ReadRange
 from mind.shell.render import plain
@@ -154,6 +154,8 @@ class Store:
 
     Raises:
         StateDirError: the root cannot be created or is not writable.
+        StorageError: the storage refused to create it (full disk, quota,
+            I/O error, read-only file system).
         PrivateStateError: the root or ``sessions/`` is a symlink, owned by
             another user or group/world-writable (nothing is created in it).
     """
@@ -166,7 +168,9 @@ class Store:
             private_files.private_dir(root)
             private_files.private_dir(self.sessions_dir)
         except OSError as exc:
-            raise StateDirError(root, exc.strerror or str(exc)) from exc
+            raise as_storage_error(exc, root, "create the state directory") or StateDirError(
+                root, exc.strerror or str(exc)
+            ) from exc
         if not os.access(self.sessions_dir, os.W_OK | os.X_OK):
             raise StateDirError(root, "not writable")
         self._read: ReadRange = read_range or index.read_range

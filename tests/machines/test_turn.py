@@ -10,7 +10,13 @@ from collections.abc import Callable
 
 import pytest
 
-from mind.machines.turn import TERMINAL_STATES, TransitionRefused, TurnMachine, acknowledges
+from mind.machines.turn import (
+    TERMINAL_STATES,
+    TransitionRefused,
+    TurnMachine,
+    acknowledges,
+    within_output_cap,
+)
 
 Snapshot = tuple[str, frozenset[str], bool, str | None, int]
 
@@ -230,3 +236,9 @@ def test_which_endings_acknowledge_their_inputs(
     """An answer cut at the output cap (issue #8 item 5) and a failed write
     (item 6) leave the input waiting, like a transient failure."""
     assert acknowledges(status, kind) is expected
+
+
+def test_the_output_cap_holds_up_to_its_limit_and_not_past_it() -> None:
+    assert within_output_cap(0, 0)
+    assert within_output_cap(1024, 1024)
+    assert not within_output_cap(1025, 1024)

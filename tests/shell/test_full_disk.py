@@ -11,9 +11,11 @@ with every accepted input still there and the journal valid.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -70,7 +72,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     disk = tmp_path / "disk"
     disk.mkdir()
     mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)],
+        ["mount", "-t", "tmpfs", "-o", "size=2m,nr_inodes=512", "tmpfs", str(disk)],
         capture_output=True,
         text=True,
         check=False,
@@ -231,3 +233,164 @@ def test_exec_on_a_full_disk_prints_one_line_exits_4_and_resumes(
     assert prompts.count("first question") >= 1 and set(prompts) == {"hello", "first question"}
     done = [r for r in records if isinstance(r, jr.TurnCompleted)]
     assert done[-1].status == "completed" and len(done[-1].acknowledged) == 1
+
+
+def test_a_broken_session_reopens_in_the_same_runtime_with_nothing_lost(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    state = small_disk / "state"
+    with BigAnswerModel() as model:
+        config = mind.resolve_config(
+            provider="openai-chat",
+            base_url=model.base_url,
+            model="m",
+            env={"MIND_HOME": str(tmp_path / "home"), "MIND_MAX_RETRIES": "0"},
+        )
+
+        async def main() -> tuple[str, mind.TurnOutcome, mind.TurnOutcome]:
+            async with mind.Runtime.open(state_root=state) as rt:
+                broken = rt.create_session(cwd=tmp_path, config=config)
+                sid = broken.session_id
+                ballast = fill(small_disk)
+                failed = await broken.submit("first question", message_id="msg-first").wait()
+                assert failed.event.failure is not None
+                assert failed.event.failure.kind == "storage"
+                with pytest.raises(InputRefused) as refused:
+                    broken.send("second question")
+                assert "open_session" in refused.value.message  # how to go on
+                ballast = _fill_completely(small_disk)
+                with pytest.raises(StorageError):  # still full: a typed refusal, retryable
+                    rt.open_session(sid, config=config)
+                ballast.unlink()
+                session = rt.open_session(sid, config=config)
+                # A fresh handle: the broken one was closed and its claims given back.
+                assert session is not broken and broken.journal.closed
+                assert broken.mount.state == "released"
+                assert rt.mounts.handle(sid) is session.mount and session.mount.hosted
+                assert rt.sessions[sid] is session
+                assert rt.open_session(sid, config=config) is session  # healthy: same handle
+                assert session.recovery is not None
+                assert session.recovery.aborted_turns == 1  # the failed turn, closed
+                assert session.recovery.replayed_inputs == 1
+                turn = session.resume_pending()
+                assert turn is not None and [m.message_id for m in turn.inputs] == ["msg-first"]
+                resumed = await turn.wait()
+                later = await session.submit("third question", message_id="msg-third").wait()
+                return sid, resumed, later
+
+        sid, resumed, later = anyio.run(main)
+    assert resumed.status == "completed" and resumed.final_text == ANSWER
+    assert later.status == "completed"
+    directory = state / "sessions" / sid
+    records = _check_journal(directory / "journal.jsonl")
+    acked = [m for r in records if isinstance(r, jr.TurnCompleted) for m in r.acknowledged]
+    assert acked == ["msg-first", "msg-third"]
+    assert Inbox.open(directory / "inbox.json", acknowledged=()).entries == []
+
+
+def _fill_completely(disk: Path) -> Path:
+    """Fill ``disk`` to 100%: not one page left free."""
+    ballast = fill(disk)
+    fd = os.open(ballast, os.O_WRONLY | os.O_APPEND)
+    try:
+        with contextlib.suppress(OSError):
+            while os.write(fd, b"\0" * 4096):
+                pass
+    finally:
+        os.close(fd)
+    return ballast
+
+
+def _exec_env(tmp_path: Path, disk: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
+    env.update(
+        MIND_HOME=str(tmp_path / "home"),
+        MIND_STATE_HOME=str(disk / "state"),
+        MIND_MAX_RETRIES="0",
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def _mind(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mind.shell.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+def _one_storage_line(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 4, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("mind:")]
+    assert len(lines) == 1, proc.stderr
+    assert "ENOSPC" in lines[0], proc.stderr
+    return lines[0]
+
+
+def test_exec_of_a_new_session_on_a_full_disk_exits_4_and_lists_nothing_after(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    env = _exec_env(tmp_path, small_disk)
+    # The state root exists first (a fresh root needs the disk only for itself).
+    common = ["exec", "--provider", "scripted", "--script", str(tmp_path / "s.yaml")]
+    (tmp_path / "s.yaml").write_text("- text: hi\n", encoding="utf-8")
+    assert _mind(env, *common, "--cwd", str(tmp_path), "hello").returncode == 0
+    ballast = _fill_completely(small_disk)
+    failed = _mind(env, *common, "--cwd", str(tmp_path), "--json", "another")
+    _one_storage_line(failed)
+    (last,) = [json.loads(line) for line in failed.stdout.splitlines()][-1:]
+    assert last["type"] == "exec.failed" and last["kind"] == "storage", failed.stdout
+    ballast.unlink()
+    listed = _mind(env, "sessions")
+    assert listed.returncode == 0, listed.stderr
+    rows = [line for line in listed.stdout.splitlines() if re.match(r"[0-9a-f]{8}-", line)]
+    assert len(rows) == 1, listed.stdout  # the failed creation left nothing listed
+    assert len(list((small_disk / "state" / "sessions").iterdir())) == 1
+
+
+def test_exec_of_an_existing_session_on_a_full_disk_exits_4(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    env = _exec_env(tmp_path, small_disk)
+    (tmp_path / "s.yaml").write_text("- text: hi\n- text: again\n", encoding="utf-8")
+    common = ["exec", "--provider", "scripted", "--script", str(tmp_path / "s.yaml")]
+    common += ["--cwd", str(tmp_path)]
+    sid = "01234567-89ab-7def-8123-456789abcdef"
+    assert _mind(env, *common, "--new-session", sid, "hello").returncode == 0
+    ballast = _fill_completely(small_disk)
+    _one_storage_line(_mind(env, *common, "--session", sid, "p"))
+    ballast.unlink()
+    resumed = _mind(env, *common, "--session", sid, "p")
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout == "again\n"
+
+
+def test_exec_with_a_state_root_it_cannot_create_on_a_full_disk_exits_4(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    env = _exec_env(tmp_path, small_disk)  # the state root does not exist yet
+    (tmp_path / "s.yaml").write_text("- text: hi\n", encoding="utf-8")
+    _fill_completely(small_disk)
+    failed = _mind(env, "exec", "--provider", "scripted", "--script", str(tmp_path / "s.yaml"), "p")
+    line = _one_storage_line(failed)
+    assert str(small_disk / "state") in line
+
+
+def test_exec_whose_state_root_cannot_be_made_for_want_of_inodes_exits_4(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    # Directories cost a tmpfs no data pages, only inodes: use them all up.
+    with contextlib.suppress(OSError):
+        for i in range(1_000_000):
+            (small_disk / f"i{i}").mkdir()
+    env = _exec_env(tmp_path, small_disk)  # the state root does not exist yet
+    (tmp_path / "s.yaml").write_text("- text: hi\n", encoding="utf-8")
+    failed = _mind(env, "exec", "--provider", "scripted", "--script", str(tmp_path / "s.yaml"), "p")
+    line = _one_storage_line(failed)
+    assert str(small_disk / "state") in line

@@ -64,6 +64,11 @@ def test_a_round_over_the_record_limit_fails_output_limit_and_keeps_the_input(
         outcome, sid = anyio.run(main)
     assert outcome.status == "failed"
     assert outcome.event.failure is not None and outcome.event.failure.kind == "output_limit"
+    # The message names the limit that was hit: the journal's record limit,
+    # not max_output_mib (the answer was well under that).
+    assert "16 MiB" in outcome.event.failure.message, outcome.event.failure.message
+    assert "record" in outcome.event.failure.message
+    assert "max_output_mib" not in outcome.event.failure.message
     directory = tmp_path / "state" / "sessions" / sid
     with Journal.open(directory / "journal.jsonl") as journal:
         records = list(journal.records)
