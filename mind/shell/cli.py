@@ -119,6 +119,12 @@ def _add_provider_options(p: argparse.ArgumentParser, *, sub: bool = False) -> N
         **kw,  # type: ignore[arg-type]
     )
     p.add_argument(
+        "--sandbox-network",
+        choices=["off", "on"],
+        help="whether sandboxed commands may use the network (default off)",
+        **kw,  # type: ignore[arg-type]
+    )
+    p.add_argument(
         "--add-dir",
         action="append",
         metavar="DIR",
@@ -209,6 +215,7 @@ def _overrides(args: argparse.Namespace) -> CliOverrides:
         script=args.script,
         approval=args.approval,
         sandbox_mode=getattr(args, "sandbox", None),
+        sandbox_network=getattr(args, "sandbox_network", None),
         add_dirs=tuple(args.add_dir) if getattr(args, "add_dir", None) else None,
     )
 

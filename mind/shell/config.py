@@ -19,6 +19,7 @@ provider kind), never from the journal, logs or ``mind config``.
     base_url = "http://127.0.0.1:11434/v1"   # optional
     approval = "on-request"         # untrusted | on-request | never
     sandbox_mode = "workspace-write" # read-only | workspace-write | danger-full-access
+    sandbox_network = "off"         # "on" lets sandboxed commands use the network
     add_dirs = ["/srv/data"]        # more writable roots for sandboxed commands
     max_retries = 4                 # retries of a transient model failure per turn
     max_retry_seconds = 300         # total retry time of a turn (env MIND_MAX_RETRY_SECONDS)
@@ -167,6 +168,13 @@ SETTINGS: tuple[Setting, ...] = (
         choices=SANDBOX_MODES,
     ),
     Setting(
+        key="sandbox_network",
+        help="whether sandboxed commands may use the network: off | on (default off)",
+        flag="--sandbox-network",
+        env=("MIND_SANDBOX_NETWORK",),
+        choices=("off", "on"),
+    ),
+    Setting(
         key="add_dirs",
         help="more directories sandboxed commands may write (besides the workspace)",
         flag="--add-dir",
@@ -217,6 +225,7 @@ SETTINGS: tuple[Setting, ...] = (
 DEFAULTS: dict[str, str | int | float] = {
     "approval": "on-request",
     "sandbox_mode": "workspace-write",
+    "sandbox_network": "off",
     "add_dirs": "none",  # as `mind config` shows an empty list
     "max_retries": 4,
     "max_retry_seconds": 300.0,
@@ -243,6 +252,7 @@ class CliOverrides(msgspec.Struct, frozen=True, kw_only=True):
     script: str | None = None
     approval: str | None = None
     sandbox_mode: str | None = None
+    sandbox_network: str | None = None
     add_dirs: tuple[str, ...] | None = None
 
 
@@ -253,6 +263,9 @@ class ResolvedConfig(msgspec.Struct, frozen=True, kw_only=True):
     approval: ApprovalPolicy
     sandbox: SandboxMode = "workspace-write"
     """Where shell commands run (``sandbox_mode``, ``--sandbox``, env ``MIND_SANDBOX``)."""
+    sandbox_network: bool = False
+    """Whether sandboxed commands may use the network (``sandbox_network``,
+    ``--sandbox-network``, env ``MIND_SANDBOX_NETWORK``; default off)."""
     add_dirs: tuple[str, ...] = ()
     """Absolute extra writable roots (``add_dirs``, ``--add-dir``, env ``MIND_ADD_DIRS``)."""
     max_retries: int = 4
@@ -537,6 +550,8 @@ def _resolve(
     note("approval", approval, source)
     sandbox, source = src.pick("sandbox_mode") or (DEFAULTS["sandbox_mode"], "default")
     note("sandbox_mode", sandbox, source)
+    network, source = src.pick("sandbox_network") or (DEFAULTS["sandbox_network"], "default")
+    note("sandbox_network", network, source)
     add_dirs, source = src.pick("add_dirs") or ("", "default")
     note("add_dirs", add_dirs or "none", source)
     script: str | None = None
@@ -587,6 +602,7 @@ def _resolve(
         provider=settings,
         approval=cast(ApprovalPolicy, approval),
         sandbox=cast(SandboxMode, sandbox),
+        sandbox_network=network == "on",
         add_dirs=tuple(d for d in str(add_dirs).split(os.pathsep) if d),
         max_retries=int(retries),
         shell_environment=shell_env,
@@ -727,6 +743,7 @@ def resolve_config(
     script: str | None = None,
     approval: str | None = None,
     sandbox: str | None = None,
+    sandbox_network: str | None = None,
     add_dirs: tuple[str, ...] | list[str] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> ResolvedConfig:
@@ -735,6 +752,8 @@ def resolve_config(
     Args:
         sandbox: sandbox mode (``read-only``, ``workspace-write``,
             ``danger-full-access``), as ``--sandbox``.
+        sandbox_network: ``"on"`` lets sandboxed commands use the network, as
+            ``--sandbox-network`` (default ``"off"``).
         add_dirs: extra writable roots, as ``--add-dir``.
         env: environment to read (default ``os.environ``); ``MIND_HOME`` in it
             locates ``config.toml``.
@@ -752,6 +771,7 @@ def resolve_config(
         script=script,
         approval=approval,
         sandbox_mode=sandbox,
+        sandbox_network=sandbox_network,
         add_dirs=tuple(add_dirs) if add_dirs is not None else None,
     )
     return resolve(cli, environ, mind_home(environ) / "config.toml")

@@ -348,6 +348,7 @@ class Session:
             mode=config.sandbox,
             add_dirs=config.add_dirs,
             state_roots=(runtime.store.root,),
+            network=config.sandbox_network,
         )
         # One boundary for both: the file tools judge paths by it, the sandbox confines by it.
         self.sandbox = session_sandbox(boundary, environ=os.environ)

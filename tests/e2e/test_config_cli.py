@@ -16,6 +16,7 @@ ORDER = [
     "base_url",
     "approval",
     "sandbox_mode",
+    "sandbox_network",
     "add_dirs",
     "script",
     "max_retries",

@@ -149,3 +149,22 @@ def test_no_process_a_command_started_outlives_mind_exec(tmp_path: Path, run_min
             time.sleep(0.02)
         assert not _running(marker)
         assert list(out.glob("LATE*")) == [], backend
+
+
+def test_network_is_off_unless_sandbox_network_is_on(tmp_path: Path, run_mind: RunMind) -> None:
+    """A loopback listener on the host is unreachable from a sandboxed command
+    by default; ``--sandbox-network on`` (``sandbox_network`` in config.toml)
+    lets the same command reach it, still sandboxed."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        probe = (
+            "python3 -c \"import socket; socket.create_connection(('127.0.0.1', "
+            f"{port}), timeout=5); print('REACHED')\""
+        )
+        call: dict[str, object] = {"name": "shell", "arguments": {"command": probe}}
+        (off,), _ = _exec(run_mind, tmp_path, [call])
+        (on,), _ = _exec(run_mind, tmp_path, [call], "--sandbox-network", "on")
+    assert off["status"] == "error" and "REACHED" not in str(off["output"]), off
+    assert on["status"] == "ok" and "REACHED" in str(on["output"]), on

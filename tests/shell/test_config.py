@@ -229,6 +229,18 @@ def test_sandbox_mode_and_add_dirs_follow_flag_env_file(tmp_path: Path) -> None:
     assert (default.sandbox, default.add_dirs) == ("workspace-write", ())
 
 
+def test_sandbox_network_is_off_unless_turned_on(tmp_path: Path) -> None:
+    env = {"OPENAI_API_KEY": "sk-x"}
+    assert resolve(CliOverrides(), env, tmp_path / "none.toml").sandbox_network is False
+    path = _toml(tmp_path, 'sandbox_network = "on"\n')
+    assert resolve(CliOverrides(), env, path).sandbox_network is True
+    env |= {"MIND_SANDBOX_NETWORK": "off"}
+    assert resolve(CliOverrides(), env, path).sandbox_network is False
+    assert resolve(CliOverrides(sandbox_network="on"), env, path).sandbox_network is True
+    with pytest.raises(ConfigError, match="sandbox_network"):
+        resolve(CliOverrides(), {**env, "MIND_SANDBOX_NETWORK": "yes"}, path)
+
+
 def test_bad_sandbox_settings_are_refused(tmp_path: Path) -> None:
     env = {"OPENAI_API_KEY": "sk-x", "MIND_SANDBOX": "off"}
     with pytest.raises(ConfigError, match="unknown sandbox_mode 'off' \\(env MIND_SANDBOX\\)"):

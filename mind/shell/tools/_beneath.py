@@ -259,13 +259,15 @@ def session_boundary(
     mode: SandboxMode = "workspace-write",
     add_dirs: Sequence[str] = (),
     state_roots: Sequence[Path] = (),
+    network: bool = False,
 ) -> Boundary:
     """The boundary of a session in ``cwd`` (``docs/design/boundary.md``):
     ``mode``, the workspace then each of ``add_dirs`` as writable roots, the
     home directory (``$HOME``) and mind's state roots
     (:func:`mind.shell.store.mind_home`, ``state_home`` of ``env``, plus
     ``state_roots``: the runtime's own root when it was given explicitly),
-    all as real paths. The file tools and the sandbox share this one value.
+    all as real paths; ``network`` lets sandboxed commands use the network. The
+    file tools and the sandbox share this one value.
     """
     home = env.get("HOME") or str(Path.home())
     states = (mind_home(env), state_home(env), *state_roots)
@@ -274,4 +276,5 @@ def session_boundary(
         writable_roots=tuple(dict.fromkeys(os.path.realpath(p) for p in (str(cwd), *add_dirs))),
         home=os.path.realpath(home),
         state_roots=tuple(dict.fromkeys(os.path.realpath(p) for p in states)),
+        network=network,
     )
