@@ -1,5 +1,9 @@
 """Every error mind raises, in one tree.
 
+Size: one module on purpose — the tree is one fact, and callers catch by its
+shape. It splits into a package by area (state, providers, tools) when a
+branch grows past a screen of classes.
+
 ::
 
     MindError                         base of everything mind raises on purpose

@@ -1,5 +1,9 @@
 """Approval policy: which tool calls may run without asking the person.
 
+Size: file-tool and shell decisions share the remedies and the card text,
+so they are one module; the shell part (``shell_decision``, known-safe
+commands, denial signs) splits next into ``effects/shell_policy.py``.
+
 Pure: decided from the policy, the tool name, the checked arguments and the
 session's working directory — no file system, no environment. Where a file
 tool path really lands is asked of the shell through ``crossing``, which
