@@ -1055,7 +1055,13 @@ class Session:
         if call.name == "shell" and sandboxed:
             offer = rerun_reason(self.approval, self.config.sandbox, result.status, result.output)
             if offer is not None and self.interactive:
-                answer = await self._ask(turn, machine, call, args, offer, [], None, False)
+                # "always" here covers this exact command outside the sandbox.
+                outside_key = _always_key(call.name, args, sandboxed=False)
+                answer: Decision = "always"
+                if outside_key not in self.always_allowed:
+                    answer = await self._ask(turn, machine, call, args, offer, [], None, False)
+                if answer == "always":
+                    self.always_allowed.add(outside_key)
                 if answer == "yes" or answer == "always":
                     result = await self.tools.run(call.name, args, sandboxed=False)
         return result.status, result.output

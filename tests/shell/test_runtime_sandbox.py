@@ -67,6 +67,21 @@ def test_a_declined_rerun_gives_the_model_the_sandboxed_result(tmp_path: Path) -
     assert not target.exists()
 
 
+def test_always_on_a_rerun_outside_reruns_the_same_command_outside_unasked(
+    tmp_path: Path,
+) -> None:
+    """ "always" on the offer to re-run outside covers that exact command
+    outside: the next identical call re-runs outside without a question (the
+    card's promise); a different command is asked again."""
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    calls = [_shell(f"echo 1 >> {a}"), _shell(f"echo 1 >> {a}"), _shell(f"echo 1 >> {b}")]
+    asked, results = _run(tmp_path, calls, ["always", "yes"], approval="on-request")
+    assert len(asked) == 2, [e.arguments for e in asked]
+    assert str(b) in str(asked[1].arguments["command"])
+    assert [r.status for r in results] == [ev.ToolStatus.ok] * 3
+    assert a.read_text() == "1\n1\n" and b.read_text() == "1\n"
+
+
 def test_untrusted_asks_inside_the_sandbox_and_says_so(tmp_path: Path) -> None:
     target = tmp_path / "outside.txt"
     asked, results = _run(
