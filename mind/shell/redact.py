@@ -43,7 +43,9 @@ def redact_url(url: str) -> str:
     Rule: a userinfo password is masked (``user:***@``); a userinfo with no
     password is masked whole (``***@``: a bare token is often sent that way);
     every query value is masked except :data:`_PUBLIC_QUERY_KEYS`; the
-    fragment is dropped. Text that does not parse as a URL is masked whole.
+    fragment is dropped. Text that does not parse as a URL is masked whole,
+    unless it has no ``@`` and no ``?`` (then nothing in it is userinfo or a
+    query value, and the person must see which value is wrong).
 
     Args:
         url: any text meant to be a URL.
@@ -55,7 +57,7 @@ def redact_url(url: str) -> str:
         parts = urlsplit(url)
         parts.port  # noqa: B018 -- raises ValueError on a malformed port
     except ValueError:
-        return MASK
+        return url if "@" not in url and "?" not in url else MASK
     netloc = parts.netloc
     if "@" in netloc:
         where = netloc.rpartition("@")[2]

@@ -28,7 +28,8 @@ from mind.shell.redact import (
         ("http://u:pw@h/v1", "http://u:***@h/v1"),
         ("https://sk-token@h/v1", "https://***@h/v1"),
         ("http://h/v1?api-version=2024&sig=abc&x=", "http://h/v1?api-version=2024&sig=***&x=***"),
-        ("http://h:notaport/", "***"),
+        ("http://h:notaport/", "http://h:notaport/"),  # unparseable, nothing to hide
+        ("http://u@h:notaport/", "***"),
     ],
 )
 def test_redact_url_masks_userinfo_and_query_values(url: str, shown: str) -> None:
@@ -176,3 +177,12 @@ def test_calls_whose_ids_mask_alike_keep_distinct_ids() -> None:
     done = StreamDone(text="", reasoning="", tool_calls=calls, finish="tool_calls", usage=Usage())
     ids = [c.call_id for c in redact_round(done, keys).tool_calls]
     assert len(set(ids)) == 2 and not any(k in i for k in keys for i in ids), ids
+
+
+def test_an_unparseable_url_without_userinfo_or_query_is_shown_as_given() -> None:
+    """Nothing there can hold a credential the parsed form would mask, so the
+    person sees which value is wrong; with ``@`` or ``?`` it stays masked whole."""
+    assert redact_url("http://127.0.0.1:99999/v1") == "http://127.0.0.1:99999/v1"
+    assert redact_url("http://[::1") == "http://[::1"
+    assert redact_url("http://u:pw@[::1") == "***"
+    assert redact_url("http://h:99999/v1?key=sk-1") == "***"
