@@ -295,6 +295,7 @@ def tool_decision(
     cwd: str,
     crossing: Crossing | None = None,
     sandbox: SandboxMode = "workspace-write",
+    sandbox_available: bool = True,
 ) -> ToolDecision:
     """Decide one tool call (the module table): run, ask or refuse, with the
     reason and the remedy.
@@ -315,6 +316,8 @@ def tool_decision(
             only, so a symlink inside ``cwd`` pointing outside would count
             as inside.
         sandbox: the session's sandbox mode (``shell``: :func:`shell_decision`).
+        sandbox_available: whether a sandbox backend works here (without one
+            a sandboxed command is refused, so no remedy may promise it).
 
     Raises:
         ValueError: ``policy`` is not an :data:`ApprovalPolicy` (misuse).
@@ -322,7 +325,9 @@ def tool_decision(
     if policy not in APPROVAL_POLICIES:
         raise ValueError(f"unknown approval policy {policy!r}")
     if name == "shell":
-        return _shell_tool_decision(shell_decision(policy, sandbox, args), sandbox)
+        return _shell_tool_decision(
+            shell_decision(policy, sandbox, args), sandbox, sandbox_available
+        )
     contract = BUILTIN_TOOLS.get(name)
     if contract is None:
         # The runner answers an unknown tool with an error; `never` never asks.
@@ -365,7 +370,9 @@ def tool_decision(
     return ToolDecision("ask", why, _remedy(None, hardest))
 
 
-def _shell_tool_decision(decision: ShellDecision, mode: SandboxMode) -> ToolDecision:
+def _shell_tool_decision(
+    decision: ShellDecision, mode: SandboxMode, available: bool = True
+) -> ToolDecision:
     if decision.action != "ask":
         return ToolDecision(
             decision.action, decision.reason, sandboxed=decision.sandboxed, mode=decision.mode
@@ -375,8 +382,13 @@ def _shell_tool_decision(decision: ShellDecision, mode: SandboxMode) -> ToolDeci
         flags = "--sandbox danger-full-access --approval never"
         if mode == "danger-full-access":
             flags = "--approval never"
-    else:
+    elif available:
         flags = "--approval on-request (it runs in the sandbox)"
+    else:
+        flags = (
+            "--sandbox danger-full-access --approval never "
+            "(or install bubblewrap: no sandbox works here)"
+        )
     remedy = f"To allow it, rerun mind with {flags}."
     return ToolDecision(
         "ask", decision.reason, remedy, sandboxed=decision.sandboxed, mode=decision.mode

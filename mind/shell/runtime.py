@@ -1003,6 +1003,7 @@ class Session:
             cwd=str(self.cwd),
             crossing=self._crossing,
             sandbox=self.config.sandbox,
+            sandbox_available=self.sandbox.backend != "none",
         )
         if decision.action == "refuse":
             return "denied", decision.reason or "refused"

@@ -88,3 +88,16 @@ def test_deleting_or_moving_a_link_is_judged_on_the_link_not_its_target() -> Non
     assert _decide("on-request", "apply_patch", {"patch": move}).action == "run"
     update = "*** Begin Patch\n*** Update File: out/sl\n@@\n-a\n+b\n*** End Patch"
     assert _decide("on-request", "apply_patch", {"patch": update}).action == "ask"
+
+
+def test_with_no_sandbox_backend_the_remedy_does_not_promise_the_sandbox() -> None:
+    """Without a working backend a sandboxed command is refused under every
+    policy, so "--approval on-request (it runs in the sandbox)" would be
+    untrue: the remedy names what does work."""
+    args = {"command": "touch x"}
+    with_backend = tool_decision("untrusted", "shell", args, cwd="/w")
+    assert with_backend.remedy is not None and "on-request" in with_backend.remedy
+    without = tool_decision("untrusted", "shell", args, cwd="/w", sandbox_available=False)
+    assert without.action == "ask"
+    assert without.remedy is not None and "on-request" not in without.remedy
+    assert "bubblewrap" in without.remedy and "danger-full-access" in without.remedy
