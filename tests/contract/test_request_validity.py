@@ -35,7 +35,10 @@ from tests.support.provider_rules import (
     validate_openai_responses,
 )
 
-CASSETTES = Path(os.environ.get("MIND_CASSETTES", "/work/shared/cassettes"))
+CASSETTES = Path(
+    os.environ.get("MIND_CASSETTES", Path(__file__).resolve().parents[1] / "shared" / "cassettes")
+)
+"""The recorded traffic copied into the repository (``tests/shared``)."""
 
 Validator = Callable[[dict[str, Any]], None]
 PROVIDERS: dict[str, tuple[Callable[[ModelRequest], dict[str, Any]], Validator]] = {

@@ -59,7 +59,9 @@ __all__ = [
 
 
 def shared_dir() -> Path | None:
-    """Locate the shared fixtures directory (``<repo>/../shared``), or None."""
+    """Locate the recorded provider traffic: the repository's own copy
+    (``tests/shared/{cassettes,quirks}``, found first) or ``<repo>/../shared``;
+    None when neither exists."""
     here = Path(__file__).resolve()
     for parent in here.parents:
         candidate = parent / ".." / "shared"
