@@ -135,6 +135,22 @@ def test_plain_answer_streams_and_exit_prints_how_to_resume(spawn: Spawn, tmp_pa
     assert stat.S_IMODE(history.stat().st_mode) == 0o600
 
 
+def test_a_tool_command_has_no_controlling_terminal(spawn: Spawn) -> None:
+    """The REPL runs in a terminal; a command the model runs must not reach it
+    (no ``/dev/tty``, so no ``TIOCSTI`` typing into mind's input)."""
+    probe = "if (exec 3</dev/tty) 2>/dev/null; then echo HAS-TTY; else echo NO-CTTY; fi"
+    child = spawn(
+        [{"tool_calls": [{"name": "shell", "arguments": {"command": probe}}]}, {"text": "ok"}],
+        "--approval",
+        "never",
+    )
+    child.send("probe" + ENTER)
+    child.expect(words("── completed"))
+    screen = str(child.before)
+    assert "NO-CTTY" in screen and "HAS-TTY" not in screen.replace("echo HAS-TTY", "")
+    exit_cleanly(child)
+
+
 def test_tool_call_shows_calling_then_called_with_a_short_result(spawn: Spawn) -> None:
     child = spawn(
         [

@@ -85,16 +85,20 @@ async def run_command(
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
     pipes = [os.pipe(), os.pipe()]
     try:
-        process = await anyio.open_process(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=pipes[0][1],
-            stderr=pipes[1][1],
-            cwd=cwd,
-            env=dict(env) if env is not None else None,
-            start_new_session=True,
-            pass_fds=pass_fds,
-        )
+        # Shielded: a cancellation while the child is being started would
+        # leave it running unseen; delivered at the next checkpoint instead,
+        # inside the block below that kills the group.
+        with anyio.CancelScope(shield=True):
+            process = await anyio.open_process(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=pipes[0][1],
+                stderr=pipes[1][1],
+                cwd=cwd,
+                env=dict(env) if env is not None else None,
+                start_new_session=True,
+                pass_fds=pass_fds,
+            )
     except BaseException as exc:
         for read_fd, write_fd in pipes:
             os.close(read_fd)
