@@ -54,6 +54,7 @@ async def run_command(
     timeout_s: float,
     max_output_bytes: int,
     pass_fds: Sequence[int] = (),
+    orphans_after_leader: bool = False,
 ) -> ProcessResult:
     """Run one command to completion, timeout or cancellation.
 
@@ -72,6 +73,10 @@ async def run_command(
         env: the whole environment, or None to inherit mind's.
         timeout_s: seconds before the group is killed (> 0).
         max_output_bytes: most bytes of stdout + stderr kept (UTF-8).
+        orphans_after_leader: on a kill, members of the group still alive once
+            the leader has exited are SIGKILLed at once instead of after
+            :data:`KILL_GRACE_S` (bubblewrap: what outlives a killed bwrap is
+            its namespace's init, which ignores SIGTERM from outside).
         pass_fds: descriptors the command inherits (the sandbox's seccomp program).
 
     Returns:
@@ -119,12 +124,12 @@ async def run_command(
         if deadline.cancelled_caught:
             timed_out = True
             with anyio.CancelScope(shield=True):
-                await _kill_group(process)
+                await _kill_group(process, orphans_after_leader)
                 with anyio.move_on_after(_FINAL_READ_S):
                     await _collect(process, readers, (out, err))
     except BaseException:
         with anyio.CancelScope(shield=True):
-            await _kill_group(process)
+            await _kill_group(process, orphans_after_leader)
         raise
     finally:
         for reader in readers:
@@ -205,8 +210,9 @@ async def _collect(
     return left_open
 
 
-async def _kill_group(process: anyio.abc.Process) -> None:
-    """SIGTERM the group, wait up to :data:`KILL_GRACE_S` for it to go, then SIGKILL.
+async def _kill_group(process: anyio.abc.Process, orphans_after_leader: bool = False) -> None:
+    """SIGTERM the group, wait up to :data:`KILL_GRACE_S` for it to go, then SIGKILL
+    (at once after the leader exits when ``orphans_after_leader``).
 
     Must run shielded. The group id equals the leader's pid (new session).
     Zombie members count as gone (see :func:`_group_has_live_member`).
@@ -218,6 +224,8 @@ async def _kill_group(process: anyio.abc.Process) -> None:
     give_up_at = time.monotonic() + KILL_GRACE_S
     with anyio.move_on_after(KILL_GRACE_S):
         await process.wait()
+    if orphans_after_leader:
+        give_up_at = time.monotonic()
     # Polling: no event tells when the last member of a group is gone.
     while time.monotonic() < give_up_at and _group_has_live_member(pgid):  # noqa: ASYNC110
         await anyio.sleep(_GROUP_POLL_S)

@@ -207,6 +207,7 @@ class ToolRunner:
                 timeout_s=timeout_s,
                 max_output_bytes=self.max_output_bytes,
                 pass_fds=confined.pass_fds,
+                orphans_after_leader=sandbox.backend == "bwrap",
             )
         finally:
             release(confined)
