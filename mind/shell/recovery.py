@@ -1,0 +1,152 @@
+"""Closing what a crash or an interrupt left open in a journal.
+
+Synthetic tool results for unanswered calls, the terminal records of
+unterminated turns, and the input ids no turn may take again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from mind.generated import journal as jr
+from mind.history import unstarted_calls
+from mind.shell.journal import Journal
+
+INTERRUPTED_OUTPUT = (
+    "[interrupted by the user: the call was stopped (its process group killed) and was not "
+    "run again]"
+)
+INTERRUPTED_UNAPPROVED_OUTPUT = "[interrupted by the user before it was approved: it never ran]"
+INTERRUPTED_UNSTARTED_OUTPUT = "[interrupted by the user before it started: it never ran]"
+ABORTED_OUTPUT = "[the turn was aborted while this call was pending; it was not run again]"
+ABORTED_UNSTARTED_OUTPUT = "[the turn was aborted before this call started: it never ran]"
+CRASHED_OUTPUT = (
+    "[mind stopped while this call was pending: whether it ran to the end is unknown (it may "
+    "have completed); it was not run again — check its effects before repeating it]"
+)
+CRASHED_UNSTARTED_OUTPUT = "[mind stopped before this call started: it never ran]"
+"""Outputs of synthetic tool results (the model reads them; never a re-run).
+The ``*_UNSTARTED`` / ``UNAPPROVED`` texts are used only when the journal
+proves the call never started (:func:`mind.history.unstarted_calls`)."""
+
+
+def close_open_calls(
+    journal: Journal, turn_id: str, output: str | Callable[[str, bool], str]
+) -> list[jr.ToolResult]:
+    """Give every unanswered tool call of ``turn_id`` a durable synthetic
+    ``interrupted`` result (never re-running it).
+
+    Args:
+        journal: the session's journal (appended to).
+        turn_id: the turn whose calls are closed.
+        output: the result text, or ``output(call_id, started)`` where
+            ``started`` is False only when the journal proves the call never
+            started (no ``tool_started`` record in a turn that records them).
+
+    Returns:
+        The records written, in call order.
+    """
+    unstarted = unstarted_calls(journal.records, turn_id)
+    answered = {r.call_id for r in journal.records if isinstance(r, jr.ToolResult)}
+    written: list[jr.ToolResult] = []
+    for rec in list(journal.records):
+        if isinstance(rec, jr.ModelRound) and rec.turn_id == turn_id:
+            for call in rec.tool_calls:
+                if call.call_id in answered:
+                    continue
+                answered.add(call.call_id)
+                result = journal.append(
+                    jr.ToolResult(
+                        seq=0,
+                        recorded_at_ms=0,
+                        turn_id=turn_id,
+                        call_id=call.call_id,
+                        name=call.name,
+                        status=jr.ToolStatus.interrupted,
+                        output=(
+                            output
+                            if isinstance(output, str)
+                            else output(call.call_id, call.call_id not in unstarted)
+                        ),
+                        synthetic=True,
+                    )
+                )
+                assert isinstance(result, jr.ToolResult)
+                written.append(result)
+    return written
+
+
+def settled_inputs(records: Iterable[jr.JournalRecord]) -> set[str]:
+    """Input ids no turn may take again: acknowledged by a ``turn_completed``,
+    or dropped (``input_dropped``). ``inbox.json`` is filtered by them on open."""
+    settled: set[str] = set()
+    for r in records:
+        if isinstance(r, jr.TurnCompleted):
+            settled.update(r.acknowledged)
+        elif isinstance(r, jr.InputDropped):
+            settled.add(r.message_id)
+    return settled
+
+
+def recover_journal(journal: Journal) -> tuple[int, int, int]:
+    """Close what a crash left open (seed 000 PersistentStore.recoverInterruptedTurn).
+
+    For each turn without a terminal record: first a durable synthetic result
+    for each orphan tool call (:data:`CRASHED_OUTPUT`, or
+    :data:`CRASHED_UNSTARTED_OUTPUT` when the journal proves it never
+    started), then the terminal:
+
+    - ``completed``, acknowledging the turn's journaled inputs, when its last
+      model round was a final answer (text, no tool calls): the answer was
+      already given, so asking the model again would answer twice (seed 000:
+      a final-ready turn is closed by a host-owned receipt, never by calling
+      the provider again);
+    - otherwise ``aborted`` with no acknowledgement: its inputs replay.
+
+    Idempotent.
+
+    Returns:
+        ``(aborted_turns, completed_turns, synthetic_results)``.
+    """
+    started = [r.turn_id for r in journal.records if isinstance(r, jr.TurnStarted)]
+    closed = {r.turn_id for r in journal.records if isinstance(r, jr.TurnCompleted)}
+    aborted = completed = synthetic = 0
+    for turn_id in started:
+        if turn_id in closed:
+            continue
+        synthetic += len(
+            close_open_calls(
+                journal,
+                turn_id,
+                lambda _, started: CRASHED_OUTPUT if started else CRASHED_UNSTARTED_OUTPUT,
+            )
+        )
+        rounds = [
+            r for r in journal.records if isinstance(r, jr.ModelRound) and r.turn_id == turn_id
+        ]
+        final_ready = bool(rounds) and not rounds[-1].tool_calls and bool(rounds[-1].text.strip())
+        inputs = [
+            r.message_id
+            for r in journal.records
+            if isinstance(r, jr.UserMessage) and r.turn_id == turn_id
+        ]
+        usage = jr.Usage(
+            input_tokens=sum(r.usage.input_tokens for r in rounds),
+            output_tokens=sum(r.usage.output_tokens for r in rounds),
+        )
+        journal.append(
+            jr.TurnCompleted(
+                seq=0,
+                recorded_at_ms=0,
+                turn_id=turn_id,
+                status=jr.TurnStatus.completed if final_ready else jr.TurnStatus.aborted,
+                usage=usage,
+                acknowledged=list(dict.fromkeys(inputs)) if final_ready else [],
+            ),
+            sync=True,
+        )
+        if final_ready:
+            completed += 1
+        else:
+            aborted += 1
+    return aborted, completed, synthetic

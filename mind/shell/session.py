@@ -1,0 +1,400 @@
+"""A session: its journal, inbox, mailbox and settings; accepting input
+(``send`` / ``steer`` / ``queue`` / ``drop``) and starting turns."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, final
+
+import msgspec
+
+from mind.conversation import (
+    has_lone_surrogates,
+)
+from mind.effects.policy import (
+    ApprovalPolicy,
+)
+from mind.effects.retry import RetryPolicy
+from mind.errors import (
+    DropRefused,
+    InputRefused,
+    SessionBusyError,
+    StorageError,
+)
+from mind.generated import events as ev
+from mind.generated import journal as jr
+from mind.generated.inbox import InboxEntry, InboxKind
+from mind.machines.mailbox import Mailbox, MailboxMessage, MailboxRefused
+from mind.shell import faults
+from mind.shell.config import ResolvedConfig, known_secrets
+from mind.shell.ids import new_id
+from mind.shell.inbox import Inbox
+from mind.shell.journal import Journal
+from mind.shell.lease import SessionLease
+from mind.shell.mounts import MountHandle
+from mind.shell.providers import Provider, make_provider
+from mind.shell.recovery import settled_inputs
+from mind.shell.redact import url_secrets
+from mind.shell.sandbox.command import session_sandbox
+from mind.shell.tool_env import tool_environment
+from mind.shell.tools import ToolRunner, session_boundary
+from mind.shell.turn_driver import TurnDriver
+from mind.shell.turn_handle import Turn, TurnOutcome, _EventBuffer
+
+if TYPE_CHECKING:
+    from mind.shell.runtime import Runtime
+
+
+InputKind = Literal["prompt", "steer", "queue"]
+"""How an input is meant: a prompt (start a turn when idle), steering for the
+running turn, or text queued for the next turn."""
+
+Disposition = Literal["started", "steering", "next_turn", "pending"]
+"""Where an accepted input went: it started a turn; it steers the running
+turn; it waits for the next turn (queued, or the running turn was already
+sealed); or it runs behind older recovered input (issue 3 §2)."""
+
+
+@final
+class InputReceipt(msgspec.Struct, frozen=True, kw_only=True):
+    """The answer to :meth:`Session.send`: the input is durable.
+
+    Attributes:
+        message_id: the input's id (the caller's, or a fresh one).
+        disposition: where it went (see :data:`Disposition`).
+        duplicate: True when this id was already accepted — an idempotent
+            success that changed nothing (callers reuse ids on retry).
+    """
+
+    message_id: str
+    disposition: Disposition
+    duplicate: bool = False
+
+
+@final
+class Session:
+    """One session: its journal, inbox, settings and at most one running turn.
+
+    Create with :meth:`Runtime.create_session` or :meth:`Runtime.open_session`;
+    the session holds its lease until the runtime closes.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        session_id: str,
+        journal: Journal,
+        inbox: Inbox,
+        lease: SessionLease,
+        cwd: Path,
+        config: ResolvedConfig,
+        *,
+        interactive: bool,
+        provider: Provider | None = None,
+        mount: MountHandle | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.mount = mount if mount is not None else runtime.mounts.claim(session_id)
+        self.session_id = session_id
+        self.journal = journal
+        self.inbox = inbox
+        self.lease = lease
+        self.cwd = cwd
+        self.config = config
+        self.interactive = interactive
+        self.provider: Provider = provider or make_provider(config.provider)
+        boundary = session_boundary(
+            cwd,
+            os.environ,
+            mode=config.sandbox,
+            add_dirs=config.add_dirs,
+            state_roots=(runtime.store.root,),
+            network=config.sandbox_network,
+        )
+        # One boundary for both: the file tools judge paths by it, the sandbox confines by it.
+        self.sandbox = session_sandbox(boundary, environ=os.environ)
+        self.tools = ToolRunner(
+            cwd,
+            env=tool_environment(os.environ, config.shell_environment),
+            sandbox=self.sandbox,
+        )
+        self.secrets = (
+            config.provider.api_key,
+            *url_secrets(config.provider.base_url),
+            *known_secrets(os.environ),
+        )
+        """What :func:`~mind.shell.redact.redact` masks in this session's
+        messages and tool results: the API key, the base URL's secrets and
+        every provider key in mind's environment."""
+        self.always_allowed: set[str] = set()
+        self.retry_policy = RetryPolicy(
+            max_retries=config.max_retries, max_retry_s=config.max_retry_s
+        )
+        self.current: Turn | None = None
+        self.mailbox = Mailbox()
+        self._acknowledged: set[str] = settled_inputs(journal.records)
+        """Ids no turn may take again: acknowledged by a terminal record, or dropped."""
+        self.mailbox.restore(
+            [(e.message_id, e.text, e.kind.value) for e in inbox.entries],
+            acknowledged=self._acknowledged,
+        )
+        self.recovery: ev.SessionRecoveredEvent | None = None
+        """What opening the session repaired (None for a new session)."""
+        self._events = _EventBuffer()
+        self._consuming = False
+        self._dispositions: dict[str, Disposition] = {}
+
+    @property
+    def approval(self) -> ApprovalPolicy:
+        """The session's approval policy."""
+        return self.config.approval
+
+    @property
+    def busy(self) -> bool:
+        """True while a turn is running."""
+        return self.current is not None and not self.current.done
+
+    @property
+    def waiting(self) -> list[MailboxMessage]:
+        """Accepted input not yet claimed by a turn, in order (shown under the prompt)."""
+        return self.mailbox.waiting()
+
+    def waiting_event(self) -> ev.InputWaitingEvent:
+        """The ``input.waiting`` event for the input that waits now (may list none).
+
+        ``first_line`` is the first non-empty line of each text, at most 120
+        characters; ``accepted_at_ms`` comes from ``inbox.json``.
+        """
+        accepted = {e.message_id: e.accepted_at_ms for e in self.inbox.entries}
+        return ev.InputWaitingEvent(
+            session_id=self.session_id,
+            messages=[
+                ev.WaitingInput(
+                    message_id=m.message_id,
+                    kind=ev.WaitingKind(m.kind),
+                    accepted_at_ms=accepted.get(m.message_id, 0),
+                    first_line=first_line(m.text),
+                )
+                for m in self.mailbox.waiting()
+            ],
+            drop_command=f"mind inbox {self.session_id} --drop ID",
+        )
+
+    def drop(self, message_id: str) -> MailboxMessage:
+        """Take back one waiting input for good (issue 7 item 11).
+
+        The mailbox charts decide what can be dropped: a message waiting for
+        a turn (``queued`` steering, ``next_turn``, or ``returned`` by a turn
+        that failed or was aborted) — never one the running turn has claimed.
+        The drop is durable before this returns: an ``input_dropped`` journal
+        record (fsync) — so recovery filters the id like an acknowledgement
+        and the model never sees the earlier ``user_message`` records of a
+        failed turn — then ``inbox.json`` rewritten without it (fsync).
+
+        Args:
+            message_id: the message id, or a prefix matching exactly one
+                message held (waiting or claimed).
+
+        Returns:
+            The dropped message (its text, e.g. for the REPL's editor).
+
+        Raises:
+            DropRefused: no such message, an ambiguous prefix, or claimed by
+                the running turn; nothing was written.
+            StorageError: a write failed (path, errno); the message still waits (and
+                replays, unless the journal record made it).
+        """
+        held = [m for m in self.mailbox.messages() if m.state != "acknowledged"]
+        matches = [m for m in held if m.message_id == message_id] or [
+            m for m in held if message_id and m.message_id.startswith(message_id)
+        ]
+        if not matches:
+            raise DropRefused(self.session_id, message_id, f"no waiting message {message_id!r}")
+        if len(matches) > 1:
+            names = ", ".join(m.message_id for m in matches[:5])
+            raise DropRefused(
+                self.session_id, message_id, f"{message_id!r} matches several: {names}"
+            )
+        mid = matches[0].message_id
+        try:
+            self.mailbox.check_drop(mid)
+        except MailboxRefused as exc:
+            detail = str(exc).removeprefix("mailbox: 'drop' ")
+            raise DropRefused(self.session_id, message_id, detail) from exc
+        self.journal.append(jr.InputDropped(seq=0, recorded_at_ms=0, message_id=mid), sync=True)
+        self._acknowledged.add(mid)
+        self.inbox.remove([mid])
+        return self.mailbox.drop(mid)
+
+    def park(self) -> None:
+        """Another session is shown; this one stays hosted and its turn keeps running."""
+        if self.mount.state == "attached":
+            self.mount.park()
+
+    def attach(self) -> None:
+        """This session is shown again."""
+        if self.mount.state == "parked":
+            self.mount.attach()
+
+    def started_event(self) -> ev.SessionStartedEvent:
+        """The ``session.started`` event for this session."""
+        return ev.SessionStartedEvent(session_id=self.session_id)
+
+    # ---- input ---------------------------------------------------------------
+
+    def send(
+        self, text: str, *, kind: InputKind = "prompt", message_id: str | None = None
+    ) -> InputReceipt:
+        """Accept one input: durable in ``inbox.json`` first, then routed.
+
+        Idle session: the input starts a turn (``started``), or — when older
+        recovered input waits — a turn that takes the older input first
+        (``pending``; it never jumps ahead). Running turn: ``steer`` input
+        steers it while its mailbox is open (``steering``); anything else, or
+        steering after the seal, waits for the next turn (``next_turn``).
+
+        Args:
+            text: the text, kept verbatim.
+            kind: ``prompt`` | ``steer`` | ``queue``.
+            message_id: caller-chosen id; sending the same id again is an
+                idempotent success (``duplicate=True``).
+
+        Raises:
+            InputRefused: empty text, text with lone surrogates (``not_text``),
+                a mailbox limit (20 steering messages), the 8 MiB inbox cap,
+                or ``storage``: the inbox write failed (disk full, quota, I/O
+                error; the StorageError is the ``__cause__``) or the journal
+                failed earlier (reopen the session). Nothing was accepted;
+                keep the text.
+        """
+        mid = message_id or new_id("msg")
+        known = self._dispositions.get(mid)
+        if known is not None or mid in self._acknowledged:
+            return InputReceipt(message_id=mid, disposition=known or "started", duplicate=True)
+        if not text.strip():
+            raise InputRefused("empty", "the input is empty", message_id=mid)
+        if has_lone_surrogates(text):
+            raise InputRefused(
+                "not_text",
+                "the input holds lone surrogates (undecodable bytes); replace them first, "
+                "e.g. with mind.conversation.replace_lone_surrogates",
+                message_id=mid,
+            )
+        if self.journal.broken is not None:
+            raise InputRefused(
+                "storage",
+                f"the session's journal could not be written ({self.journal.broken}); "
+                f"free space, then reopen session {self.session_id} "
+                "(Runtime.open_session: nothing accepted is lost)",
+                message_id=mid,
+            )
+        self.mailbox.admit(mid, text, kind=kind)
+        try:
+            self.inbox.add(
+                InboxEntry(
+                    message_id=mid,
+                    text=text,
+                    kind=InboxKind(kind),
+                    accepted_at_ms=time.time_ns() // 1_000_000,
+                    recovered=False,
+                )
+            )
+        except StorageError as exc:
+            why = exc.errno_name or "I/O error"
+            raise InputRefused(
+                "storage",
+                f"could not save the input to {exc.path} ({why}); free space and send it again",
+                message_id=mid,
+            ) from exc
+        faults.boundary("after_inbox_write")
+        routed = self.mailbox.enqueue(mid, text, kind=kind)
+        disposition: Disposition
+        if self.busy:
+            disposition = routed
+        else:
+            older = len(self.mailbox.waiting()) > 1
+            self._start_turn()
+            disposition = "pending" if older else "started"
+        self._dispositions[mid] = disposition
+        self._events.put(
+            ev.InputAcceptedEvent(message_id=mid, disposition=ev.Disposition(disposition))
+        )
+        return InputReceipt(message_id=mid, disposition=disposition)
+
+    def steer(self, text: str, *, message_id: str | None = None) -> InputReceipt:
+        """:meth:`send` with ``kind="steer"``: reach the running turn if it still listens."""
+        return self.send(text, kind="steer", message_id=message_id)
+
+    def queue(self, text: str, *, message_id: str | None = None) -> InputReceipt:
+        """:meth:`send` with ``kind="queue"``: wait for the next turn."""
+        return self.send(text, kind="queue", message_id=message_id)
+
+    def submit(self, text: str, *, message_id: str | None = None) -> Turn:
+        """Start a turn for ``text`` and return its handle at once.
+
+        Raises:
+            SessionBusyError: a turn of this session is still running (use
+                :meth:`steer` or :meth:`queue`).
+            InputRefused: as :meth:`send`.
+        """
+        if self.busy:
+            raise SessionBusyError(self.session_id, "a turn is already running")
+        self.send(text, kind="prompt", message_id=message_id)
+        assert self.current is not None
+        return self.current
+
+    def resume_pending(self) -> Turn | None:
+        """Start a turn with the input that waits (recovered after a crash,
+        or returned by a failed turn), if any and if idle."""
+        if self.busy or not self.mailbox.waiting():
+            return None
+        return self._start_turn()
+
+    async def run(self, text: str) -> TurnOutcome:
+        """Submit ``text`` and wait for the end of the turn, dropping events."""
+        turn = self.submit(text)
+        async for _ in turn:
+            pass
+        return turn.outcome
+
+    async def events(self) -> AsyncIterator[ev.Event]:
+        """Every event of this session (all turns, accepted inputs), in order,
+        until the session is idle: no turn running and none about to start.
+
+        Raises:
+            RuntimeError: another ``events()`` iteration of this session is
+                still running (one consumer at a time; a second would silently
+                steal events).
+        """
+        if self._consuming:
+            raise RuntimeError(f"session {self.session_id}: events() already has a consumer")
+        self._consuming = True
+        try:
+            while True:
+                if not self.busy and not self._events._items:
+                    return
+                event = await self._events.get()
+                if event is None:
+                    return
+                yield event
+        finally:
+            self._consuming = False
+
+    # ---- the turn ------------------------------------------------------------
+
+    def _start_turn(self) -> Turn:
+        # Claiming happens here, synchronously, so input sent right after
+        # this call already sees an open mailbox.
+        turn = Turn(self, new_id("turn"), self.mailbox.open_turn())
+        self.current = turn
+        self.runtime._spawn(TurnDriver(self).run, turn)
+        return turn
+
+
+def first_line(text: str, limit: int = 120) -> str:
+    """The first non-empty line of ``text``, stripped, cut to ``limit`` characters (with …)."""
+    line = next((x.strip() for x in text.splitlines() if x.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -1,0 +1,441 @@
+"""The turn loop: model rounds, tool calls, retries, drain-or-seal, and the
+one terminal record of a turn."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING, Any, final
+
+import anyio
+
+from mind.conversation import (
+    ModelRequest,
+    ReasoningDelta,
+    StreamDone,
+    TextDelta,
+    ToolCall,
+)
+from mind.conversation import Usage as RoundUsage
+from mind.effects.tools import tool_specs
+from mind.errors import (
+    CANONICAL_MESSAGES,
+    JournalRecordTooLarge,
+    ProviderError,
+    ScriptError,
+    StorageError,
+)
+from mind.generated import events as ev
+from mind.generated import journal as jr
+from mind.history import build_messages
+from mind.machines.mailbox import MailboxMessage
+from mind.machines.turn import TurnMachine, acknowledges, within_output_cap
+from mind.shell import faults
+from mind.shell.recovery import (
+    ABORTED_OUTPUT,
+    ABORTED_UNSTARTED_OUTPUT,
+    INTERRUPTED_OUTPUT,
+    INTERRUPTED_UNAPPROVED_OUTPUT,
+    INTERRUPTED_UNSTARTED_OUTPUT,
+    close_open_calls,
+)
+from mind.shell.redact import redact, redact_round
+from mind.shell.tool_calls import ToolCalls
+from mind.shell.turn_handle import Turn, TurnOutcome
+
+if TYPE_CHECKING:
+    from mind.shell.session import Session
+
+log = logging.getLogger("mind.runtime")
+
+SYSTEM_PROMPT = """\
+You are mind, a coding agent working in a terminal on the user's machine.
+The working directory is {cwd}. Use the tools to inspect and change files and to run
+commands; prefer apply_patch for edits to existing files. Keep answers short and concrete,
+and say what you changed. Never claim to have run something you did not run."""
+
+DEFAULT_MAX_ROUNDS = 200
+"""Model rounds per turn before the turn fails (guards a tool loop that never ends)."""
+
+
+@final
+class TurnDriver:
+    """Drives one turn of a session from its start to its one terminal record."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.calls = ToolCalls(session)
+
+    async def run(self, turn: Turn) -> None:
+        machine = TurnMachine(max_retries=self.session.retry_policy.max_retries)
+        failure: ev.Failure | None = None
+        try:
+            self._begin(turn)
+            machine.start()
+            with turn._scope:
+                failure = await self._loop(turn, machine)
+        except anyio.get_cancelled_exc_class():
+            # Cancelled from outside (the runtime is closing): the turn ends
+            # aborted — its input is not acknowledged and replays later.
+            if not machine.is_terminal:  # synchronous: nothing here can be cancelled
+                # A broken journal: recovery closes the calls when the session reopens.
+                with contextlib.suppress(StorageError):
+                    self._close_open_calls(turn, ABORTED_OUTPUT, ABORTED_UNSTARTED_OUTPUT)
+                machine.abort()
+            self._end(turn, machine, None)
+            raise
+        except StorageError as exc:  # a journal write failed: disk full, quota, I/O error
+            if not machine.is_terminal:
+                machine.fail()
+            turn._storage_error = exc
+            failure = storage_failure(exc, self.session.session_id)
+        except ScriptError as exc:  # the offline script cannot answer
+            if not machine.is_terminal:
+                machine.fail()
+            failure = ev.Failure(kind=ev.FailureKind.internal, message=f"scripted provider: {exc}")
+        except Exception as exc:  # a bug or an I/O failure: the turn still gets its terminal
+            if not machine.is_terminal:
+                machine.fail()
+            # The text of an unexpected exception may carry a URL or a key.
+            text = redact(f"internal error: {exc}", self.session.secrets)
+            failure = ev.Failure(kind=ev.FailureKind.internal, message=text)
+        if not machine.is_terminal:  # only an interrupt leaves the loop without a terminal
+            self._close_open_calls(turn, INTERRUPTED_OUTPUT, INTERRUPTED_UNSTARTED_OUTPUT)
+            machine.interrupt()
+        self._end(turn, machine, failure)
+
+    def _journal_inputs(self, turn: Turn, messages: list[MailboxMessage], *, sync: bool) -> None:
+        for i, msg in enumerate(messages):
+            self.session.journal.append(
+                jr.UserMessage(
+                    seq=0,
+                    recorded_at_ms=0,
+                    turn_id=turn.turn_id,
+                    message_id=msg.message_id,
+                    text=msg.text,
+                    kind=jr.Kind(msg.kind if msg.kind in ("prompt", "steer", "queue") else "queue"),
+                ),
+                sync=sync and i == len(messages) - 1,
+            )
+
+    def _begin(self, turn: Turn) -> None:
+        """Make the turn's start and its inputs durable (fsync) before any model request."""
+        self.session.journal.append(
+            jr.TurnStarted(
+                seq=0,
+                recorded_at_ms=0,
+                turn_id=turn.turn_id,
+                provider=self.session.provider.name,
+                model=self.session.config.provider.model,
+                approval=jr.Approval(self.session.approval),
+                tool_starts=True,
+            ),
+            sync=not turn.inputs,
+        )
+        self._journal_inputs(turn, turn.inputs, sync=True)
+        faults.boundary("after_turn_started")
+        self.session.runtime.store.index.note(
+            self.session.session_id,
+            title=turn.inputs[0].text if turn.inputs else None,
+            status="running",
+        )
+        turn._emit(ev.TurnStartedEvent(turn_id=turn.turn_id))
+
+    def _end(
+        self,
+        turn: Turn,
+        machine: TurnMachine,
+        failure: ev.Failure | None,
+    ) -> None:
+        """Write the one terminal record (fsync), then clean the inbox, then
+        publish ``turn.completed`` and start the next turn if input waits.
+
+        Acknowledged (consumed for good): the inputs of a completed or
+        interrupted turn, and of one that failed for a reason a replay would
+        meet again. Not acknowledged (replayed on the next start): aborted
+        turns, transient failures and an answer cut at the output cap — the
+        rule is :func:`mind.machines.turn.acknowledges`.
+        """
+        usage = turn._usage
+        assert machine.status is not None
+        status = ev.TurnStatus(machine.status)
+        acknowledge = acknowledges(status.value, failure.kind.value if failure else None)
+        faults.boundary("before_terminal")
+        # The ids the record will acknowledge, in order; the mailbox settles
+        # only once the record is durable (a failed write acknowledges nothing).
+        acknowledged = [m.message_id for m in self.session.mailbox.claimed()] if acknowledge else []
+        extra: dict[str, Any] = {}
+        if failure is not None:
+            extra["failure"] = jr.Failure(
+                kind=jr.FailureKind(failure.kind.value), message=failure.message
+            )
+        try:
+            self.session.journal.append(
+                jr.TurnCompleted(
+                    seq=0,
+                    recorded_at_ms=0,
+                    turn_id=turn.turn_id,
+                    status=jr.TurnStatus(status.value),
+                    usage=jr.Usage(
+                        input_tokens=usage.input_tokens, output_tokens=usage.output_tokens
+                    ),
+                    acknowledged=acknowledged,
+                    **extra,
+                ),
+                sync=True,
+            )
+        except StorageError as exc:
+            # No durable terminal: the turn stays open on disk and recovery
+            # closes it when the session is reopened (issue #8 item 6).
+            turn._storage_error = turn._storage_error or exc
+            status, acknowledged = ev.TurnStatus.failed, []
+            failure = failure if failure and failure.kind.value == "storage" else None
+            failure = failure or storage_failure(exc, self.session.session_id)
+        self.session.mailbox.end_turn(acknowledge=bool(acknowledged))
+        faults.boundary("after_terminal")
+        self.session.runtime.store.index.note(self.session.session_id, status=status.value)
+        self.session._acknowledged.update(acknowledged)
+        try:
+            self.session.inbox.remove(acknowledged)
+        except StorageError as exc:
+            # The terminal record is durable, so the inputs are consumed; the
+            # stale entries are filtered out when the session is next opened.
+            log.warning("%s", exc)
+        self.session.mailbox.forget(acknowledged)
+        done = ev.TurnCompletedEvent(
+            turn_id=turn.turn_id,
+            status=status,
+            usage=ev.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens),
+            **({"failure": failure} if failure is not None else {}),
+        )
+        turn._finish(
+            TurnOutcome(event=done, final_text=turn._final_text, error=turn._storage_error)
+        )
+        runs_on = status == ev.TurnStatus.completed or (
+            status == ev.TurnStatus.interrupted and turn._send_pending
+        )
+        if runs_on and self.session.mailbox.waiting() and not self.session.runtime.closing:
+            self.session._start_turn()
+        elif self.session.mailbox.waiting():
+            # Input stays waiting after this turn: say so, with how to drop
+            # it, or it goes silently into the next turn (issue 7 item 11).
+            self.session._events.put(self.session.waiting_event())
+
+    async def _loop(self, turn: Turn, machine: TurnMachine) -> ev.Failure | None:
+        """Model rounds and tool calls until the turn is sealed or fails.
+
+        Returns the failure of a failed turn (None when sealed ``completed``).
+        Raises the cancellation of ``turn._scope`` on interrupt.
+        """
+        rounds = 0
+        first_failure_at: float | None = None  # monotonic s: the retry time starts here
+        output_used = 0  # bytes of model output in this turn's journaled rounds
+        while True:
+            rounds += 1
+            if rounds > DEFAULT_MAX_ROUNDS:
+                machine.fail()
+                return ev.Failure(
+                    kind=ev.FailureKind.internal,
+                    message=f"the turn exceeded {DEFAULT_MAX_ROUNDS} model rounds",
+                )
+            if rounds > 1:
+                # A model-request boundary after the tool results: steering
+                # sent meanwhile reaches the model now, never between a call
+                # and its result.
+                self._journal_inputs(turn, self.session.mailbox.drain(), sync=False)
+            request = ModelRequest(
+                model=self.session.config.provider.model,
+                system=SYSTEM_PROMPT.format(cwd=self.session.cwd),
+                messages=build_messages(self.session.journal.records),
+                tools=tool_specs(),
+                # The turn's cap, less what earlier rounds streamed (issue #8 item 5).
+                max_output_bytes=max(0, self.session.config.max_output_bytes - output_used),
+            )
+            done: StreamDone | None = None
+            partial: list[str] = []
+            try:
+                opened = False
+                turn.model_quiet_since = time.monotonic()
+                async for item in self.session.provider.stream(request):
+                    turn.model_quiet_since = time.monotonic()
+                    if not opened:
+                        opened = True
+                        machine.stream_opened()
+                    if isinstance(item, TextDelta):
+                        partial.append(item.text)
+                        turn._emit(ev.MessageDeltaEvent(turn_id=turn.turn_id, text=item.text))
+                    elif isinstance(item, ReasoningDelta):
+                        turn._emit(ev.ReasoningDeltaEvent(turn_id=turn.turn_id, text=item.text))
+                    elif isinstance(item, StreamDone):
+                        # Every string of the round, masked once: what is
+                        # journaled, shown and answered (the call ids too).
+                        done = redact_round(item, self.session.secrets)
+                if done is None:
+                    raise ProviderError("stream_cut", detail="stream ended without a final event")
+            except ProviderError as exc:
+                turn.model_quiet_since = None
+                failure = ev.Failure(kind=ev.FailureKind(exc.kind), message=exc.message)
+                turn.failure_detail = exc.detail[:500]
+                now = time.monotonic()
+                first_failure_at = now if first_failure_at is None else first_failure_at
+                delay_s = self.session.retry_policy.delay_s(
+                    machine.retries_used + 1, exc.retry_after_s
+                )
+                in_time = self.session.retry_policy.within_time(now - first_failure_at, delay_s)
+                if machine.round_failed(transient=exc.transient, in_time=in_time):
+                    turn._emit(
+                        ev.TurnRetryingEvent(
+                            turn_id=turn.turn_id,
+                            attempt=machine.retries_used,
+                            delay_s=delay_s,
+                            failure=failure,
+                        )
+                    )
+                    await anyio.sleep(delay_s)
+                    machine.retry_due()
+                    continue
+                return failure
+            except anyio.get_cancelled_exc_class():
+                turn.model_quiet_since = None
+                if partial:  # keep what the person already saw
+                    self._journal_round(
+                        turn.turn_id,
+                        rounds - 1,
+                        "".join(partial),
+                        "",
+                        [],
+                        "other",
+                        RoundUsage(),
+                        [],
+                    )
+                raise
+            finally:
+                turn.model_quiet_since = None  # also on any other error (the turn fails)
+            turn._usage = turn._usage + done.usage
+            output_used += output_bytes(done)
+            if not within_output_cap(output_used, self.session.config.max_output_bytes):
+                # A provider that does not stop at the cap itself (the
+                # scripted one): the round is not kept and its calls never run.
+                machine.round_failed(transient=False)
+                return ev.Failure(
+                    kind=ev.FailureKind.output_limit, message=CANONICAL_MESSAGES["output_limit"]
+                )
+            try:
+                self._journal_round(
+                    turn.turn_id,
+                    rounds - 1,
+                    done.text,
+                    done.reasoning,
+                    done.tool_calls,
+                    done.finish,
+                    done.usage,
+                    done.provider_items,
+                )
+            except JournalRecordTooLarge as exc:
+                # An answer too large to keep is not an answer: the round
+                # fails like one past the output cap, and the input waits.
+                machine.round_failed(transient=False)
+                turn.failure_detail = exc.detail
+                return ev.Failure(kind=ev.FailureKind.output_limit, message=exc.failure_message())
+            if done.text:
+                turn._final_text = done.text
+                turn._emit(ev.MessageCompletedEvent(turn_id=turn.turn_id, text=done.text))
+            faults.boundary("after_model_round")
+            if not done.tool_calls:
+                machine.round_final()
+                # Drain-or-seal is one step with no await inside: either the
+                # steering that arrived is claimed (another round answers it)
+                # or the mailbox is sealed and later input waits for the next
+                # turn (seed 000 ActiveTurnMailbox.drainOrSeal).
+                steering = self.session.mailbox.drain_or_seal()
+                if steering:
+                    self._journal_inputs(turn, steering, sync=False)
+                    machine.steering_claimed()
+                    continue
+                machine.seal()
+                return None
+            machine.round_tools()
+            for call in done.tool_calls:
+                await self.calls.run(turn, machine, call)
+            machine.tools_done()
+
+    def _journal_round(
+        self,
+        turn_id: str,
+        index: int,
+        text: str,
+        reasoning: str,
+        calls: list[ToolCall],
+        finish: str,
+        usage: RoundUsage,
+        provider_items: list[dict[str, Any]],
+    ) -> None:
+        self.session.journal.append(
+            jr.ModelRound(
+                seq=0,
+                recorded_at_ms=0,
+                turn_id=turn_id,
+                round=index,
+                text=text,
+                reasoning=reasoning,
+                tool_calls=[
+                    jr.RecordedToolCall(
+                        call_id=c.call_id,
+                        name=c.name,
+                        arguments=c.arguments,
+                        provider_fields=dict(c.provider_fields),
+                    )
+                    for c in calls
+                ],
+                finish=jr.Finish(finish),
+                usage=jr.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens),
+                provider=self.session.provider.name,
+                provider_items=list(provider_items),
+            )
+        )
+
+    def _close_open_calls(self, turn: Turn, output: str, unstarted: str) -> None:
+        """Synthetic results for the calls the turn leaves unanswered, each
+        also published as a ``tool.result`` event.
+
+        Args:
+            output: the text for a call that may have run (a start is recorded).
+            unstarted: the text for a call that provably never ran; a call
+                still waiting for its approval gets
+                :data:`INTERRUPTED_UNAPPROVED_OUTPUT` instead.
+        """
+        asked = {c for c in turn._decision_events if c not in turn._decisions}
+
+        def text(call_id: str, started: bool) -> str:
+            if started:
+                return output
+            return INTERRUPTED_UNAPPROVED_OUTPUT if call_id in asked else unstarted
+
+        for result in close_open_calls(self.session.journal, turn.turn_id, text):
+            turn._emit(
+                ev.ToolResultEvent(
+                    turn_id=turn.turn_id,
+                    call_id=result.call_id,
+                    status=ev.ToolStatus.interrupted,
+                    output=result.output,
+                )
+            )
+
+
+def storage_failure(exc: StorageError, session_id: str) -> ev.Failure:
+    """The ``storage`` failure of a turn whose journal write failed: one line
+    naming the file and the errno, and how to go on."""
+    why = exc.errno_name or "I/O error"
+    return ev.Failure(
+        kind=ev.FailureKind.storage,
+        message=f"could not write {exc.path} ({why}); the input is kept: free space, "
+        f"then resume session {session_id}",
+    )
+
+
+def output_bytes(done: StreamDone) -> int:
+    """UTF-8 bytes of a round's model output: answer text, reasoning and tool
+    arguments (what ``max_output_mib`` caps per turn)."""
+    parts = [done.text, done.reasoning, *(c.arguments for c in done.tool_calls)]
+    return sum(len(p.encode("utf-8", "replace")) for p in parts)

@@ -1,0 +1,190 @@
+"""The handle of one running turn (``Turn``: events, approvals, interrupt)
+and how it ended (``TurnOutcome``)."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Literal, final
+
+import anyio
+import msgspec
+
+from mind.conversation import Usage as RoundUsage
+from mind.errors import (
+    StorageError,
+)
+from mind.generated import events as ev
+from mind.machines.mailbox import MailboxMessage
+
+if TYPE_CHECKING:
+    from mind.shell.session import Session
+
+
+Decision = Literal["yes", "no", "always"]
+"""An answer to an approval request: run once, refuse, or run and stop asking
+for this tool for the rest of the session."""
+
+
+class _EventBuffer:
+    """An unbounded single-consumer event queue: the producer never waits."""
+
+    def __init__(self) -> None:
+        self._items: deque[ev.Event] = deque()
+        self._wakeup = anyio.Event()
+        self.closed = False
+
+    def put(self, event: ev.Event) -> None:
+        self._items.append(event)
+        self._wakeup.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self._wakeup.set()
+
+    async def get(self) -> ev.Event | None:
+        """The next event, or None once closed and drained."""
+        while not self._items:
+            if self.closed:
+                return None
+            await self._wakeup.wait()
+            self._wakeup = anyio.Event()
+        return self._items.popleft()
+
+
+@final
+class TurnOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """How a turn ended: the terminal event plus the final answer text.
+
+    Attributes:
+        event: the ``turn.completed`` event (status, usage, failure).
+        final_text: the last answer text ("" if none).
+        error: for a turn that failed because mind's own state could not be
+            written (failure kind ``storage``: disk full, quota, I/O error),
+            the typed error with ``path`` and ``errno``; else None. The
+            turn's inputs are then not acknowledged: reopen the session once
+            space is freed and they replay (issue #8 item 6).
+    """
+
+    event: ev.TurnCompletedEvent
+    final_text: str
+    error: StorageError | None = None
+
+    @property
+    def status(self) -> str:
+        """``completed`` | ``interrupted`` | ``failed`` | ``aborted``."""
+        return str(self.event.status)
+
+
+@final
+class Turn:
+    """A running turn: async-iterate its events; decide approvals; interrupt.
+
+    Iteration yields :data:`mind.generated.events.Event` structs in order and
+    ends after the ``turn.completed`` event. Created by :meth:`Session.submit`.
+    """
+
+    def __init__(self, session: Session, turn_id: str, inputs: list[MailboxMessage]) -> None:
+        self.session = session
+        self.turn_id = turn_id
+        self.inputs = inputs
+        """The inputs the turn claimed when it opened, in order."""
+        self._events = _EventBuffer()
+        self._scope = anyio.CancelScope()
+        self._interrupt_requested = False
+        self._send_pending = True
+        self._decisions: dict[str, Decision] = {}
+        self._decision_events: dict[str, anyio.Event] = {}
+        self._done = anyio.Event()
+        self._outcome: TurnOutcome | None = None
+        # Progress kept on the handle so an interrupted turn still reports it.
+        self.failure_detail = ""
+        """The provider's own words for a failure (redacted, for stderr and
+        logs only: never journaled, never in events)."""
+        self._usage = RoundUsage()
+        self._final_text = ""
+        self._storage_error: StorageError | None = None
+        self.model_quiet_since: float | None = None
+        """While a model request is open: the monotonic time (seconds) of the
+        last sign of life from the model (the request sent, or the last stream
+        item); ``None`` otherwise. ``exec`` reports long waits from it."""
+
+    # ---- consumer side -----------------------------------------------------
+
+    def __aiter__(self) -> AsyncIterator[ev.Event]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[ev.Event]:
+        while (event := await self._events.get()) is not None:
+            yield event
+
+    def decide(self, call_id: str, decision: Decision) -> None:
+        """Answer the approval request of ``call_id``. The first decision wins.
+
+        Raises:
+            ValueError: ``decision`` is not ``yes`` | ``no`` | ``always``, or
+                ``call_id`` has no approval request in this turn (misuse; an
+                approval never fails open).
+        """
+        if decision not in ("yes", "no", "always"):
+            raise ValueError(f"decision must be 'yes', 'no' or 'always', not {decision!r}")
+        if call_id not in self._decision_events and call_id not in self._decisions:
+            raise ValueError(f"turn {self.turn_id} has no approval request for {call_id!r}")
+        if call_id in self._decisions:
+            return
+        self._decisions[call_id] = decision
+        waiter = self._decision_events.get(call_id)
+        if waiter is not None:
+            waiter.set()
+
+    def interrupt(self, *, send_pending: bool = True) -> None:
+        """Stop the turn as soon as possible; it ends with status ``interrupted``.
+
+        A running tool's process group is killed; a streaming model response is
+        dropped (partial text is journaled). Idempotent.
+
+        Args:
+            send_pending: start the next turn at once with the input still
+                waiting (steering not yet delivered, queued text) — the REPL's
+                Esc (DESIGN §7). False leaves it waiting, durable, for the next
+                prompt.
+        """
+        self._interrupt_requested = True
+        self._send_pending = self._send_pending and send_pending
+        self._scope.cancel()
+
+    @property
+    def done(self) -> bool:
+        """True once the terminal record is durable."""
+        return self._done.is_set()
+
+    async def wait(self) -> TurnOutcome:
+        """Wait for the end of the turn (without consuming events)."""
+        await self._done.wait()
+        assert self._outcome is not None
+        return self._outcome
+
+    @property
+    def outcome(self) -> TurnOutcome:
+        """The outcome; raises RuntimeError before the turn has ended."""
+        if self._outcome is None:
+            raise RuntimeError(f"turn {self.turn_id} has not ended")
+        return self._outcome
+
+    # ---- producer side -----------------------------------------------------
+
+    def _emit(self, event: ev.Event) -> None:
+        self._events.put(event)
+        self.session._events.put(event)
+
+    async def _await_decision(self, call_id: str) -> Decision:
+        if call_id not in self._decisions:
+            waiter = self._decision_events.setdefault(call_id, anyio.Event())
+            await waiter.wait()
+        return self._decisions[call_id]
+
+    def _finish(self, outcome: TurnOutcome) -> None:
+        self._outcome = outcome
+        self._emit(outcome.event)
+        self._events.close()
+        self._done.set()
