@@ -1,6 +1,6 @@
 """mind's compiler: specs in, committed typed Python (and diagrams) out.
 
-Run as ``python -m codegen`` (``make codegen``). Inputs and outputs (DESIGN §2, §3):
+Run as ``python -m codegen`` (``make codegen``). Inputs and outputs (docs/ARCHITECTURE.md):
 
 - ``specs/statecharts/<chart>.yaml`` (python-statemachine 3.2 YAML vocabulary)
   -> ``mind/generated/<chart>_chart.py`` (a typed ``StateChart`` subclass) and
@@ -12,5 +12,5 @@ Run as ``python -m codegen`` (``make codegen``). Inputs and outputs (DESIGN §2,
 Every output is a pure function of the specs, the pinned tool versions and this
 package, so running twice changes nothing and ``--check`` can diff a fresh
 build against the committed files. This package never imports ``mind``
-(STYLE "Conventions for mind" 1).
+(docs/ARCHITECTURE.md).
 """

@@ -6,7 +6,7 @@
   more) are removed.
 - ``--check`` (``make codegen-check``): build everything into a temp dir and
   diff it against the committed files; on drift print the differing files and
-  exit 1 (STYLE "Conventions for mind" 2).
+  exit 1 (docs/ARCHITECTURE.md).
 - ``--diagrams`` (``make diagrams``): regenerate as above, then also draw
   ``docs/diagrams/<chart>.svg`` when Graphviz ``dot`` is installed.
 

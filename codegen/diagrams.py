@@ -3,9 +3,9 @@
 Mermaid comes from python-statemachine's own formatter
 (``statemachine.contrib.diagram.formatter``), rendered from the *generated*
 class, so the picture shows exactly what runs; it is deterministic and
-committed. The library's DOT output is not deterministic (``id()`` node names,
-LIBRARY-NOTES) and needs pydot, so SVG is drawn from a small DOT text built
-here and piped to the Graphviz ``dot`` binary; SVGs are for review and are not
+committed. The library's DOT output is not deterministic (``id()`` node
+names) and needs pydot, so SVG is drawn from a small DOT text built here
+and piped to the Graphviz ``dot`` binary; SVGs are for review and are not
 checked for drift.
 
 The class is imported from the generated *file* (not as ``mind.generated``),

@@ -1,7 +1,7 @@
 """JSON Schema -> frozen msgspec Structs via datamodel-code-generator 0.89.
 
 The generator runs as a subprocess of the current interpreter with the flags
-verified in LIBRARY-NOTES ("datamodel-code-generator -> msgspec") plus:
+verified when the generator was chosen, plus:
 
 - ``--custom-template-dir codegen/templates``: our ``msgspec.jinja2`` declares
   every Struct ``frozen=True`` (no flag does that);

@@ -4,7 +4,7 @@ A chart is read in python-statemachine 3.2's own YAML vocabulary, validated
 against the JSON Schema bundled with the library
 (``statemachine/io/schemas/statechart.schema.json``), turned into a small
 intermediate tree (:class:`ChartSpec`) and emitted as Python source
-(DESIGN §3). The emitted class:
+(docs/ARCHITECTURE.md). The emitted class:
 
 - is ``class <Name>Chart(StateChart[<Name>Model])`` where ``<Name>Model`` is a
   ``Protocol`` naming every guard (``cond``/``unless``) and action of the chart,

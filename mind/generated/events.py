@@ -174,7 +174,7 @@ class ToolResultEvent(Struct, kw_only=True, tag_field='type', tag='tool.result',
 
 
 class SessionRecoveredEvent(Struct, kw_only=True, tag_field='type', tag='session.recovered', frozen=True):
-    """Startup recovery finished (issue 3 §4): what a crash left open was closed, and unacknowledged inputs will replay."""
+    """Startup recovery finished (docs/design/recovery.md §2): what a crash left open was closed, and unacknowledged inputs will replay."""
 
     session_id: str
     aborted_turns: Annotated[int, Meta(description='Unterminated turns closed as aborted.', ge=0)]
@@ -258,7 +258,7 @@ class WaitingInput(Struct, kw_only=True, frozen=True):
 
 
 class InputWaitingEvent(Struct, kw_only=True, tag_field='type', tag='input.waiting', frozen=True):
-    """A turn ended and accepted input still waits (issue 7 item 11): it is durable and goes, first, into the next turn of this session unless dropped (`mind inbox SESSION --drop ID`)."""
+    """A turn ended and accepted input still waits (docs/design/turn.md §6): it is durable and goes, first, into the next turn of this session unless dropped (`mind inbox SESSION --drop ID`)."""
 
     session_id: str
     messages: Annotated[

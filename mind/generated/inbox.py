@@ -52,7 +52,7 @@ class InboxEntry(Struct, kw_only=True, frozen=True):
 
 
 class InboxFile(Struct, kw_only=True, frozen=True):
-    """sessions/<id>/inbox.json: inputs accepted but not yet acknowledged by a turn_completed record (DESIGN §4; seed 000 DurableSteeringInbox). At most 8 MiB serialised."""
+    """sessions/<id>/inbox.json: inputs accepted but not yet acknowledged by a turn_completed record (docs/design/inbox.md). At most 8 MiB serialised."""
 
     version: Annotated[
         Literal[1], Meta(description='File format version; any other value fails closed.')

@@ -207,7 +207,7 @@ class ToolResult(Struct, kw_only=True, tag_field='type', tag='tool_result', froz
 
 
 class InputDropped(Struct, kw_only=True, tag_field='type', tag='input_dropped', frozen=True):
-    """The person dropped an accepted input before any turn consumed it (issue 7 item 11). Written (fsync) before the input is removed from inbox.json; recovery filters the id like an acknowledgement, and the request builder skips its earlier user_message records (journaled by a turn that failed or was aborted), so it never reaches a model again."""
+    """The person dropped an accepted input before any turn consumed it (docs/design/mailbox.md §6). Written (fsync) before the input is removed from inbox.json; recovery filters the id like an acknowledgement, and the request builder skips its earlier user_message records (journaled by a turn that failed or was aborted), so it never reaches a model again."""
 
     seq: Annotated[
         int, Meta(description='Monotonic record number within the journal, from 0.', ge=0)

@@ -20,12 +20,12 @@ SessionId: TypeAlias = Annotated[str, Meta(min_length=1)]
 
 
 class MountOwner(Struct, kw_only=True, frozen=True):
-    """One process's published mount set: hosted sessions (attached or parked) and claims in flight (seed 002 §3.4)."""
+    """One process's published mount set: hosted sessions (attached or parked) and claims in flight (docs/design/mounts.md §7)."""
 
     pid: Annotated[
         int,
         Meta(
-            description='The owning process id; with startIdentity the liveness witness (seed 002 §3.3, DESIGN §4).',
+            description='The owning process id; with startIdentity the liveness witness (docs/design/mounts.md §4).',
             ge=1,
         ),
     ]
@@ -53,7 +53,7 @@ class MountOwner(Struct, kw_only=True, frozen=True):
 
 
 class SessionMountsFile(Struct, kw_only=True, frozen=True):
-    """<state root>/session-mounts.json: which live process hosts which sessions (DESIGN §4; seed 002 §3.2). Same-machine visibility layer, not the write authority (the per-session lease is). Rewritten whole, under session-mounts.lock, by tmp + fsync + rename."""
+    """<state root>/session-mounts.json: which live process hosts which sessions (docs/design/mounts.md §2). Same-machine visibility layer, not the write authority (the per-session lease is). Rewritten whole, under session-mounts.lock, by tmp + fsync + rename."""
 
     version: Annotated[
         Literal[1],

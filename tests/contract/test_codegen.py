@@ -1,4 +1,4 @@
-"""Codegen contract (DESIGN §2, §3; STYLE "Conventions for mind" 2).
+"""Codegen contract (docs/ARCHITECTURE.md).
 
 - the committed ``mind/generated/*`` and ``docs/diagrams/*.mmd`` are what
   ``python -m codegen`` produces now (drift check), and building is

@@ -1,4 +1,4 @@
-"""Import rules (DESIGN §2, STYLE 1): dependencies point inward.
+"""Import rules (docs/ARCHITECTURE.md): dependencies point inward.
 
 mind.shell -> mind.effects -> mind.machines -> mind.generated; the pure core
 never imports the shell, and I/O libraries stay out of machines, effects and

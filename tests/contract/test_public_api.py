@@ -1,4 +1,4 @@
-"""The public surface of ``import mind`` (STYLE 6)."""
+"""The public surface of ``import mind``."""
 
 from __future__ import annotations
 

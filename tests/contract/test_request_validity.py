@@ -1,4 +1,5 @@
-"""Every request mind builds from any journal is valid for every provider (DESIGN §5).
+"""Every request mind builds from any journal is valid for every provider
+(docs/design/providers.md §8).
 
 Journals are generated as realistic turns (prompts, model rounds with 0..3
 tool calls, results missing / duplicated / out of order / unknown, steering
@@ -45,7 +46,7 @@ PROVIDERS: dict[str, tuple[Callable[[ModelRequest], dict[str, Any]], Validator]]
     "openai-chat": (openai_chat.build_body, validate_openai_chat),
     "openai-responses": (openai_responses.build_body, validate_openai_responses),
     "anthropic": (anthropic.build_body, validate_anthropic),
-    # OpenAI's own hosts add their id length limits (PROVIDER-RULES 22).
+    # OpenAI's own hosts add their id length limits (docs/design/providers.md §8).
     "openai-chat@api.openai.com": (
         functools.partial(openai_chat.build_body, call_ids=OPENAI_CHAT_CALL_IDS),
         functools.partial(validate_openai_chat, max_id_chars=40),

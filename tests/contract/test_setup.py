@@ -1,4 +1,4 @@
-"""The README's setup commands run clean (issue #7 item 17)."""
+"""The README's setup commands run clean."""
 
 from __future__ import annotations
 

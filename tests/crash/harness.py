@@ -6,7 +6,7 @@ against a :class:`~tests.support.fake_model.FakeModel`, stopped by SIGKILL
 without a prompt, repeated until a restart finds nothing to recover; then
 :func:`check` on what is left on disk and what the model received.
 
-The invariants (issue 3, "Tests that must exist"; DESIGN §8):
+The invariants (docs/design/recovery.md §4):
 
 - no accepted input lost: each input that is surely durable is acknowledged
   by exactly one ``turn_completed``, and reached the model; an input the

@@ -1,4 +1,4 @@
-"""The mount ledger across real processes (seed 002 §3; issue 4 "Tests that must exist").
+"""The mount ledger across real processes (docs/design/mounts.md).
 
 - Contention: 8 processes race to claim the same session, round after round
   (:data:`ROUNDS`, default 500: 4,000 claims). Two independent observers:
@@ -13,11 +13,11 @@
 - A lock holder paused with SIGSTOP keeps its lock, however old the file,
   while its pid lives; after SIGCONT it finishes and the claim succeeds.
 - A pid reused by an unrelated live process (a ``sleep`` we spawn, so its
-  start identity is not the writer's): per seed 002 §3.2–3.3 the lock token
+  start identity is not the writer's): per docs/design/mounts.md §3, §4 the lock token
   and the ledger record have no start identity, so they are *not* reclaimed
   while that process lives (busy / occupied: the accepted cost, never a
   false "free") and are reclaimed by the first claim after it exits; the
-  session lease (which has a start identity, DESIGN §4) is reclaimed at once.
+  session lease (which has a start identity, docs/design/lease.md §1) is reclaimed at once.
 """
 
 from __future__ import annotations
@@ -298,7 +298,7 @@ def test_paused_lock_holder_keeps_the_lock_while_its_pid_lives(
     try:
         lock = root / LOCK_NAME
         old = time.time() - 7 * 24 * 3600
-        os.utime(lock, (old, old))  # however old the file is (seed 002 §6.5)
+        os.utime(lock, (old, old))  # however old the file is (docs/design/mounts.md §3)
         before = lock.read_bytes(), lock.stat().st_ino
         far_future = time.time() + 365 * 24 * 3600
         ledger, waits = no_wait_ledger(root, clock_s=lambda: far_future)
@@ -362,7 +362,7 @@ def test_record_naming_a_reused_pid_is_occupied_until_that_process_exits(
 def test_lock_whose_token_names_a_reused_pid_is_reclaimed_at_once(
     tmp_path: Path, sleeper: subprocess.Popen[bytes]
 ) -> None:
-    """A token with a start identity (DESIGN §4): a live pid that now runs
+    """A token with a start identity (docs/design/mounts.md §3): a live pid that now runs
     another process is dead for the lock, even while the file is fresh."""
     root = tmp_path / "state"
     root.mkdir(mode=0o700)
@@ -434,7 +434,7 @@ def test_record_naming_a_reused_pid_by_its_start_identity_is_dead(
 def test_lease_naming_a_reused_pid_is_reclaimed_at_once(
     tmp_path: Path, sleeper: subprocess.Popen[bytes]
 ) -> None:
-    """The session lease has a start identity (DESIGN §4), so pid reuse frees it."""
+    """The session lease has a start identity (docs/design/lease.md §1), so pid reuse frees it."""
     path = tmp_path / "lease"
     identity = procs.start_identity(sleeper.pid)
     assert identity

@@ -1,5 +1,4 @@
-"""``mind config`` as a fresh user meets it, and a ``script`` that cannot apply
-(issue #7, second round, items 6-7)."""
+"""``mind config`` as a fresh user meets it, and a ``script`` that cannot apply."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Base URLs with a query string or userinfo (issue #7, second round, items 1-3):
+"""Base URLs with a query string or userinfo (docs/design/secrets.md §2):
 the request goes where the URL says, the API key still goes, and no secret in
 the URL is ever printed."""
 

@@ -1,4 +1,5 @@
-"""`mind exec` keeps the scripted model's file tools inside the workspace (issue 8 item 2).
+"""`mind exec` keeps the scripted model's file tools inside the workspace
+(docs/design/boundary.md §1).
 
 The attack of the issue: a symlink to an outside directory followed by ``..``
 looks like a path inside the workspace to a string check.

@@ -1,4 +1,4 @@
-"""`mind exec` and `mind config` as a new user meets them (issue #7, items 9-17)."""
+"""`mind exec` and `mind config` as a new user meets them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`mind exec` against a model server that accepts and never answers (issue 7 item 12)."""
+"""`mind exec` against a model server that accepts and never answers
+(docs/design/providers.md §3)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Input left waiting by a failed turn: ``mind exec`` says so, ``mind inbox``
 lists and drops it, and a dropped message never reaches a model again — not
-after a ``kill -9`` either (issue 7 item 11)."""
+after a ``kill -9`` either (docs/design/mailbox.md §6)."""
 
 from __future__ import annotations
 

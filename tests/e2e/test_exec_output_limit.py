@@ -1,4 +1,4 @@
-"""A model that streams without end is cut at ``max_output_mib`` (issue #8 item 5).
+"""A model that streams without end is cut at ``max_output_mib`` (docs/design/turn.md §5).
 
 A real ``mind exec`` process against a loopback Chat Completions server that
 streams ~20 MB of text (or of tool-call arguments) with the cap at 1 MiB: the

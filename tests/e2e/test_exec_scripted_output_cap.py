@@ -1,5 +1,5 @@
 """The runtime caps every provider's output, the scripted one included
-(issue #8 item 5, found by a tester): answer text, reasoning and tool-call
+(docs/design/turn.md §5, found by a tester): answer text, reasoning and tool-call
 arguments count against ``max_output_mib`` cumulatively over the turn's
 rounds, and the turn fails ``output_limit`` without acknowledging its input.
 

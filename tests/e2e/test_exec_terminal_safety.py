@@ -1,6 +1,5 @@
-"""Text from a model or a prompt never drives the user's terminal (issue #7,
-second round, items 4-5): exec's final answer on a terminal, the waiting-input
-notices, ``mind inbox`` and ``mind sessions`` all print through the one
+"""Text from a model or a prompt never drives the user's terminal: exec's final answer on a
+terminal, the waiting-input notices, ``mind inbox`` and ``mind sessions`` all print through the one
 sanitiser; a pipe still gets the answer's exact text."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A FIFO, device or symlink in place of ``journal.jsonl`` is named with its
-fix, like every other state file — never "no such session" (issue 8 review).
+fix, like every other state file — never "no such session" (docs/design/state.md §2).
 
 The real ``mind`` command in a subprocess with a timeout (a FIFO must not hang).
 """

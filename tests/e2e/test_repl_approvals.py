@@ -1,4 +1,4 @@
-"""Approval prompts and editor keys in a real pseudo-terminal (issue 7).
+"""Approval prompts and editor keys in a real pseudo-terminal.
 
 Each test runs the real ``python -m mind.shell.cli`` with the scripted
 provider. "While a tool call runs" is a state the test controls: the call

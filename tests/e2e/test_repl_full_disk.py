@@ -1,4 +1,4 @@
-"""The REPL on a full disk says so in one line and keeps running (issue #8 item 6);
+"""The REPL on a full disk says so in one line and keeps running (docs/design/journal.md §3);
 once space is freed the session goes on in the same process, nothing lost.
 
 The state root is a real 2 MiB tmpfs (root only); the scripted model's tool

@@ -99,7 +99,7 @@ def test_bidi_and_zero_width_characters_are_shown_not_obeyed() -> None:
     assert "⏺ Calling sh⟨U+202E⟩ll" in out.getvalue()
 
 
-# ---- streaming cost and open fences (issue 7 §1) ------------------------------------
+# ---- streaming cost and open fences ------------------------------------
 
 _WATCHED = (
     f"{os.sep}mind{os.sep}shell{os.sep}",
@@ -177,7 +177,7 @@ def test_lines_of_an_open_fence_are_shown_before_it_closes() -> None:
     assert shown.count("first_line") == 1 and "third_line = 3" in shown and "After." in shown
 
 
-# ---- a retried stream (issue 7 §4) -------------------------------------------------
+# ---- a retried stream -------------------------------------------------
 
 
 def _retry(view: TurnView) -> None:

@@ -1,4 +1,4 @@
-"""One REPL hosting several sessions, and two REPLs side by side (issue 4 §4).
+"""One REPL hosting several sessions, and two REPLs side by side (docs/design/mounts.md §1).
 
 Real ``python -m mind.shell.cli`` processes in real pseudo-terminals, with
 the scripted provider. A turn is kept running deterministically by a shell

@@ -1,4 +1,4 @@
-"""The REPL's steering keys in a real pseudo-terminal (issue 3 §5, DESIGN §7).
+"""The REPL's steering keys in a real pseudo-terminal (README.md).
 
 Each test runs the real ``python -m mind.shell.cli`` with the scripted
 provider. The first reply calls a shell tool that blocks until the test

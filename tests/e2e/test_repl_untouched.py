@@ -1,4 +1,4 @@
-"""Sessions nothing was ever sent to (issue #7, second round, item 10): a
+"""Sessions nothing was ever sent to: a
 closed terminal removes them like /exit; ``mind resume`` without an id skips
 them; ``mind sessions`` lists one left by kill -9 as ``new (nothing sent)``."""
 

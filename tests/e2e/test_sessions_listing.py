@@ -1,4 +1,4 @@
-"""What ``mind sessions`` says about sessions, with real processes (issue #7 items 18-21).
+"""What ``mind sessions`` says about sessions, with real processes.
 
 A killed holder leaves its session ``interrupted``, not ``running``; damaged
 journals are listed as such; an ``index.db`` that another process keeps

@@ -1,4 +1,4 @@
-"""Mailbox, call by call (DESIGN §3.2; seed 000 ActiveTurnMailbox; specs/statecharts/mailbox.yaml).
+"""Mailbox, call by call (docs/design/mailbox.md; specs/statecharts/mailbox.yaml).
 
 Whole-state comparisons: :func:`snap` gives the box state, both predicates and
 every message as ``(id, state, disposition)``, so a wrong field anywhere shows

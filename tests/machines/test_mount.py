@@ -1,4 +1,4 @@
-"""The mount machine and the ledger rules, pure (DESIGN §3.4; seed 002 §3; mount.yaml).
+"""The mount machine and the ledger rules, pure (docs/design/mounts.md; mount.yaml).
 
 Whole-structure comparisons: :func:`path` records the leaf state after each
 call, so a wrong step anywhere shows in the diff.

@@ -62,7 +62,7 @@ def test_policy_truth_table(name: str, args: dict[str, Any], asks: tuple[bool, .
 
 def test_file_tool_paths_are_judged_by_the_shells_kernel_resolver() -> None:
     """Where a path really lands is the resolver's answer, not the lexical one:
-    ``linkdir/../x`` looks inside but may resolve outside (issue 8 item 2)."""
+    ``linkdir/../x`` looks inside but may resolve outside (docs/design/boundary.md §1)."""
     asked: list[tuple[str, Access]] = []
 
     def crossing(path: str, access: Access) -> Refusal | None:

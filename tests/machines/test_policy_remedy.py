@@ -1,6 +1,6 @@
 """The pure policy says what to do with a file tool call that crosses the
-boundary, why, and which flag (if any) would allow it (issue 8 review:
-refusal advice, denied roots offered for approval, deleting a link)."""
+boundary, why, and which flag (if any) would allow it (refusal advice, denied roots offered for
+approval, deleting a link)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TurnMachine, event by event (DESIGN §3.1; specs/statecharts/turn.yaml).
+"""TurnMachine, event by event (docs/design/turn.md; specs/statecharts/turn.yaml).
 
 Whole-state comparisons: each check compares (state, configuration, status,
 retries_used) together, so a wrong field anywhere shows in the diff.
@@ -233,7 +233,7 @@ def test_observers_see_every_transition() -> None:
 def test_which_endings_acknowledge_their_inputs(
     status: str, kind: str | None, expected: bool
 ) -> None:
-    """An answer cut at the output cap (issue #8 item 5) and a failed write
+    """An answer cut at the output cap (docs/design/turn.md §5) and a failed write
     (item 6) leave the input waiting, like a transient failure."""
     assert acknowledges(status, kind) is expected
 

@@ -1,4 +1,4 @@
-"""Model-based tests of the mailbox (DESIGN §3.2; issue 3 "Tests that must exist").
+"""Model-based tests of the mailbox (docs/design/mailbox.md).
 
 1. Per edge, deterministic: :func:`walk_every_edge` reaches and fires every
    transition of ``MailboxChart`` and of ``InboxMessageChart`` and checks the
@@ -81,7 +81,7 @@ def test_every_edge_is_walked_and_lands_where_the_chart_says(
 
 @dataclass
 class RefMessage:
-    """What the reference believes about one message (written from DESIGN §3.2)."""
+    """What the reference believes about one message (written from docs/design/mailbox.md)."""
 
     message_id: str
     text: str
@@ -371,7 +371,7 @@ class MailboxAgainstReference(RuleBasedStateMachine):
         roll=st.integers(min_value=0, max_value=1),
     )
     def drop(self, pick: int, want: str | None, roll: int) -> None:
-        """The person takes a message back (issue 7 item 11): only a waiting one;
+        """The person takes a message back (docs/design/mailbox.md §6): only a waiting one;
         the ``input_dropped`` record (filtered like an acknowledgement on
         reopen) and the inbox rewrite come before the mailbox lets go.
 

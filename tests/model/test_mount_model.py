@@ -1,4 +1,4 @@
-"""Model-based tests of the mount chart and the ledger (DESIGN §3.4; issue 4 tests).
+"""Model-based tests of the mount chart and the ledger (docs/design/mounts.md).
 
 1. Per edge, deterministic: :func:`walk_every_edge` reaches and fires every
    transition of ``MountChart`` and checks the configuration each lands in.
@@ -12,7 +12,7 @@
    dead pid, an unreadable lock fresh or past the stale window, records of
    other live or dead processes, and a damaged ledger (bad JSON, version 2,
    wrong shape). Every step is compared with a reference model written by
-   hand from seed 002 §3 (plain lists and dicts): the outcome of each call
+   hand from docs/design/mounts.md (plain lists and dicts): the outcome of each call
    (granted, same handle, occupied with exact holders, busy, unavailable,
    reserved-but-unpublished for a new id), every handle's state, each
    process's published set, the waits taken, and the whole ledger file
@@ -259,7 +259,7 @@ class LedgerAgainstReference(RuleBasedStateMachine):
     @rule(data=st.data(), session=st.sampled_from(SESSIONS), new_session=st.booleans())
     def claim(self, data: Any, session: str, new_session: bool) -> None:
         """Claim a shared session id, or a brand-new one (a fresh id nobody else uses:
-        seed 002 §3.4 relies on that, so the model keeps to it)."""
+        docs/design/mounts.md §6 relies on that, so the model keeps to it)."""
         proc = self._proc(data)
         if new_session:
             self.fresh += 1

@@ -1,4 +1,4 @@
-"""Model-based tests of the turn chart (DESIGN §3; LIBRARY-NOTES "hypothesis (stateful)").
+"""Model-based tests of the turn chart (docs/design/turn.md §1).
 
 1. Per edge, deterministic: :func:`walk_every_edge` reaches and fires every
    transition of ``TurnChart`` and checks the configuration it lands in; the
@@ -52,7 +52,7 @@ def test_every_turn_edge_is_walked_and_lands_where_the_chart_says(
 
 # ------------------------------------------------------------------ reference model
 
-# Written from DESIGN §3.1 by hand: leaf -> enclosing compound states.
+# Written from docs/design/turn.md §1 by hand: leaf -> enclosing compound states.
 PARENTS: dict[str, tuple[str, ...]] = {
     "accepted": (),
     "requesting": ("sampling", "active"),

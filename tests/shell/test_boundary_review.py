@@ -1,4 +1,4 @@
-"""Fixes from the security review of the workspace boundary (issue 8):
+"""Fixes from the security review of the workspace boundary (docs/design/boundary.md):
 true refusal advice, denied roots refused without asking, a link deleted
 or moved on its own location, ``/proc`` refused before opening.
 

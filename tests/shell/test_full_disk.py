@@ -1,4 +1,4 @@
-"""A full disk ends the turn with a typed StorageError; nothing is lost (issue #8 item 6).
+"""A full disk ends the turn with a typed StorageError; nothing is lost (docs/design/journal.md §3).
 
 The state root is a real 2 MiB tmpfs mounted for the test (root only; skipped
 with the reason otherwise). It is filled with a ballast file until the

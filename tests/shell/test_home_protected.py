@@ -1,5 +1,5 @@
 """With the workspace at ``$HOME``, dotfiles that run code or grant access
-later stay read-only for tools (issue 8, security review B1).
+later stay read-only for tools (docs/design/boundary.md).
 
 Real files in a temporary home, the real file tools and real sandboxed
 shell commands (bubblewrap and Landlock).

@@ -1,4 +1,4 @@
-"""The steering sidecar inbox.json on real files (DESIGN §4; seed 000 DurableSteeringInbox).
+"""The steering sidecar inbox.json on real files (docs/design/inbox.md).
 
 Atomic replace (a crash between the tmp write and the rename leaves the old
 file), 0600, the 8 MiB cap on the serialised file, fail-closed opening of a
@@ -99,7 +99,7 @@ def test_a_failed_write_keeps_the_old_file_and_memory(path: Path, tmp_path: Path
     inbox.add(entry("a"))
     old = path.read_bytes()
     inbox.tmp_path.mkdir()  # the tmp cannot be opened as a file
-    with pytest.raises(StorageError) as failed:  # typed: path and errno (issue #8 item 6)
+    with pytest.raises(StorageError) as failed:  # typed: path and errno (docs/design/inbox.md §2)
         inbox.add(entry("b"))
     assert (failed.value.path, failed.value.errno) == (path, errno.EISDIR)
     assert (path.read_bytes(), inbox.entries) == (old, [entry("a")])

@@ -1,4 +1,4 @@
-"""Restored inbox entries obey the same limits as live ones (issue #8 item 5).
+"""Restored inbox entries obey the same limits as live ones (docs/design/mailbox.md §7).
 
 A planted 60,000-entry ``inbox.json`` is reopened through the real runtime
 against a loopback model: the first turn claims at most the live limit (20

@@ -1,4 +1,4 @@
-"""The session index ``index.db`` (issue 4 §5) with real journals and real files.
+"""The session index ``index.db`` with real journals and real files.
 
 Journals are written with the real :class:`~mind.shell.journal.Journal`; the
 only thing injected is the byte reader of a listing (a counting wrapper of
@@ -772,7 +772,7 @@ def test_a_journal_damaged_before_its_indexed_offset_is_checked_in_full(
 ) -> None:
     """The bytes before a row's offset are fingerprinted: damage there that
     also made the journal grow (so the listing would only read new bytes) is
-    still found, listed with path and line, and saved (issue 7 item 9)."""
+    still found, listed with path and line, and saved."""
     path = write_session(store, "s", cwd="/w", turns=[("p", "completed")] * 3, start_ms=1)
     store.rebuild_index()
     lines = path.read_bytes().splitlines(keepends=True)

@@ -1,4 +1,4 @@
-"""The session journal on real files (DESIGN §4; mind.shell.journal).
+"""The session journal on real files (docs/design/journal.md; mind.shell.journal).
 
 Lines are built independently here from the documented format (record JSON,
 optional ``torn`` vouch, ``crc32`` over the preceding bytes) so the tests pin

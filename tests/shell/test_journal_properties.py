@@ -1,4 +1,4 @@
-"""Properties of the journal under damage, on real files (DESIGN §4).
+"""Properties of the journal under damage, on real files (docs/design/journal.md).
 
 - Cut anywhere: a journal cut at any byte opens as a clean prefix of what was
   written, the rest reported as a torn tail; the file is never changed; an

@@ -1,4 +1,4 @@
-"""The session lease: one writer per session (seed 000 SessionLease)."""
+"""The session lease: one writer per session (docs/design/lease.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The mount ledger on real files (seed 002 §3; DESIGN §4; mind/shell/mounts.py).
+"""The mount ledger on real files (docs/design/mounts.md; mind/shell/mounts.py).
 
 Permissions, strict vs lenient reads of damaged files (byte-identical after),
 no write on the read path, a writer that lost its lock, the new-session
@@ -420,7 +420,7 @@ def test_republish_timer_is_a_daemon_thread_and_stops(root: Path) -> None:
 
     ledger.republish = republish  # type: ignore[method-assign]
     timer = RepublishTimer(ledger, interval_s=0.01).start()
-    assert timer.thread.daemon  # never keeps the process alive (seed 002 §6.7)
+    assert timer.thread.daemon  # never keeps the process alive (docs/design/mounts.md §7)
     assert done.wait(timeout=30)
     timer.stop()
     assert not timer.thread.is_alive()

@@ -1,4 +1,4 @@
-"""The /sessions picker says what ``mind sessions`` says (issue #7 item 18)."""
+"""The /sessions picker says what ``mind sessions`` says."""
 
 from __future__ import annotations
 

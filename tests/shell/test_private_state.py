@@ -1,4 +1,4 @@
-"""mind's own state is private and owned (docs/design/state.md; issue 8 item 4).
+"""mind's own state is private and owned (docs/design/state.md).
 
 Real files, real FIFOs, real ownership (the suite runs as root: foreign
 ownership is made with ``chown 65534``). A FIFO case runs in a child process

@@ -1,4 +1,4 @@
-"""Tool-call ids go back to the server that minted them verbatim (PROVIDER-RULES 22).
+"""Tool-call ids go back to the server that minted them verbatim (docs/design/providers.md §8).
 
 A round's calls arrive over real loopback HTTP, are journaled as records,
 rebuilt by :func:`mind.history.build_messages` and sent in the next request;

@@ -1,4 +1,5 @@
-"""Chat-completions stream rules the recorded cases do not all reach (PROVIDER-RULES 4, 10-17).
+"""Chat-completions stream rules the recorded cases do not all reach
+(docs/design/providers.md §4, §5).
 
 The parser is pure (events in, stream events out), so these feed SSE bytes to
 the real decoder and parser without HTTP.

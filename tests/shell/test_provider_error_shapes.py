@@ -66,7 +66,8 @@ def _event(name: str, payload: Any) -> Reply:
 
 
 def _field(payload: Any) -> Reply:
-    """Old llama.cpp: a non-standard ``error:`` SSE field, then [DONE] (PROVIDER-RULES 5)."""
+    """Old llama.cpp: a non-standard ``error:`` SSE field, then [DONE]
+    (docs/design/providers.md §2)."""
     return Reply(body=f"error: {json.dumps(payload)}\n\ndata: [DONE]\n\n".encode())
 
 

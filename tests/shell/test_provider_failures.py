@@ -238,7 +238,7 @@ def test_a_server_that_accepts_and_goes_silent_is_an_idle_network_failure(
         (
             "openai-chat",
             Reply(status=200, content_type="text/html", body=b"<html>captive portal</html>"),
-            "protocol",  # a 200 page is not the API: deterministic (issue #7)
+            "protocol",  # a 200 page is not the API: deterministic (docs/design/providers.md §7)
         ),
         (
             "openai-chat",
@@ -266,13 +266,13 @@ def test_a_server_that_accepts_and_goes_silent_is_an_idle_network_failure(
         ),
         (
             "openai-chat",
-            # old llama.cpp: non-standard `error:` field (PROVIDER-RULES 5)
+            # old llama.cpp: non-standard `error:` field (docs/design/providers.md §4)
             Reply(body=b'error: {"code":500,"message":"slot unavailable"}\n\ndata: [DONE]\n\n'),
             "server",
         ),
         (
             "openai-chat",
-            # [DONE] with no finish_reason and no output (PROVIDER-RULES 5)
+            # [DONE] with no finish_reason and no output (docs/design/providers.md §4)
             Reply(
                 body=b'data: {"choices":[{"index":0,"delta":{"role":"assistant"}}]}\n\n'
                 b"data: [DONE]\n\n"

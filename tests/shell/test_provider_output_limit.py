@@ -1,4 +1,4 @@
-"""The output cap at the adapter, over real loopback HTTP (issue #8 item 5).
+"""The output cap at the adapter, over real loopback HTTP (docs/design/providers.md §1).
 
 ``ModelRequest.max_output_bytes`` bounds what one round may stream: deltas
 past it, one enormous SSE line, and an oversized JSON body all end in

@@ -1,6 +1,6 @@
 """Answers that are not the configured API, keep-alive-only streams and the
-error shapes issue #7's fresh-user testers found misclassified, all over
-loopback HTTP through the real adapters.
+error shapes that fresh users found misclassified, all over loopback HTTP
+through the real adapters (docs/design/providers.md §3, §7).
 
 A 200 answer of another API (JSON of the wrong shape, another API's event
 stream, an HTML page, a TLS/endpoint mismatch) is the deterministic failure

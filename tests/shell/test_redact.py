@@ -1,4 +1,4 @@
-"""The one URL-masking rule and the endpoint join (issue #7 items 1-2)."""
+"""The one URL-masking rule and the endpoint join (docs/design/secrets.md §2)."""
 
 from __future__ import annotations
 

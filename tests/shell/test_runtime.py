@@ -257,7 +257,7 @@ def test_events_encode_as_the_json_lines_of_exec(tmp_path: Path) -> None:
     assert "".join(x["text"] for x in lines if x["type"] == "message.delta") == "hi"
 
 
-# ---- durable input (issue 3) ------------------------------------------------
+# ---- durable input (docs/design/inbox.md §2) ------------------------------------------------
 
 
 def _journal_kinds(path: Path) -> list[str]:
@@ -451,7 +451,7 @@ def test_a_live_holder_blocks_a_second_runtime(tmp_path: Path) -> None:
     anyio.run(main)
 
 
-# ---- waiting input: announced, and dropped for good (issue 7 item 11) ---------------
+# ---- waiting input: announced, and dropped for good (docs/design/mailbox.md §6) ---------------
 
 
 def _unreachable_model() -> mind.ResolvedConfig:

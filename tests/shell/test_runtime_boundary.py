@@ -1,5 +1,5 @@
 """A session asks before a file tool crosses the workspace boundary, and an
-approval lets it cross — except into mind's own state (issue 8 item 2)."""
+approval lets it cross — except into mind's own state (docs/design/boundary.md §1)."""
 
 from __future__ import annotations
 

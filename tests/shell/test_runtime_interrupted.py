@@ -1,4 +1,4 @@
-"""What an interrupted or crashed tool call's synthetic result says (issue 7 §8).
+"""What an interrupted or crashed tool call's synthetic result says (docs/design/turn.md §6).
 
 A call that never started (still waiting for approval, or not reached) must
 not be reported as "killed, may have completed": the model would check for

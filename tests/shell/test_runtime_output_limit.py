@@ -1,5 +1,5 @@
 """A model round too large for the journal fails like one past the output cap
-(issue #8 item 5): the answer is not kept, so the input is not acknowledged."""
+(docs/design/turn.md §5): the answer is not kept, so the input is not acknowledged."""
 
 from __future__ import annotations
 

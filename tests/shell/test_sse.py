@@ -1,4 +1,4 @@
-"""The incremental SSE decoder, fed byte chunks directly (PROVIDER-RULES 1-3, 5, 6)."""
+"""The incremental SSE decoder, fed byte chunks directly (docs/design/providers.md §2)."""
 
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ def test_multi_mebibyte_line_in_small_reads_is_linear() -> None:
 
 @pytest.mark.parametrize("framing", ["one endless line", "many data lines"])
 def test_an_event_past_max_event_chars_is_refused_while_it_grows(framing: str) -> None:
-    """Memory stays bounded whatever the framing (issue #8 item 5): the decoder
+    """Memory stays bounded whatever the framing (docs/design/providers.md §1): the decoder
     raises ``output_limit`` as soon as the pending event passes its cap, long
     before the 4 MiB the server would send."""
     dec = SSEDecoder(max_event_chars=100_000)

@@ -1,6 +1,6 @@
-"""Text that enters mind from a model, a script or a person always encodes as UTF-8
-(issue #7 item 15): lone surrogates are replaced where the text enters, and a
-person's input that cannot fit is refused with the reason that applies."""
+"""Text that enters mind from a model, a script or a person always encodes as UTF-8: lone surrogates
+are replaced where the text enters, and a person's input that cannot fit is refused with the reason
+that applies."""
 
 from __future__ import annotations
 

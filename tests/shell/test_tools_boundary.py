@@ -1,4 +1,4 @@
-"""The file tools resolve paths beneath the workspace with the kernel (issue 8 item 2).
+"""The file tools resolve paths beneath the workspace with the kernel (docs/design/boundary.md §1).
 
 Real files, symlinks, threads and ``/proc``; every test runs twice: with
 ``openat2(2)`` and with the component walker that replaces it on kernels

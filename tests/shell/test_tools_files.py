@@ -1,4 +1,4 @@
-"""read_file, write_file, list_dir and apply_patch on real files (DESIGN §6)."""
+"""read_file, write_file, list_dir and apply_patch on real files (docs/design/boundary.md §1)."""
 
 from __future__ import annotations
 

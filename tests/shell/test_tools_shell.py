@@ -1,4 +1,4 @@
-"""The ``shell`` tool with real processes (DESIGN §6; mind.shell.tools).
+"""The ``shell`` tool with real processes (docs/design/boundary.md §2; mind.shell.tools).
 
 Commands may sleep inside the subject; the tests never sleep to assert
 timing. Where a test must wait for the system (a pid file to appear, a

@@ -111,7 +111,7 @@ def _from_observed(api: str, name: str, assembled: dict[str, Any]) -> Expect:
             # stream_openrouter_error_in_chunk_after_length: finish "length"
             # arrives first, then a chunk with a top-level error
             # {"code": 400, "message": "Token limit reached"} before [DONE].
-            # The observed cross-check reports finish "length"; PROVIDER-RULES 9
+            # The observed cross-check reports finish "length"; docs/design/providers.md §4
             # says a top-level error on any data event fails the stream, and
             # code 400 maps to invalid_request. Trust the bytes + rules.
             exp.failure = "invalid_request"

@@ -3,8 +3,9 @@
 Each accepted connection gets :data:`~tests.support.silent_server.SSE_PREFIX`
 and then ``keepalive`` (default an SSE comment ``: ping``) as one HTTP chunk
 every ``every_s`` seconds until :meth:`KeepAliveServer.stop`: the hung server
-of issue #7 whose bytes keep an any-byte read timeout from ever firing. It is
-a :class:`~tests.support.silent_server.SilentServer` whose held connections
+whose bytes keep an any-byte read timeout from ever firing
+(docs/design/providers.md §3). It is a
+:class:`~tests.support.silent_server.SilentServer` whose held connections
 are kept busy.
 
 In-process::

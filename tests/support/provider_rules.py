@@ -8,7 +8,7 @@ tool calls), not every field of the APIs.
 
 References: the recorded request bodies in ``cassettes/*/*.request.json``
 (shapes), ``openai-responses/error_400_reasoning_item_without_following_item``
-(a reasoning item needs its following item), DESIGN §5 (every tool call is
+(a reasoning item needs its following item), docs/design/providers.md §8 (every tool call is
 followed by exactly one result before any other message).
 """
 

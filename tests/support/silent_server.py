@@ -3,7 +3,7 @@
 It reads whatever the client sends, optionally writes ``prefix`` (e.g. the
 status line, headers and the first SSE chunk of a response), and then sends
 nothing more until it is stopped: the "server that accepts and never answers"
-of issue 7 item 12. Every accepted connection is counted in :attr:`accepted`
+(docs/design/providers.md §3). Every accepted connection is counted in :attr:`accepted`
 (one per model-request attempt) and held open until :meth:`stop`.
 
 In-process::
