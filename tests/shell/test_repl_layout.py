@@ -9,7 +9,7 @@ from prompt_toolkit.layout import ConditionalContainer, HSplit, Layout, Window
 from prompt_toolkit.output import DummyOutput
 
 from mind.errors import ConfigError
-from mind.shell.repl import _input_column
+from mind.shell.repl.app import _input_column
 
 
 def test_the_input_column_of_a_prompt_session_holds_its_input_window() -> None:

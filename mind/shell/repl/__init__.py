@@ -1,0 +1,21 @@
+"""The interactive ``mind`` REPL (DESIGN §7), one module per job; see ``app``."""
+
+from mind.shell.repl.app import (
+    Command,
+    PickerRow,
+    Repl,
+    command_word,
+    history_file,
+    picker_rows,
+    run_repl,
+)
+
+__all__ = [
+    "Command",
+    "PickerRow",
+    "Repl",
+    "command_word",
+    "history_file",
+    "picker_rows",
+    "run_repl",
+]
