@@ -5,10 +5,9 @@ from mind.shell.repl.app import (
     PickerRow,
     Repl,
     command_word,
-    history_file,
     picker_rows,
-    run_repl,
 )
+from mind.shell.repl.launch import history_file, run_repl
 
 __all__ = [
     "Command",
