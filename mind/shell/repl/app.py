@@ -1,20 +1,13 @@
 """The :class:`Repl` object: its parts, the run loop, and sending input.
 
-One prompt_toolkit prompt stays on screen for the whole life of the REPL;
-``patch_stdout(raw=True)`` makes everything printed while it is active appear
-above it, so the half-typed line survives streamed output.
-
-Input is never the REPL's own: every line goes to the session's durable
-input API (:meth:`mind.shell.runtime.Session.send`), which writes it to
-``inbox.json`` before accepting it. Only then does the editor let go of the
-text; a refusal (:class:`~mind.errors.InputRefused`, e.g. 20 steering
-messages waiting) prints the reason and leaves the text in the editor.
-
-The parts, each in its own module, hold a reference to the Repl and read
-its state when asked: ``layout`` (the input line and the status area under
-it), ``keys``, ``picker``, ``waiting`` (the waiting-message list),
-``approvals``, ``commands``, ``hosting`` (attached and parked sessions),
-``feed`` (turn events to the screen), ``banner``.
+How input, keys and rendering work is in the package docstring
+(:mod:`mind.shell.repl`). The parts, each in its own module, hold a
+reference to the Repl and read its state when asked: ``layout.StatusArea``,
+``keys.key_bindings``, ``picker.Picker``, ``waiting.WaitingList``,
+``approvals.Approvals``, ``commands.SlashCommands``, ``hosting.Hosting``
+(which sessions are hosted and which is attached), ``feed.EventFeed``.
+The state they share lives here, public: the clock, ``leaving``,
+``exit_armed_at``, ``last_typed_at``, :meth:`Repl.invalidate`.
 """
 
 from __future__ import annotations
