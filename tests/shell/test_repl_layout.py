@@ -9,7 +9,7 @@ from prompt_toolkit.layout import ConditionalContainer, HSplit, Layout, Window
 from prompt_toolkit.output import DummyOutput
 
 from mind.errors import ConfigError
-from mind.shell.repl import _input_column
+from mind.shell.repl.layout import input_column
 
 
 def test_the_input_column_of_a_prompt_session_holds_its_input_window() -> None:
@@ -17,7 +17,7 @@ def test_the_input_column_of_a_prompt_session_holds_its_input_window() -> None:
         session: PromptSession[str] = PromptSession(
             input=pipe, output=DummyOutput(), multiline=True
         )
-        column, holder = _input_column(session.layout)
+        column, holder = input_column(session.layout)
     assert isinstance(holder, ConditionalContainer)
     assert holder.content is session.layout.current_window
     assert holder in column.children
@@ -26,6 +26,6 @@ def test_the_input_column_of_a_prompt_session_holds_its_input_window() -> None:
 def test_a_layout_without_an_input_column_is_refused_with_the_reason() -> None:
     lone = Window()
     with pytest.raises(ConfigError, match="without an input column"):
-        _input_column(Layout(lone))
+        input_column(Layout(lone))
     column = HSplit([Window(), lone])
-    assert _input_column(Layout(column, focused_element=lone)) == (column, lone)
+    assert input_column(Layout(column, focused_element=lone)) == (column, lone)

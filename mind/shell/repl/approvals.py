@@ -1,0 +1,167 @@
+"""Answering approval questions: y / n / a, ``v`` to view all, and the question's line.
+
+The questions themselves are kept per hosted session
+(:attr:`~mind.shell.repl.hosting.Hosted.approvals`, oldest first); this
+module owns how a key answers the oldest one. A person never approves text
+they could not see: while part of a call's text is hidden and was not shown
+with ``v``, y / a are refused (n always works). A y / n / a typed less than
+``TYPING_GAP_S`` after the previous character of a draft is typing, not an
+answer; the rest of an answer word (``es`` of ``yes``, then Enter) typed
+right after its first letter is swallowed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final, final
+
+from prompt_toolkit.formatted_text import StyleAndTextTuples
+from prompt_toolkit.key_binding import KeyPressEvent
+from rich.cells import cell_len
+
+from mind.generated import events as ev
+from mind.shell.render import plain
+from mind.shell.runtime import Decision
+
+if TYPE_CHECKING:
+    from mind.shell.repl.app import Repl
+
+TYPING_GAP_S: Final = 0.5
+"""An approval key typed within this many seconds of the previous character
+of a draft is taken as typing, not as an answer (guards against answering a
+question that appeared mid-word)."""
+
+ANSWER_WORDS: Final[Mapping[str, Decision]] = {"yes": "yes", "no": "no", "always": "always"}
+"""The answers to an approval question. The first letter answers at once; the
+rest of the word (and an Enter) typed right after it belong to the answer and
+are swallowed, so ``yes`` never leaves ``es`` in the draft."""
+
+
+@final
+class Approvals:
+    """How keys answer the attached session's oldest approval question.
+
+    Args:
+        repl: the REPL it belongs to (the attached session, its turn, the clock).
+    """
+
+    def __init__(self, repl: Repl) -> None:
+        self._repl = repl
+        self._answer_rest: str | None = None
+        """The rest of the approval answer just given by its first letter."""
+        self._answer_at = -math.inf
+
+    @property
+    def pending(self) -> deque[tuple[str, ev.ApprovalRequestedEvent]]:
+        """The attached session's questions waiting for y / n / a: ``(turn_id, event)``."""
+        return self._repl.hosting.current.approvals
+
+    def decide(self, decision: Decision) -> None:
+        """Answer the oldest pending approval question.
+
+        A yes (or always) is refused, with the reason on screen, while part
+        of the call's text was hidden and not viewed with ``v``: a person
+        never approves text they could not see. No is always accepted.
+        """
+        repl = self._repl
+        if not self.pending:
+            return
+        turn_id, event = self.pending[0]
+        if decision != "no" and self.hidden(event):
+            repl.view.note(
+                f"Not approved: {event.hidden_chars} characters of this "
+                f"{plain(event.name, keep_joiners=False)} call are hidden. "
+                "Press v to view all, then y; n refuses.",
+                style="yellow",
+            )
+            repl.invalidate()
+            return
+        self.pending.popleft()
+        turn = repl.turn
+        if turn is not None and turn.turn_id == turn_id:
+            turn.decide(event.call_id, decision)
+            repl.view.show_decision(event.call_id, plain(event.name, keep_joiners=False), decision)
+        repl.invalidate()
+
+    def hidden(self, event: ev.ApprovalRequestedEvent) -> bool:
+        """Whether part of the approval text of ``event`` was never shown."""
+        return bool(event.hidden_chars) and event.call_id not in self._repl.hosting.current.viewed
+
+    def view_text(self) -> None:
+        """Show the whole text of the oldest pending approval (``v``)."""
+        if not self.pending:
+            return
+        _, event = self.pending[0]
+        self._repl.view.show_approval_text(event)
+        self._repl.hosting.current.viewed.add(event.call_id)
+        self._repl.invalidate()
+
+    def on_view_key(self, event: KeyPressEvent) -> None:
+        """``v`` while a question waits: show its whole text, unless it is typing."""
+        self._answer_rest = None
+        if self._repl.clock() - self._repl.last_typed_at < TYPING_GAP_S:
+            event.current_buffer.insert_text(event.data)
+            return
+        self.view_text()
+
+    def on_answer_key(self, event: KeyPressEvent) -> None:
+        """A y / n / a while a question waits: the answer, unless it is typing."""
+        if self.swallow(event.data):
+            return
+        clock = self._repl.clock
+        if clock() - self._repl.last_typed_at < TYPING_GAP_S:
+            # The person was typing a draft when the question appeared: this
+            # key belongs to the draft, not to the question.
+            event.current_buffer.insert_text(event.data)
+            return
+        word = next(w for w in ANSWER_WORDS if w[0] == event.data.lower())
+        self.decide(ANSWER_WORDS[word])
+        self._answer_rest = word[1:]
+        self._answer_at = clock()
+
+    def swallowing(self) -> bool:
+        """True while keys may still be the rest of the word just answered."""
+        return self._answer_rest is not None and self._repl.clock() - self._answer_at < TYPING_GAP_S
+
+    def swallow(self, key: str) -> bool:
+        """Whether ``key`` continues the answer just given (``es`` of ``yes``,
+        then Enter): it is dropped. Any other key ends the answer."""
+        if not self.swallowing() or self._answer_rest is None:
+            self._answer_rest = None
+            return False
+        if key == "\r" or (self._answer_rest and key.lower() == self._answer_rest[0]):
+            self._answer_rest = None if key == "\r" else self._answer_rest[1:]
+            self._answer_at = self._repl.clock()
+            return True
+        self._answer_rest = None
+        return False
+
+    def footer(self, event: ev.ApprovalRequestedEvent, width: int) -> StyleAndTextTuples:
+        """``Allow shell?  v view all…  y yes  n no  a always…`` in at most
+        ``width`` columns: the longest wording that fits, the keys always kept
+        (explanations are dropped before a key would be cut)."""
+        name = plain(event.name, keep_joiners=False)
+        hidden = self.hidden(event)
+        for long in (True, False):
+            for keep_draft in (True, False) if long else (False,):
+                view: StyleAndTextTuples = []
+                if hidden:
+                    what = f"view all ({event.hidden_chars} characters hidden) first"
+                    view = [("class:approval.key", " v "), ("", f" {what if long else 'view'}  ")]
+                parts: StyleAndTextTuples = [
+                    ("class:approval", f"Allow {name}? "),
+                    *view,
+                    ("class:approval.key", " y "),
+                    ("", " yes  "),
+                    ("class:approval.key", " n "),
+                    ("", " no  "),
+                    ("class:approval.key", " a "),
+                    ("", " always (this session)" if long else " always"),
+                ]
+                if keep_draft:
+                    parts.append(("class:status.dim", "  (your draft is kept)"))
+                if sum(cell_len(text) for _, text, *_ in parts) <= width:
+                    return parts
+        return parts

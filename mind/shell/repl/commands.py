@@ -1,0 +1,229 @@
+"""Slash commands: what a line that is a command names, their table, their handlers.
+
+``/help``, ``/new``, ``/sessions``, ``/resume``, ``/status``, ``/exit`` (and
+``/quit``). A unique prefix names its command (``/he`` is ``/help``); an
+unknown command is refused, never sent to the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, final
+
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.document import Document
+from rich.text import Text
+
+from mind.errors import MindError, SessionError
+from mind.shell.render import format_tokens
+from mind.shell.store import resolve_session_id
+
+if TYPE_CHECKING:
+    from mind.shell.repl.app import Repl
+
+
+@dataclass(frozen=True)
+class Command:
+    """A slash command: its handler and one line of help."""
+
+    name: str
+    help: str
+    run: Callable[[str], bool]
+    """Called with the rest of the line; returns False to leave the REPL."""
+    while_busy: bool = True
+    """Whether the command may run while a turn is running."""
+
+
+def command_word(text: str) -> tuple[str, str] | None:
+    """The slash command a submitted line names, as ``(name, rest)``; None for a message.
+
+    Rule: a line is a command when it starts with ``/`` (no leading space) and
+    its first word is ``/`` + a name with no further ``/``. So
+    ``/tmp/x what is this?`` is a message (a path), while ``/word`` is a
+    command — known or not (an unknown one is refused, never sent). A line
+    starting with ``//`` or with a space is always a message (``//`` stands for
+    a leading ``/``).
+    """
+    if not text.startswith("/") or text.startswith("//"):
+        return None
+    word, *rest = text.split(maxsplit=1)
+    if "/" in word[1:]:
+        return None
+    return word[1:], rest[0].strip() if rest else ""
+
+
+@final
+class CommandCompleter(Completer):
+    """Completes ``/command`` names at the start of the line.
+
+    Args:
+        commands: called at each completion for the commands to offer.
+    """
+
+    def __init__(self, commands: Callable[[], Iterable[Command]]) -> None:
+        self._commands = commands
+
+    def get_completions(
+        self, document: Document, complete_event: CompleteEvent
+    ) -> Iterable[Completion]:
+        """Yield each command whose name starts with the ``/word`` typed so far."""
+        text = document.text_before_cursor
+        if not text.startswith("/") or " " in text or "\n" in text:
+            return
+        for command in self._commands():
+            if command.name.startswith(text[1:]):
+                yield Completion(
+                    "/" + command.name, start_position=-len(text), display_meta=command.help
+                )
+
+
+@final
+class SlashCommands:
+    """The REPL's commands by name, and running one.
+
+    Args:
+        repl: the REPL the commands act on.
+    """
+
+    def __init__(self, repl: Repl) -> None:
+        self._repl = repl
+        self.table: dict[str, Command] = {}
+        """The commands by name, in the order ``/help`` lists them."""
+        for command in (
+            Command("help", "show keys and commands", self._help),
+            Command("new", "start a new session (the current one is parked)", self._new),
+            Command("sessions", "pick a session: attached, parked, free, occupied", self._sessions),
+            Command("resume", "enter a session by id (or prefix); no id: the picker", self._resume),
+            Command("status", "show this session's settings and usage", self._status),
+            Command("exit", "leave mind (the session can be resumed)", self._exit),
+            Command("quit", "same as /exit", self._exit),
+        ):
+            self.table[command.name] = command
+
+    def run(self, text: str, name: str, rest: str) -> bool:
+        """Run the command ``name`` of the line ``text`` with the ``rest`` of it.
+
+        An unknown command, or one not available while a turn runs, is
+        refused with the reason on screen (an unknown one's line goes back
+        into the editor). Returns False to leave the REPL.
+        """
+        repl = self._repl
+        command = self.table.get(name)
+        if command is None:  # a unique prefix names its command (/he -> /help)
+            matches = [c for c in self.table.values() if name and c.name.startswith(name)]
+            command = matches[0] if len(matches) == 1 else None
+        if command is None:
+            repl.view.note(
+                f"Unknown command /{name}. /help lists commands; to send text that starts "
+                "with /, start it with // or a space.",
+                style="yellow",
+            )
+            repl.prompt.default_buffer.set_document(Document(text, len(text)))
+            return True
+        if repl.busy and not command.while_busy:
+            repl.view.note(
+                f"/{name} is not available while a turn runs (Esc interrupts it).",
+                style="yellow",
+            )
+            return True
+        return command.run(rest)
+
+    def _help(self, _: str) -> bool:
+        rows = [
+            ("Enter", "send; while a turn runs: steer it (reaches the model at its next step)"),
+            ("Tab", "while a turn runs: queue the message for the next turn"),
+            ("Enter on an empty line", "send the waiting messages now (when idle)"),
+            ("Ctrl+J, Alt+Enter, \\ Enter", "new line"),
+            ("// or a leading space", "send text that starts with / (a path alone is sent)"),
+            ("Esc", "interrupt the turn and send the waiting messages at once"),
+            ("Down on an empty line", "select a waiting message: e edit, d / Del drop, Esc back"),
+            ("Ctrl+C", "clear the draft, else interrupt (waiting messages are kept); twice exits"),
+            ("Ctrl+D", "exit (on an empty line)"),
+            ("y / n / a", "answer an approval: yes once, no, always (yes / no / always too)"),
+            ("v", "at an approval: view the whole text (needed before y when part is hidden)"),
+        ]
+        out = [Text("Keys", style="bold")]
+        out += [Text.assemble(("  " + k.ljust(28), "cyan"), v) for k, v in rows]
+        out.append(Text("Commands", style="bold"))
+        out += [
+            Text.assemble(("  /" + c.name.ljust(27), "cyan"), c.help) for c in self.table.values()
+        ]
+        self._repl.view.flush_text()
+        self._repl.view.print(*out)
+        return True
+
+    def _new(self, _: str) -> bool:
+        repl = self._repl
+        old = repl.hosting.current
+        old.session.park()
+        try:
+            session = repl.runtime.create_session(
+                cwd=old.session.cwd, config=repl.config, interactive=True
+            )
+        except MindError as exc:
+            old.session.attach()
+            repl.view.note(f"Could not start a new session: {exc}", style="red")
+            return True
+        repl.created.add(session.session_id)
+        repl.hosting.switch_to(repl.hosting.host(session))
+        running = " (its turn keeps running)" if old.session.busy else ""
+        lines = [
+            Text.assemble(("new session ", "bold"), session.session_id),
+            Text(
+                f"parked {old.session.session_id}{running} · /resume goes back",
+                style="dim",
+            ),
+        ]
+        if old.session.waiting and not old.session.busy:
+            lines.append(
+                Text(
+                    f"{len(old.session.waiting)} message(s) still wait in the previous session; "
+                    "they are sent when you go back to it.",
+                    style="yellow",
+                )
+            )
+        repl.view.print(*lines)
+        return True
+
+    def _sessions(self, _: str) -> bool:
+        self._repl.picker.open()
+        return True
+
+    def _resume(self, arg: str) -> bool:
+        repl = self._repl
+        if not arg:
+            repl.picker.open()
+            return True
+        candidates = [s.session_id for s in repl.runtime.list_sessions()] + list(repl.hosting.by_id)
+        try:
+            sid = resolve_session_id(arg.split()[0], candidates)
+        except SessionError as exc:
+            repl.view.note(f"Cannot resume {exc.session_id}: {exc.detail}", style="yellow")
+            return True
+        repl.hosting.enter(sid)
+        return True
+
+    def _status(self, _: str) -> bool:
+        repl = self._repl
+        s = repl.session
+        state = "running a turn" if repl.busy else "idle"
+        waiting = len(s.waiting)
+        if repl.approving:
+            state = "waiting for approval"
+        allowed = ", ".join(sorted(s.always_allowed)) or "none"
+        pairs = [
+            ("session", s.session_id),
+            ("provider", s.provider.label),
+            ("model", repl.config.provider.model),
+            ("cwd", str(s.cwd)),
+            ("sandbox", s.sandbox.describe()),
+            ("approval", f"{s.approval} (always allowed: {allowed})"),
+            ("state", state + (f", {waiting} waiting" if waiting else "")),
+            ("usage", format_tokens(repl.hosting.current.tokens)),
+        ]
+        repl.view.print(*(Text.assemble((k.ljust(10), "dim"), v) for k, v in pairs))
+        return True
+
+    def _exit(self, _: str) -> bool:
+        return False

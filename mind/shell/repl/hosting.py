@@ -1,0 +1,283 @@
+"""The sessions one REPL process hosts: one attached (shown), the others parked.
+
+Switching sessions (``/new``, ``/resume``, the ``/sessions`` picker) parks
+the shown one: its turn keeps running in this process and its events keep
+being consumed, muted (:mod:`mind.shell.repl.feed`); a one-line notice says
+when a parked session's turn ends (seed 002 §2). Entering a session another
+live process holds is refused with the runtime's wording; a session whose
+journal refused a write is opened afresh (issue #8 item 6).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final, final
+
+from rich.text import Text
+
+from mind.errors import MindError, MountRefused, SessionError
+from mind.generated import events as ev
+from mind.shell.render import TurnView, format_duration
+from mind.shell.repl.banner import recap_lines
+from mind.shell.runtime import Session
+
+if TYPE_CHECKING:
+    from mind.shell.repl.app import Repl
+
+COALESCE_S: Final = 0.05
+"""Complete markdown blocks arriving within this many seconds are rendered
+together (see :class:`~mind.shell.render.TurnView`); the tick shows held ones."""
+
+PRINT_LAG_S: Final = 0.3
+"""How late printed output may reach the screen, in seconds: ``patch_stdout``
+waits 0.2 s after each write to bundle the next ones (the streaming preview
+stays hidden this long after a print, see :class:`~mind.shell.render.TurnView`)."""
+
+
+def _no_usage() -> ev.Usage:
+    return ev.Usage(input_tokens=0, output_tokens=0)
+
+
+@dataclass(eq=False)
+class Hosted:
+    """What the REPL keeps for one session this process hosts (attached or parked).
+
+    A parked session's events are still consumed (its turn must neither stall
+    nor lose events); its view is muted, so they update state without printing.
+    """
+
+    session: Session
+    view: TurnView
+    journal_pos: int
+    """Journal records already looked at for inputs to echo."""
+    approvals: deque[tuple[str, ev.ApprovalRequestedEvent]] = field(default_factory=deque)
+    """Questions waiting for y / n / a: ``(turn_id, event)``, oldest first."""
+    viewed: set[str] = field(default_factory=set)
+    """Call ids whose whole approval text was shown (``v``): only those, and
+    calls whose text was never cut, can be approved."""
+    recovered: set[str] = field(default_factory=set)
+    """Ids of inputs recovered when the session was opened (echoed as such)."""
+    tokens: ev.Usage = field(default_factory=_no_usage)
+    consuming: bool = False
+    """Whether a consumer task is iterating the session's events."""
+
+
+@final
+class Hosting:
+    """The hosted sessions by id and which one is attached.
+
+    Args:
+        repl: the REPL it belongs to (runtime, config, console, clock).
+        session: the session attached at start.
+    """
+
+    def __init__(self, repl: Repl, session: Session) -> None:
+        self._repl = repl
+        self.by_id: dict[str, Hosted] = {}
+        """This process's sessions by id, in the order they were entered."""
+        self.current = self.host(session)
+        """The attached session's REPL state."""
+
+    def parked(self) -> list[Hosted]:
+        """The hosted sessions other than the attached one, in entry order."""
+        return [h for h in self.by_id.values() if h is not self.current]
+
+    def host(self, session: Session) -> Hosted:
+        """Start keeping REPL state for a session the runtime now hosts."""
+        hosted = self.by_id.get(session.session_id)
+        if hosted is None:
+            repl = self._repl
+            hosted = Hosted(
+                session=session,
+                view=TurnView(
+                    repl.console,
+                    repl.clock,
+                    reserved_rows=repl.status.rows,
+                    coalesce_s=COALESCE_S,
+                    print_lag_s=PRINT_LAG_S,
+                ),
+                journal_pos=len(session.journal.records),
+            )
+            self.by_id[session.session_id] = hosted
+        return hosted
+
+    def say_recovered(self, *, after_storage: bool = False) -> None:
+        """Say what opening the attached session repaired; mark its recovered input.
+
+        ``after_storage``: it was reopened after a failed write of its state
+        (not after mind stopped), and the wording says so."""
+        repl = self._repl
+        recovery = repl.session.recovery
+        if recovery is None:
+            return
+        if recovery.aborted_turns or recovery.synthetic_results:
+            calls = recovery.synthetic_results
+            why = (
+                "a write of the session's state failed during a turn"
+                if after_storage
+                else "mind stopped during a turn last time"
+            )
+            repl.view.note(
+                f"{why}: {recovery.aborted_turns} turn(s) closed "
+                f"as aborted, {calls} tool call(s) marked interrupted (not run again).",
+                style="yellow",
+            )
+        waiting = repl.session.waiting
+        if recovery.replayed_inputs and waiting:
+            self.current.recovered = {m.message_id for m in waiting}
+            repl.view.note(
+                f"{len(waiting)} message(s) accepted earlier were never answered; "
+                "sending them now.",
+                style="yellow",
+            )
+
+    def enter(self, session_id: str) -> bool:
+        """Show ``session_id``: switch to it if hosted here, else open it (the
+        shown session is parked; its turn keeps running).
+
+        Entry of a session another live process holds is refused with the
+        runtime's wording (``occupied by pid N``, seed 002 §3.5, §6.8); the
+        picker's pre-check only says it earlier, the runtime decides.
+
+        Returns:
+            True when ``session_id`` is now the attached session.
+        """
+        repl = self._repl
+        hosted = self.by_id.get(session_id)
+        broken = hosted is not None and hosted.session.journal.broken is not None
+        if hosted is not None and broken and not hosted.session.busy:
+            return self.reopen(hosted)  # a write failed earlier: open it afresh
+        if hosted is self.current:
+            repl.picker.close()
+            repl.view.note(f"Already in session {session_id}.")
+            return True
+        if hosted is None:
+            holders = repl.runtime.mounts.holders(session_id)
+            if holders:
+                pids = ", ".join(str(h.pid) for h in holders)
+                self._refuse(session_id, f"occupied by pid {pids}")
+                return False
+            old = repl.session
+            old.park()
+            try:
+                session = repl.runtime.open_session(
+                    session_id, config=repl.config, interactive=True
+                )
+            except MountRefused as exc:
+                old.attach()
+                self._refuse(session_id, exc.reason)
+                return False
+            except SessionError as exc:
+                old.attach()
+                self._refuse(session_id, exc.detail)
+                return False
+            except MindError as exc:
+                old.attach()
+                self._refuse(session_id, str(exc))
+                return False
+            hosted = self.host(session)
+            self.switch_to(hosted)
+            self._show_entered("resumed")
+            self.say_recovered()
+            if self.current.recovered:
+                repl.send_waiting()
+        else:
+            self.switch_to(hosted)
+            self._show_entered("back from parked")
+        return True
+
+    def reopen(self, hosted: Hosted, *, quiet: bool = False) -> bool:
+        """Open afresh a hosted session whose journal refuses appends (a write
+        failed: disk full, quota, I/O error) and show it: the runtime closes
+        the broken handle and opens the session by its open rules (the failed
+        turn closed, accepted input waiting, issue #8 item 6).
+
+        Args:
+            hosted: the session's REPL state (attached or parked).
+            quiet: say nothing when it still cannot be opened (the caller
+                reports the refusal), e.g. an Enter while the disk is still full.
+
+        Returns:
+            True when the session is now open again and attached.
+        """
+        repl = self._repl
+        sid = hosted.session.session_id
+        old = self.current
+        if old is not hosted:
+            old.session.park()
+        try:
+            session = repl.runtime.open_session(sid, config=repl.config, interactive=True)
+        except MountRefused as exc:
+            why = exc.reason
+        except SessionError as exc:
+            why = exc.detail
+        except MindError as exc:
+            why = str(exc)
+        else:
+            hosted.session = session
+            hosted.journal_pos = len(session.journal.records)
+            hosted.approvals.clear()  # the broken handle's questions died with it
+            self.switch_to(hosted)
+            self._show_entered("reopened")
+            self.say_recovered(after_storage=True)
+            if self.current.recovered and not quiet:
+                repl.send_waiting()
+            return True
+        if old is not hosted:
+            old.session.attach()
+        if not quiet:
+            self._refuse(sid, why)
+        return False
+
+    def _refuse(self, session_id: str, why: str) -> None:
+        """Say why a session cannot be entered (the picker stays open)."""
+        repl = self._repl
+        repl.view.note(f"Cannot enter session {session_id}: {why}", style="red")
+        if repl.picker.shown:
+            repl.picker.refresh()
+        repl.invalidate()
+
+    def switch_to(self, hosted: Hosted) -> None:
+        """Park the attached session (its turn keeps running, muted) and attach ``hosted``."""
+        repl = self._repl
+        old = self.current
+        repl.picker.close()
+        if old is hosted:
+            return
+        old.view.muted = True
+        old.session.park()
+        repl.feed.ensure(old)  # keeps taking its events while parked
+        hosted.session.attach()
+        hosted.view.muted = False
+        self.current = hosted
+        repl.exit_armed_at = None
+        repl.waiting.clear()
+        repl.feed.ensure(hosted)
+        repl.invalidate()
+
+    def _show_entered(self, how: str) -> None:
+        """Print the header of the session just entered: id, cwd, history, a running turn."""
+        repl = self._repl
+        s = repl.session
+        view = repl.view
+        missed, dropped = view.take_missed()
+        lines = [
+            Text.assemble(("session ", "bold"), s.session_id, (f" ({how})", "dim")),
+            Text.assemble(("cwd       ", "dim"), str(s.cwd)),
+            *([] if missed else recap_lines(s, repl.console.width)),
+        ]
+        if missed:
+            earlier = f" (… {dropped} earlier lines not kept)" if dropped else ""
+            lines.append(Text(f"while it was parked:{earlier}", style="dim"))
+        view.print(*lines)
+        view.write_ansi(missed)
+        if s.busy:
+            started = view.turn_started_at
+            since = f" for {format_duration(repl.clock() - started)}" if started else ""
+            view.note(f"a turn is running{since}; its output continues here", "cyan")
+        if not missed or s.busy:
+            view.print(Text(""))
+        view.reset_spacing()
+        for _, event in self.current.approvals:  # asked while parked: ask again here
+            view.show_approval(event, viewed=event.call_id in self.current.viewed)
