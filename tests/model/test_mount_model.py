@@ -49,10 +49,10 @@ from hypothesis.stateful import (
 
 from mind.errors import MountHolder, MountRefused
 from mind.generated.mount_chart import MountChart
-from mind.machines.coverage import TransitionCoverage
 from mind.machines.mount import MountTransitionRefused
 from mind.shell.mounts import LEDGER_NAME, LOCK_NAME, MountHandle, MountLedger
 from tests.model.reporting import check_every_edge, write_report
+from tests.support.transition_coverage import TransitionCoverage
 
 CI = settings(
     derandomize=True,
