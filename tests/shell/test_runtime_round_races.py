@@ -126,3 +126,85 @@ def test_a_script_with_no_reply_left_fails_the_turn_and_consumes_its_input(
     (done,) = [r for r in records if isinstance(r, jr.TurnCompleted)]
     # A replay would meet the same empty script: the input is consumed, not kept.
     assert done.status == "failed" and done.acknowledged == [prompt.message_id]
+
+
+def test_steering_dropped_while_the_round_runs_never_reaches_the_model(tmp_path: Path) -> None:
+    with Gate() as gate:
+        config = _config(tmp_path / "script.yaml", [{"text": "only", "pause": str(gate.path)}])
+
+        async def main() -> tuple[str, mind.TurnOutcome, Path]:
+            async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+                session = rt.create_session(cwd=tmp_path, config=config)
+                turn = session.submit("first")
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_drain, turn)
+                    assert await anyio.to_thread.run_sync(gate.wait_reached)
+                    receipt = session.steer("never mind")
+                    dropped = session.drop(receipt.message_id)
+                    gate.release()
+                return dropped.text, turn.outcome, session.journal.path
+
+        dropped, outcome, path = anyio.run(main)
+    assert dropped == "never mind"
+    assert outcome.status == "completed" and outcome.final_text == "only"
+    records = _records(path)
+    assert [r.text for r in records if isinstance(r, jr.UserMessage)] == ["first"]
+    (done,) = [r for r in records if isinstance(r, jr.TurnCompleted)]
+    assert len(done.acknowledged) == 1
+
+
+def test_steering_sent_before_an_interrupt_is_answered_by_the_next_turn(tmp_path: Path) -> None:
+    with Gate() as gate:
+        replies = [{"text": "cut", "pause": str(gate.path)}, {"text": "next"}, {"text": "next"}]
+        config = _config(tmp_path / "script.yaml", replies)
+
+        async def main() -> tuple[list[str], Path]:
+            async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+                session = rt.create_session(cwd=tmp_path, config=config)
+                turn = session.submit("first")
+                assert await anyio.to_thread.run_sync(gate.wait_reached)
+                assert session.steer("then this").disposition == "steering"
+                turn.interrupt()  # send_pending: what waits starts the next turn
+                statuses = []
+                async for event in session.events():
+                    if isinstance(event, ev.TurnCompletedEvent):
+                        statuses.append(str(event.status))
+                return statuses, session.journal.path
+
+        statuses, path = anyio.run(main)
+    assert statuses == ["interrupted", "completed"]
+    records = _records(path)
+    turns = [r.turn_id for r in records if isinstance(r, jr.TurnStarted)]
+    steer = [r for r in records if isinstance(r, jr.UserMessage) and r.text == "then this"]
+    assert len(steer) == 1 and steer[0].turn_id == turns[1]  # the second turn, not the cut one
+    ends = [r for r in records if isinstance(r, jr.TurnCompleted)]
+    assert ends[1].acknowledged == [steer[0].message_id]
+
+
+def test_input_of_an_answer_cut_at_the_output_cap_is_taken_again_by_the_next_turn(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump([{"text": "y" * (1024 * 1024 + 1)}]), encoding="utf-8")
+    config = mind.resolve_config(
+        provider="scripted", script=str(script), env={"MIND_MAX_OUTPUT_MIB": "1"}
+    )
+
+    async def main() -> tuple[list[str], list[str], Path]:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            session = rt.create_session(cwd=tmp_path, config=config)
+            first = await session.run("write a lot")
+            turn = session.resume_pending()  # the input waits: the next turn claims it again
+            assert turn is not None
+            second = await turn.wait()
+            return (
+                [first.status, second.status],
+                [m.text for m in session.waiting],
+                (session.journal.path),
+            )
+
+    statuses, waiting, path = anyio.run(main)
+    assert statuses == ["failed", "failed"]  # the same script meets the same cap
+    assert waiting == ["write a lot"]  # never consumed, never lost
+    ends = [r for r in _records(path) if isinstance(r, jr.TurnCompleted)]
+    assert [(r.status, r.acknowledged) for r in ends] == [("failed", []), ("failed", [])]
