@@ -9,11 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 import yaml
 
 import mind
 from mind.errors import MountRefused, SessionError
+from mind.generated.session_mounts import MountOwner, SessionMountsFile
 from mind.shell.mounts import LEDGER_NAME, LOCK_NAME, read_ledger_strict
 
 
@@ -114,3 +116,24 @@ def test_a_claim_is_given_back_when_the_session_cannot_be_created_and_parking_ke
     assert sid not in after_refusal  # the claim taken for the refused create was given back
     assert parked == other  # a parked session stays claimed by this process
     assert not (state / LOCK_NAME).exists()
+
+
+def test_a_session_another_live_process_hosts_is_refused_occupied(
+    tmp_path: Path, live_pid: int
+) -> None:
+    state, config = tmp_path / "state", _config(tmp_path)
+    sid = _existing_session(state, config, tmp_path)
+    # An older mind's record (no start identity): the live pid alone says it holds the session.
+    record = MountOwner(pid=live_pid, startedAt=0, sessionIds=[sid])
+    ledger = msgspec.json.encode(SessionMountsFile(version=1, owners=[record]))
+    (state / LEDGER_NAME).write_bytes(ledger)
+
+    async def main() -> MountRefused:
+        async with mind.Runtime.open(state_root=state) as rt:
+            with pytest.raises(MountRefused) as refused:
+                rt.open_session(sid, config=config)
+            return refused.value
+
+    refused = anyio.run(main)
+    assert refused.kind == "occupied"
+    assert [h.pid for h in refused.holders] == [live_pid]
