@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
+
+import pytest
 
 from mind.generated.turn_chart import TurnChart
 from tests.support import runtime_transitions as rt
@@ -74,3 +78,26 @@ def test_an_edge_or_chart_the_specs_lack_fails(tmp_path: Path) -> None:
     _results, problems = rt.runtime_coverage(rt.read_logs(tmp_path), {}, TURN)
     assert "turn: the runtime took accepted --nap--> aborted, which the chart lacks" in problems
     assert "the runtime logged chart 'OldChart' which no spec generates" in problems
+
+
+def _inner_pytest(*args: str) -> subprocess.CompletedProcess[str]:
+    """A real pytest run of one quick test of this file, with this suite's plugin."""
+    test = f"{Path(__file__).relative_to(rt.ROOT)}::test_all_reachable_edges_taken_is_no_problem"
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", test, *args],
+        cwd=rt.ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.slow
+def test_the_option_fails_a_run_whose_runtime_missed_an_edge() -> None:
+    # One real inner run (a few seconds); without the option nothing is checked,
+    # as every ordinary subset run of this suite shows.
+    checked = _inner_pytest("--transition-coverage")
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert "transition coverage of the runtime's machines" in checked.stdout
+    assert "turn: never taken by the runtime: accepted --start--> sampling" in checked.stdout
+    assert "1 passed" in checked.stdout  # the tests passed; the coverage check failed the run
