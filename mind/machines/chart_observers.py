@@ -15,20 +15,21 @@ Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
-from statemachine import StateChart
-from statemachine.transition import Transition
+if TYPE_CHECKING:  # installing a listener (mind --version under the test run) stays light
+    from statemachine import StateChart
+    from statemachine.transition import Transition
 
 __all__ = ["ChartListenerFactory", "created", "guard_label", "install", "uninstall"]
 
-ChartListenerFactory = Callable[[StateChart[Any]], object | None]
+ChartListenerFactory: TypeAlias = "Callable[[StateChart[Any]], object | None]"
 """Called with each new chart; returns a python-statemachine listener to
 attach (e.g. one with ``after_transition(event, transition)``) or ``None``."""
 
 _factories: list[ChartListenerFactory] = []
 
-_C = TypeVar("_C", bound=StateChart[Any])
+_C = TypeVar("_C", bound="StateChart[Any]")
 
 
 def install(factory: ChartListenerFactory) -> None:

@@ -27,12 +27,13 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
-from typing import Any, Final, final
-
-from statemachine import StateChart
-from statemachine.transition import Transition
+from typing import TYPE_CHECKING, Any, Final, final
 
 from mind.machines import chart_observers
+
+if TYPE_CHECKING:
+    from statemachine import StateChart
+    from statemachine.transition import Transition
 
 __all__ = ["ENV", "RUNTIME_MODULES", "TransitionLog", "install_from_env"]
 
