@@ -4,6 +4,6 @@ A machine decides; the shell acts. Modules here take events and expose the
 resulting state; they never read files, clocks, the environment or sockets.
 
 - :mod:`mind.machines.turn` — :class:`~mind.machines.turn.TurnMachine`, one turn.
-- :mod:`mind.machines.coverage` — transition enumeration, per-edge walks and
-  coverage reports for any generated chart (used by ``tests/model``).
+
+Transition-coverage tooling is test code: ``tests/support/transition_coverage.py``.
 """

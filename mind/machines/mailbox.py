@@ -83,6 +83,7 @@ from statemachine.exceptions import TransitionNotAllowed
 from mind.errors import InputRefused
 from mind.generated.inbox_message_chart import InboxMessageChart, InboxMessageEventName
 from mind.generated.mailbox_chart import MailboxChart, MailboxEventName
+from mind.machines.chart_observers import created
 
 __all__ = [
     "MAX_BACKGROUND_BYTES",
@@ -274,7 +275,7 @@ class Mailbox:
         self._backlog_ids: set[str] = set()
         self._listeners: list[object] = []
         self._box_data = _BoxData(self._count_queued)
-        self._box = MailboxChart(model=self._box_data)
+        self._box = created(MailboxChart(model=self._box_data))
 
     def __repr__(self) -> str:
         return f"Mailbox(state={self.state!r}, messages={len(self._slots)})"
@@ -720,7 +721,7 @@ class Mailbox:
             recovered=recovered,
             steering=disposition == "steering",
         )
-        slot.chart = InboxMessageChart(model=slot, listeners=list(self._listeners) or None)
+        slot.chart = created(InboxMessageChart(model=slot, listeners=list(self._listeners) or None))
         slot.send("arrive")
         self._slots[message_id] = slot
 

@@ -46,6 +46,7 @@ from statemachine.exceptions import TransitionNotAllowed
 from mind.errors import MountHolder
 from mind.generated.mount_chart import MountChart, MountEventName
 from mind.generated.session_mounts import MountOwner
+from mind.machines.chart_observers import created
 
 __all__ = [
     "BACKOFF_MS",
@@ -160,7 +161,7 @@ class MountMachine:
 
     def __init__(self, *, new_session: bool = False) -> None:
         self._data = _MountData(new_session=new_session)
-        self._chart = MountChart(model=self._data)
+        self._chart = created(MountChart(model=self._data))
         self._unpublished = False
 
     def __repr__(self) -> str:

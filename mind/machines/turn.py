@@ -33,6 +33,7 @@ from statemachine.exceptions import TransitionNotAllowed
 
 from mind.errors import TRANSIENT_KINDS
 from mind.generated.turn_chart import TurnChart, TurnEventName
+from mind.machines.chart_observers import created
 
 __all__ = [
     "TERMINAL_STATES",
@@ -149,7 +150,7 @@ class TurnMachine:
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         self._data = _TurnData(max_retries=max_retries)
-        self._chart = TurnChart(model=self._data)
+        self._chart = created(TurnChart(model=self._data))
 
     def __repr__(self) -> str:
         return f"TurnMachine(state={self.state!r}, retries_used={self.retries_used})"

@@ -34,7 +34,7 @@ from codegen.__main__ import MARKER, build, check, generate, main
 from codegen.diagrams import chart_dot, render_svg
 from codegen.statecharts import SpecError, load_chart
 from mind.generated import events, journal
-from mind.machines.coverage import guard_names
+from tests.support.transition_coverage import guard_names
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART_SPECS = sorted((ROOT / "specs/statecharts").glob("*.yaml"))

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from tests.e2e.test_repl import ENTER, words
+from tests.support.child_env import without_prefixes
 from tests.support.replay_server import ReplayServer, Reply
 from tests.support.screen import Screen
 
@@ -60,11 +61,7 @@ def spawn_repl(
     ``COLUMNS``/``LINES`` are not inherited (pytest-xdist workers carry 80x24,
     which rich would take over the pty's size); ``extra_env`` adds variables.
     """
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("MIND_", "OPENAI_", "ANTHROPIC_")) and k not in ("COLUMNS", "LINES")
-    }
+    env = without_prefixes("MIND_", "OPENAI_", "ANTHROPIC_", drop=("COLUMNS", "LINES"))
     env.update(extra_env or {})
     env.update(
         MIND_HOME=str(tmp_path / "home"),

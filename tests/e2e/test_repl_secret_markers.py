@@ -4,7 +4,6 @@ pseudo-terminal, never show the API key or the base URL's secrets
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -12,13 +11,14 @@ import pexpect
 
 from tests.e2e.test_exec_secret_markers import KEY, MARKERS, PASSWORD, QUERY
 from tests.e2e.test_repl import ENTER, REPO, words
+from tests.support.child_env import without_prefixes
 from tests.support.echo_server import EchoServer
 
 
 def test_repl_banner_and_failure_show_no_marker(tmp_path: Path) -> None:
     with EchoServer("openai-chat") as server:
         base_url = f"http://u:{PASSWORD}@127.0.0.1:{server.port}/v1?token={QUERY}"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("MIND_", "OPENAI_"))}
+        env = without_prefixes("MIND_", "OPENAI_")
         env.update(
             MIND_HOME=str(tmp_path / "home"),
             MIND_STATE_HOME=str(tmp_path / "state"),

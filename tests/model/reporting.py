@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from mind.machines.coverage import TransitionCoverage, walk_every_edge
+from tests.support.transition_coverage import TransitionCoverage, walk_every_edge
 
 
 def write_report(request: pytest.FixtureRequest, name: str, coverage: TransitionCoverage) -> None:

@@ -44,10 +44,10 @@ from mind.errors import InputRefused
 from mind.generated.inbox import InboxEntry, InboxKind
 from mind.generated.inbox_message_chart import InboxMessageChart
 from mind.generated.mailbox_chart import MailboxChart
-from mind.machines.coverage import TransitionCoverage
 from mind.machines.mailbox import Mailbox, MailboxRefused, MessageKind
 from mind.shell.inbox import MAX_INBOX_BYTES, Inbox, encode_inbox
 from tests.model.reporting import check_every_edge, write_report
+from tests.support.transition_coverage import TransitionCoverage
 
 CI = settings(
     derandomize=True,

@@ -28,9 +28,9 @@ from hypothesis.stateful import (
 )
 
 from mind.generated.turn_chart import TurnChart
-from mind.machines.coverage import TransitionCoverage
 from mind.machines.turn import TransitionRefused, TurnMachine
 from tests.model.reporting import check_every_edge, write_report
+from tests.support.transition_coverage import TransitionCoverage
 
 CI = settings(
     derandomize=True,

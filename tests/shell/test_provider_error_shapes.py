@@ -10,7 +10,6 @@ at once, with a hint).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +21,7 @@ import pytest
 from mind.conversation import ModelRequest, UserMessage
 from mind.errors import ProviderError
 from mind.shell.providers import ProviderSettings, make_provider
+from tests.support.child_env import without_prefixes
 from tests.support.replay_server import ReplayServer, Reply
 
 REQUEST = ModelRequest(model="m", system="", messages=[UserMessage(text="hi")])
@@ -564,9 +564,7 @@ def test_an_unknown_model_is_not_mistaken_for_a_wrong_endpoint() -> None:
 
 
 def test_mind_exec_does_not_retry_a_wrong_endpoint(tmp_path: Path) -> None:
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("MIND_", "OPENAI_", "ANTHROPIC_"))
-    }
+    env = without_prefixes("MIND_", "OPENAI_", "ANTHROPIC_")
     env.update({"MIND_HOME": str(tmp_path / "home"), "MIND_MAX_RETRIES": "3"})
     reply = Reply(status=404, content_type="text/plain", body=b"404 page not found")
     with ReplayServer([reply], repeat_last=True) as server:

@@ -10,7 +10,6 @@ kind ``protocol``: never retried, with a hint naming the likely API.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from mind.errors import CANONICAL_MESSAGES, ProviderError
 from mind.generated import events as ev
 from mind.shell.providers import ProviderSettings, make_provider
 from mind.shell.providers.failures import classify_failure
+from tests.support.child_env import without_prefixes
 from tests.support.keepalive_server import KeepAliveServer
 from tests.support.replay_server import ReplayServer, Reply
 
@@ -177,9 +177,7 @@ def test_chat_done_after_responses_events_is_a_cut_not_a_mismatch() -> None:
 
 
 def _exec(tmp_path: Path, base_url: str, provider: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("MIND_", "OPENAI_", "ANTHROPIC_"))
-    }
+    env = without_prefixes("MIND_", "OPENAI_", "ANTHROPIC_")
     env.update({"MIND_HOME": str(tmp_path / "home"), "MIND_MAX_RETRIES": "3"})
     argv = ["exec", "--json", "--provider", provider, "--base-url", base_url, "--model", "m"]
     argv += ["--approval", "never", "--cwd", str(tmp_path), "hello"]

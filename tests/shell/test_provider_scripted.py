@@ -23,6 +23,7 @@ from mind.conversation import (
 )
 from mind.errors import ConfigError, ScriptError
 from mind.shell.providers import Provider, ProviderSettings, make_provider
+from tests.support.gate import Gate
 
 SCRIPT = """\
 - text: "Let me look at the file first."
@@ -146,3 +147,34 @@ def test_http_provider_labels_never_show_the_key() -> None:
         "openai-responses": "openai-responses gpt-x @ https://api.openai.com/v1",
         "anthropic": "anthropic gpt-x @ https://api.anthropic.com",
     }
+
+
+def test_pause_holds_the_reply_after_its_last_delta_until_released(tmp_path: Path) -> None:
+    with Gate() as gate:
+        provider = provider_for(
+            tmp_path, f"- text: 'a reply in three pieces'\n  pause: {gate.path}\n"
+        )
+        seen: list[StreamEvent] = []
+
+        async def run() -> list[StreamEvent]:
+            async def consume() -> None:
+                req = ModelRequest(model="any", system="s", messages=[UserMessage(text="x")])
+                async for event in provider.stream(req):
+                    seen.append(event)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(consume)
+                assert await anyio.to_thread.run_sync(gate.wait_reached)
+                held = list(seen)
+                gate.release()
+            return held
+
+        held = anyio.run(run)
+    assert [type(e) for e in held] == [TextDelta, TextDelta, TextDelta]  # every delta, no end
+    assert isinstance(seen[-1], StreamDone) and seen[-1].text == "a reply in three pieces"
+
+
+def test_pause_at_a_gate_nobody_holds_is_a_script_error(tmp_path: Path) -> None:
+    provider = provider_for(tmp_path, "- {text: hi, pause: no-gate-here}\n")
+    with pytest.raises(ScriptError, match=r"reply 1: pause: cannot reach the gate .*no-gate-here"):
+        play(provider, [UserMessage(text="x")])

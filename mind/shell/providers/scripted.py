@@ -13,18 +13,30 @@ Script format (YAML or JSON)::
           arguments: {path: README.md}        # object, or a JSON string
       text: "Let me look."                    # optional text alongside
       reasoning: "..."                        # optional, any reply
+      pause: gate.sock                        # optional, any reply (for tests)
     # or the same list under a top-level key:  {replies: [...]}
 
 Call ids are ``call_<reply>_<call>`` (both 1-based), e.g. ``call_2_1``.
+
+``pause: PATH`` holds the reply after its last delta (reasoning, text and
+tool-call starts), before the round's final event: the provider connects to
+the Unix socket at ``PATH`` (relative to the script's folder) and waits until
+the peer sends a byte or closes the connection. The peer's ``accept`` tells
+a test that the reply is paused exactly there, so a race such as "input
+arrives between the last delta and the end of the round" is deterministic
+(``tests/support/gate.py``). A gate that cannot be reached is a
+:class:`~mind.errors.ScriptError`; a cancelled turn stops waiting at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import msgspec
 import yaml
 
@@ -59,9 +71,11 @@ class ScriptedReply(msgspec.Struct, frozen=True, kw_only=True):
     text: str = ""
     reasoning: str = ""
     tool_calls: list[ScriptedCall] = msgspec.field(default_factory=list)
+    pause: Path | None = None
+    """The gate (a Unix socket) to wait at after the last delta, if any."""
 
 
-_REPLY_KEYS = {"text", "tool_calls", "reasoning"}
+_REPLY_KEYS = {"text", "tool_calls", "reasoning", "pause"}
 
 
 def _parse_reply(path: Path, n: int, raw: Any) -> ScriptedReply:
@@ -104,11 +118,15 @@ def _parse_reply(path: Path, n: int, raw: Any) -> ScriptedReply:
         else:
             raise ScriptError(path, f"{cwhere}: 'arguments' must be an object or a JSON string")
         calls.append(ScriptedCall(name=replace_lone_surrogates(name), arguments=arguments))
+    pause = raw.get("pause")
+    if pause is not None and (not isinstance(pause, str) or not pause):
+        raise ScriptError(path, f"{where}: 'pause' must be the path of a gate (a Unix socket)")
     # A YAML "\ud800" is a lone surrogate: replaced here, where the script's text enters.
     return ScriptedReply(
         text=replace_lone_surrogates(text),
         reasoning=replace_lone_surrogates(reasoning),
         tool_calls=calls,
+        pause=path.parent / pause if pause is not None else None,
     )
 
 
@@ -204,6 +222,8 @@ class ScriptedProvider:
         ]
         for call in calls:
             yield ToolCallStarted(call_id=call.call_id, name=call.name)
+        if reply.pause is not None:
+            await self._pause(n + 1, reply.pause)
         prompt_chars = len(request.system) + sum(
             len(msgspec.json.encode(m)) for m in request.messages
         )
@@ -215,6 +235,23 @@ class ScriptedProvider:
             finish="tool_calls" if calls else "stop",
             usage=Usage(input_tokens=prompt_chars // 4, output_tokens=output_chars // 4),
         )
+
+    async def _pause(self, reply: int, gate: Path) -> None:
+        """Wait at ``gate`` until the test releases it (see the module doc).
+
+        Raises:
+            ScriptError: nothing listens at ``gate``.
+        """
+        try:
+            stream = await anyio.connect_unix(gate)
+        except OSError as exc:
+            raise ScriptError(
+                self.script_path,
+                f"reply {reply}: pause: cannot reach the gate {gate}: {exc.strerror or exc}",
+            ) from None
+        async with stream:
+            with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError):
+                await stream.receive(1)
 
     async def aclose(self) -> None:
         """Nothing to release."""

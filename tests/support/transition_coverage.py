@@ -37,6 +37,8 @@ from statemachine import State, StateChart
 from statemachine.exceptions import TransitionNotAllowed
 from statemachine.transition import Transition
 
+from mind.machines.chart_observers import guard_label
+
 __all__ = [
     "Edge",
     "EdgeWalk",
@@ -77,14 +79,6 @@ class Edge:
         return f"{self.source} --{self.event or '(eventless)'}{guard}--> {self.target}"
 
 
-def _guard_label(transition: Transition) -> str:
-    parts = []
-    for spec in transition.cond:
-        expression = str(spec.func) if isinstance(spec.func, str) else str(spec.attr_name)
-        parts.append(expression if spec.expected_value else f"not {expression}")
-    return " and ".join(parts)
-
-
 def _transitions(chart: Chart) -> Iterator[tuple[Transition, str]]:
     for state in chart.states_map.values():
         for transition in state.transitions:
@@ -107,7 +101,7 @@ def chart_edges(chart: Chart) -> tuple[Edge, ...]:
             source=transition.source.id,
             event=event,
             target=transition.target.id if transition.target is not None else transition.source.id,
-            guard=_guard_label(transition),
+            guard=guard_label(transition),
         )
         for index, (transition, event) in enumerate(_transitions(chart))
     )
