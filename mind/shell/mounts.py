@@ -236,21 +236,6 @@ def read_ledger_lenient(path: Path) -> list[MountOwner]:
         return []
 
 
-def _started_at_ms(pid: int, fallback_ms: int) -> int:
-    """Start time of ``pid``, Unix epoch ms, from ``/proc``; ``fallback_ms`` if unknown."""
-    try:
-        stat_text = Path(f"/proc/{pid}/stat").read_text()
-        ticks = int(stat_text[stat_text.rfind(")") + 2 :].split()[19])
-        btime = next(
-            int(line.split()[1])
-            for line in Path("/proc/stat").read_text().splitlines()
-            if line.startswith("btime ")
-        )
-        return btime * 1000 + ticks * 1000 // os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
-        return fallback_ms
-
-
 # ---------------------------------------------------------------------- the ledger
 
 
@@ -400,7 +385,7 @@ class MountLedger:
         self.ledger_path = root / LEDGER_NAME
         self.lock_path = root / LOCK_NAME
         self.pid = pid if pid is not None else os.getpid()
-        self.started_at_ms = _started_at_ms(self.pid, int(clock_s() * 1000))
+        self.started_at_ms = procs.started_at_ms(self.pid, fallback_ms=int(clock_s() * 1000))
         self.start_identity = procs.start_identity(self.pid)
         self._alive = alive
         self._clock_s = clock_s
@@ -814,7 +799,7 @@ class MountLedger:
                 age_s=self._clock_s() - mtime,
                 stale_after_s=self._stale_lock_s,
                 alive=self._alive,
-                # Without /proc this process's own tokens carry no identity either.
+                # Without a readable identity this process's own tokens carry none either.
                 me=self.pid if self.start_identity else 0,
             )
             if verdict == "held":
