@@ -787,3 +787,49 @@ def test_a_journal_damaged_before_its_indexed_offset_is_checked_in_full(
     [row] = store.summaries()
     assert row.damage == f"{path}:{err.value.line}, {err.value.detail}"
     assert store.index.entries()["s"].damage_line == err.value.line  # saved
+
+
+# --- non-blocking notes ------------------------------------------------------------
+
+
+def test_a_note_returns_at_once_while_another_connection_holds_the_write_lock(
+    store: Store,
+) -> None:
+    """A note is called on the event loop (turn start and end): it must not
+    wait for SQLite's write lock; the row lands once the lock is free."""
+    write_session(store, "s", cwd="/w", turns=[], start_ms=100)
+    assert store.index.note("s", updated_at_ms=1_000)
+    store.index.flush()
+    holder = apsw.Connection(str(store.index.path))
+    try:
+        holder.execute("BEGIN IMMEDIATE")  # the write lock, held by another connection
+        started = time.perf_counter()
+        assert store.index.note("s", title="hello", status="running", updated_at_ms=2_000)
+        elapsed_s = time.perf_counter() - started
+        assert elapsed_s <= 0.020, f"note() blocked {elapsed_s * 1000:.1f} ms"
+        started = time.perf_counter()
+        assert not store.index.flush(timeout_s=0.05)  # still waiting for the lock
+        # The wait holds no GIL: this thread ran on (apsw's ``with con:`` stalled it 1 s).
+        assert time.perf_counter() - started < 0.5
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert store.index.flush()
+    entry = store.index.entries()["s"]
+    assert (entry.title, entry.last_status, entry.updated_at_ms) == ("hello", "running", 2_000)
+
+
+def test_notes_of_a_session_land_in_order_and_close_flushes_them(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    store = Store(state)
+    write_session(store, "s", cwd="/w", turns=[], start_ms=100)
+    for n in range(50):
+        status = "completed" if n % 2 else "running"
+        assert store.index.note("s", title=f"p{n}", status=status, updated_at_ms=n)
+    store.close()  # flushes: nothing noted is lost
+    store = Store(state)
+    try:
+        entry = store.index.entries()["s"]
+    finally:
+        store.close()
+    assert (entry.title, entry.last_status, entry.updated_at_ms) == ("p0", "completed", 49)
