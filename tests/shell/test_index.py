@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+import msgspec
 import pytest
 
 from mind.errors import JournalCorruptError, StateDirError
@@ -833,3 +834,27 @@ def test_notes_of_a_session_land_in_order_and_close_flushes_them(tmp_path: Path)
     finally:
         store.close()
     assert (entry.title, entry.last_status, entry.updated_at_ms) == ("p0", "completed", 49)
+
+
+def test_appended_bytes_are_read_by_the_journals_own_rules(store: Store) -> None:
+    """A last line that is valid JSON but fails its integrity check is a torn
+    tail: opening drops it, so the listing must not take its status either
+    (a second, schema-less reader in the index once did)."""
+    path = write_session(store, "s", cwd="/w", turns=[("p", None)], start_ms=1)
+    store.rebuild_index()
+    completed = jr.TurnCompleted(
+        seq=4,
+        recorded_at_ms=99,
+        turn_id="turn_1",
+        status=jr.TurnStatus.completed,
+        usage=jr.Usage(input_tokens=1, output_tokens=1),
+        acknowledged=[],
+    )
+    torn = msgspec.json.encode(completed)[:-1] + b',"crc32":"00000000"}\n'
+    with path.open("ab") as f:
+        f.write(torn)
+    records, report = read_records(path)
+    assert report.torn_tail_dropped and not isinstance(records[-1], jr.TurnCompleted)
+    [row] = store.summaries()
+    assert row.last_status == "running"
+    assert store.index.entries()["s"].last_status == "running"
