@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import zlib
 from collections.abc import Iterator, Sequence
@@ -28,6 +29,7 @@ from mind.errors import JournalCorruptError, StateDirError
 from mind.generated import journal as jr
 from mind.shell import index
 from mind.shell.index import IndexEntry, SessionIndex, format_age
+from mind.shell.index.writer import WriteQueue
 from mind.shell.journal import Journal, read_records
 from mind.shell.store import SessionSummary, Store, listing_lines
 
@@ -858,3 +860,25 @@ def test_appended_bytes_are_read_by_the_journals_own_rules(store: Store) -> None
     [row] = store.summaries()
     assert row.last_status == "running"
     assert store.index.entries()["s"].last_status == "running"
+
+
+def test_the_write_queue_is_bounded_and_refuses_when_full_or_closed() -> None:
+    started, release = threading.Event(), threading.Event()
+    done: list[int] = []
+
+    def blocking() -> None:
+        started.set()
+        assert release.wait(timeout=10)
+
+    queue = WriteQueue(name="test-index-writer", max_pending=2)
+    assert queue.submit(blocking)
+    assert started.wait(timeout=10)  # running: no longer counted as pending
+    assert queue.submit(lambda: done.append(1))
+    assert queue.submit(lambda: done.append(2))
+    assert not queue.submit(lambda: done.append(3))  # full: refused at once
+    assert not queue.flush(timeout_s=0.01)
+    release.set()
+    assert queue.flush(timeout_s=10)
+    assert done == [1, 2]
+    assert queue.close(timeout_s=10)
+    assert not queue.submit(lambda: done.append(4))
