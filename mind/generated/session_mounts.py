@@ -44,7 +44,7 @@ class MountOwner(Struct, kw_only=True, frozen=True):
         Annotated[
             str,
             Meta(
-                description='The owner\'s start identity, "<kernel boot id>:<start time in clock ticks>" (mind.shell.procs.start_identity): a live pid whose current start identity differs is a reused pid, so the record is dead. Absent in records of older minds (then only the pid counts); "" where /proc is absent.',
+                description='The owner\'s start identity, on Linux "<kernel boot id>:<start time in clock ticks>" (mind.shell.procs.start_identity): a live pid whose current start identity differs is a reused pid, so the record is dead. Absent in records of older minds (then only the pid counts); "" where it cannot be read.',
                 max_length=128,
             ),
         ]

@@ -1,8 +1,10 @@
 """The session journal: ``sessions/<session_id>/journal.jsonl`` (DESIGN §4).
 
 Size: writing and the open rules (CRC, seq, torn tail, first record) must
-agree byte for byte; ``check_journal`` (the listing check) is the piece that
-can move beside the index.
+agree byte for byte, so the one writer and every reader of the file — the
+strict open, :func:`read_records`, and the read-only scans the session index
+uses (:func:`check_journal`, :func:`check_piece`, :func:`head_record`,
+:func:`decode_record`) — live together here.
 
 The journal is the authority of a session: an append-only file, one
 :data:`~mind.generated.journal.JournalRecord` per line, ``seq`` numbered
@@ -109,7 +111,11 @@ __all__ = [
     "MAX_LINE_BYTES",
     "Journal",
     "JournalOpenReport",
+    "RecordSink",
     "check_journal",
+    "check_piece",
+    "decode_record",
+    "head_record",
     "line_damage",
     "read_records",
 ]
@@ -134,6 +140,11 @@ _SEPARATOR: Final = b"~\n"
 
 _ENCODER: Final = msgspec.json.Encoder()
 _DECODER: Final[msgspec.json.Decoder[JournalRecord]] = msgspec.json.Decoder(JournalRecord)
+
+RecordSink = Callable[[str, bytes], None]
+"""``(record type, record JSON bytes)`` of each sound record, in file order:
+what the read-only scans hand out instead of decoded records (the caller
+decodes the few types it needs with :func:`decode_record`)."""
 
 
 class JournalOpenReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -280,12 +291,12 @@ def _read_line(stream: IO[bytes], crc_seed: int) -> tuple[bytes | None, int, int
     return None, length, crc, False
 
 
-def _scan(stream: IO[bytes], path: Path, on_record: Callable[[bytes], None] | None = None) -> _Scan:
+def _scan(stream: IO[bytes], path: Path, on_record: RecordSink | None = None) -> _Scan:
     """Read and verify a whole journal (see the module docstring for rules).
 
     With ``on_record`` the records are not decoded with the schema (only
-    their ``type`` and ``seq``) nor kept: each sound record's JSON bytes are
-    passed to it instead (:func:`check_journal`).
+    their ``type`` and ``seq``) nor kept: each sound record's type and JSON
+    bytes are passed to it instead (:func:`check_journal`).
 
     Raises:
         JournalCorruptError: damage other than a torn tail, with the 1-based
@@ -349,7 +360,7 @@ def _scan(stream: IO[bytes], path: Path, on_record: Callable[[bytes], None] | No
             seq, tag = _light(checked.record_bytes, path, line_no)
             if expected == 0:
                 scan.first_tag = tag
-            on_record(checked.record_bytes)
+            on_record(tag, checked.record_bytes)
         if seq != expected:
             raise JournalCorruptError(path, line_no, f"seq {seq} where {expected} was expected")
         if on_record is None:
@@ -432,7 +443,7 @@ def _light(record_bytes: bytes, path: Path, line_no: int) -> tuple[int, str]:
     return head.seq, head.type
 
 
-def check_journal(path: Path, on_record: Callable[[bytes], None]) -> JournalOpenReport:
+def check_journal(path: Path, on_record: RecordSink) -> JournalOpenReport:
     """Verify a journal's framing without decoding its records (for listing).
 
     Checks what :func:`read_records` checks — every line's CRC-32, vouched
@@ -442,7 +453,8 @@ def check_journal(path: Path, on_record: Callable[[bytes], None]) -> JournalOpen
 
     Args:
         path: the journal.
-        on_record: called with the JSON bytes of each sound record, in order.
+        on_record: called with the type and JSON bytes of each sound
+            record, in order.
 
     Returns:
         The open report (records counted, torn tail).
@@ -462,6 +474,91 @@ def check_journal(path: Path, on_record: Callable[[bytes], None]) -> JournalOpen
         os.close(fd)
     _require_start(scan, path)
     return scan.report()
+
+
+def check_piece(data: bytes, *, starts_mid_line: bool = False) -> list[tuple[str, bytes]] | None:
+    """The sound records in a piece of a journal (bytes appended since a
+    known line boundary), checked line by line with the open rules' framing.
+
+    Only complete lines count (the last piece, without its newline, is a torn
+    or unfinished write). A damaged complete line is accepted only as the
+    torn tail: the last complete line with nothing after it. ``seq`` order
+    and vouched spans need the whole file: :func:`check_journal` does that.
+
+    Args:
+        data: bytes of the journal starting at a line boundary, or anywhere
+            when ``starts_mid_line`` (then the first piece is skipped).
+        starts_mid_line: ``data`` may begin inside a line.
+
+    Returns:
+        ``(type, record JSON bytes)`` per sound line, in order; ``None`` when
+        a damaged line has more after it (only a full check can tell a
+        vouched historic tail from corruption).
+    """
+    lines = data.split(b"\n")
+    if starts_mid_line:
+        lines = lines[1:]
+    complete = lines[:-1]
+    out: list[tuple[str, bytes]] = []
+    for n, line in enumerate(complete):
+        checked = _check_line(line)
+        if isinstance(checked, str):
+            if n + 1 < len(complete) or lines[-1]:
+                return None
+            continue
+        tag = _tag(checked.record_bytes)
+        if tag is None:
+            return None
+        out.append((tag, checked.record_bytes))
+    return out
+
+
+def head_record(head: bytes, *, whole_file: bool) -> tuple[str, bytes] | str:
+    """A journal's first record from its first bytes, or why it would not open.
+
+    Args:
+        head: the file's first bytes.
+        whole_file: ``head`` is the whole file (it was shorter than asked for).
+
+    Returns:
+        ``(type, record JSON bytes)`` of a sound first line that is
+        ``session_started``; else the reason the journal would not open
+        (``"first record is ..."``, a torn single line, a failed check); ""
+        when nothing can be said yet (empty, or no newline in ``head`` and
+        more bytes follow).
+    """
+    first, newline, _ = head.partition(b"\n")
+    if not newline:
+        if head and whole_file:
+            return "no session_started record: last line has no newline (torn write)"
+        return ""
+    checked = _check_line(first)
+    if isinstance(checked, str):
+        return checked
+    tag = _tag(checked.record_bytes)
+    if tag != "session_started":
+        return f"first record is {tag!r}, not 'session_started'"
+    return tag, checked.record_bytes
+
+
+def decode_record(record_bytes: bytes) -> JournalRecord | None:
+    """A sound record's JSON bytes (from a read-only scan) as its schema type,
+    or None when they do not hold one (a listing shows what it can)."""
+    try:
+        return _decode(record_bytes)
+    except ValueError:
+        return None
+
+
+def _tag(record_bytes: bytes) -> str | None:
+    """The ``type`` of a sound record's bytes, None when it has none."""
+    match = _HEAD_RE.match(record_bytes)
+    if match is not None:
+        return match[1].decode()
+    try:
+        return _HEAD_DECODER.decode(record_bytes).type
+    except (msgspec.DecodeError, RecursionError):
+        return None
 
 
 def _sanitize(value: Any) -> Any:

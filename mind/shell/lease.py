@@ -59,6 +59,14 @@ class SessionLease:
         makes "read the holder, find it dead, write ourselves" one atomic step
         across processes.
 
+        Blocks while another process holds that ``flock`` (its check-and-write
+        takes milliseconds; a stopped holder holds it until it goes on or
+        dies). Safe to call from a worker thread — it installs no signal
+        handler and touches no event-loop object; threads of one process
+        exclude each other through the same ``flock`` (one open file
+        description each) — so async code calls it through
+        ``anyio.to_thread.run_sync``.
+
         Raises:
             SessionOccupiedError: a live process (pid + start identity) holds it.
             StateDirError: the lease cannot be written.
@@ -93,7 +101,7 @@ class SessionLease:
             # An flock held on the session directory for the lease's lifetime
             # can — the kernel shares it across namespaces and drops it when
             # the owner dies, even by SIGKILL.
-            held_fd = _hold_directory(path.parent)
+            held_fd = private_files.lock_dir(path.parent)
             if held_fd is None:
                 raise SessionOccupiedError(session_id, holder.pid if holder else 0)
             tmp = path.with_name(f".{path.name}.{record.owner_id}")
@@ -122,19 +130,6 @@ class SessionLease:
         if self._held_fd is not None:
             os.close(self._held_fd)  # also releases the flock
             self._held_fd = None
-
-
-def _hold_directory(directory: Path) -> int | None:
-    """An fd holding ``flock(LOCK_EX)`` on ``directory``, or None when another
-    open file description holds it (a live owner, possibly in another PID
-    namespace)."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
 
 
 def read_holder(path: Path) -> LeaseRecord | None:

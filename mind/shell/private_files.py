@@ -44,6 +44,8 @@ __all__ = [
     "FILE_MODE",
     "check_owned",
     "fsync_dir",
+    "lock_dir",
+    "open_dir",
     "open_file",
     "private_dir",
     "read_file",
@@ -211,13 +213,64 @@ def read_file(path: Path, max_bytes: int) -> bytes | None:
         os.close(fd)
 
 
+def open_dir(directory: Path) -> int:
+    """Open a directory read-only without following a symlink in its place
+    (for ``fsync``, and for an ``flock`` on it that dies with its holder).
+
+    Returns:
+        The descriptor; the caller closes it.
+
+    Raises:
+        PrivateStateError: a symlink or a non-directory is in its place.
+        FileNotFoundError: it does not exist.
+        OSError: it cannot be opened.
+    """
+    try:
+        return os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        # O_DIRECTORY | O_NOFOLLOW on a symlink: ELOOP or ENOTDIR, by kernel.
+        link = exc.errno == errno.ELOOP or os.path.islink(directory)
+        what = "is a symbolic link" if link else "is not a directory"
+        raise PrivateStateError(directory, what, f"remove it ({directory})") from None
+
+
+def lock_dir(directory: Path) -> int | None:
+    """Take ``flock(LOCK_EX)`` on ``directory`` without waiting.
+
+    The kernel drops the lock when the descriptor is closed or its holder
+    dies (even by SIGKILL, even in another PID namespace), so it never goes
+    stale and adds no file.
+
+    Returns:
+        The descriptor holding the lock (close it to release), or None when
+        another open file description holds it.
+
+    Raises:
+        PrivateStateError: a symlink or a non-directory is in its place.
+        OSError: it cannot be opened or locked.
+    """
+    fd = open_dir(directory)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def fsync_dir(directory: Path) -> None:
     """fsync a directory so a rename or create in it is durable.
 
     Raises:
+        PrivateStateError: a symlink or a non-directory is in its place.
         OSError: it cannot be opened or synced.
     """
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    fd = open_dir(directory)
     try:
         os.fsync(fd)
     finally:

@@ -1,68 +1,104 @@
-"""Process identity and liveness (seed 000 SessionLease; seed 002 §3).
+"""Process identity and liveness: the one place mind reads them (docs/design/state.md).
 
 A pid alone is not an identity: after a crash the pid may be reused by an
-unrelated process. A process is identified by ``(pid, start identity)``
-where the start identity is the kernel boot id plus the process start time
-in clock ticks (``/proc/<pid>/stat`` field 22). Where ``/proc`` is absent the
-identity is "" and only liveness counts.
+unrelated process. A process is identified by ``(pid, start identity)``.
+Everything here reads the process table through psutil, so the session
+lease and the mount ledger work wherever psutil does (Linux, macOS).
+
+The start identity is the string written into lease files and ledger
+records and compared for equality later, so its format is fixed:
+
+- Linux: ``"<kernel boot id>:<start time in clock ticks since boot>"`` —
+  the format earlier minds wrote from ``/proc/<pid>/stat`` field 22. The
+  ticks are recovered exactly from psutil's start time (seconds since the
+  epoch = boot time + ticks / ``SC_CLK_TCK``; both are whole numbers).
+- elsewhere: ``"start:<start time in µs since the epoch>"`` (the kernel
+  keeps it at µs resolution and never rewrites it).
+- ``""`` when it cannot be read (no such process, no permission, no process
+  table): then only liveness counts.
+
+All functions are thread-safe and may be called from worker threads.
 """
 
 from __future__ import annotations
 
-import errno
 import os
+import sys
 from pathlib import Path
+from typing import Final
 
-_PROC = Path("/proc")
+import psutil
+
+__all__ = ["group_has_live_member", "is_alive", "same_process", "start_identity", "started_at_ms"]
+
+_LINUX: Final = sys.platform.startswith("linux")
+_BOOT_ID: Final = Path("/proc/sys/kernel/random/boot_id")
+"""A kernel value, not a process table read: psutil has no boot id."""
+_GONE: Final = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
 
 
 def _boot_id() -> str:
     try:
-        return (_PROC / "sys/kernel/random/boot_id").read_text().strip()
+        return _BOOT_ID.read_text().strip()
     except OSError:
         return ""
+
+
+def _create_time_s(pid: int) -> float | None:
+    """psutil's start time of ``pid``, s since the epoch; None when unknown."""
+    if pid <= 0:
+        return None
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.Error, OSError):
+        return None
 
 
 def start_identity(pid: int) -> str:
-    """``"<boot id>:<start ticks>"`` of ``pid``, or "" when it cannot be read
-    (no such process, or no ``/proc``)."""
-    try:
-        stat = (_PROC / str(pid) / "stat").read_text()
-    except OSError:
+    """The start identity of ``pid`` (module docstring for the format), or ""
+    when it cannot be read."""
+    created = _create_time_s(pid)
+    if created is None:
         return ""
-    # The command name (field 2) may contain spaces and ')': split after the last ')'.
-    fields = stat[stat.rfind(")") + 2 :].split()
+    if not _LINUX:
+        return f"start:{round(created * 1_000_000)}"
     try:
-        ticks = fields[19]  # field 22 overall: starttime
-    except IndexError:
+        since_boot_s = created - psutil.boot_time()
+    except (psutil.Error, OSError, RuntimeError):
         return ""
-    return f"{_boot_id()}:{ticks}"
+    return f"{_boot_id()}:{round(since_boot_s * os.sysconf('SC_CLK_TCK'))}"
+
+
+def started_at_ms(pid: int, *, fallback_ms: int) -> int:
+    """When ``pid`` started, Unix epoch milliseconds; ``fallback_ms`` if unknown.
+
+    For display (the ledger's ``startedAt``), never for identity: the wall
+    clock may be set after the process started.
+    """
+    created = _create_time_s(pid)
+    return fallback_ms if created is None else round(created * 1000)
 
 
 def is_alive(pid: int) -> bool:
-    """Whether ``pid`` exists (signal 0; EPERM counts as alive — seed 002 §3).
-
-    A zombie (exited, not yet reaped) counts as dead.
-    """
-    if pid <= 0:
+    """Whether ``pid`` exists: a process of another user counts (EPERM on
+    signal 0 is alive), a zombie (exited, not yet reaped) is dead."""
+    if pid <= 0 or not psutil.pid_exists(pid):
         return False
     try:
-        os.kill(pid, 0)
-    except OSError as exc:
-        return exc.errno == errno.EPERM
-    try:
-        stat = (_PROC / str(pid) / "stat").read_text()
-    except OSError:
-        return True
-    state = stat[stat.rfind(")") + 2 :].split()[:1]
-    return state != ["Z"]
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+    except (psutil.Error, OSError):
+        return True  # it exists (pid_exists) and cannot be inspected
 
 
 def same_process(pid: int, identity: str) -> bool:
     """Whether ``pid`` is alive and still the process that had ``identity``.
 
-    An empty recorded identity (written where ``/proc`` was absent) matches
-    any live process with that pid.
+    An empty recorded identity (written where none could be read) matches
+    any live process with that pid, and so does a live process whose
+    identity cannot be read now (fail toward "held": a live owner is never
+    taken over).
     """
     if not is_alive(pid):
         return False
@@ -70,3 +106,18 @@ def same_process(pid: int, identity: str) -> bool:
         return True
     current = start_identity(pid)
     return current == "" or current == identity
+
+
+def group_has_live_member(pgid: int) -> bool:
+    """Whether process group ``pgid`` still has a member that is not a zombie.
+
+    Zombies do not count: orphaned ones wait for init to reap them and must
+    not hold up a kill. A process whose group cannot be read is skipped.
+    """
+    for proc in psutil.process_iter():
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.status() not in _GONE:
+                return True
+        except (psutil.Error, OSError):
+            continue
+    return False

@@ -170,10 +170,10 @@ if mode == "session":
     ledger.claim(sys.argv[3]).settle(attached=True)
     print("ready", flush=True)
 else:
-    held = ledger._acquire()
+    held = ledger.lock.acquire()
     print("locked " + held.token.decode(), flush=True)
     sys.stdin.readline()  # released on request
-    ledger._release(held)
+    ledger.lock.release(held)
     print("released", flush=True)
 sys.stdin.readline()
 """

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import zlib
 from collections.abc import Iterator, Sequence
@@ -21,12 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+import msgspec
 import pytest
 
 from mind.errors import JournalCorruptError, StateDirError
 from mind.generated import journal as jr
 from mind.shell import index
 from mind.shell.index import IndexEntry, SessionIndex, format_age
+from mind.shell.index.writer import WriteQueue
 from mind.shell.journal import Journal, read_records
 from mind.shell.store import SessionSummary, Store, listing_lines
 
@@ -787,3 +790,95 @@ def test_a_journal_damaged_before_its_indexed_offset_is_checked_in_full(
     [row] = store.summaries()
     assert row.damage == f"{path}:{err.value.line}, {err.value.detail}"
     assert store.index.entries()["s"].damage_line == err.value.line  # saved
+
+
+# --- non-blocking notes ------------------------------------------------------------
+
+
+def test_a_note_returns_at_once_while_another_connection_holds_the_write_lock(
+    store: Store,
+) -> None:
+    """A note is called on the event loop (turn start and end): it must not
+    wait for SQLite's write lock; the row lands once the lock is free."""
+    write_session(store, "s", cwd="/w", turns=[], start_ms=100)
+    assert store.index.note("s", updated_at_ms=1_000)
+    store.index.flush()
+    holder = apsw.Connection(str(store.index.path))
+    try:
+        holder.execute("BEGIN IMMEDIATE")  # the write lock, held by another connection
+        started = time.perf_counter()
+        assert store.index.note("s", title="hello", status="running", updated_at_ms=2_000)
+        elapsed_s = time.perf_counter() - started
+        assert elapsed_s <= 0.020, f"note() blocked {elapsed_s * 1000:.1f} ms"
+        started = time.perf_counter()
+        assert not store.index.flush(timeout_s=0.05)  # still waiting for the lock
+        # The wait holds no GIL: this thread ran on (apsw's ``with con:`` stalled it 1 s).
+        assert time.perf_counter() - started < 0.5
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert store.index.flush()
+    entry = store.index.entries()["s"]
+    assert (entry.title, entry.last_status, entry.updated_at_ms) == ("hello", "running", 2_000)
+
+
+def test_notes_of_a_session_land_in_order_and_close_flushes_them(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    store = Store(state)
+    write_session(store, "s", cwd="/w", turns=[], start_ms=100)
+    for n in range(50):
+        status = "completed" if n % 2 else "running"
+        assert store.index.note("s", title=f"p{n}", status=status, updated_at_ms=n)
+    store.close()  # flushes: nothing noted is lost
+    store = Store(state)
+    try:
+        entry = store.index.entries()["s"]
+    finally:
+        store.close()
+    assert (entry.title, entry.last_status, entry.updated_at_ms) == ("p0", "completed", 49)
+
+
+def test_appended_bytes_are_read_by_the_journals_own_rules(store: Store) -> None:
+    """A last line that is valid JSON but fails its integrity check is a torn
+    tail: opening drops it, so the listing must not take its status either
+    (a second, schema-less reader in the index once did)."""
+    path = write_session(store, "s", cwd="/w", turns=[("p", None)], start_ms=1)
+    store.rebuild_index()
+    completed = jr.TurnCompleted(
+        seq=4,
+        recorded_at_ms=99,
+        turn_id="turn_1",
+        status=jr.TurnStatus.completed,
+        usage=jr.Usage(input_tokens=1, output_tokens=1),
+        acknowledged=[],
+    )
+    torn = msgspec.json.encode(completed)[:-1] + b',"crc32":"00000000"}\n'
+    with path.open("ab") as f:
+        f.write(torn)
+    records, report = read_records(path)
+    assert report.torn_tail_dropped and not isinstance(records[-1], jr.TurnCompleted)
+    [row] = store.summaries()
+    assert row.last_status == "running"
+    assert store.index.entries()["s"].last_status == "running"
+
+
+def test_the_write_queue_is_bounded_and_refuses_when_full_or_closed() -> None:
+    started, release = threading.Event(), threading.Event()
+    done: list[int] = []
+
+    def blocking() -> None:
+        started.set()
+        assert release.wait(timeout=10)
+
+    queue = WriteQueue(name="test-index-writer", max_pending=2)
+    assert queue.submit(blocking)
+    assert started.wait(timeout=10)  # running: no longer counted as pending
+    assert queue.submit(lambda: done.append(1))
+    assert queue.submit(lambda: done.append(2))
+    assert not queue.submit(lambda: done.append(3))  # full: refused at once
+    assert not queue.flush(timeout_s=0.01)
+    release.set()
+    assert queue.flush(timeout_s=10)
+    assert done == [1, 2]
+    assert queue.close(timeout_s=10)
+    assert not queue.submit(lambda: done.append(4))

@@ -34,6 +34,7 @@ from mind.shell.mounts import (
     MountLedger,
     OwnerRecord,
     RepublishTimer,
+    claims,
     read_ledger_lenient,
     read_ledger_strict,
 )
@@ -114,14 +115,14 @@ def test_claim_creates_dir_0700_and_ledger_0600_and_leaves_no_lock(root: Path) -
 def test_lock_file_is_created_0600_with_a_pid_nonce_identity_token(root: Path) -> None:
     ledger, _ = ledger_at(root)
     root.mkdir(mode=0o700)
-    held = ledger._acquire()
+    held = ledger.lock.acquire()
     lock = root / LOCK_NAME
     assert stat.S_IMODE(lock.stat().st_mode) == 0o600
     token, _, identity = lock.read_text().partition("@")
     pid, _, nonce = token.partition("-")
     assert (int(pid), len(nonce) >= 16, lock.read_bytes()) == (ME, True, held.token)
     assert identity == procs.start_identity(ME) != ""
-    ledger._release(held)
+    ledger.lock.release(held)
     assert not lock.exists()
 
 
@@ -297,7 +298,7 @@ def test_writer_that_lost_its_lock_abandons_and_never_deletes_the_new_lock(
             lock.write_bytes(thief)  # and taken by a live process
         return owners
 
-    monkeypatch.setattr(mounts, "read_ledger_strict", read_then_lose_lock)
+    monkeypatch.setattr(claims, "read_ledger_strict", read_then_lose_lock)
     with pytest.raises(MountRefused) as refused:
         ledger.claim("second")
     assert refused.value.kind == "busy"  # the thief is alive: its lock is kept

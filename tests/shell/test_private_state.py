@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 
 from mind.errors import JournalReplacedError, MindError, PrivateStateError
 from mind.generated import journal as jr
+from mind.shell import private_files
 from mind.shell.config import load_config_file
 from mind.shell.inbox import Inbox, InboxEntry, encode_inbox
 from mind.shell.journal import Journal
@@ -462,3 +464,42 @@ def test_listing_reads_of_a_fifo_journal_return_at_once(tmp_path: Path) -> None:
     )
     assert (done.returncode, done.stdout.strip()) == (0, "0"), done.stderr
     assert stat.S_ISFIFO(os.lstat(path).st_mode)
+
+
+_STORAGE = Path(__file__).resolve().parents[2] / "mind" / "shell"
+
+
+def test_state_files_are_opened_and_replaced_in_one_module() -> None:
+    """Journal, inbox, lease, mount ledger and index open, replace and sync
+    state files only through private_files (one no-follow, one atomic write)."""
+    hand_written = re.compile(
+        r"os\.open\(|os\.replace\(|os\.fsync\(\s*(dfd|dir)|O_NOFOLLOW|O_DIRECTORY"
+    )
+    owners = [
+        *(_STORAGE / name for name in ("journal.py", "inbox.py", "lease.py", "store.py")),
+        *(_STORAGE / "mounts").glob("*.py"),
+        *(_STORAGE / "index").glob("*.py"),
+    ]
+    found = [
+        f"{path.relative_to(_STORAGE)}:{n}: {line.strip()}"
+        for path in owners
+        for n, line in enumerate(path.read_text().splitlines(), start=1)
+        if hand_written.search(line) and not line.lstrip().startswith(("#", '"', "``"))
+    ]
+    assert found == []
+
+
+def test_a_directory_is_opened_without_following_a_symlink(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    (tmp_path / "link").symlink_to(real)
+    with pytest.raises(PrivateStateError, match="symbolic link"):
+        private_files.open_dir(tmp_path / "link")
+    with pytest.raises(PrivateStateError, match="not a directory"):
+        (tmp_path / "file").write_text("")
+        private_files.open_dir(tmp_path / "file")
+    fd = private_files.open_dir(real)
+    try:
+        assert stat.S_ISDIR(os.fstat(fd).st_mode)
+    finally:
+        os.close(fd)

@@ -15,6 +15,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
+from mind.shell import procs
 from mind.shell.tools._text import StreamText, split_budget
 
 KILL_GRACE_S = 2.0
@@ -215,7 +216,7 @@ async def _kill_group(process: anyio.abc.Process, orphans_after_leader: bool = F
     (at once after the leader exits when ``orphans_after_leader``).
 
     Must run shielded. The group id equals the leader's pid (new session).
-    Zombie members count as gone (see :func:`_group_has_live_member`).
+    Zombie members count as gone (see :func:`mind.shell.procs.group_has_live_member`).
     """
     pgid = process.pid
     if not _signal_group(pgid, signal.SIGTERM):
@@ -227,33 +228,10 @@ async def _kill_group(process: anyio.abc.Process, orphans_after_leader: bool = F
     if orphans_after_leader:
         give_up_at = time.monotonic()
     # Polling: no event tells when the last member of a group is gone.
-    while time.monotonic() < give_up_at and _group_has_live_member(pgid):  # noqa: ASYNC110
+    while time.monotonic() < give_up_at and procs.group_has_live_member(pgid):  # noqa: ASYNC110
         await anyio.sleep(_GROUP_POLL_S)
     _signal_group(pgid, signal.SIGKILL)
     await process.wait()
-
-
-def _group_has_live_member(pgid: int) -> bool:
-    """Whether a process group still has a member that is not a zombie.
-
-    On Linux ``/proc`` is scanned (orphaned zombies wait for init to reap
-    them and must not hold up the kill); elsewhere any member counts.
-    """
-    proc = Path("/proc")
-    if not (proc / "self" / "stat").exists():
-        return _signal_group(pgid, 0)
-    for entry in proc.iterdir():
-        if not entry.name.isdecimal():
-            continue
-        try:
-            stat = (entry / "stat").read_text(errors="replace")
-        except OSError:
-            continue
-        fields = stat.rpartition(")")[2].split()
-        # After "pid (comm)": state, ppid, pgrp, ...
-        if len(fields) >= 3 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-            return True
-    return False
 
 
 def _signal_group(pgid: int, signum: int) -> bool:
