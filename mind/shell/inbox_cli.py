@@ -38,9 +38,9 @@ from mind.shell.inbox import Inbox
 from mind.shell.index import format_age
 from mind.shell.journal import Journal
 from mind.shell.providers import ProviderSettings
-from mind.shell.render import plain
 from mind.shell.runtime import Runtime, first_line, settled_inputs
 from mind.shell.store import resolve_session_id
+from mind.shell.terminal_text import plain
 
 __all__ = ["announce", "announce_replay", "run", "waiting_lines"]
 
