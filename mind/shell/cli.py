@@ -28,10 +28,7 @@ import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
-import msgspec
-
 from mind._version import __version__
-from mind.conversation import without_lone_surrogates
 from mind.errors import (
     ConfigError,
     MindError,
@@ -43,19 +40,10 @@ from mind.errors import (
     StateDirError,
     StorageError,
 )
-from mind.shell import faults
-from mind.shell.config import (
-    CliOverrides,
-    ResolvedConfig,
-    describe,
-    environment_help,
-    known_secrets,
-    resolve,
-)
-from mind.shell.redact import redact
 
 if TYPE_CHECKING:
     from mind.generated import events as ev
+    from mind.shell.config import CliOverrides, ResolvedConfig
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -126,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="mind",
         description="A coding agent whose sessions cannot be lost.",
-        epilog=environment_help(),
+        epilog=_ENVIRONMENT_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"mind {__version__}")
@@ -200,6 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _overrides(args: argparse.Namespace) -> CliOverrides:
+    from mind.shell.config import CliOverrides
+
     return CliOverrides(
         provider=args.provider,
         model=args.model,
@@ -218,6 +208,7 @@ def resolved_config(args: argparse.Namespace) -> ResolvedConfig:
     Raises:
         ConfigError, NotConfiguredError: see :func:`mind.shell.config.resolve`.
     """
+    from mind.shell.config import resolve
     from mind.shell.store import mind_home
 
     env = os.environ
@@ -238,6 +229,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _dispatch(args)
     except BaseException as exc:
+        from mind.shell.redact import redact
+
         leaf = _single_leaf(exc)
         if isinstance(leaf, BrokenPipeError):
             # stdout was closed (`mind sessions | head -1`): stop quietly, like other CLIs.
@@ -269,6 +262,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _secrets(args: argparse.Namespace) -> tuple[str, ...]:
     """The secrets this invocation knows of (keys in the environment, the
     base URL's userinfo and query), for :func:`~mind.shell.redact.redact`."""
+    from mind.shell.config import known_secrets
+
     return known_secrets(os.environ, getattr(args, "base_url", None))
 
 
@@ -281,9 +276,23 @@ class _UsageError(Exception):
         self.prog, self.usage, self.message = prog, usage, message
 
 
+_ENVIRONMENT_HELP = "\x00environment help\x00"
+"""Placeholder epilog of the top parser, replaced by
+:func:`mind.shell.config.environment_help` only when help is shown: the
+settings table imports config (msgspec, policy), which ``--version`` and
+usage errors must not pay for."""
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise _UsageError(self.prog, self.format_usage(), message)
+
+    def format_help(self) -> str:
+        if self.epilog == _ENVIRONMENT_HELP:
+            from mind.shell.config import environment_help
+
+            self.epilog = environment_help()
+        return super().format_help()
 
 
 _FAILURES: tuple[tuple[type[BaseException], int, str], ...] = (
@@ -329,6 +338,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "config":
         return _config(args)
     if args.command == "debug":
+        from mind.shell import faults
+
         print("\n".join(faults.BOUNDARIES))
         return EXIT_OK
     import anyio
@@ -359,6 +370,10 @@ def emit_json(out: TextIO, event: ev.Event | ev.ExecFailedEvent) -> None:
     Raises:
         BrokenPipeError: ``out`` was closed by its reader.
     """
+    import msgspec
+
+    from mind.conversation import without_lone_surrogates
+
     try:
         line = msgspec.json.encode(event)
     except UnicodeEncodeError:  # a lone surrogate got past the decoders: replace, never crash
@@ -374,6 +389,8 @@ def _config(args: argparse.Namespace) -> int:
 
     env = os.environ
     path = mind_home(env) / "config.toml"
+    from mind.shell.config import describe
+
     rows, error = describe(_overrides(args), env, path)
     state = "" if path.is_file() else " (absent)"
     width = max(len("config file"), *(len(row.key) for row in rows))

@@ -34,9 +34,9 @@ from mind.shell.cli import (
     resolved_config,
 )
 from mind.shell.inbox import check_fits_alone
-from mind.shell.render import describe_arguments, plain, preview_lines, shorten
 from mind.shell.runtime import Runtime, Session
 from mind.shell.store import SESSION_ID_RE, resolve_session_id
+from mind.shell.terminal_text import plain
 
 WAIT_REPORT_S = 30.0
 """While the model sends nothing, ``exec`` says so on stderr this often (seconds)."""
@@ -292,6 +292,12 @@ def _emit_json_ordered(
 
 
 def _human_progress(event: ev.Event) -> None:
+    if not isinstance(event, ev.ToolCallEvent | ev.ToolResultEvent | ev.TurnRetryingEvent):
+        return
+    # render (rich, ~50 ms) is imported at the first progress line, after the
+    # first request, not at start (benchmarks/cli_start.py: exec.first_request).
+    from mind.shell.render import describe_arguments, preview_lines, shorten
+
     err = sys.stderr
     # Tool and model text goes through the REPL's sanitiser: it must not drive the terminal.
     if isinstance(event, ev.ToolCallEvent):

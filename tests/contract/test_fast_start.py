@@ -10,13 +10,16 @@ it builds and no other.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 import mind
+from tests.support.echo_server import EchoServer
 
 HEAVY = ("httpx", "apsw", "anyio", "yaml", "jsonschema", "prompt_toolkit", "rich", "keyring")
 """Top-level packages a cheap entry point must not import (each costs 10-100 ms)."""
@@ -25,9 +28,10 @@ CLI_HEAVY = ("httpx", "apsw", "jsonschema", "yaml", "prompt_toolkit", "rich")
 """What ``mind --version``, ``--help`` and argument errors must not import."""
 
 
-def _loaded_after(code: str) -> set[str]:
-    """The top-level modules a fresh interpreter holds after running ``code``
-    (which may end in ``SystemExit``, as argparse's ``--version`` does)."""
+def _loaded_after(code: str, env: dict[str, str] | None = None) -> set[str]:
+    """The modules a fresh interpreter holds after running ``code`` (which may
+    end in ``SystemExit``, as argparse's ``--version`` does): every dotted name
+    and every top-level package."""
     wrapper = textwrap.dedent(
         """
         import json, sys
@@ -38,7 +42,7 @@ def _loaded_after(code: str) -> set[str]:
         finally:
             sys.stdout.flush()
             sys.__stderr__.write(
-                "\\nMODULES " + json.dumps(sorted({m.split(".")[0] for m in sys.modules})) + "\\n"
+                "\\nMODULES " + json.dumps(sorted(sys.modules)) + "\\n"
             )
         """
     )
@@ -48,10 +52,12 @@ def _loaded_after(code: str) -> set[str]:
         text=True,
         timeout=60,
         stdin=subprocess.DEVNULL,
+        env=env,
     )
     line = [ln for ln in proc.stderr.splitlines() if ln.startswith("MODULES ")]
     assert line, proc.stderr
-    return set(json.loads(line[-1].removeprefix("MODULES ")))
+    names = set(json.loads(line[-1].removeprefix("MODULES ")))
+    return names | {n.split(".")[0] for n in names}
 
 
 @pytest.mark.parametrize(
@@ -102,6 +108,24 @@ def test_cli_without_work_loads_no_heavy_library(argv: list[str]) -> None:
     loaded = _loaded_after(code)
     assert "argparse" in loaded
     assert not loaded & set(CLI_HEAVY), f"mind {' '.join(argv)} loaded {loaded & set(CLI_HEAVY)}"
+
+
+def test_exec_with_a_text_answer_loads_no_renderer(tmp_path: Path) -> None:
+    """``mind exec`` needs httpx and the runtime, not the REPL's renderer or
+    prompt_toolkit: its plain output imports the renderer only to describe a
+    tool call, after the first request. (rich itself is loaded by httpx:
+    ``httpx._main``, its command line, imports rich, click and pygments.)"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MIND_", "OPENAI_"))}
+    env |= {"MIND_HOME": str(tmp_path / "home"), "OPENAI_API_KEY": "sk-test"}
+    with EchoServer("openai-chat") as server:
+        argv = ["exec", "--provider", "openai-chat", "--model", "echo-text"]
+        argv += ["--base-url", f"http://127.0.0.1:{server.port}/v1", "--cwd", str(tmp_path)]
+        code = f"from mind.shell.cli import main; raise SystemExit(main({[*argv, 'hi']!r}))"
+        loaded = _loaded_after(code, env)
+    assert len(server.requests) == 1
+    assert {"httpx", "anyio"} <= loaded
+    unwanted = {"mind.shell.render", "mind.shell.repl", "prompt_toolkit"}
+    assert not loaded & unwanted, sorted(loaded & unwanted)
 
 
 def test_cli_version_still_prints_the_version() -> None:
