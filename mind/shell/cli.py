@@ -421,4 +421,8 @@ async def _sessions(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m mind.shell.cli`: run the importable module's main, so that
+    # exec_cli (which imports mind.shell.cli) shares this run's module state.
+    from mind.shell import cli
+
+    sys.exit(cli.main())
