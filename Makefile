@@ -24,9 +24,11 @@ run: $(STAMP)
 ## test: everything CI checks — lint, mypy --strict, codegen drift, the test suite.
 test: $(STAMP) lint typecheck codegen-check pytest
 
+## lint: ruff, and the import contracts of pyproject.toml (layers, no I/O in the core).
 lint: $(STAMP)
 	$(BIN)/ruff check mind codegen tests benchmarks
 	$(BIN)/ruff format --check mind codegen tests benchmarks
+	$(BIN)/lint-imports --no-cache
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -14,6 +14,9 @@ job with the standard library, in the same process and run, and prints
     repl.render.md      REPL (pty) showing 20k tokens of markdown   vs  the same stream written raw
                         (``/list`` rows: vs the deltas written from a list; see repl_render)
     sandbox.true.*      shell tool running `true` in the sandbox      vs  the same tool unsandboxed
+    cli.version         `mind --version`, spawn to exit (≤ 3×)     vs  `python -c pass`
+    exec.first_request  `mind exec`, spawn to first request (≤ 1.5×) vs  a bare httpx.post script
+                        (both against a loopback server; see cli_start)
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cli_start import bench_cli_start
 from benchmarks.mount_claims import bench_mount_claims
 from benchmarks.repl_render import TOKENS, bench_repl_render
 from benchmarks.sandbox_start import bench_sandbox_start
@@ -271,6 +275,8 @@ def main() -> int:
     rows += bench_repl_render()
     with tempfile.TemporaryDirectory() as tmp:
         rows += bench_sandbox_start(Path(tmp))
+    with tempfile.TemporaryDirectory() as tmp:
+        rows += bench_cli_start(Path(tmp))
     print(f"{'benchmark':<24} {'mind (ms)':>10} {'baseline (ms)':>14} {'ratio':>7}")
     for name, mine, base in rows:
         print(f"{name:<24} {mine * 1e3:>10.1f} {base * 1e3:>14.1f} {mine / base:>7.2f}x")

@@ -15,23 +15,74 @@ The public API (everything else is internal)::
                        (an approval whose ``hidden_chars`` > 0 must not be
                        approved before the whole ``text`` was shown)
     errors             the error tree (``mind.errors.MindError`` ...)
+
+``import mind`` loads only ``__version__``: each name above is imported on
+first use (PEP 562), so importing the pure core (``mind.machines.turn``)
+or running ``mind --version`` never pays for httpx, apsw or the REPL.
 """
 
-from mind import errors
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from mind._version import __version__
-from mind.effects import review
-from mind.generated import events
-from mind.shell.config import ResolvedConfig, resolve_config
-from mind.shell.runtime import (
-    Decision,
-    Disposition,
-    InputKind,
-    InputReceipt,
-    Runtime,
-    Session,
-    Turn,
-    TurnOutcome,
-)
+
+if TYPE_CHECKING:
+    from mind import errors
+    from mind.effects import review
+    from mind.generated import events
+    from mind.shell.config import ResolvedConfig, resolve_config
+    from mind.shell.runtime import (
+        Decision,
+        Disposition,
+        InputKind,
+        InputReceipt,
+        Runtime,
+        Session,
+        Turn,
+        TurnOutcome,
+    )
+
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "Decision": ("mind.shell.runtime", "Decision"),
+    "Disposition": ("mind.shell.runtime", "Disposition"),
+    "InputKind": ("mind.shell.runtime", "InputKind"),
+    "InputReceipt": ("mind.shell.runtime", "InputReceipt"),
+    "ResolvedConfig": ("mind.shell.config", "ResolvedConfig"),
+    "Runtime": ("mind.shell.runtime", "Runtime"),
+    "Session": ("mind.shell.runtime", "Session"),
+    "Turn": ("mind.shell.runtime", "Turn"),
+    "TurnOutcome": ("mind.shell.runtime", "TurnOutcome"),
+    "errors": ("mind.errors", None),
+    "events": ("mind.generated.events", None),
+    "resolve_config": ("mind.shell.config", "resolve_config"),
+    "review": ("mind.effects.review", None),
+}
+"""Public name → (module, attribute in it; None: the module itself). When a
+class moves, only its row changes."""
+
+
+def __getattr__(name: str) -> Any:
+    """Import the public ``name`` on first use and keep it in the package.
+
+    Raises:
+        AttributeError: ``name`` is not part of the public API.
+    """
+    try:
+        module_name, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'mind' has no attribute {name!r}") from None
+    module = importlib.import_module(module_name)
+    value = module if attr is None else getattr(module, attr)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's names plus the public names not imported yet."""
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "Decision",

@@ -13,16 +13,19 @@ directory.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError, best_match
 
 from mind.conversation import ToolSpec
 from mind.errors import ToolArgumentsError
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
 
 SHELL_DEFAULT_TIMEOUT_S = 60.0
 """``shell`` timeout when the call gives none, in seconds."""
@@ -212,12 +215,23 @@ BUILTIN_TOOLS: Mapping[str, ToolContract] = MappingProxyType(
 )
 """Every built-in tool by name, in the order they are offered to the model."""
 
-_VALIDATORS: Mapping[str, Draft202012Validator] = MappingProxyType(
-    {name: Draft202012Validator(c.spec.parameters) for name, c in BUILTIN_TOOLS.items()}
-)
 
-for _validator in _VALIDATORS.values():
-    Draft202012Validator.check_schema(_validator.schema)
+@functools.cache
+def _validators() -> Mapping[str, Draft202012Validator]:
+    """One checked validator per built-in tool, built at the first tool call:
+    jsonschema costs ~50 ms to import, which ``import mind.effects.tools`` (and
+    so ``mind --version`` or the pure core) must not pay.
+
+    Raises:
+        jsonschema.SchemaError: a built-in schema is not valid Draft 2020-12 (a bug).
+    """
+    from jsonschema import Draft202012Validator
+
+    for contract in BUILTIN_TOOLS.values():
+        Draft202012Validator.check_schema(contract.spec.parameters)
+    return MappingProxyType(
+        {name: Draft202012Validator(c.spec.parameters) for name, c in BUILTIN_TOOLS.items()}
+    )
 
 
 def tool_specs() -> list[ToolSpec]:
@@ -242,8 +256,7 @@ def parse_arguments(name: str, arguments: str) -> dict[str, Any]:
             JSON Schema (Draft 2020-12); the detail names the failing path,
             e.g. ``at $.timeout_s: 0 is less than or equal to the minimum of 0``.
     """
-    validator = _VALIDATORS.get(name)
-    if validator is None:
+    if name not in BUILTIN_TOOLS:
         known = ", ".join(BUILTIN_TOOLS)
         raise ToolArgumentsError(name, f"unknown tool; the tools are: {known}")
     text = arguments.strip() or "{}"
@@ -253,7 +266,9 @@ def parse_arguments(name: str, arguments: str) -> dict[str, Any]:
         raise ToolArgumentsError(name, f"arguments are not valid JSON: {exc}") from None
     if not isinstance(value, dict):
         raise ToolArgumentsError(name, f"arguments must be a JSON object, got {_json_type(value)}")
-    error = best_match(validator.iter_errors(value))
+    from jsonschema.exceptions import best_match  # loaded by _validators() already
+
+    error = best_match(_validators()[name].iter_errors(value))
     if error is not None:
         raise ToolArgumentsError(name, f"at {_json_path(error)}: {_message(error)}")
     return value

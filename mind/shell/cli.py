@@ -1,9 +1,12 @@
 """The ``mind`` command: the REPL, ``resume``, ``exec``, ``sessions`` and ``inbox``.
 
-Size: argument parsing, exec's printer and the exit-code table; ``inbox``
-already lives in :mod:`mind.shell.inbox_cli`, and exec's event printer
-(``_run_exec_session`` and the ``--json`` ordering) is the next piece to
-move out, to ``exec_cli``.
+Owns argument parsing (every sub-command's flags), dispatch, the exit-code
+table and the classification of the error that ends a run. The commands
+live in their own modules, imported when chosen — :mod:`mind.shell.exec_cli`,
+:mod:`mind.shell.inbox_cli`, :mod:`mind.shell.repl` — so that ``mind
+--version``, ``--help`` and usage errors load no I/O library (httpx, apsw,
+rich, prompt_toolkit, yaml, jsonschema); this module imports only the
+standard library and pure or light parts of mind at its top.
 
 Exit codes: 0 the turn completed (or nothing was left to run); 1 the turn
 failed or was aborted, or a session/journal error; 2 bad usage or
@@ -19,26 +22,15 @@ import argparse
 import contextlib
 import functools
 import os
-import signal
 import sys
 import time
 import traceback
 from collections.abc import Sequence
-from pathlib import Path
-from typing import NoReturn, TextIO
-
-import anyio
-import msgspec
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from mind._version import __version__
-from mind.conversation import (
-    REPLACEMENT_CHARACTER,
-    replace_lone_surrogates,
-    without_lone_surrogates,
-)
 from mind.errors import (
     ConfigError,
-    InputRefused,
     MindError,
     MountRefused,
     NotConfiguredError,
@@ -48,21 +40,10 @@ from mind.errors import (
     StateDirError,
     StorageError,
 )
-from mind.generated import events as ev
-from mind.shell import faults, inbox_cli
-from mind.shell.config import (
-    CliOverrides,
-    ResolvedConfig,
-    describe,
-    environment_help,
-    known_secrets,
-    resolve,
-)
-from mind.shell.inbox import check_fits_alone
-from mind.shell.redact import redact
-from mind.shell.render import describe_arguments, plain, preview_lines, shorten
-from mind.shell.runtime import Runtime, Session
-from mind.shell.store import SESSION_ID_RE, listing_lines, mind_home, resolve_session_id
+
+if TYPE_CHECKING:
+    from mind.generated import events as ev
+    from mind.shell.config import CliOverrides, ResolvedConfig
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -71,16 +52,6 @@ EXIT_OCCUPIED = 3
 EXIT_STORAGE = 4  # mind's own state could not be written (disk full, quota, I/O error)
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a killed writer
-
-WAIT_REPORT_S = 30.0
-"""While the model sends nothing, ``exec`` says so on stderr this often (seconds)."""
-
-_STATUS_EXIT = {
-    "completed": EXIT_OK,
-    "failed": EXIT_FAILED,
-    "aborted": EXIT_FAILED,
-    "interrupted": EXIT_INTERRUPTED,
-}
 
 
 def _add_provider_options(p: argparse.ArgumentParser, *, sub: bool = False) -> None:
@@ -143,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="mind",
         description="A coding agent whose sessions cannot be lost.",
-        epilog=environment_help(),
+        epilog=_ENVIRONMENT_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"mind {__version__}")
@@ -200,7 +171,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the effective settings and where each came from (keys never shown)",
     )
     _add_provider_options(cfg, sub=True)
-    inbox_cli.add_parser(sub)
+    inbox = sub.add_parser(
+        "inbox",
+        help="list the input waiting in a session; --drop ID takes one back for good",
+    )
+    inbox.add_argument("session_id", metavar="SESSION", help="the session id or a unique prefix")
+    inbox.add_argument(
+        "--drop",
+        metavar="ID",
+        help="drop this waiting message (its id or a unique prefix); it is never sent",
+    )
     dbg = sub.add_parser("debug", help="maintainer tools")
     dbg_sub = dbg.add_subparsers(dest="debug_command", required=True)
     dbg_sub.add_parser("boundaries", help="print every named durable boundary (MIND_CRASH_AT)")
@@ -208,6 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _overrides(args: argparse.Namespace) -> CliOverrides:
+    from mind.shell.config import CliOverrides
+
     return CliOverrides(
         provider=args.provider,
         model=args.model,
@@ -220,7 +202,15 @@ def _overrides(args: argparse.Namespace) -> CliOverrides:
     )
 
 
-def _resolve(args: argparse.Namespace) -> ResolvedConfig:
+def resolved_config(args: argparse.Namespace) -> ResolvedConfig:
+    """The settings of this invocation: flags > environment > ``config.toml`` > default.
+
+    Raises:
+        ConfigError, NotConfiguredError: see :func:`mind.shell.config.resolve`.
+    """
+    from mind.shell.config import resolve
+    from mind.shell.store import mind_home
+
     env = os.environ
     return resolve(_overrides(args), env, mind_home(env) / "config.toml")
 
@@ -239,6 +229,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _dispatch(args)
     except BaseException as exc:
+        from mind.shell.redact import redact
+
         leaf = _single_leaf(exc)
         if isinstance(leaf, BrokenPipeError):
             # stdout was closed (`mind sessions | head -1`): stop quietly, like other CLIs.
@@ -270,6 +262,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _secrets(args: argparse.Namespace) -> tuple[str, ...]:
     """The secrets this invocation knows of (keys in the environment, the
     base URL's userinfo and query), for :func:`~mind.shell.redact.redact`."""
+    from mind.shell.config import known_secrets
+
     return known_secrets(os.environ, getattr(args, "base_url", None))
 
 
@@ -282,9 +276,23 @@ class _UsageError(Exception):
         self.prog, self.usage, self.message = prog, usage, message
 
 
+_ENVIRONMENT_HELP = "\x00environment help\x00"
+"""Placeholder epilog of the top parser, replaced by
+:func:`mind.shell.config.environment_help` only when help is shown: the
+settings table imports config (msgspec, policy), which ``--version`` and
+usage errors must not pay for."""
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise _UsageError(self.prog, self.format_usage(), message)
+
+    def format_help(self) -> str:
+        if self.epilog == _ENVIRONMENT_HELP:
+            from mind.shell.config import environment_help
+
+            self.epilog = environment_help()
+        return super().format_help()
 
 
 _FAILURES: tuple[tuple[type[BaseException], int, str], ...] = (
@@ -318,275 +326,54 @@ def _single_leaf(exc: BaseException) -> BaseException:
 
 def _emit_failure(code: int, kind: str, message: str) -> None:
     """The last ``--json`` line of a failed run (best effort: stdout may be gone)."""
+    from mind.generated import events as ev
+
     event = ev.ExecFailedEvent(kind=ev.ExecFailureKind(kind), message=message, exit_code=code)
     with contextlib.suppress(BrokenPipeError, ValueError):  # closed by its reader, or closed
-        _emit_json(sys.stdout, event)
+        emit_json(sys.stdout, event)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    if args.command == "exec":
-        return anyio.run(_exec, args)
-    if args.command == "sessions":
-        return anyio.run(_sessions, args)
+    # Each command imports what it needs here, not at the top (see the module docstring).
     if args.command == "config":
         return _config(args)
-    if args.command == "inbox":
-        return anyio.run(inbox_cli.run, args)
     if args.command == "debug":
+        from mind.shell import faults
+
         print("\n".join(faults.BOUNDARIES))
         return EXIT_OK
+    import anyio
+
+    if args.command == "exec":
+        from mind.shell import exec_cli
+
+        return anyio.run(exec_cli.run, args)
+    if args.command == "sessions":
+        return anyio.run(_sessions, args)
+    if args.command == "inbox":
+        from mind.shell import inbox_cli
+
+        return anyio.run(inbox_cli.run, args)
     from mind.shell.repl import run_repl
 
     if args.command == "resume":
         resume = functools.partial(
-            run_repl, _resolve(args), args.cwd, args.session_id, latest=not args.session_id
+            run_repl, resolved_config(args), args.cwd, args.session_id, latest=not args.session_id
         )
         return anyio.run(resume)
-    return anyio.run(run_repl, _resolve(args), args.cwd, args.session)
+    return anyio.run(run_repl, resolved_config(args), args.cwd, args.session)
 
 
-def _decode_prompt(data: bytes, where: str) -> str:
-    """The prompt's text; invalid UTF-8 becomes U+FFFD, and stderr says so."""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        text = data.decode("utf-8", errors="replace")
-        bad = text.count(REPLACEMENT_CHARACTER) - data.count(REPLACEMENT_CHARACTER.encode())
-        print(
-            f"mind: note: the prompt ({where}) is not valid UTF-8: {bad} undecodable "
-            "sequence(s) replaced with U+FFFD",
-            file=sys.stderr,
-        )
-        return text
+def emit_json(out: TextIO, event: ev.Event | ev.ExecFailedEvent) -> None:
+    """Write ``event`` as one JSON line to ``out`` and flush (``--json``).
 
-
-def _read_prompt(args: argparse.Namespace) -> str | None:
-    named = bool(args.session or args.new_session)
-    if args.prompt not in (None, "-"):
-        # argv was decoded with surrogateescape: get the bytes back to decode them honestly.
-        return _decode_prompt(os.fsencode(str(args.prompt)), "argument")
-    if args.prompt == "-" or not sys.stdin.isatty():
-        text = _decode_prompt(sys.stdin.buffer.read(), "stdin")
-        if text or args.prompt == "-" or not named:
-            return text
-        return None  # a named session with an empty, non-interactive stdin: nothing to send
-    if named:
-        return None
-    raise ConfigError("mind exec needs a PROMPT argument (or '-' to read it from stdin)")
-
-
-async def _exec(args: argparse.Namespace) -> int:
-    faults.configure(os.environ)
-    config = _resolve(args)
-    prompt = _read_prompt(args)
-    if prompt is not None and not prompt.strip():
-        raise ConfigError("the prompt is empty")
-    if prompt is not None:
-        try:
-            check_fits_alone(prompt)  # refused before a session exists: none is left behind
-        except InputRefused as exc:
-            raise ConfigError(str(exc)) from exc
-    cwd = Path(args.cwd).expanduser() if args.cwd else Path.cwd()
-    if not cwd.is_dir():
-        raise ConfigError(f"--cwd {cwd} is not a directory")
-    for flag, value in (("--session", args.session), ("--new-session", args.new_session)):
-        if value is not None and not SESSION_ID_RE.match(value):
-            raise ConfigError(f"{flag} {value!r} is not a valid session id")
-    out = sys.stdout
-    async with Runtime.open() as rt:
-        if args.new_session:
-            if rt.store.journal_path(args.new_session).exists():
-                raise ConfigError(
-                    f"session {args.new_session} already exists; continue it with "
-                    f"--session {args.new_session}"
-                )
-            session = rt.create_session(cwd=cwd, config=config, session_id=args.new_session)
-        elif args.session:
-            sid = resolve_session_id(args.session, [r.session_id for r in rt.list_sessions()])
-            session = rt.open_session(sid, config=config, cwd=cwd)
-            if args.cwd and session.cwd != cwd.resolve():
-                print(
-                    f"mind: note: session {session.session_id} keeps its working directory "
-                    f"{session.cwd} (--cwd {cwd} ignored)",
-                    file=sys.stderr,
-                )
-        else:
-            session = rt.create_session(cwd=cwd, config=config)
-        report = session.journal.report
-        if report.torn_tail_dropped:
-            print(
-                f"mind: note: {session.journal.path}: dropped a torn last record "
-                f"({report.torn_tail_bytes} bytes) left by an interrupted write",
-                file=sys.stderr,
-            )
-        if args.json:
-            _emit_json(out, session.started_event())
-        else:
-            print(
-                f"session {session.session_id} · {session.provider.label} · "
-                f"sandbox {session.sandbox.describe()}",
-                file=sys.stderr,
-            )
-        recovered = session.recovery
-        if recovered is not None and (
-            prompt is None
-            or recovered.aborted_turns
-            or recovered.completed_turns
-            or recovered.synthetic_results
-            or recovered.replayed_inputs
-        ):
-            if args.json:
-                _emit_json(out, recovered)
-            else:
-                print(
-                    f"recovered: {recovered.aborted_turns} aborted turn(s), "
-                    f"{recovered.completed_turns} answered turn(s) closed, "
-                    f"{recovered.synthetic_results} interrupted tool call(s), "
-                    f"{recovered.replayed_inputs} input(s) to replay",
-                    file=sys.stderr,
-                )
-        if not args.json and session.waiting:
-            # Older input rides along, first: never silently (issue 7 item 11).
-            inbox_cli.announce_replay(session.waiting_event(), sys.stderr)
-        if prompt is not None:
-            try:
-                session.send(prompt)
-            except InputRefused as exc:
-                if isinstance(exc.__cause__, StorageError):
-                    raise exc.__cause__ from None  # exit 4, like a turn that met it
-                raise ConfigError(str(exc)) from exc
-        else:
-            session.resume_pending()
-        return await _run_exec_session(session, json_mode=args.json, out=out)
-
-
-async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -> int:
-    """Print the session's events until it is idle; exit code of the last turn."""
-    last: ev.TurnCompletedEvent | None = None
-    final_text = ""
-    stdout_closed = False
-    waiting_notice: ev.InputWaitingEvent | None = None
-    held: ev.TurnCompletedEvent | None = None
-    async with anyio.create_task_group() as tg:
-
-        async def on_sigint() -> None:
-            with anyio.open_signal_receiver(
-                signal.SIGINT, signal.SIGTERM, signal.SIGHUP
-            ) as signals:
-                async for _ in signals:
-                    if session.current is not None:
-                        session.current.interrupt(send_pending=False)
-
-        tg.start_soon(on_sigint)
-        tg.start_soon(_report_model_waits, session)
-        async for event in session.events():
-            if isinstance(event, ev.TurnStartedEvent):
-                final_text = ""
-            elif isinstance(event, ev.MessageCompletedEvent):
-                final_text = event.text
-            elif isinstance(event, ev.TurnCompletedEvent):
-                last = event
-            if stdout_closed:
-                continue
-            try:
-                if json_mode:
-                    if not isinstance(event, ev.ReasoningDeltaEvent | ev.InputAcceptedEvent):
-                        held = _emit_json_ordered(out, event, held)
-                elif isinstance(event, ev.InputWaitingEvent):
-                    waiting_notice = event  # after the final answer and the failure line
-                else:
-                    _human_progress(event)
-            except BrokenPipeError:
-                # The reader went away (`mind exec ... | head -1`): nobody is
-                # watching, so stop the turn rather than run tools unobserved.
-                stdout_closed = True
-                if session.current is not None:
-                    session.current.interrupt(send_pending=False)
-        tg.cancel_scope.cancel()
-    if held is not None and not stdout_closed:
-        try:
-            _emit_json(out, held)
-        except BrokenPipeError:
-            stdout_closed = True
-    if stdout_closed:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush is quiet
-        return EXIT_BROKEN_PIPE
-    if last is None:
-        return EXIT_OK
-    if not json_mode and final_text:
-        # A terminal gets the one sanitiser (model text must not retitle or clear
-        # it); a pipe or file gets the exact text, which scripts rely on.
-        text = replace_lone_surrogates(final_text)
-        if out.isatty():
-            text = plain(text)
-        out.write(text.rstrip("\n") + "\n")
-        out.flush()
-    if last.status != ev.TurnStatus.completed:
-        failure = last.failure if isinstance(last.failure, ev.Failure) else None
-        line = f"mind: turn {last.status.value}"
-        if failure is not None:
-            line += f" ({failure.kind.value}): {failure.message}"
-            detail = session.current.failure_detail if session.current else ""
-            if detail:
-                line += f" — {' '.join(plain(detail).split())[:300]}"
-        print(line, file=sys.stderr)
-        # --json: the turn.completed line just printed already carries status and failure.
-    if waiting_notice is not None and not session.busy:
-        inbox_cli.announce(session.waiting_event(), sys.stderr)  # as it is now
-    if isinstance(last.failure, ev.Failure) and last.failure.kind == ev.FailureKind.storage:
-        return EXIT_STORAGE
-    return _STATUS_EXIT[last.status.value]
-
-
-async def _report_model_waits(session: Session) -> None:
-    """Print ``waiting for the model… N s`` on stderr after every
-    :data:`WAIT_REPORT_S` of silence from the model in an open request, so a
-    server that accepted and never answers is not mistaken for a hang of
-    mind's own (issue 7 item 12). Runs until cancelled."""
-    interval = WAIT_REPORT_S
-    last: tuple[float, int] | None = None
-    while True:
-        await anyio.sleep(min(1.0, interval / 4))
-        turn = session.current
-        since = turn.model_quiet_since if turn is not None and not turn.done else None
-        if since is None:
-            continue
-        waited = time.monotonic() - since
-        due = int(waited // interval)
-        if due >= 1 and last != (since, due):
-            last = (since, due)
-            print(f"mind: waiting for the model… {due * interval:g} s", file=sys.stderr)
-
-
-def _emit_json_ordered(
-    out: TextIO, event: ev.Event, held: ev.TurnCompletedEvent | None
-) -> ev.TurnCompletedEvent | None:
-    """Print ``event``, keeping a turn's ``turn.completed`` last of that turn.
-
-    The runtime announces waiting input (``input.waiting``) just after the
-    turn's terminal event; exec prints it just before, so that a failed run's
-    last line is still its ``turn.completed`` with status and failure (the
-    rule of ``--json``: a failing run ends with one event giving kind and
-    message). Returns the ``turn.completed`` still held back (printed by the
-    next call, or by the caller when the stream ends).
+    Raises:
+        BrokenPipeError: ``out`` was closed by its reader.
     """
-    if isinstance(event, ev.TurnCompletedEvent):
-        if held is not None:
-            _emit_json(out, held)
-        return event
-    if isinstance(event, ev.InputWaitingEvent):
-        _emit_json(out, event)
-        if held is not None:
-            _emit_json(out, held)
-        return None
-    if held is not None:  # any other event follows the turn it comes after
-        _emit_json(out, held)
-    _emit_json(out, event)
-    return None
+    import msgspec
 
+    from mind.conversation import without_lone_surrogates
 
-def _emit_json(out: TextIO, event: ev.Event | ev.ExecFailedEvent) -> None:
     try:
         line = msgspec.json.encode(event)
     except UnicodeEncodeError:  # a lone surrogate got past the decoders: replace, never crash
@@ -595,26 +382,15 @@ def _emit_json(out: TextIO, event: ev.Event | ev.ExecFailedEvent) -> None:
     out.flush()
 
 
-def _human_progress(event: ev.Event) -> None:
-    err = sys.stderr
-    # Tool and model text goes through the REPL's sanitiser: it must not drive the terminal.
-    if isinstance(event, ev.ToolCallEvent):
-        print(
-            f"→ {plain(event.name)} {describe_arguments(event.name, event.arguments, 120)}",
-            file=err,
-        )
-    elif isinstance(event, ev.ToolResultEvent):
-        first = preview_lines(event.output, 1)[0]
-        print(f"  {event.status.value}: {shorten(first[0] if first else '', 120)}", file=err)
-    elif isinstance(event, ev.TurnRetryingEvent):
-        print(f"  retrying in {event.delay_s:.1f}s: {plain(event.failure.message)}", file=err)
-
-
 def _config(args: argparse.Namespace) -> int:
     """``mind config``: one ``key  value  source`` line per setting; exit 2 with
     the reason when the settings do not resolve (the lines before it still print)."""
+    from mind.shell.store import mind_home
+
     env = os.environ
     path = mind_home(env) / "config.toml"
+    from mind.shell.config import describe
+
     rows, error = describe(_overrides(args), env, path)
     state = "" if path.is_file() else " (absent)"
     width = max(len("config file"), *(len(row.key) for row in rows))
@@ -628,6 +404,9 @@ def _config(args: argparse.Namespace) -> int:
 
 
 async def _sessions(args: argparse.Namespace) -> int:
+    from mind.shell.runtime import Runtime
+    from mind.shell.store import listing_lines
+
     async with Runtime.open() as rt:
         if args.rebuild_index:
             try:
@@ -642,4 +421,8 @@ async def _sessions(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m mind.shell.cli`: run the importable module's main, so that
+    # exec_cli (which imports mind.shell.cli) shares this run's module state.
+    from mind.shell import cli
+
+    sys.exit(cli.main())

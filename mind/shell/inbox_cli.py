@@ -27,7 +27,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from mind.conversation import ModelRequest, StreamEvent
 from mind.errors import SessionError
@@ -38,27 +38,13 @@ from mind.shell.inbox import Inbox
 from mind.shell.index import format_age
 from mind.shell.journal import Journal
 from mind.shell.providers import ProviderSettings
-from mind.shell.render import plain
 from mind.shell.runtime import Runtime, first_line, settled_inputs
 from mind.shell.store import resolve_session_id
+from mind.shell.terminal_text import plain
 
-__all__ = ["add_parser", "announce", "announce_replay", "run", "waiting_lines"]
+__all__ = ["announce", "announce_replay", "run", "waiting_lines"]
 
 EXIT_OK = 0
-
-
-def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
-    """Register ``inbox`` on the ``mind`` sub-command parser."""
-    p = sub.add_parser(
-        "inbox",
-        help="list the input waiting in a session; --drop ID takes one back for good",
-    )
-    p.add_argument("session_id", metavar="SESSION", help="the session id or a unique prefix")
-    p.add_argument(
-        "--drop",
-        metavar="ID",
-        help="drop this waiting message (its id or a unique prefix); it is never sent",
-    )
 
 
 def waiting_lines(rows: Sequence[tuple[str, str, int, str, str]], now_ms: int) -> list[str]:

@@ -16,8 +16,6 @@ import ipaddress
 import re
 from urllib.parse import urlsplit
 
-import httpx
-
 from mind.errors import ConfigError
 from mind.shell.redact import redact_url
 
@@ -57,6 +55,8 @@ def check_base_url(url: str, source: str) -> None:
         raise refuse("the port must be a number from 1 to 65535") from None
     if port is not None and not 1 <= port <= 65535:
         raise refuse("the port must be a number from 1 to 65535")
+    import httpx  # here, not at import: config (and `mind --help`) must not load it
+
     try:
         parsed = httpx.URL(url)
         parsed.host  # noqa: B018 -- decodes xn-- labels as the Host header is built: may raise

@@ -48,11 +48,12 @@ from rich.table import Table
 from rich.text import Text
 
 from mind.effects.patch import parse_patch, patch_paths
-from mind.effects.review import mark_hidden, visible
+from mind.effects.review import visible
 from mind.errors import PatchError
 from mind.generated import events as ev
 from mind.shell.code_lines import CODE_THEME, CodeLines
 from mind.shell.stream_blocks import MarkdownBlocks, Piece
+from mind.shell.terminal_text import plain as plain  # re-exported: callers use render.plain
 
 _ERASE_PREVIOUS_LINE = "\x1b[1A\x1b[2K\r"
 MISSED_LINES = 200
@@ -184,27 +185,6 @@ def shorten(text: str, limit: int) -> str:
     if limit <= 1:
         return text[:limit]
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-_ANSI_RE = re.compile(
-    # An OSC body never spans a newline here: an unterminated opener must not
-    # swallow the lines after it (its ESC alone is dropped as a control).
-    r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)|[@-Z\\-_])"
-    # the 8-bit (C1) forms of CSI and OSC, which some terminals also obey
-    r"|\x9b[0-?]*[ -/]*[@-~]|\x9d[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)"
-)
-_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def plain(text: str, *, keep_joiners: bool = True) -> str:
-    """``text`` safe to print: terminal escape sequences and C0/C1 control
-    characters removed, tabs expanded (tool or model output must not drive the
-    terminal), bidi and zero-width characters shown as ``⟨U+202E⟩``
-    (:func:`mind.effects.review.mark_hidden`; ``keep_joiners=False`` for
-    headlines and approval summaries, where ZWJ/ZWNJ are shown too). The one
-    sanitiser of the REPL and ``mind exec``'s stderr."""
-    text = _CONTROL_RE.sub("", _ANSI_RE.sub("", text.replace("\r\n", "\n"))).expandtabs(4)
-    return mark_hidden(text, keep_joiners=keep_joiners)
 
 
 def preview_lines(output: str, max_lines: int = RESULT_PREVIEW_LINES) -> tuple[list[str], int]:

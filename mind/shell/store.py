@@ -21,7 +21,7 @@ import msgspec
 from mind.errors import PrivateStateError, SessionLookupError, StateDirError, as_storage_error
 from mind.shell import index, lease, private_files
 from mind.shell.index import ReadRange
-from mind.shell.render import plain
+from mind.shell.terminal_text import plain
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 """Accepted session ids: a safe directory name (no separators, no leading dot)."""

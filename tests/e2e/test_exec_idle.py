@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mind.shell import cli
+from mind.shell import cli, exec_cli
 from tests.e2e.conftest import RunMind
 from tests.support.silent_server import SilentServer
 
@@ -56,7 +56,7 @@ def test_exec_reports_waiting_for_the_model_while_the_server_is_silent(
         monkeypatch.setenv(key, mind_env[key])
     monkeypatch.setenv("MIND_STREAM_IDLE_TIMEOUT", "1")
     monkeypatch.setenv("MIND_MAX_RETRIES", "0")
-    monkeypatch.setattr(cli, "WAIT_REPORT_S", 0.1)
+    monkeypatch.setattr(exec_cli, "WAIT_REPORT_S", 0.1)
     with SilentServer() as server:
         code = cli.main(
             [

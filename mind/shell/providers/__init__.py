@@ -23,16 +23,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
-import httpx
 import msgspec
 
 from mind.conversation import ModelRequest, StreamEvent
 from mind.errors import ConfigError
-from mind.shell.providers import anthropic, openai_chat, openai_responses
-from mind.shell.providers._http import HttpProvider
-from mind.shell.providers.scripted import ScriptedProvider
+
+if TYPE_CHECKING:
+    import httpx
+
+    from mind.shell.providers._http import HttpProvider
 
 ProviderKind = Literal["openai-chat", "openai-responses", "anthropic", "scripted"]
 
@@ -102,28 +103,39 @@ def make_provider(
         ConfigError: ``scripted`` without ``script_path``, or an unknown kind.
         ScriptError: the script file is missing or malformed.
     """
+    # Each adapter is imported here, when chosen: the settings (and so
+    # `mind --help` and config resolution) never pay for httpx or the others.
+    cls: type[HttpProvider]
     if settings.kind == "scripted":
+        from mind.shell.providers.scripted import ScriptedProvider
+
         if not settings.script_path:
             raise ConfigError("the scripted provider needs script_path")
         return ScriptedProvider(Path(settings.script_path), model=settings.model)
-    adapters: dict[str, tuple[type[HttpProvider], str]] = {
-        "openai-chat": (openai_chat.OpenAIChatProvider, openai_chat.DEFAULT_BASE_URL),
-        "openai-responses": (
-            openai_responses.OpenAIResponsesProvider,
-            openai_responses.DEFAULT_BASE_URL,
-        ),
-        "anthropic": (anthropic.AnthropicProvider, anthropic.DEFAULT_BASE_URL),
-    }
-    if settings.kind in adapters:
-        cls, default_base = adapters[settings.kind]
-        return cls(
-            model=settings.model,
-            base_url=settings.base_url or default_base,
-            api_key=settings.api_key,
-            timeout_s=settings.timeout_s,
-            client=client,
+    if settings.kind == "openai-chat":
+        from mind.shell.providers.openai_chat import DEFAULT_BASE_URL, OpenAIChatProvider
+
+        cls, default_base = OpenAIChatProvider, DEFAULT_BASE_URL
+    elif settings.kind == "openai-responses":
+        from mind.shell.providers.openai_responses import (
+            DEFAULT_BASE_URL,
+            OpenAIResponsesProvider,
         )
-    raise ConfigError(f"unknown provider kind {settings.kind!r}")
+
+        cls, default_base = OpenAIResponsesProvider, DEFAULT_BASE_URL
+    elif settings.kind == "anthropic":
+        from mind.shell.providers.anthropic import DEFAULT_BASE_URL, AnthropicProvider
+
+        cls, default_base = AnthropicProvider, DEFAULT_BASE_URL
+    else:
+        raise ConfigError(f"unknown provider kind {settings.kind!r}")
+    return cls(
+        model=settings.model,
+        base_url=settings.base_url or default_base,
+        api_key=settings.api_key,
+        timeout_s=settings.timeout_s,
+        client=client,
+    )
 
 
 __all__ = ["Provider", "ProviderKind", "ProviderSettings", "make_provider"]

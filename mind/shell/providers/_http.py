@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import anyio
 import httpx
+import msgspec
 
 from mind.conversation import ModelRequest, ReasoningDelta, StreamDone, StreamEvent, TextDelta
 from mind.errors import ProviderError
@@ -284,7 +285,9 @@ class HttpProvider:
         return redact_round(done, self.secrets)
 
     async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        body = self._body(request)
+        # msgspec, not httpx's json= (the stdlib encoder): one encoder for every
+        # body, several times faster on a long history.
+        body = msgspec.json.encode(self._body(request))
         parser = self._parser(OutputBudget(request.max_output_bytes))
         limit = body_limit(request.max_output_bytes)
         headers = {
@@ -296,7 +299,7 @@ class HttpProvider:
         body_started = False
         try:
             async with client.stream(
-                "POST", self._url(), json=body, headers=headers, auth=self._basic_auth
+                "POST", self._url(), content=body, headers=headers, auth=self._basic_auth
             ) as resp:
                 if not 200 <= resp.status_code < 300:
                     raw = await read_bounded(resp, limit, cut=True)
