@@ -18,9 +18,13 @@ branch grows past a screen of classes.
     ├── ToolArgumentsError            tool arguments fail their JSON Schema (a tool result)
     ├── PatchError                    an apply_patch envelope is malformed or a hunk does not match
     ├── PathRefused                   a file tool path crosses the workspace boundary; path, reason
+    ├── SandboxRefused                a sandboxed command cannot be confined safely; path, reason
     ├── ScriptError                   a scripted-provider script is malformed; path and detail
     ├── InputRefused                  input empty or over a mailbox/inbox limit; reason code
     ├── InboxCorruptError             inbox.json damaged or over 8 MiB; path (fail closed)
+    ├── IllegalTransition             a chart refused an event (also RuntimeError: misuse);
+    │                                 chart, state, configuration, event
+    ├── DropNotAllowed                the mailbox cannot give a message back; message_id, state
     └── SessionError                  session-level misuse or refusal; carries session_id
         ├── SessionBusyError          a turn is already running (RuntimeError misuse)
         ├── SessionOccupiedError      another live process holds the session (its pid)
@@ -419,6 +423,66 @@ class InputRefused(MindError):
         self.message_id = message_id
 
 
+class IllegalTransition(MindError, RuntimeError):
+    """An event was sent that a statechart does not allow in its current state.
+
+    The one refusal of every chart (``specs/statecharts/*.yaml``): raised by the
+    machines of :mod:`mind.machines` (turn, mailbox, inbox_message, mount) when
+    the shell sends an event the chart has no transition for. It is caller
+    misuse (also a ``RuntimeError``), never retried; the machine is left exactly
+    as it was, and the engine's ``TransitionNotAllowed`` is chained as
+    ``__cause__`` when there is one.
+
+    Attributes:
+        chart: the chart's name, e.g. ``"turn"`` (its YAML file's stem).
+        event: the refused event, e.g. ``"seal"``.
+        state: the active leaf state it was refused in.
+        configuration: ids of every active state (compound states included);
+            ``{state}`` for a flat chart.
+        detail: the reason when it is more than "not allowed" ("" otherwise).
+    """
+
+    def __init__(
+        self,
+        chart: str,
+        event: str,
+        state: str,
+        *,
+        configuration: frozenset[str] = frozenset(),
+        detail: str = "",
+    ) -> None:
+        reason = detail or f"event {event!r} is not allowed in state {state!r}"
+        super().__init__(f"{chart}: {reason}")
+        self.chart = chart
+        self.event = event
+        self.state = state
+        self.configuration = configuration or frozenset({state})
+        self.detail = detail
+
+
+class DropNotAllowed(MindError):
+    """The mailbox cannot give this message back: no waiting message has the
+    id, or ``inbox_message.yaml`` has no ``drop`` from its state (the running
+    turn has claimed it, or a turn consumed it). A refusal of the person's
+    request, not misuse; nothing changed.
+
+    Raised by ``mind.machines.mailbox.Mailbox.check_drop``/``drop``; the
+    session turns it into :class:`DropRefused` (with the session id).
+
+    Attributes:
+        message_id: the message id asked for.
+        state: its state in ``inbox_message.yaml``, or None when no waiting
+            message has that id.
+        reason: one sentence saying why (the exception text).
+    """
+
+    def __init__(self, message_id: str, state: str | None, reason: str) -> None:
+        super().__init__(reason)
+        self.message_id = message_id
+        self.state = state
+        self.reason = reason
+
+
 class InboxCorruptError(MindError):
     """``inbox.json`` cannot be trusted, so the session does not open.
 
@@ -439,10 +503,16 @@ class InboxCorruptError(MindError):
 
 
 class SessionError(MindError):
-    """A session-level refusal or misuse; carries the session id."""
+    """A session-level refusal or misuse; carries the session id.
 
-    def __init__(self, session_id: str, detail: str) -> None:
-        super().__init__(f"session {session_id}: {detail}")
+    Attributes:
+        session_id: the session concerned, or None when the refusal is about
+            no single session (never an invented id such as ``"*"``).
+        detail: what went wrong (the text after ``session ID:``).
+    """
+
+    def __init__(self, session_id: str | None, detail: str) -> None:
+        super().__init__(f"session {session_id}: {detail}" if session_id else detail)
         self.session_id = session_id
         self.detail = detail
 
@@ -488,11 +558,18 @@ class SessionOccupiedError(SessionError):
     automatically. ``mind exec`` exits 3 with the holder's pid.
 
     Attributes:
-        pid: the holder's process id.
+        pid: the holder's process id, or None when the holder is proven live
+            (its lock on the session directory is held) but its pid cannot be
+            seen from here (another PID namespace, e.g. a container).
     """
 
-    def __init__(self, session_id: str, pid: int) -> None:
-        super().__init__(session_id, f"occupied by pid {pid}")
+    def __init__(self, session_id: str, pid: int | None) -> None:
+        holder = (
+            f"pid {pid}"
+            if pid is not None
+            else "another process (its pid is not visible from here)"
+        )
+        super().__init__(session_id, f"occupied by {holder}")
         self.pid = pid
 
 
@@ -544,6 +621,8 @@ class MountRefused(SessionError):
     handle. Not misuse; never retried automatically beyond the busy backoff.
 
     Attributes:
+        session_id: the session claimed, or None for a refused rewrite of this
+            process's whole published set (``republish``, ``close``).
         kind: ``occupied | busy | unavailable``.
         holders: the live holders (non-empty only for ``occupied``), by pid.
         reason: one human sentence (also the exception text after the session id).
@@ -555,7 +634,7 @@ class MountRefused(SessionError):
 
     def __init__(
         self,
-        session_id: str,
+        session_id: str | None,
         kind: MountRefusalKind,
         *,
         holders: tuple[MountHolder, ...] = (),
@@ -563,8 +642,8 @@ class MountRefused(SessionError):
         storage: StorageError | None = None,
     ) -> None:
         if kind == "occupied":
-            pids = ", ".join(str(h.pid) for h in holders) or "?"
-            reason = f"occupied by pid {pids}"
+            pids = ", ".join(str(h.pid) for h in holders)
+            reason = f"occupied by pid {pids}" if pids else "occupied by another process"
         elif kind == "busy":
             held = f": {detail}" if detail else " (another mind is updating it)"
             reason = f"the session mount ledger is busy{held}; try again"

@@ -65,10 +65,13 @@ acknowledged, or forgotten after acknowledgement — is an idempotent success
 returning its original disposition; the first text is kept.
 
 Errors: a call the box chart does not allow in the current state (e.g.
-``drain_or_seal`` with no owner) raises :class:`MailboxRefused` (a
-``RuntimeError``: caller misuse; never retried), with the engine's
-``TransitionNotAllowed`` chained; the mailbox is unchanged. Pure: no I/O, no
-clock.
+``drain_or_seal`` with no owner) raises :class:`~mind.errors.IllegalTransition`
+(``chart="mailbox"``; a ``RuntimeError``: caller misuse; never retried), with
+the engine's ``TransitionNotAllowed`` chained; :meth:`Mailbox.forget` of a
+message not yet acknowledged raises it with ``chart="inbox_message"``. A drop
+the person asked for that the message chart does not allow raises
+:class:`~mind.errors.DropNotAllowed` (a refusal, not misuse). The mailbox is
+unchanged either way. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ from typing import Final, Literal, final, get_args
 
 from statemachine.exceptions import TransitionNotAllowed
 
-from mind.errors import InputRefused
+from mind.errors import DropNotAllowed, IllegalTransition, InputRefused
 from mind.generated.inbox_message_chart import InboxMessageChart, InboxMessageEventName
 from mind.generated.mailbox_chart import MailboxChart, MailboxEventName
 
@@ -166,25 +169,9 @@ class MailboxMessage:
     recovered: bool = False
 
 
-class MailboxRefused(RuntimeError):
-    """A mailbox call is not allowed in the box's current state (caller misuse).
-
-    Raised by :meth:`Mailbox.restore`, :meth:`~Mailbox.open_turn`,
-    :meth:`~Mailbox.drain`, :meth:`~Mailbox.drain_or_seal`,
-    :meth:`~Mailbox.end_turn` (refused by ``mailbox.yaml``) and
-    :meth:`~Mailbox.forget` (a message not acknowledged). Never retried; the
-    mailbox is left exactly as it was.
-
-    Attributes:
-        event: the refused call, e.g. ``"drain_or_seal"``.
-        state: the box state it was refused in.
-    """
-
-    def __init__(self, event: str, state: str, detail: str = "") -> None:
-        reason = detail or f"not allowed in state {state!r}"
-        super().__init__(f"mailbox: {event!r} {reason}")
-        self.event = event
-        self.state = state
+MailboxRefused = DropNotAllowed
+"""Old name of :class:`~mind.errors.DropNotAllowed`, kept only because
+``mind.shell.runtime`` (being split) still imports it; use the new name."""
 
 
 @dataclass(eq=False)
@@ -444,7 +431,7 @@ class Mailbox:
                 ``next_turn``) and it is never claimed again.
 
         Raises:
-            MailboxRefused: a turn owns the box; nothing changed.
+            IllegalTransition: a turn owns the box; nothing changed.
             ValueError: an empty id or unknown kind; nothing changed.
         """
         for message_id, text, kind in messages:
@@ -472,7 +459,7 @@ class Mailbox:
             empty.
 
         Raises:
-            MailboxRefused: a turn already owns the box; nothing changed.
+            IllegalTransition: a turn already owns the box; nothing changed.
         """
         self._send("open_turn")
         return self._claim(_WAITING)
@@ -487,7 +474,7 @@ class Mailbox:
             The newly claimed ``queued`` messages in arrival order (may be empty).
 
         Raises:
-            MailboxRefused: the box is not ``open``; nothing changed.
+            IllegalTransition: the box is not ``open``; nothing changed.
         """
         self._send("drain")
         return self._claim({"queued"})
@@ -505,7 +492,7 @@ class Mailbox:
             again), or ``[]`` when the box is now ``sealed``.
 
         Raises:
-            MailboxRefused: the box is not ``open``; nothing changed.
+            IllegalTransition: the box is not ``open``; nothing changed.
         """
         self._send("drain_or_seal")
         if self.state == "sealed":
@@ -529,7 +516,7 @@ class Mailbox:
             ``acknowledge`` is false.
 
         Raises:
-            MailboxRefused: no turn owns the box; nothing changed.
+            IllegalTransition: no turn owns the box; nothing changed.
         """
         self._send("end_turn")
         settled: list[str] = []
@@ -552,15 +539,18 @@ class Mailbox:
             ids: message ids; unknown or already forgotten ids are ignored.
 
         Raises:
-            MailboxRefused: one of them is held and not ``acknowledged``;
+            IllegalTransition: one of them is held and not ``acknowledged``;
                 nothing changed.
         """
         wanted = [i for i in dict.fromkeys(ids) if i in self._slots]
         for message_id in wanted:
             state = self._slots[message_id].current
             if state != "acknowledged":
-                raise MailboxRefused(
-                    "forget", self.state, f"{message_id!r} is {state}, not acknowledged"
+                raise IllegalTransition(
+                    "inbox_message",
+                    "forget",
+                    state,
+                    detail=f"{message_id!r} is {state}, not acknowledged",
                 )
         for message_id in wanted:
             slot = self._slots.pop(message_id)
@@ -577,21 +567,23 @@ class Mailbox:
             A snapshot of the waiting message.
 
         Raises:
-            MailboxRefused: ``event="drop"``; the id is unknown (or already
+            DropNotAllowed: the id is unknown (or already
                 settled), or ``inbox_message.yaml`` has no ``drop`` from the
                 message's state (``claimed`` by the running turn, or
                 ``acknowledged``). Nothing changed.
         """
         slot = self._slots.get(message_id)
         if slot is None:
-            raise MailboxRefused("drop", self.state, f"{message_id!r} is not waiting here")
+            raise DropNotAllowed(message_id, None, f"{message_id!r} is not waiting here")
         assert slot.chart is not None
         if "drop" not in {e.id for e in slot.chart.allowed_events}:
             why = {
                 "claimed": "the running turn has already taken it (interrupt the turn first)",
                 "acknowledged": "a turn has already consumed it",
             }.get(slot.current, f"it is {slot.current}")
-            raise MailboxRefused("drop", self.state, f"{message_id!r} cannot be dropped: {why}")
+            raise DropNotAllowed(
+                message_id, slot.current, f"{message_id!r} cannot be dropped: {why}"
+            )
         return slot.snapshot()
 
     def drop(self, message_id: str) -> MailboxMessage:
@@ -605,7 +597,7 @@ class Mailbox:
             The message as it was, with ``state="dropped"``.
 
         Raises:
-            MailboxRefused: as :meth:`check_drop`; nothing changed.
+            DropNotAllowed: as :meth:`check_drop`; nothing changed.
         """
         self.check_drop(message_id)
         slot = self._slots.pop(message_id)
@@ -630,7 +622,7 @@ class Mailbox:
         try:
             self._box.send(event)
         except TransitionNotAllowed as error:
-            raise MailboxRefused(event, self.state) from error
+            raise IllegalTransition("mailbox", event, self.state) from error
 
     def _count_queued(self) -> int:
         return sum(1 for s in self._slots.values() if s.current == "queued")

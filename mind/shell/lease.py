@@ -95,7 +95,7 @@ class SessionLease:
             # the owner dies, even by SIGKILL.
             held_fd = _hold_directory(path.parent)
             if held_fd is None:
-                raise SessionOccupiedError(session_id, holder.pid if holder else 0)
+                raise SessionOccupiedError(session_id, holder.pid if holder else None)
             tmp = path.with_name(f".{path.name}.{record.owner_id}")
             try:
                 private_files.write_atomic(
