@@ -41,28 +41,22 @@ import errno as errno_codes
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal, TypeAlias, get_args
 
-FailureKind = Literal[
-    "auth",
-    "not_found",
-    "invalid_request",
-    "rate_limited",
-    "overloaded",
-    "server",
-    "network",
-    "stream_cut",
-    "context_length",
-    "protocol",
-    "output_limit",
-]
-"""The finite set of model-request failures (issue #2, DESIGN §3.1).
+from mind.generated.vocabulary import FailureKindName
+
+FailureKind: TypeAlias = FailureKindName
+"""The finite set of turn failures, as plain strings: one definition, the
+``FailureKind`` enum of ``specs/schemas/journal.schema.json`` (generated once
+as :class:`mind.generated.vocabulary.FailureKind`; this is its ``Literal``
+view). Providers raise the model-request kinds; the runtime adds
+``internal`` (a bug) and ``storage`` (a journal or inbox write failed).
 
 ``output_limit``: the model streamed more text, reasoning and tool-call
 arguments in one turn than ``max_output_mib`` allows (issue #8 item 5); the
 stream is closed at the cap and the turn's inputs are not acknowledged."""
 
-FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
+FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKindName)
 
 TRANSIENT_KINDS: frozenset[FailureKind] = frozenset(
     {"rate_limited", "overloaded", "server", "network", "stream_cut"}
@@ -85,8 +79,13 @@ CANONICAL_MESSAGES: dict[FailureKind, str] = {
         "The model's output went past the max_output_mib limit; the stream was closed "
         "and the input was not answered (it stays waiting)."
     ),
+    "internal": "mind hit an internal error (a bug); the turn ended without an answer.",
+    "storage": (
+        "mind's state could not be written (disk full, quota or I/O error); "
+        "the input was not answered (it stays waiting)."
+    ),
 }
-"""One canonical, provider-independent message per failure kind."""
+"""One canonical, provider-independent message per failure kind (every member has one)."""
 
 
 class MindError(Exception):

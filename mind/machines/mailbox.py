@@ -93,17 +93,20 @@ __all__ = [
     "MAX_USER_MESSAGES",
     "USER_KINDS",
     "BoxState",
-    "Disposition",
     "Mailbox",
     "MailboxLimits",
     "MailboxMessage",
     "MailboxRefused",
     "MessageKind",
     "MessageState",
+    "Placement",
 ]
 
-Disposition = Literal["steering", "next_turn"]
-"""Where an accepted input goes: the running turn (``steering``) or a later one."""
+Placement = Literal["steering", "next_turn"]
+"""Where the mailbox puts an accepted input: the running turn (``steering``)
+or a later one — two of the session's ``Disposition`` values
+(``mind.generated.vocabulary``), which adds the runtime's ``started`` and
+``pending``."""
 
 MessageKind = Literal["prompt", "steer", "queue", "background"]
 """Where an input came from (same values as the inbox file's ``kind``)."""
@@ -165,7 +168,7 @@ class MailboxMessage:
     kind: MessageKind
     size_bytes: int
     state: MessageState
-    disposition: Disposition
+    disposition: Placement
     recovered: bool = False
 
 
@@ -187,7 +190,7 @@ class _Slot:
     text: str
     kind: MessageKind
     size_bytes: int
-    disposition: Disposition
+    disposition: Placement
     recovered: bool
     steering: bool
     state: object = None
@@ -254,7 +257,7 @@ class Mailbox:
     def __init__(self, *, limits: MailboxLimits | None = None) -> None:
         self._limits = limits if limits is not None else MailboxLimits()
         self._slots: dict[str, _Slot] = {}
-        self._settled: dict[str, Disposition] = {}
+        self._settled: dict[str, Placement] = {}
         # Recovered input past the limits: plain data, no chart, in file order;
         # it enters the box as room appears (issue #8 item 5).
         self._backlog: deque[tuple[str, str, MessageKind, int]] = deque()
@@ -342,7 +345,7 @@ class Mailbox:
 
     def admit(
         self, message_id: str, text: str, *, kind: MessageKind, size_bytes: int | None = None
-    ) -> Disposition:
+    ) -> Placement:
         """What :meth:`enqueue` would answer now, without changing anything.
 
         The shell calls it before writing the input to ``inbox.json`` so a
@@ -376,7 +379,7 @@ class Mailbox:
 
     def enqueue(
         self, message_id: str, text: str, *, kind: MessageKind, size_bytes: int | None = None
-    ) -> Disposition:
+    ) -> Placement:
         """Accept an input (already durable in the inbox): steering or next turn.
 
         A ``steer`` input while the box is ``open`` is ``queued`` for the
@@ -627,7 +630,7 @@ class Mailbox:
     def _count_queued(self) -> int:
         return sum(1 for s in self._slots.values() if s.current == "queued")
 
-    def _known(self, message_id: str) -> Disposition | None:
+    def _known(self, message_id: str) -> Placement | None:
         slot = self._slots.get(message_id)
         if slot is not None:
             return slot.disposition
@@ -699,7 +702,7 @@ class Mailbox:
         text: str,
         kind: MessageKind,
         size_bytes: int,
-        disposition: Disposition,
+        disposition: Placement,
         *,
         recovered: bool,
     ) -> None:

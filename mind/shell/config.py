@@ -52,11 +52,10 @@ from mind.effects.policy import ApprovalPolicy
 from mind.errors import ConfigError, NotConfiguredError
 from mind.shell import private_files
 from mind.shell.provider_values import check_api_key, check_base_url
-from mind.shell.providers import ProviderSettings
+from mind.shell.providers import ProviderKind, ProviderSettings
 from mind.shell.redact import redact_url, url_secrets
 from mind.shell.tool_env import ShellEnvironment
 
-ProviderKind = Literal["openai-chat", "openai-responses", "anthropic", "scripted"]
 PROVIDER_KINDS: tuple[str, ...] = get_args(ProviderKind)
 APPROVAL_POLICIES: tuple[str, ...] = ("untrusted", "on-request", "never")
 

@@ -88,6 +88,7 @@ from mind.errors import (
 from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.generated.inbox import InboxEntry, InboxKind
+from mind.generated.vocabulary import DispositionName
 from mind.history import build_messages, unstarted_calls
 from mind.machines.mailbox import Mailbox, MailboxMessage, MailboxRefused
 from mind.machines.turn import TurnMachine, acknowledges, within_output_cap
@@ -109,10 +110,8 @@ InputKind = Literal["prompt", "steer", "queue"]
 """How an input is meant: a prompt (start a turn when idle), steering for the
 running turn, or text queued for the next turn."""
 
-Disposition = Literal["started", "steering", "next_turn", "pending"]
-"""Where an accepted input went: it started a turn; it steers the running
-turn; it waits for the next turn (queued, or the running turn was already
-sealed); or it runs behind older recovered input (issue 3 §2)."""
+Disposition = DispositionName
+"""Where an accepted input went (one definition: ``events.schema.json``)."""
 
 log = logging.getLogger("mind.runtime")
 
