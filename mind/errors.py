@@ -25,9 +25,11 @@ branch grows past a screen of classes.
     ├── IllegalTransition             a chart refused an event (also RuntimeError: misuse);
     │                                 chart, state, configuration, event
     ├── DropNotAllowed                the mailbox cannot give a message back; message_id, state
-    └── SessionError                  session-level misuse or refusal; carries session_id
+    └── SessionError                  session misuse or refusal; session_id (None: no one session)
+        ├── SessionLookupError        a typed id or prefix names no session, or several
+        ├── DropRefused               a waiting input cannot be dropped; message_id
         ├── SessionBusyError          a turn is already running (RuntimeError misuse)
-        ├── SessionOccupiedError      another live process holds the session (its pid)
+        ├── SessionOccupiedError      another live process holds the session (its pid, if visible)
         └── MountRefused              mount claim refused: occupied | busy | unavailable
 
 Who raises what is said on each class. Provider failures are a closed enum
