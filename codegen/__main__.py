@@ -27,7 +27,7 @@ from pathlib import Path
 from statemachine.exceptions import InvalidDefinition
 
 from codegen.diagrams import import_chart, mermaid, render_svg
-from codegen.schemas import SchemaError, emit_schema
+from codegen.schemas import SHARED_ENUMS, SchemaError, emit_schema, emit_vocabulary
 from codegen.statecharts import SpecError, emit_chart, load_chart
 
 GENERATED_DIR = Path("mind/generated")
@@ -119,6 +119,12 @@ def build(root: Path, out: Path) -> Built:
         name = path.name.removesuffix(".schema.json")
         put(GENERATED_DIR / f"{name}.py", emit_schema(path, root=root, header=python_header(spec)))
         modules.append(f"{name}: msgspec Structs ({spec})")
+    owners = sorted({f"{SCHEMA_DIR.as_posix()}/{s}.schema.json" for s in SHARED_ENUMS.values()})
+    put(
+        GENERATED_DIR / "vocabulary.py",
+        emit_vocabulary(root / SCHEMA_DIR, header=python_header(", ".join(owners))),
+    )
+    modules.append(f"vocabulary: enums the schemas share ({', '.join(sorted(SHARED_ENUMS))})")
     listing = "\n".join(f"- {line}" for line in modules)
     put(
         GENERATED_DIR / "__init__.py",

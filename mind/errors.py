@@ -18,12 +18,18 @@ branch grows past a screen of classes.
     ├── ToolArgumentsError            tool arguments fail their JSON Schema (a tool result)
     ├── PatchError                    an apply_patch envelope is malformed or a hunk does not match
     ├── PathRefused                   a file tool path crosses the workspace boundary; path, reason
+    ├── SandboxRefused                a sandboxed command cannot be confined safely; path, reason
     ├── ScriptError                   a scripted-provider script is malformed; path and detail
     ├── InputRefused                  input empty or over a mailbox/inbox limit; reason code
     ├── InboxCorruptError             inbox.json damaged or over 8 MiB; path (fail closed)
-    └── SessionError                  session-level misuse or refusal; carries session_id
+    ├── IllegalTransition             a chart refused an event (also RuntimeError: misuse);
+    │                                 chart, state, configuration, event
+    ├── DropNotAllowed                the mailbox cannot give a message back; message_id, state
+    └── SessionError                  session misuse or refusal; session_id (None: no one session)
+        ├── SessionLookupError        a typed id or prefix names no session, or several
+        ├── DropRefused               a waiting input cannot be dropped; message_id
         ├── SessionBusyError          a turn is already running (RuntimeError misuse)
-        ├── SessionOccupiedError      another live process holds the session (its pid)
+        ├── SessionOccupiedError      another live process holds the session (its pid, if visible)
         └── MountRefused              mount claim refused: occupied | busy | unavailable
 
 Who raises what is said on each class. Provider failures are a closed enum
@@ -37,28 +43,22 @@ import errno as errno_codes
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal, TypeAlias, get_args
 
-FailureKind = Literal[
-    "auth",
-    "not_found",
-    "invalid_request",
-    "rate_limited",
-    "overloaded",
-    "server",
-    "network",
-    "stream_cut",
-    "context_length",
-    "protocol",
-    "output_limit",
-]
-"""The finite set of model-request failures (issue #2, DESIGN §3.1).
+from mind.generated.vocabulary import FailureKindName
+
+FailureKind: TypeAlias = FailureKindName
+"""The finite set of turn failures, as plain strings: one definition, the
+``FailureKind`` enum of ``specs/schemas/journal.schema.json`` (generated once
+as :class:`mind.generated.vocabulary.FailureKind`; this is its ``Literal``
+view). Providers raise the model-request kinds; the runtime adds
+``internal`` (a bug) and ``storage`` (a journal or inbox write failed).
 
 ``output_limit``: the model streamed more text, reasoning and tool-call
 arguments in one turn than ``max_output_mib`` allows (issue #8 item 5); the
 stream is closed at the cap and the turn's inputs are not acknowledged."""
 
-FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
+FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKindName)
 
 TRANSIENT_KINDS: frozenset[FailureKind] = frozenset(
     {"rate_limited", "overloaded", "server", "network", "stream_cut"}
@@ -81,8 +81,13 @@ CANONICAL_MESSAGES: dict[FailureKind, str] = {
         "The model's output went past the max_output_mib limit; the stream was closed "
         "and the input was not answered (it stays waiting)."
     ),
+    "internal": "mind hit an internal error (a bug); the turn ended without an answer.",
+    "storage": (
+        "mind's state could not be written (disk full, quota or I/O error); "
+        "the input was not answered (it stays waiting)."
+    ),
 }
-"""One canonical, provider-independent message per failure kind."""
+"""One canonical, provider-independent message per failure kind (every member has one)."""
 
 
 class MindError(Exception):
@@ -419,6 +424,66 @@ class InputRefused(MindError):
         self.message_id = message_id
 
 
+class IllegalTransition(MindError, RuntimeError):
+    """An event was sent that a statechart does not allow in its current state.
+
+    The one refusal of every chart (``specs/statecharts/*.yaml``): raised by the
+    machines of :mod:`mind.machines` (turn, mailbox, inbox_message, mount) when
+    the shell sends an event the chart has no transition for. It is caller
+    misuse (also a ``RuntimeError``), never retried; the machine is left exactly
+    as it was, and the engine's ``TransitionNotAllowed`` is chained as
+    ``__cause__`` when there is one.
+
+    Attributes:
+        chart: the chart's name, e.g. ``"turn"`` (its YAML file's stem).
+        event: the refused event, e.g. ``"seal"``.
+        state: the active leaf state it was refused in.
+        configuration: ids of every active state (compound states included);
+            ``{state}`` for a flat chart.
+        detail: the reason when it is more than "not allowed" ("" otherwise).
+    """
+
+    def __init__(
+        self,
+        chart: str,
+        event: str,
+        state: str,
+        *,
+        configuration: frozenset[str] = frozenset(),
+        detail: str = "",
+    ) -> None:
+        reason = detail or f"event {event!r} is not allowed in state {state!r}"
+        super().__init__(f"{chart}: {reason}")
+        self.chart = chart
+        self.event = event
+        self.state = state
+        self.configuration = configuration or frozenset({state})
+        self.detail = detail
+
+
+class DropNotAllowed(MindError):
+    """The mailbox cannot give this message back: no waiting message has the
+    id, or ``inbox_message.yaml`` has no ``drop`` from its state (the running
+    turn has claimed it, or a turn consumed it). A refusal of the person's
+    request, not misuse; nothing changed.
+
+    Raised by ``mind.machines.mailbox.Mailbox.check_drop``/``drop``; the
+    session turns it into :class:`DropRefused` (with the session id).
+
+    Attributes:
+        message_id: the message id asked for.
+        state: its state in ``inbox_message.yaml``, or None when no waiting
+            message has that id.
+        reason: one sentence saying why (the exception text).
+    """
+
+    def __init__(self, message_id: str, state: str | None, reason: str) -> None:
+        super().__init__(reason)
+        self.message_id = message_id
+        self.state = state
+        self.reason = reason
+
+
 class InboxCorruptError(MindError):
     """``inbox.json`` cannot be trusted, so the session does not open.
 
@@ -439,10 +504,16 @@ class InboxCorruptError(MindError):
 
 
 class SessionError(MindError):
-    """A session-level refusal or misuse; carries the session id."""
+    """A session-level refusal or misuse; carries the session id.
 
-    def __init__(self, session_id: str, detail: str) -> None:
-        super().__init__(f"session {session_id}: {detail}")
+    Attributes:
+        session_id: the session concerned, or None when the refusal is about
+            no single session (never an invented id such as ``"*"``).
+        detail: what went wrong (the text after ``session ID:``).
+    """
+
+    def __init__(self, session_id: str | None, detail: str) -> None:
+        super().__init__(f"session {session_id}: {detail}" if session_id else detail)
         self.session_id = session_id
         self.detail = detail
 
@@ -488,11 +559,18 @@ class SessionOccupiedError(SessionError):
     automatically. ``mind exec`` exits 3 with the holder's pid.
 
     Attributes:
-        pid: the holder's process id.
+        pid: the holder's process id, or None when the holder is proven live
+            (its lock on the session directory is held) but its pid cannot be
+            seen from here (another PID namespace, e.g. a container).
     """
 
-    def __init__(self, session_id: str, pid: int) -> None:
-        super().__init__(session_id, f"occupied by pid {pid}")
+    def __init__(self, session_id: str, pid: int | None) -> None:
+        holder = (
+            f"pid {pid}"
+            if pid is not None
+            else "another process (its pid is not visible from here)"
+        )
+        super().__init__(session_id, f"occupied by {holder}")
         self.pid = pid
 
 
@@ -544,6 +622,8 @@ class MountRefused(SessionError):
     handle. Not misuse; never retried automatically beyond the busy backoff.
 
     Attributes:
+        session_id: the session claimed, or None for a refused rewrite of this
+            process's whole published set (``republish``, ``close``).
         kind: ``occupied | busy | unavailable``.
         holders: the live holders (non-empty only for ``occupied``), by pid.
         reason: one human sentence (also the exception text after the session id).
@@ -555,7 +635,7 @@ class MountRefused(SessionError):
 
     def __init__(
         self,
-        session_id: str,
+        session_id: str | None,
         kind: MountRefusalKind,
         *,
         holders: tuple[MountHolder, ...] = (),
@@ -563,8 +643,8 @@ class MountRefused(SessionError):
         storage: StorageError | None = None,
     ) -> None:
         if kind == "occupied":
-            pids = ", ".join(str(h.pid) for h in holders) or "?"
-            reason = f"occupied by pid {pids}"
+            pids = ", ".join(str(h.pid) for h in holders)
+            reason = f"occupied by pid {pids}" if pids else "occupied by another process"
         elif kind == "busy":
             held = f": {detail}" if detail else " (another mind is updating it)"
             reason = f"the session mount ledger is busy{held}; try again"

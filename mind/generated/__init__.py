@@ -10,4 +10,5 @@
 - inbox: msgspec Structs (specs/schemas/inbox.schema.json)
 - journal: msgspec Structs (specs/schemas/journal.schema.json)
 - session_mounts: msgspec Structs (specs/schemas/session_mounts.schema.json)
+- vocabulary: enums the schemas share (Disposition, FailureKind)
 """

@@ -11,6 +11,7 @@ from typing import Annotated, Any, TypeAlias
 from msgspec import UNSET, Meta
 from msgspec import Struct as _Struct
 from msgspec import UnsetType
+from mind.generated.vocabulary import Disposition as Disposition, FailureKind as FailureKind
 
 
 class Struct(_Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
@@ -22,26 +23,6 @@ class Usage(Struct, kw_only=True, frozen=True):
 
     input_tokens: Annotated[int, Meta(ge=0)]
     output_tokens: Annotated[int, Meta(ge=0)]
-
-
-class FailureKind(StrEnum):
-    """
-    Closed set of turn failure kinds: the provider kinds (`output_limit`: the model's output went past `max_output_mib`), plus `internal` (a bug) and `storage` (a journal or inbox write failed: disk full, quota, I/O error).
-    """
-
-    auth = 'auth'
-    not_found = 'not_found'
-    invalid_request = 'invalid_request'
-    rate_limited = 'rate_limited'
-    overloaded = 'overloaded'
-    server = 'server'
-    network = 'network'
-    stream_cut = 'stream_cut'
-    context_length = 'context_length'
-    protocol = 'protocol'
-    output_limit = 'output_limit'
-    internal = 'internal'
-    storage = 'storage'
 
 
 class TurnStatus(StrEnum):
@@ -197,18 +178,17 @@ class SessionRecoveredEvent(Struct, kw_only=True, tag_field='type', tag='session
     ]
 
 
-class Disposition(StrEnum):
-    started = 'started'
-    steering = 'steering'
-    next_turn = 'next_turn'
-    pending = 'pending'
-
-
 class InputAcceptedEvent(Struct, kw_only=True, tag_field='type', tag='input.accepted', frozen=True):
     """An input is durable in the session inbox; `disposition` says where it goes."""
 
     message_id: str
-    disposition: Annotated[Disposition, Meta(title='Disposition')]
+    disposition: Annotated[
+        Disposition,
+        Meta(
+            description='Where an accepted input went: `started` (it started a turn), `steering` (the running turn takes it), `next_turn` (it waits for the next turn: queued, or the running turn was already sealed), `pending` (it runs behind older recovered input).',
+            title='Disposition',
+        ),
+    ]
 
 
 class ExecFailureKind(StrEnum):

@@ -65,10 +65,13 @@ acknowledged, or forgotten after acknowledgement — is an idempotent success
 returning its original disposition; the first text is kept.
 
 Errors: a call the box chart does not allow in the current state (e.g.
-``drain_or_seal`` with no owner) raises :class:`MailboxRefused` (a
-``RuntimeError``: caller misuse; never retried), with the engine's
-``TransitionNotAllowed`` chained; the mailbox is unchanged. Pure: no I/O, no
-clock.
+``drain_or_seal`` with no owner) raises :class:`~mind.errors.IllegalTransition`
+(``chart="mailbox"``; a ``RuntimeError``: caller misuse; never retried), with
+the engine's ``TransitionNotAllowed`` chained; :meth:`Mailbox.forget` of a
+message not yet acknowledged raises it with ``chart="inbox_message"``. A drop
+the person asked for that the message chart does not allow raises
+:class:`~mind.errors.DropNotAllowed` (a refusal, not misuse). The mailbox is
+unchanged either way. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ from typing import Final, Literal, final, get_args
 
 from statemachine.exceptions import TransitionNotAllowed
 
-from mind.errors import InputRefused
+from mind.errors import DropNotAllowed, IllegalTransition, InputRefused
 from mind.generated.inbox_message_chart import InboxMessageChart, InboxMessageEventName
 from mind.generated.mailbox_chart import MailboxChart, MailboxEventName
 from mind.machines.chart_observers import created
@@ -91,17 +94,19 @@ __all__ = [
     "MAX_USER_MESSAGES",
     "USER_KINDS",
     "BoxState",
-    "Disposition",
     "Mailbox",
     "MailboxLimits",
     "MailboxMessage",
-    "MailboxRefused",
     "MessageKind",
     "MessageState",
+    "Placement",
 ]
 
-Disposition = Literal["steering", "next_turn"]
-"""Where an accepted input goes: the running turn (``steering``) or a later one."""
+Placement = Literal["steering", "next_turn"]
+"""Where the mailbox puts an accepted input: the running turn (``steering``)
+or a later one — two of the session's ``Disposition`` values
+(``mind.generated.vocabulary``), which adds the runtime's ``started`` and
+``pending``."""
 
 MessageKind = Literal["prompt", "steer", "queue", "background"]
 """Where an input came from (same values as the inbox file's ``kind``)."""
@@ -163,29 +168,8 @@ class MailboxMessage:
     kind: MessageKind
     size_bytes: int
     state: MessageState
-    disposition: Disposition
+    disposition: Placement
     recovered: bool = False
-
-
-class MailboxRefused(RuntimeError):
-    """A mailbox call is not allowed in the box's current state (caller misuse).
-
-    Raised by :meth:`Mailbox.restore`, :meth:`~Mailbox.open_turn`,
-    :meth:`~Mailbox.drain`, :meth:`~Mailbox.drain_or_seal`,
-    :meth:`~Mailbox.end_turn` (refused by ``mailbox.yaml``) and
-    :meth:`~Mailbox.forget` (a message not acknowledged). Never retried; the
-    mailbox is left exactly as it was.
-
-    Attributes:
-        event: the refused call, e.g. ``"drain_or_seal"``.
-        state: the box state it was refused in.
-    """
-
-    def __init__(self, event: str, state: str, detail: str = "") -> None:
-        reason = detail or f"not allowed in state {state!r}"
-        super().__init__(f"mailbox: {event!r} {reason}")
-        self.event = event
-        self.state = state
 
 
 @dataclass(eq=False)
@@ -201,7 +185,7 @@ class _Slot:
     text: str
     kind: MessageKind
     size_bytes: int
-    disposition: Disposition
+    disposition: Placement
     recovered: bool
     steering: bool
     state: object = None
@@ -268,7 +252,7 @@ class Mailbox:
     def __init__(self, *, limits: MailboxLimits | None = None) -> None:
         self._limits = limits if limits is not None else MailboxLimits()
         self._slots: dict[str, _Slot] = {}
-        self._settled: dict[str, Disposition] = {}
+        self._settled: dict[str, Placement] = {}
         # Recovered input past the limits: plain data, no chart, in file order;
         # it enters the box as room appears (issue #8 item 5).
         self._backlog: deque[tuple[str, str, MessageKind, int]] = deque()
@@ -356,7 +340,7 @@ class Mailbox:
 
     def admit(
         self, message_id: str, text: str, *, kind: MessageKind, size_bytes: int | None = None
-    ) -> Disposition:
+    ) -> Placement:
         """What :meth:`enqueue` would answer now, without changing anything.
 
         The shell calls it before writing the input to ``inbox.json`` so a
@@ -390,7 +374,7 @@ class Mailbox:
 
     def enqueue(
         self, message_id: str, text: str, *, kind: MessageKind, size_bytes: int | None = None
-    ) -> Disposition:
+    ) -> Placement:
         """Accept an input (already durable in the inbox): steering or next turn.
 
         A ``steer`` input while the box is ``open`` is ``queued`` for the
@@ -445,7 +429,7 @@ class Mailbox:
                 ``next_turn``) and it is never claimed again.
 
         Raises:
-            MailboxRefused: a turn owns the box; nothing changed.
+            IllegalTransition: a turn owns the box; nothing changed.
             ValueError: an empty id or unknown kind; nothing changed.
         """
         for message_id, text, kind in messages:
@@ -473,7 +457,7 @@ class Mailbox:
             empty.
 
         Raises:
-            MailboxRefused: a turn already owns the box; nothing changed.
+            IllegalTransition: a turn already owns the box; nothing changed.
         """
         self._send("open_turn")
         return self._claim(_WAITING)
@@ -488,7 +472,7 @@ class Mailbox:
             The newly claimed ``queued`` messages in arrival order (may be empty).
 
         Raises:
-            MailboxRefused: the box is not ``open``; nothing changed.
+            IllegalTransition: the box is not ``open``; nothing changed.
         """
         self._send("drain")
         return self._claim({"queued"})
@@ -506,7 +490,7 @@ class Mailbox:
             again), or ``[]`` when the box is now ``sealed``.
 
         Raises:
-            MailboxRefused: the box is not ``open``; nothing changed.
+            IllegalTransition: the box is not ``open``; nothing changed.
         """
         self._send("drain_or_seal")
         if self.state == "sealed":
@@ -530,7 +514,7 @@ class Mailbox:
             ``acknowledge`` is false.
 
         Raises:
-            MailboxRefused: no turn owns the box; nothing changed.
+            IllegalTransition: no turn owns the box; nothing changed.
         """
         self._send("end_turn")
         settled: list[str] = []
@@ -553,15 +537,18 @@ class Mailbox:
             ids: message ids; unknown or already forgotten ids are ignored.
 
         Raises:
-            MailboxRefused: one of them is held and not ``acknowledged``;
+            IllegalTransition: one of them is held and not ``acknowledged``;
                 nothing changed.
         """
         wanted = [i for i in dict.fromkeys(ids) if i in self._slots]
         for message_id in wanted:
             state = self._slots[message_id].current
             if state != "acknowledged":
-                raise MailboxRefused(
-                    "forget", self.state, f"{message_id!r} is {state}, not acknowledged"
+                raise IllegalTransition(
+                    "inbox_message",
+                    "forget",
+                    state,
+                    detail=f"{message_id!r} is {state}, not acknowledged",
                 )
         for message_id in wanted:
             slot = self._slots.pop(message_id)
@@ -578,21 +565,23 @@ class Mailbox:
             A snapshot of the waiting message.
 
         Raises:
-            MailboxRefused: ``event="drop"``; the id is unknown (or already
+            DropNotAllowed: the id is unknown (or already
                 settled), or ``inbox_message.yaml`` has no ``drop`` from the
                 message's state (``claimed`` by the running turn, or
                 ``acknowledged``). Nothing changed.
         """
         slot = self._slots.get(message_id)
         if slot is None:
-            raise MailboxRefused("drop", self.state, f"{message_id!r} is not waiting here")
+            raise DropNotAllowed(message_id, None, f"{message_id!r} is not waiting here")
         assert slot.chart is not None
         if "drop" not in {e.id for e in slot.chart.allowed_events}:
             why = {
                 "claimed": "the running turn has already taken it (interrupt the turn first)",
                 "acknowledged": "a turn has already consumed it",
             }.get(slot.current, f"it is {slot.current}")
-            raise MailboxRefused("drop", self.state, f"{message_id!r} cannot be dropped: {why}")
+            raise DropNotAllowed(
+                message_id, slot.current, f"{message_id!r} cannot be dropped: {why}"
+            )
         return slot.snapshot()
 
     def drop(self, message_id: str) -> MailboxMessage:
@@ -606,7 +595,7 @@ class Mailbox:
             The message as it was, with ``state="dropped"``.
 
         Raises:
-            MailboxRefused: as :meth:`check_drop`; nothing changed.
+            DropNotAllowed: as :meth:`check_drop`; nothing changed.
         """
         self.check_drop(message_id)
         slot = self._slots.pop(message_id)
@@ -631,12 +620,12 @@ class Mailbox:
         try:
             self._box.send(event)
         except TransitionNotAllowed as error:
-            raise MailboxRefused(event, self.state) from error
+            raise IllegalTransition("mailbox", event, self.state) from error
 
     def _count_queued(self) -> int:
         return sum(1 for s in self._slots.values() if s.current == "queued")
 
-    def _known(self, message_id: str) -> Disposition | None:
+    def _known(self, message_id: str) -> Placement | None:
         slot = self._slots.get(message_id)
         if slot is not None:
             return slot.disposition
@@ -708,7 +697,7 @@ class Mailbox:
         text: str,
         kind: MessageKind,
         size_bytes: int,
-        disposition: Disposition,
+        disposition: Placement,
         *,
         recovered: bool,
     ) -> None:

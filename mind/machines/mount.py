@@ -29,8 +29,9 @@ so the shell (:mod:`mind.shell.mounts`) only does I/O:
 - :func:`backoff_ms` — the bounded backoff between lock attempts
   (25–400 ms, seed 002 §3.4 ``busy``).
 
-Errors: an event the chart does not allow raises :class:`MountTransitionRefused`
-(a ``RuntimeError``: caller misuse; never retried); the machine is unchanged.
+Errors: an event the chart does not allow raises
+:class:`~mind.errors.IllegalTransition` (``chart="mount"``; a ``RuntimeError``:
+caller misuse; never retried); the machine is unchanged.
 Pure: no I/O, no clock, no randomness (jitter is an argument).
 """
 
@@ -43,7 +44,7 @@ from typing import Final, Literal, NamedTuple, cast, final
 import msgspec
 from statemachine.exceptions import TransitionNotAllowed
 
-from mind.errors import MountHolder
+from mind.errors import IllegalTransition, MountHolder
 from mind.generated.mount_chart import MountChart, MountEventName
 from mind.generated.session_mounts import MountOwner
 from mind.machines.chart_observers import created
@@ -59,7 +60,6 @@ __all__ = [
     "LockVerdict",
     "MountMachine",
     "MountState",
-    "MountTransitionRefused",
     "backoff_ms",
     "format_token",
     "holders_of",
@@ -101,24 +101,6 @@ MAX_BACKOFF_MS: Final = 400
 BACKOFF_MS: Final[tuple[int, ...]] = (25, 50, 100, 200, 400)
 """Base waits before each retry of a contended lock, ms: five retries, then
 ``busy`` (at most six lock attempts; with jitter at most ~0.96 s in all)."""
-
-
-class MountTransitionRefused(RuntimeError):
-    """An event was sent that ``mount.yaml`` does not allow in the current state.
-
-    Raised by every event method of :class:`MountMachine` (caller misuse, e.g.
-    ``settle`` on a refused claim; never retried). The machine is unchanged;
-    the engine's ``TransitionNotAllowed`` is chained as ``__cause__``.
-
-    Attributes:
-        event: the refused event id.
-        state: the active leaf it was refused in.
-    """
-
-    def __init__(self, event: str, state: str) -> None:
-        super().__init__(f"mount: event {event!r} is not allowed in state {state!r}")
-        self.event = event
-        self.state = state
 
 
 @dataclass(eq=False)
@@ -200,10 +182,10 @@ class MountMachine:
         """The wait before the next :meth:`retry`, ms (see :func:`backoff_ms`).
 
         Raises:
-            MountTransitionRefused: not ``backing_off``.
+            IllegalTransition: not ``backing_off``.
         """
         if self.state != "backing_off":
-            raise MountTransitionRefused("retry", self.state)
+            raise IllegalTransition("mount", "retry", self.state)
         return backoff_ms(self._data.retries_used, jitter)
 
     def observe(self, listener: object) -> None:
@@ -245,7 +227,7 @@ class MountMachine:
     def retry(self) -> None:
         """``backing_off -> reserving`` after the wait; uses one retry."""
         if self.state != "backing_off":
-            raise MountTransitionRefused("retry", self.state)
+            raise IllegalTransition("mount", "retry", self.state)
         self._data.retries_used += 1
         self._send("retry")
 
@@ -280,10 +262,11 @@ class MountMachine:
 
     def _send(self, event: MountEventName) -> None:
         before = self.state
+        configuration = frozenset(s.id for s in self._chart.configuration)
         try:
             self._chart.send(event)
         except TransitionNotAllowed as error:
-            raise MountTransitionRefused(event, before) from error
+            raise IllegalTransition("mount", event, before, configuration=configuration) from error
 
 
 _STATE_IDS: Final[frozenset[str]] = frozenset(

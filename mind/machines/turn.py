@@ -14,13 +14,13 @@ Shape of a turn::
              --> exactly one of completed | interrupted | failed | aborted
 
 Terminal states are absorbing: every event sent after one raises
-:class:`TransitionRefused`.
+:class:`~mind.errors.IllegalTransition`.
 
-Errors: a disallowed event raises :class:`TransitionRefused` (a ``RuntimeError``:
-the caller misused the machine; never retried). It is defined here rather than
-re-exporting python-statemachine's ``TransitionNotAllowed`` so callers do not
-depend on the engine; the engine error is chained as ``__cause__``. The machine
-is unchanged when it is raised.
+Errors: a disallowed event raises :class:`~mind.errors.IllegalTransition`
+(``chart="turn"``; a ``RuntimeError``: the caller misused the machine; never
+retried), the one refusal of every chart, so callers do not depend on the
+engine; the engine error is chained as ``__cause__``. The machine is unchanged
+when it is raised.
 """
 
 from __future__ import annotations
@@ -31,14 +31,13 @@ from typing import Final, final
 
 from statemachine.exceptions import TransitionNotAllowed
 
-from mind.errors import TRANSIENT_KINDS
+from mind.errors import TRANSIENT_KINDS, IllegalTransition
 from mind.generated.turn_chart import TurnChart, TurnEventName
 from mind.machines.chart_observers import created
 
 __all__ = [
     "TERMINAL_STATES",
     "UNANSWERED_FAILURES",
-    "TransitionRefused",
     "TurnMachine",
     "acknowledges",
     "within_output_cap",
@@ -89,23 +88,6 @@ def within_output_cap(used_bytes: int, limit_bytes: int) -> bool:
     within it. Pure; never raises.
     """
     return used_bytes <= limit_bytes
-
-
-class TransitionRefused(RuntimeError):
-    """An event was sent that the turn chart does not allow in the current state.
-
-    Raised by every event method of :class:`TurnMachine` (caller misuse; not
-    retried). The machine is left exactly as it was.
-
-    Attributes:
-        event: the refused event id (e.g. ``"seal"``).
-        configuration: ids of all states active when it was refused.
-    """
-
-    def __init__(self, event: str, configuration: frozenset[str], leaf: str) -> None:
-        super().__init__(f"turn: event {event!r} is not allowed in state {leaf!r}")
-        self.event = event
-        self.configuration = configuration
 
 
 @dataclass
@@ -201,7 +183,9 @@ class TurnMachine:
         try:
             self._chart.send(event)
         except TransitionNotAllowed as error:
-            raise TransitionRefused(event, self.configuration, self.state) from error
+            raise IllegalTransition(
+                "turn", event, self.state, configuration=self.configuration
+            ) from error
 
     def start(self) -> None:
         """``accepted -> sampling``; send after ``turn_started`` is durable."""
@@ -232,7 +216,7 @@ class TurnMachine:
             ``False`` if now ``failed``.
 
         Raises:
-            TransitionRefused: not sampling; nothing changed.
+            IllegalTransition: not sampling; nothing changed.
         """
         self._data.transient = transient
         self._data.in_time = in_time

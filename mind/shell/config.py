@@ -39,10 +39,11 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final, Literal, cast, get_args
+from typing import Final, Literal, cast, get_args
 
 import msgspec
 
@@ -52,11 +53,10 @@ from mind.effects.policy import ApprovalPolicy
 from mind.errors import ConfigError, NotConfiguredError
 from mind.shell import private_files
 from mind.shell.provider_values import check_api_key, check_base_url
-from mind.shell.providers import ProviderSettings
+from mind.shell.providers import ProviderKind, ProviderSettings
 from mind.shell.redact import redact_url, url_secrets
 from mind.shell.tool_env import ShellEnvironment
 
-ProviderKind = Literal["openai-chat", "openai-responses", "anthropic", "scripted"]
 PROVIDER_KINDS: tuple[str, ...] = get_args(ProviderKind)
 APPROVAL_POLICIES: tuple[str, ...] = ("untrusted", "on-request", "never")
 
@@ -243,6 +243,58 @@ CONFIG_KEYS = frozenset(_BY_KEY) | TABLE_KEYS
 silently fall back to defaults)."""
 
 
+class ConfigFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``config.toml`` decoded: one typed field per key it may hold (None = not
+    set), so nothing downstream reads an untyped table. Field names are the
+    keys of :data:`SETTINGS` plus the tables of :data:`TABLE_KEYS`; values are
+    only type-checked here, their choices and bounds are checked by
+    resolution (which names the source). Built by :func:`load_config_file`.
+    """
+
+    provider: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    approval: str | None = None
+    sandbox_mode: str | None = None
+    sandbox_network: str | None = None
+    add_dirs: tuple[str, ...] | None = None
+    script: str | None = None
+    max_retries: int | None = None
+    max_retry_seconds: float | None = None
+    """Seconds (a TOML integer or float)."""
+    stream_idle_timeout: float | None = None
+    """Seconds (a TOML integer or float)."""
+    max_output_mib: int | None = None
+    shell_environment: ShellEnvironment | None = None
+    """``[shell_environment]``, parsed by its owner (:meth:`ShellEnvironment.from_table`)."""
+
+    def value(self, key: str) -> str | int | float | tuple[str, ...] | None:
+        """The value of setting ``key`` (a :data:`SETTINGS` key), None when not set."""
+        found: str | int | float | tuple[str, ...] | None = getattr(self, key)
+        return found
+
+
+_TYPE_WORDS: Final[dict[str, str]] = {
+    "str": "a string",
+    "int": "an integer",
+    "seconds": "a number of seconds",
+    "paths": "a list of strings",
+}
+"""How a wrong-type error says what a setting's ``config.toml`` value must be."""
+
+
+def _key_line(text: str, key: str) -> int:
+    """1-based line of the first ``key =`` in ``text`` (0 when not found: tomllib
+    gives lines for syntax errors only, so the key's line is looked up)."""
+    match = re.search(rf"^[ \t]*{re.escape(key)}[ \t]*=", text, re.MULTILINE)
+    return text.count("\n", 0, match.start()) + 1 if match else 0
+
+
+def _where(path: Path, text: str, key: str) -> str:
+    line = _key_line(text, key)
+    return f"{path}:{line}" if line else str(path)
+
+
 class CliOverrides(msgspec.Struct, frozen=True, kw_only=True):
     """Values given on the command line (None = not given)."""
 
@@ -305,16 +357,16 @@ MAX_CONFIG_BYTES: Final = 1024 * 1024
 """Largest ``config.toml`` read, in bytes."""
 
 
-def load_config_file(path: Path) -> dict[str, Any]:
-    """Read ``config.toml``; a missing file is ``{}``.
+def load_config_file(path: Path) -> ConfigFile:
+    """Read and decode ``config.toml``; a missing file is ``ConfigFile()``.
 
     The config root and the file must be private and owned (never followed
     inside the root, never blocking: ``docs/design/state.md``).
 
     Raises:
-        ConfigError: the file is not valid TOML, has an unknown key or a key
-            of the wrong type, or is over :data:`MAX_CONFIG_BYTES` (message
-            names the path).
+        ConfigError: the file is not valid TOML (tomllib's line and column),
+            has an unknown key or a key of the wrong type (``PATH:LINE:`` and
+            the key), or is over :data:`MAX_CONFIG_BYTES` (message names the path).
         PrivateStateError: the config root or file is a symlink, FIFO,
             directory, another user's, or group/world-writable.
     """
@@ -323,37 +375,46 @@ def load_config_file(path: Path) -> dict[str, Any]:
         private_files.private_dir(home, create=False)
         raw = private_files.read_file(home / path.name, MAX_CONFIG_BYTES)
     except FileNotFoundError:
-        return {}
+        return ConfigFile()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
     if raw is None:
-        return {}
+        return ConfigFile()
     if len(raw) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes")
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
+        data = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    # All unknown keys at once, and the known ones (msgspec names only the first).
     unknown = sorted(set(data) - CONFIG_KEYS)
     if unknown:
         raise ConfigError(
-            f"{path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(CONFIG_KEYS))}"
+            f"{_where(path, text, unknown[0])}: unknown key(s) {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(CONFIG_KEYS))}"
         )
-    if "shell_environment" in data:
-        data["shell_environment"] = ShellEnvironment.from_table(data["shell_environment"], path)
-    for key, value in data.items():
-        if key in TABLE_KEYS:
-            continue
-        setting = _BY_KEY[key]
-        if setting.type == "str" and not isinstance(value, str):
-            raise ConfigError(f"{path}: `{key}` must be a string")
-        if setting.type == "int" and (isinstance(value, bool) or not isinstance(value, int)):
-            raise ConfigError(f"{path}: `{key}` must be an integer")
-        if setting.type == "paths" and not (
-            isinstance(value, list) and all(isinstance(v, str) for v in value)
-        ):
-            raise ConfigError(f"{path}: `{key}` must be a list of strings")
-    return data
+    table = data.pop("shell_environment", None)
+    try:
+        config = msgspec.convert(data, ConfigFile)
+    except msgspec.ValidationError as exc:
+        key = _failed_key(str(exc))
+        kind = _BY_KEY[key].type if key in _BY_KEY else "str"
+        raise ConfigError(
+            f"{_where(path, text, key)}: `{key}` must be {_TYPE_WORDS[kind]}"
+        ) from exc
+    if table is None:
+        return config
+    return msgspec.structs.replace(
+        config, shell_environment=ShellEnvironment.from_table(table, path)
+    )
+
+
+def _failed_key(message: str) -> str:
+    """The top-level key a msgspec ``ValidationError`` message points at
+    (``... - at `$.max_retries` ``, or ``$.add_dirs[0]``)."""
+    match = re.search(r"at `\$\.(\w+)", message)
+    return match.group(1) if match else "?"
 
 
 class _Sources:
@@ -364,7 +425,7 @@ class _Sources:
         cli: CliOverrides,
         env: Mapping[str, str],
         path: Path,
-        file: dict[str, Any] | None = None,
+        file: ConfigFile | None = None,
     ) -> None:
         self.cli, self.env, self.path = cli, env, path
         self.file = load_config_file(path) if file is None else file
@@ -381,7 +442,7 @@ class _Sources:
                 or an environment value is not a number (names the source).
         """
         s = _BY_KEY[key]
-        found: tuple[str | int | float, str] | None = None
+        found: tuple[str | int | float | tuple[str, ...], str] | None = None
         flag_value = getattr(self.cli, key, None)
         if flag_value is not None:
             found = (flag_value, f"flag {s.flag}")
@@ -391,13 +452,14 @@ class _Sources:
                     found = (self.env[var], f"env {var}")
                     break
             else:
-                if key in self.file:
-                    found = (self.file[key], f"config {self.path}")
+                in_file = self.file.value(key)
+                if in_file is not None:
+                    found = (in_file, f"config {self.path}")
         if found is None:
             return None
         value, source = found
-        if s.type == "paths":
-            items = value if isinstance(value, list | tuple) else str(value).split(os.pathsep)
+        if s.type == "paths" or isinstance(value, tuple):  # only paths come as a tuple
+            items = value if isinstance(value, tuple) else str(value).split(os.pathsep)
             value = os.pathsep.join(str(Path(str(v)).expanduser().resolve()) for v in items if v)
         if s.type == "int":
             try:
@@ -473,7 +535,7 @@ def _unresolved_rows(
     try:
         src = _Sources(cli, env, config_path)
     except ConfigError:  # a broken config.toml: show what flags and environment say
-        src = _Sources(cli, env, config_path, file={})
+        src = _Sources(cli, env, config_path, file=ConfigFile())
     kind = have["provider"].value if "provider" in have else ""
     rows: list[SettingValue] = []
     for s in SETTINGS:
@@ -512,8 +574,8 @@ def _unresolved_rows(
                 SettingValue(key="api_key", value="not set", source=f"looked in env {looked}")
             )
     if "shell_environment" not in have:
-        table = src.file.get("shell_environment")
-        if isinstance(table, ShellEnvironment):
+        table = src.file.shell_environment
+        if table is not None:
             rows.append(_shell_env_row(table, f"config {config_path}"))
         else:
             rows.append(_shell_env_row(ShellEnvironment(), "default"))
@@ -584,8 +646,8 @@ def _resolve(
     note("stream_idle_timeout", idle_s, source)
     out_mib, source = src.pick("max_output_mib") or (DEFAULTS["max_output_mib"], "default")
     note("max_output_mib", out_mib, source)
-    shell_env = src.file.get("shell_environment")
-    if isinstance(shell_env, ShellEnvironment):
+    shell_env = src.file.shell_environment
+    if shell_env is not None:
         rows.append(_shell_env_row(shell_env, f"config {src.path}"))
     else:
         shell_env = ShellEnvironment()

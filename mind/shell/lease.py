@@ -103,7 +103,7 @@ class SessionLease:
             # the owner dies, even by SIGKILL.
             held_fd = private_files.lock_dir(path.parent)
             if held_fd is None:
-                raise SessionOccupiedError(session_id, holder.pid if holder else 0)
+                raise SessionOccupiedError(session_id, holder.pid if holder else None)
             tmp = path.with_name(f".{path.name}.{record.owner_id}")
             try:
                 private_files.write_atomic(

@@ -19,6 +19,7 @@ from mind.effects.policy import (
 )
 from mind.effects.retry import RetryPolicy
 from mind.errors import (
+    DropNotAllowed,
     DropRefused,
     InputRefused,
     SessionBusyError,
@@ -27,7 +28,8 @@ from mind.errors import (
 from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.generated.inbox import InboxEntry, InboxKind
-from mind.machines.mailbox import Mailbox, MailboxMessage, MailboxRefused
+from mind.generated.vocabulary import DispositionName
+from mind.machines.mailbox import Mailbox, MailboxMessage
 from mind.shell import faults
 from mind.shell.config import ResolvedConfig, known_secrets
 from mind.shell.ids import new_id
@@ -52,10 +54,11 @@ InputKind = Literal["prompt", "steer", "queue"]
 """How an input is meant: a prompt (start a turn when idle), steering for the
 running turn, or text queued for the next turn."""
 
-Disposition = Literal["started", "steering", "next_turn", "pending"]
-"""Where an accepted input went: it started a turn; it steers the running
-turn; it waits for the next turn (queued, or the running turn was already
-sealed); or it runs behind older recovered input (issue 3 §2)."""
+Disposition = DispositionName
+"""Where an accepted input went (one definition: ``events.schema.json``): it
+started a turn; it steers the running turn; it waits for the next turn
+(queued, or the running turn was already sealed); or it runs behind older
+recovered input."""
 
 
 @final
@@ -221,7 +224,7 @@ class Session:
         mid = matches[0].message_id
         try:
             self.mailbox.check_drop(mid)
-        except MailboxRefused as exc:
+        except DropNotAllowed as exc:
             detail = str(exc).removeprefix("mailbox: 'drop' ")
             raise DropRefused(self.session_id, message_id, detail) from exc
         self.journal.append(jr.InputDropped(seq=0, recorded_at_ms=0, message_id=mid), sync=True)

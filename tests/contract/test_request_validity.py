@@ -7,7 +7,7 @@ messages in between, terminal records, crashes cutting the journal at any
 record or byte); messages come from :func:`mind.history.build_messages`, bodies
 from each adapter's pure ``build_body``, and the provider rules in
 ``tests/support/provider_rules.py`` check them. The validators themselves are
-pinned against the recorded request bodies in the shared cassettes.
+pinned against the recorded request bodies in the cassettes of ``tests/fixtures``.
 """
 
 from __future__ import annotations
@@ -35,11 +35,10 @@ from tests.support.provider_rules import (
     validate_openai_chat,
     validate_openai_responses,
 )
+from tests.support.replay_server import fixtures_dir
 
-CASSETTES = Path(
-    os.environ.get("MIND_CASSETTES", Path(__file__).resolve().parents[1] / "shared" / "cassettes")
-)
-"""The recorded traffic copied into the repository (``tests/shared``)."""
+CASSETTES = Path(os.environ.get("MIND_CASSETTES", fixtures_dir() / "cassettes"))
+"""The recorded traffic kept in the repository (``tests/fixtures``)."""
 
 Validator = Callable[[dict[str, Any]], None]
 PROVIDERS: dict[str, tuple[Callable[[ModelRequest], dict[str, Any]], Validator]] = {
@@ -89,12 +88,9 @@ SETTINGS = settings(
 
 
 def _cassette_cases() -> list[tuple[str, Path]]:
-    if not CASSETTES.is_dir():
-        return []
     return [(d, p) for d in CASSETTE_DIRS for p in sorted((CASSETTES / d).glob("*.request.json"))]
 
 
-@pytest.mark.skipif(not CASSETTES.is_dir(), reason=f"no cassettes at {CASSETTES}")
 @pytest.mark.parametrize(("provider_dir", "path"), _cassette_cases(), ids=lambda v: str(v))
 def test_validators_agree_with_recorded_requests(provider_dir: str, path: Path) -> None:
     body = json.loads(path.read_text(encoding="utf-8"))

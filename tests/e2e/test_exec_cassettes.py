@@ -25,10 +25,9 @@ import pytest
 from tests.e2e.conftest import MindResult, RunMind
 from tests.support import provider_rules
 from tests.support.cases import API_KIND, CASES, Case, Expect
-from tests.support.replay_server import ReplayServer, Reply, random_splits, shared_dir
+from tests.support.replay_server import ReplayServer, Reply, fixtures_dir, random_splits
 
-SHARED = shared_dir()
-pytestmark = pytest.mark.skipif(SHARED is None, reason="../shared cassettes not found")
+FIXTURES = fixtures_dir()
 
 FOLLOW_UP = {
     "openai-chat": "cassettes/openai-chat/stream_text_after_tool_result_gpt4o",
@@ -83,8 +82,7 @@ def _usage(r: MindResult) -> tuple[int, int]:
 
 
 def _follow_up(api: str) -> Case:
-    assert SHARED is not None
-    (case,) = [c for c in CASES if c.prefix == SHARED / FOLLOW_UP[api]]
+    (case,) = [c for c in CASES if c.prefix == FIXTURES / FOLLOW_UP[api]]
     return case
 
 
@@ -219,8 +217,7 @@ def test_stream_cut_is_retried_then_completes(tmp_path: Path, run_mind: RunMind)
 def test_retry_after_is_honoured_and_interrupt_ends_the_wait(
     tmp_path: Path, mind_env: dict[str, str]
 ) -> None:
-    assert SHARED is not None
-    prefix = SHARED / "quirks/openai-chat/rate_limited_429_retry_after"
+    prefix = FIXTURES / "quirks/openai-chat/rate_limited_429_retry_after"
     with ReplayServer([Reply.from_case(prefix)], repeat_last=True) as server:
         env = dict(mind_env, MIND_MAX_RETRIES="3")
         with subprocess.Popen(

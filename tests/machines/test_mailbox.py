@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from mind.errors import InputRefused
+from mind.errors import DropNotAllowed, IllegalTransition, InputRefused
 from mind.machines.mailbox import (
     MAX_BACKGROUND_BYTES,
     MAX_BACKGROUND_MESSAGES,
@@ -19,7 +19,6 @@ from mind.machines.mailbox import (
     Mailbox,
     MailboxLimits,
     MailboxMessage,
-    MailboxRefused,
 )
 
 Snapshot = tuple[str, bool, bool, list[tuple[str, str, str]]]
@@ -129,11 +128,11 @@ def test_only_waiting_messages_can_be_dropped_and_a_drop_is_final() -> None:
     box.enqueue("s1", "steer", kind="steer")  # queued for this turn
     box.enqueue("q1", "later", kind="queue")  # next_turn
     before = snap(box)
-    with pytest.raises(MailboxRefused, match="running turn has already taken it"):
+    with pytest.raises(DropNotAllowed, match="running turn has already taken it"):
         box.check_drop("p1")
-    with pytest.raises(MailboxRefused, match="running turn has already taken it"):
+    with pytest.raises(DropNotAllowed, match="running turn has already taken it"):
         box.drop("p2")
-    with pytest.raises(MailboxRefused, match="not waiting"):
+    with pytest.raises(DropNotAllowed, match="not waiting"):
         box.drop("nope")
     assert snap(box) == before
     assert box.check_drop("s1").state == "queued"
@@ -147,7 +146,7 @@ def test_only_waiting_messages_can_be_dropped_and_a_drop_is_final() -> None:
     assert box.drop("p1").state == "dropped"
     assert box.enqueue("p1", "do X", kind="prompt") == "next_turn"  # idempotent: not back
     assert ids(box.waiting()) == ["p2"] and box.knows("s1")
-    with pytest.raises(MailboxRefused, match="not waiting"):
+    with pytest.raises(DropNotAllowed, match="not waiting"):
         box.drop("p1")
 
 
@@ -338,7 +337,9 @@ def test_disallowed_calls_raise_and_change_nothing(prefix: list[str], call: str)
         calls[name](box)
     box.enqueue("s", "x", kind="steer")
     before = snap(box)
-    with pytest.raises(MailboxRefused, match=f"mailbox: '{call}' not allowed") as refused:
+    with pytest.raises(
+        IllegalTransition, match=f"mailbox: event '{call}' is not allowed"
+    ) as refused:
         calls[call](box)
     assert isinstance(refused.value, RuntimeError)
     assert refused.value.__cause__ is not None
@@ -353,7 +354,7 @@ def test_forget_drops_only_acknowledged_messages() -> None:
     box.end_turn(acknowledge=True)
     box.enqueue("q", "x", kind="queue")
     before = snap(box)
-    with pytest.raises(MailboxRefused, match="'q' is next_turn, not acknowledged"):
+    with pytest.raises(IllegalTransition, match="'q' is next_turn, not acknowledged"):
         box.forget(["p", "q"])
     assert snap(box) == before
     box.forget(["p", "unknown", "p"])

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from mind.errors import MountHolder, MountRefused
+from mind.errors import IllegalTransition, MountHolder, MountRefused
 from mind.generated.session_mounts import MountOwner
 from mind.machines.mount import (
     BACKOFF_MS,
@@ -19,7 +19,6 @@ from mind.machines.mount import (
     MIN_BACKOFF_MS,
     REFUSAL_STATES,
     MountMachine,
-    MountTransitionRefused,
     backoff_ms,
     holders_of,
     lock_verdict,
@@ -151,23 +150,23 @@ def test_final_states_refuse_every_event(final: str) -> None:
             m.abandon()
     assert m.state == final
     for event in ("claim", "grant", "conflict", "contend", "fail", "retry", "reenter"):
-        with pytest.raises(MountTransitionRefused) as refused:
+        with pytest.raises(IllegalTransition) as refused:
             getattr(m, event)()
         assert (refused.value.event, refused.value.state, m.state) == (event, final, final)
 
 
 def test_misuse_is_refused_and_leaves_the_machine_unchanged() -> None:
     m = MountMachine()
-    with pytest.raises(MountTransitionRefused, match="'settle' is not allowed in state 'free'"):
+    with pytest.raises(IllegalTransition, match="'settle' is not allowed in state 'free'"):
         m.settle(attached=True)
-    with pytest.raises(MountTransitionRefused):
+    with pytest.raises(IllegalTransition):
         m.reenter()
     m.claim()
-    with pytest.raises(MountTransitionRefused):
+    with pytest.raises(IllegalTransition):
         m.retry()
-    with pytest.raises(MountTransitionRefused):
+    with pytest.raises(IllegalTransition):
         m.next_backoff_ms(0.0)
-    with pytest.raises(MountTransitionRefused):
+    with pytest.raises(IllegalTransition):
         m.release()  # a reserved claim is abandoned, not released
     assert (m.state, m.retries_used) == ("reserving", 0)
 

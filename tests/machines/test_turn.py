@@ -10,9 +10,9 @@ from collections.abc import Callable
 
 import pytest
 
+from mind.errors import IllegalTransition
 from mind.machines.turn import (
     TERMINAL_STATES,
-    TransitionRefused,
     TurnMachine,
     acknowledges,
     within_output_cap,
@@ -164,7 +164,7 @@ def test_terminal_states_are_absorbing(terminal: str, event: str) -> None:
         "aborted": m.abort,
     }[terminal]()
     before = snap(m)
-    with pytest.raises(TransitionRefused) as refused:
+    with pytest.raises(IllegalTransition) as refused:
         EVENTS[event](m)
     assert snap(m) == before
     assert (refused.value.event, refused.value.configuration) == (event, frozenset({terminal}))
@@ -190,7 +190,7 @@ def test_disallowed_events_raise_and_change_nothing(prefix: list[str], event: st
     for name in prefix:
         EVENTS[name](m)
     before = snap(m)
-    with pytest.raises(TransitionRefused, match=f"event '{event}' is not allowed") as refused:
+    with pytest.raises(IllegalTransition, match=f"event '{event}' is not allowed") as refused:
         EVENTS[event](m)
     assert isinstance(refused.value, RuntimeError)
     assert refused.value.__cause__ is not None

@@ -50,9 +50,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from mind.errors import MountHolder, MountRefused
+from mind.errors import IllegalTransition, MountHolder, MountRefused
 from mind.generated.mount_chart import MountChart
-from mind.machines.mount import MountTransitionRefused
 from mind.shell.mounts import LEDGER_NAME, LOCK_NAME, MountHandle, MountLedger
 from tests.model.reporting import check_every_edge, write_report
 from tests.support.transition_coverage import TransitionCoverage
@@ -394,7 +393,7 @@ class LedgerAgainstReference(RuleBasedStateMachine):
         call = {"reserved": handle.park, "attached": handle.attach, "parked": handle.park}[
             proc.states[session]
         ]
-        with pytest.raises(MountTransitionRefused):
+        with pytest.raises(IllegalTransition):
             call()
         assert handle.state == proc.states[session]
 

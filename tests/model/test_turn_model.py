@@ -27,8 +27,9 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from mind.errors import IllegalTransition
 from mind.generated.turn_chart import TurnChart
-from mind.machines.turn import TransitionRefused, TurnMachine
+from mind.machines.turn import TurnMachine
 from tests.model.reporting import check_every_edge, write_report
 from tests.support.transition_coverage import TransitionCoverage
 
@@ -153,7 +154,7 @@ class TurnAgainstReference(RuleBasedStateMachine):
         expected = reference_step(self.ref, event, transient)
         before = (self.machine.state, self.machine.configuration, self.machine.retries_used)
         if expected is None:
-            with pytest.raises(TransitionRefused):
+            with pytest.raises(IllegalTransition):
                 if event == "round_failed":
                     self.machine.round_failed(transient=transient)
                 else:

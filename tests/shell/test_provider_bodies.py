@@ -29,22 +29,19 @@ from mind.shell.providers._common import SYNTHETIC_RESULT
 from mind.shell.providers.anthropic import AnthropicStreamParser
 from mind.shell.providers.openai_responses import ResponsesStreamParser
 from mind.shell.providers.sse import SSEDecoder
-from tests.support.replay_server import shared_dir
+from tests.support.replay_server import fixtures_dir
 
-SHARED = shared_dir()
-pytestmark = pytest.mark.skipif(SHARED is None, reason="shared fixtures not found")
+FIXTURES = fixtures_dir()
 
 
 def recorded(api: str, name: str) -> dict[str, Any]:
-    assert SHARED is not None
-    path = SHARED / "cassettes" / api / f"{name}.request.json"
+    path = FIXTURES / "cassettes" / api / f"{name}.request.json"
     data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return data
 
 
 def response_bytes(api: str, name: str) -> bytes:
-    assert SHARED is not None
-    return Path(SHARED / "cassettes" / api / f"{name}.response").read_bytes()
+    return Path(FIXTURES / "cassettes" / api / f"{name}.response").read_bytes()
 
 
 # ---- openai-chat --------------------------------------------------------------------

@@ -36,12 +36,9 @@ from mind.conversation import (
 from mind.errors import ProviderError
 from mind.shell.providers import ProviderSettings, make_provider
 from tests.support.cases import API_KEY, API_KIND, API_PATH, CASES, Case, Expect
-from tests.support.replay_server import ReplayServer, Reply, random_splits, shared_dir
+from tests.support.replay_server import ReplayServer, Reply, fixtures_dir, random_splits
 
-SHARED = shared_dir()
-pytestmark = pytest.mark.skipif(
-    SHARED is None, reason="shared fixtures (../shared/cassettes, ../shared/quirks) not found"
-)
+FIXTURES = fixtures_dir()
 
 
 # ---- split strategies ----------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The shared provider cases (recorded cassettes + constructed quirks) and
+"""The recorded provider cases (`tests/fixtures`: cassettes + constructed quirks) and
 what mind must make of each, in mind's normalised shape.
 
 Used by the adapter-level replay tests (tests/shell/test_provider_replay.py)
@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support.replay_server import shared_dir
+from tests.support.replay_server import fixtures_dir
 
-SHARED = shared_dir()
+FIXTURES = fixtures_dir()
 
 API_KIND = {
     "openai-chat": "openai-chat",
@@ -195,11 +195,9 @@ class Case:
 
 
 def _load_cases() -> list[Case]:
-    if SHARED is None:
-        return []
     cases = []
     for group in ("cassettes", "quirks"):
-        for api_dir in sorted(p for p in (SHARED / group).iterdir() if p.is_dir()):
+        for api_dir in sorted(p for p in (FIXTURES / group).iterdir() if p.is_dir()):
             for meta_path in sorted(api_dir.glob("*.meta.json")):
                 name = meta_path.name.removesuffix(".meta.json")
                 meta = json.loads(meta_path.read_text(encoding="utf-8"))

@@ -3,7 +3,7 @@
 In-process use (a context manager; the server runs in a daemon thread)::
 
     with ReplayServer() as server:
-        case = SHARED / "cassettes/openai-chat/stream_text_with_usage_gpt4o"
+        case = FIXTURES / "cassettes/openai-chat/stream_text_with_usage_gpt4o"
         server.enqueue(Reply.from_case(case, splits=[10, 500]))
         ... POST to server.url + "/chat/completions" ...
         server.requests[0].json()        # the body the client sent
@@ -53,24 +53,17 @@ __all__ = [
     "RecordedRequest",
     "ReplayServer",
     "Reply",
+    "fixtures_dir",
     "random_splits",
-    "shared_dir",
 ]
 
 
-def shared_dir() -> Path | None:
-    """Locate the recorded provider traffic: the repository's own copy
-    (``tests/shared/{cassettes,quirks}``, found first) or ``<repo>/../shared``;
-    None when neither exists."""
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        candidate = parent / ".." / "shared"
-        if (candidate / "cassettes").is_dir():
-            return candidate.resolve()
-        candidate = parent / "shared"
-        if (candidate / "cassettes").is_dir():
-            return candidate.resolve()
-    return None
+def fixtures_dir() -> Path:
+    """The recorded provider traffic the replay tests serve:
+    ``tests/fixtures/{cassettes,quirks}`` of this repository (never a copy
+    outside it, so a plain clone tests exactly what it holds). Missing data is
+    a broken checkout: the tests that read it fail, none is skipped."""
+    return Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def random_splits(length: int, count: int, seed: int) -> list[int]:

@@ -307,7 +307,7 @@ class MountLedger:
         has no record on disk. Never grants anything: no conflict check.
 
         Raises:
-            MountRefused: ``busy`` or ``unavailable`` (session id ``"*"``); the
+            MountRefused: ``busy`` or ``unavailable`` (session id None); the
                 file is unchanged. Timers should log it and try at the next tick.
         """
         with self._mutex:
@@ -361,11 +361,11 @@ class MountLedger:
                 return
             except Contended as contended:
                 if attempt >= len(BACKOFF_MS):
-                    raise MountRefused("*", "busy", detail=str(contended)) from None
+                    raise MountRefused(None, "busy", detail=str(contended)) from None
                 self._sleep_s(backoff_ms(attempt, self._rng.random()) / 1000)
                 attempt += 1
             except Unavailable as unavailable:
-                raise MountRefused("*", "unavailable", detail=str(unavailable)) from None
+                raise MountRefused(None, "unavailable", detail=str(unavailable)) from None
             except _Occupied:  # pragma: no cover - no conflict check without conflict_for
                 raise AssertionError("unreachable") from None
 

@@ -70,7 +70,7 @@ class MountHandle:
         No file I/O: the claim was published at :meth:`MountLedger.claim`.
 
         Raises:
-            MountTransitionRefused: not ``reserved`` (misuse).
+            IllegalTransition: not ``reserved`` (misuse).
         """
         with self._ledger._mutex:
             self._machine.settle(attached=attached)
@@ -79,7 +79,7 @@ class MountHandle:
         """``parked -> attached`` (this session is shown again). No file I/O.
 
         Raises:
-            MountTransitionRefused: not ``parked``.
+            IllegalTransition: not ``parked``.
         """
         with self._ledger._mutex:
             self._machine.attach()
@@ -89,7 +89,7 @@ class MountHandle:
         in this process and stays published (seed 002 §2, §6.2). No file I/O.
 
         Raises:
-            MountTransitionRefused: not ``attached``.
+            IllegalTransition: not ``attached``.
         """
         with self._ledger._mutex:
             self._machine.park()
@@ -106,7 +106,7 @@ class MountHandle:
             once this process exits).
 
         Raises:
-            MountTransitionRefused: not ``reserved``.
+            IllegalTransition: not ``reserved``.
         """
         with self._ledger._mutex:
             self._machine.abandon()
@@ -120,7 +120,7 @@ class MountHandle:
             Whether the ledger now omits the session (see :meth:`abandon`).
 
         Raises:
-            MountTransitionRefused: ``abandoned`` (already given back).
+            IllegalTransition: ``abandoned`` (already given back).
         """
         with self._ledger._mutex:
             if self.state == "released":
