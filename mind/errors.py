@@ -661,3 +661,8 @@ class MountRefused(SessionError):
     def pid(self) -> int | None:
         """The first holder's pid for ``occupied`` (what ``mind exec`` prints), else None."""
         return self.holders[0].pid if self.holders else None
+
+
+class LeaveRepl(MindError):
+    """Not a failure: raised through ``prompt_async`` to leave the REPL (Ctrl+C
+    twice, SIGHUP, SIGTERM); the REPL catches it and closes its sessions."""

@@ -47,12 +47,12 @@ from mind.shell import procs
 from mind.shell.mounts.handle import MountHandle
 from mind.shell.mounts.ledger_file import (
     LEDGER_NAME,
-    Unavailable,
+    _Unavailable,
     read_ledger_lenient,
     read_ledger_strict,
     replace_ledger,
 )
-from mind.shell.mounts.lock import LOCK_NAME, STALE_LOCK_S, Contended, Held, LedgerLock
+from mind.shell.mounts.lock import LOCK_NAME, STALE_LOCK_S, Held, LedgerLock, _Contended
 
 __all__ = ["PUBLISH_INTERVAL_S", "MountHandle", "MountLedger", "OwnerRecord"]
 
@@ -269,7 +269,7 @@ class MountLedger:
             early = holders_of(
                 read_ledger_strict(self.ledger_path), sid, me=self.pid, alive=self._alive
             )
-        except Unavailable:
+        except _Unavailable:
             early = ()  # decided under the lock, strictly
         if early:
             machine.conflict()
@@ -280,14 +280,14 @@ class MountLedger:
             except _Occupied as occupied:
                 machine.conflict()
                 return MountRefused(sid, "occupied", holders=occupied.holders)
-            except Contended as contended:
+            except _Contended as contended:
                 machine.contend()
                 if machine.state == "backing_off":
                     self._sleep_s(machine.next_backoff_ms(self._rng.random()) / 1000)
                     machine.retry()
                     continue
                 return MountRefused(sid, "busy", detail=str(contended))
-            except Unavailable as unavailable:
+            except _Unavailable as unavailable:
                 machine.fail()
                 storage = as_storage_error(unavailable, self.lock_path, "write the mount lock")
                 return MountRefused(sid, "unavailable", detail=str(unavailable), storage=storage)
@@ -359,12 +359,12 @@ class MountLedger:
             try:
                 self._commit(sessions, conflict_for=None)
                 return
-            except Contended as contended:
+            except _Contended as contended:
                 if attempt >= len(BACKOFF_MS):
                     raise MountRefused(None, "busy", detail=str(contended)) from None
                 self._sleep_s(backoff_ms(attempt, self._rng.random()) / 1000)
                 attempt += 1
-            except Unavailable as unavailable:
+            except _Unavailable as unavailable:
                 raise MountRefused(None, "unavailable", detail=str(unavailable)) from None
             except _Occupied:  # pragma: no cover - no conflict check without conflict_for
                 raise AssertionError("unreachable") from None
@@ -375,9 +375,9 @@ class MountLedger:
         """One locked read-check-write of this process's record.
 
         Raises:
-            Contended: the lock is held by a live peer, or was lost before the rename.
+            _Contended: the lock is held by a live peer, or was lost before the rename.
             _Occupied: ``conflict_for`` has a live foreign holder; nothing written.
-            Unavailable: the ledger or the lock cannot be read or written.
+            _Unavailable: the ledger or the lock cannot be read or written.
         """
         held = self.lock.acquire()
         try:
@@ -408,8 +408,8 @@ class MountLedger:
         before the rename that the lock is still this process's.
 
         Raises:
-            Contended: the lock was lost; nothing replaced.
-            Unavailable: the file cannot be written.
+            _Contended: the lock was lost; nothing replaced.
+            _Unavailable: the file cannot be written.
         """
         if not self.lock.still_mine(held):
             raise self.lock.lost()

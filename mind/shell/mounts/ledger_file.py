@@ -8,7 +8,7 @@ The file (schema ``specs/schemas/session_mounts.schema.json``) is
 - atomic replace: ``session-mounts.json.<pid>.<ms>.<seq>.tmp`` (0600) +
   fsync + rename (:func:`replace_ledger`); readers never see half a file;
 - strict read to grant: only a missing file is "empty"; anything unreadable,
-  not JSON, of another version or shape is :class:`Unavailable` and the file
+  not JSON, of another version or shape is :class:`_Unavailable` and the file
   is left byte-identical (:func:`read_ledger_strict`);
 - lenient read to display: damage reads as empty, never a write
   (:func:`read_ledger_lenient`).
@@ -31,7 +31,7 @@ from mind.shell import private_files
 __all__ = [
     "LEDGER_NAME",
     "MAX_LEDGER_BYTES",
-    "Unavailable",
+    "_Unavailable",
     "read_ledger_lenient",
     "read_ledger_strict",
     "replace_ledger",
@@ -46,7 +46,7 @@ MAX_LEDGER_BYTES: Final = 4 * 1024 * 1024
 _ENCODER: Final = msgspec.json.Encoder()
 
 
-class Unavailable(Exception):
+class _Unavailable(Exception):
     """The ledger or its lock cannot be read or written; ``str()`` is the detail.
 
     Internal to :mod:`mind.shell.mounts`: a claim turns it into
@@ -63,19 +63,19 @@ def read_ledger_strict(path: Path) -> list[MountOwner]:
         Every record in file order, dead pids included (the caller filters).
 
     Raises:
-        Unavailable: unreadable, not a regular file, over
+        _Unavailable: unreadable, not a regular file, over
             :data:`MAX_LEDGER_BYTES`, not JSON, another version or another shape.
     """
     try:
         data = private_files.read_file(path, MAX_LEDGER_BYTES)
     except PrivateStateError as exc:
-        raise Unavailable(str(exc)) from exc
+        raise _Unavailable(str(exc)) from exc
     except OSError as exc:
-        raise Unavailable(f"cannot read {path}: {exc.strerror}") from exc
+        raise _Unavailable(f"cannot read {path}: {exc.strerror}") from exc
     if data is None:
         return []
     if len(data) > MAX_LEDGER_BYTES:
-        raise Unavailable(f"{path} is larger than {MAX_LEDGER_BYTES} bytes")
+        raise _Unavailable(f"{path} is larger than {MAX_LEDGER_BYTES} bytes")
     return _decode(path, data).owners
 
 
@@ -84,17 +84,17 @@ def _decode(path: Path, data: bytes) -> SessionMountsFile:
     try:
         raw = msgspec.json.decode(data)
     except (msgspec.DecodeError, RecursionError) as exc:
-        raise Unavailable(f"{path} is damaged (not JSON: {exc}); {damaged}") from exc
+        raise _Unavailable(f"{path} is damaged (not JSON: {exc}); {damaged}") from exc
     if not isinstance(raw, dict):
-        raise Unavailable(f"{path} is damaged (not a JSON object); {damaged}")
+        raise _Unavailable(f"{path} is damaged (not a JSON object); {damaged}")
     if raw.get("version") != 1:
-        raise Unavailable(
+        raise _Unavailable(
             f"{path} has unknown version {raw.get('version')!r} (this mind reads 1); {damaged}"
         )
     try:
         return msgspec.convert(raw, SessionMountsFile)
     except msgspec.ValidationError as exc:
-        raise Unavailable(f"{path} is damaged ({exc}); {damaged}") from exc
+        raise _Unavailable(f"{path} is damaged ({exc}); {damaged}") from exc
 
 
 def read_ledger_lenient(path: Path) -> list[MountOwner]:
@@ -104,7 +104,7 @@ def read_ledger_lenient(path: Path) -> list[MountOwner]:
     """
     try:
         return read_ledger_strict(path)
-    except Unavailable:
+    except _Unavailable:
         return []
 
 
@@ -131,7 +131,7 @@ def replace_ledger(
             raise to abandon the write (the lock was lost).
 
     Raises:
-        Unavailable: the write, fsync or rename failed, or a non-private
+        _Unavailable: the write, fsync or rename failed, or a non-private
             file is in the way.
     """
     data = _ENCODER.encode(SessionMountsFile(version=1, owners=list(owners)))
@@ -140,6 +140,6 @@ def replace_ledger(
             path, data, tmp=tmp, sync_dir=False, before_replace=before_replace
         )
     except PrivateStateError as exc:
-        raise Unavailable(str(exc)) from exc
+        raise _Unavailable(str(exc)) from exc
     except OSError as exc:
-        raise Unavailable(f"cannot write {path}: {exc.strerror}") from exc
+        raise _Unavailable(f"cannot write {path}: {exc.strerror}") from exc

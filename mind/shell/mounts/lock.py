@@ -35,9 +35,9 @@ from typing import Final, final
 from mind.errors import PrivateStateError
 from mind.machines.mount import Liveness, format_token, lock_verdict, parse_token
 from mind.shell import private_files
-from mind.shell.mounts.ledger_file import Unavailable
+from mind.shell.mounts.ledger_file import _Unavailable
 
-__all__ = ["LOCK_NAME", "STALE_LOCK_S", "Contended", "Held", "LedgerLock", "read_lock"]
+__all__ = ["LOCK_NAME", "STALE_LOCK_S", "Held", "LedgerLock", "_Contended", "read_lock"]
 
 LOCK_NAME: Final = "session-mounts.lock"
 """The lock's file name in the state root (seed 002 §3.2)."""
@@ -49,7 +49,7 @@ reclaimed only once its file is older than this (seed 002 §3.2 STALE_LOCK_MS)."
 _log = logging.getLogger("mind.mounts")
 
 
-class Contended(Exception):
+class _Contended(Exception):
     """The lock is held by a live peer, or was lost before the commit; ``str()``
     names the lock file and its holder. Internal: a claim backs off, then
     refuses :class:`~mind.errors.MountRefused` ``busy``."""
@@ -110,15 +110,15 @@ class LedgerLock:
         create is tried once more).
 
         Raises:
-            Contended: a live holder has it (or another reclaimer is at work).
-            Unavailable: the state directory cannot be created or written.
+            _Contended: a live holder has it (or another reclaimer is at work).
+            _Unavailable: the state directory cannot be created or written.
         """
         try:
             private_files.private_dir(self._root)
         except PrivateStateError as exc:
-            raise Unavailable(str(exc)) from exc
+            raise _Unavailable(str(exc)) from exc
         except OSError as exc:
-            raise Unavailable(f"cannot create {self._root}: {exc.strerror}") from exc
+            raise _Unavailable(f"cannot create {self._root}: {exc.strerror}") from exc
         for _ in range(2):
             token = format_token(self.pid, secrets.token_hex(8), self.start_identity)
             try:
@@ -126,9 +126,9 @@ class LedgerLock:
             except FileExistsError:
                 if self._reclaim():
                     continue
-                raise Contended(self.holder_text()) from None
+                raise _Contended(self.holder_text()) from None
             except OSError as exc:
-                raise Unavailable(f"cannot create {self.lock_path}: {exc.strerror}") from exc
+                raise _Unavailable(f"cannot create {self.lock_path}: {exc.strerror}") from exc
             info: os.stat_result | None = None
             try:
                 try:
@@ -137,29 +137,29 @@ class LedgerLock:
                 finally:
                     os.close(fd)
             except BaseException as exc:  # OSError, or Ctrl+C between create and write
-                with contextlib.suppress(OSError, Unavailable):
+                with contextlib.suppress(OSError, _Unavailable):
                     found = read_lock(self.lock_path)
                     ours = (info.st_dev, info.st_ino) if info is not None else None
                     if found is not None and (found[1], found[2]) == ours:
                         self.lock_path.unlink()  # leave no unreadable token behind
                 if isinstance(exc, OSError):
                     detail = f"cannot write {self.lock_path}: {exc.strerror}"
-                    raise Unavailable(detail) from exc
+                    raise _Unavailable(detail) from exc
                 raise
             held = Held(token=token, dev=info.st_dev, ino=info.st_ino)
             if not self.still_mine(held):  # reclaimed as unreadable while we were paused
                 raise self.lost()
             return held
-        raise Contended(self.holder_text())
+        raise _Contended(self.holder_text())
 
-    def lost(self) -> Contended:
-        return Contended(f"{self.lock_path} was taken over by {self.holder_text(bare=True)}")
+    def lost(self) -> _Contended:
+        return _Contended(f"{self.lock_path} was taken over by {self.holder_text(bare=True)}")
 
     def holder_text(self, *, bare: bool = False) -> str:
         """Who holds the lock now, for busy messages: the file and the holder's pid."""
         try:
             found = read_lock(self.lock_path)
-        except Unavailable as exc:
+        except _Unavailable as exc:
             return str(exc)
         if found is None:
             who = "nobody (it was just released)"
@@ -180,7 +180,7 @@ class LedgerLock:
 
     def release(self, held: Held) -> None:
         """Delete the lock only if it is still this process's (seed 002 §3.2, §6.5)."""
-        with contextlib.suppress(Unavailable, FileNotFoundError):
+        with contextlib.suppress(_Unavailable, FileNotFoundError):
             if self.still_mine(held):
                 self.lock_path.unlink()
 
@@ -198,9 +198,9 @@ class LedgerLock:
         try:
             dfd = private_files.lock_dir(self._root)
         except PrivateStateError as exc:
-            raise Unavailable(str(exc)) from exc
+            raise _Unavailable(str(exc)) from exc
         except OSError as exc:
-            raise Unavailable(f"cannot lock {self._root}: {exc.strerror}") from exc
+            raise _Unavailable(f"cannot lock {self._root}: {exc.strerror}") from exc
         if dfd is None:
             return False  # another reclaimer is at work
         try:
@@ -224,7 +224,7 @@ class LedgerLock:
             except FileNotFoundError:
                 return True
             except OSError as exc:
-                raise Unavailable(f"cannot reclaim {self.lock_path}: {exc.strerror}") from exc
+                raise _Unavailable(f"cannot reclaim {self.lock_path}: {exc.strerror}") from exc
             moved = read_lock(grave)
             if moved is not None and (moved[0], moved[1], moved[2]) != (raw, dev, ino):
                 with contextlib.suppress(OSError):  # EEXIST: its writer will see it lost
@@ -241,21 +241,21 @@ def read_lock(path: Path) -> tuple[bytes, int, int, float] | None:
     """``(content, st_dev, st_ino, mtime_s)`` of the lock file, ``None`` if it is absent.
 
     Raises:
-        Unavailable: it exists but cannot be read.
+        _Unavailable: it exists but cannot be read.
     """
     try:
         fd = private_files.open_file(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
     except PrivateStateError as exc:
-        raise Unavailable(str(exc)) from exc
+        raise _Unavailable(str(exc)) from exc
     except OSError as exc:
-        raise Unavailable(f"cannot read {path}: {exc.strerror}") from exc
+        raise _Unavailable(f"cannot read {path}: {exc.strerror}") from exc
     try:
         info = os.fstat(fd)
         raw = os.read(fd, 128)
     except OSError as exc:
-        raise Unavailable(f"cannot read {path}: {exc.strerror}") from exc
+        raise _Unavailable(f"cannot read {path}: {exc.strerror}") from exc
     finally:
         os.close(fd)
     return raw, info.st_dev, info.st_ino, info.st_mtime

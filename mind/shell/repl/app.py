@@ -26,7 +26,7 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory, InMemoryHistory
 from rich.console import Console
 
-from mind.errors import InputRefused
+from mind.errors import InputRefused, LeaveRepl
 from mind.shell.config import ResolvedConfig
 from mind.shell.render import TurnView
 from mind.shell.repl.approvals import Approvals
@@ -34,7 +34,7 @@ from mind.shell.repl.banner import banner_lines
 from mind.shell.repl.commands import CommandCompleter, SlashCommands, command_word
 from mind.shell.repl.feed import EventFeed
 from mind.shell.repl.hosting import Hosting
-from mind.shell.repl.keys import ESC_WAIT_S, EXIT_CONFIRM_WINDOW_S, LeaveRepl, key_bindings
+from mind.shell.repl.keys import ESC_WAIT_S, EXIT_CONFIRM_WINDOW_S, key_bindings
 from mind.shell.repl.layout import STYLE, StatusArea
 from mind.shell.repl.picker import Picker
 from mind.shell.repl.waiting import WaitingList

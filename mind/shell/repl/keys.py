@@ -13,6 +13,7 @@ from prompt_toolkit.filters import Condition
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
 
+from mind.errors import LeaveRepl
 from mind.shell.repl.approvals import ANSWER_WORDS
 from mind.shell.repl.commands import command_word
 from mind.shell.repl.picker import PICKER_ROWS
@@ -31,10 +32,6 @@ the key bindings (``timeoutlen``). Esc cannot act at once: Alt+Enter arrives as
 Esc then Enter, and must insert a newline, not interrupt. A terminal sends
 Alt+key as one write, so both arrive in one read; a person's next key comes
 well after 2 x ESC_WAIT_S and is taken as Esc and that key."""
-
-
-class LeaveRepl(Exception):
-    """Raised through ``prompt_async`` to leave the REPL (Ctrl+C twice, SIGHUP, SIGTERM)."""
 
 
 def key_bindings(repl: Repl) -> KeyBindings:
