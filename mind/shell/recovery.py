@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from mind.generated import journal as jr
 from mind.history import unstarted_calls
+from mind.machines.turn_replay import recovered_closing
 from mind.shell.journal import Journal
 
 INTERRUPTED_OUTPUT = (
@@ -139,14 +140,13 @@ def close_unterminated_turns(journal: Journal) -> ClosedTurns:
     """Startup step ``close_turns``: the terminal record of each turn that
     has none (seed 000 PersistentStore.recoverInterruptedTurn), fsynced.
 
-    Run after :func:`close_orphan_calls`. The closing status:
-
-    - ``completed``, acknowledging the turn's journaled inputs, when its last
-      model round was a final answer (text, no tool calls): the answer was
-      already given, so asking the model again would answer twice (seed 000:
-      a final-ready turn is closed by a host-owned receipt, never by calling
-      the provider again);
-    - otherwise ``aborted`` with no acknowledgement: its inputs replay.
+    Run after :func:`close_orphan_calls`. The closing status and whether it
+    acknowledges the turn's journaled inputs come from the turn chart: its
+    records are replayed into a fresh machine and ``recover`` is sent
+    (:func:`mind.machines.turn_replay.recovered_closing`) — ``completed``
+    when it was draining (its final answer was journaled: asking the model
+    again would answer twice; seed 000: a host-owned receipt), otherwise
+    ``aborted`` with no acknowledgement: its inputs replay.
 
     Idempotent.
 
@@ -159,7 +159,7 @@ def close_unterminated_turns(journal: Journal) -> ClosedTurns:
         rounds = [
             r for r in journal.records if isinstance(r, jr.ModelRound) and r.turn_id == turn_id
         ]
-        final_ready = bool(rounds) and not rounds[-1].tool_calls and bool(rounds[-1].text.strip())
+        closing = recovered_closing(journal.records, turn_id)
         inputs = [
             r.message_id
             for r in journal.records
@@ -169,20 +169,20 @@ def close_unterminated_turns(journal: Journal) -> ClosedTurns:
             input_tokens=sum(r.usage.input_tokens for r in rounds),
             output_tokens=sum(r.usage.output_tokens for r in rounds),
         )
-        acks = list(dict.fromkeys(inputs)) if final_ready else []
+        acks = list(dict.fromkeys(inputs)) if closing.acknowledges else []
         journal.append(
             jr.TurnCompleted(
                 seq=0,
                 recorded_at_ms=0,
                 turn_id=turn_id,
-                status=jr.TurnStatus.completed if final_ready else jr.TurnStatus.aborted,
+                status=jr.TurnStatus(closing.status),
                 usage=usage,
                 acknowledged=acks,
             ),
             sync=True,
         )
         acknowledged.extend(acks)
-        if final_ready:
+        if closing.status == "completed":
             completed += 1
         else:
             aborted += 1
