@@ -70,10 +70,10 @@ import signal
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, final
+from typing import Any, Final, final
 
 import anyio
 from prompt_toolkit import PromptSession
@@ -682,7 +682,7 @@ class Repl:
             return True
         return command.run(rest)
 
-    def send(self, text: str, kind: InputKind) -> bool:
+    def send(self, text: str, kind: InputKind, *, reopen: bool = True) -> bool:
         """Hand ``text`` to the session (durable before accepted) and render the result.
 
         Args:
@@ -695,12 +695,14 @@ class Repl:
             True when the session accepted the text; False when it refused it
             (the reason was printed; the caller keeps the text in the editor).
         """
+        if reopen and self.session.journal.broken is not None and not self.session.busy:
+            # A journal write failed earlier: once space is freed, this Enter
+            # reopens the session (recovered input first) and sends; opening
+            # runs as a task so the prompt never waits on it.
+            self._soon(self._reopen_then_send, text, kind)
+            return True
         if text.startswith("//"):
             text = text[1:]
-        if self.session.journal.broken is not None and not self.session.busy:
-            # A journal write failed earlier: once space is freed, this Enter
-            # reopens the session (recovered input first) and sends.
-            self._reopen(self._cur, quiet=True)
         try:
             receipt = self.session.send(text, kind=kind)
         except InputRefused as exc:
@@ -716,6 +718,22 @@ class Repl:
             return False
         self._accepted(receipt, kind)
         return True
+
+    def _soon(self, fn: Callable[..., Coroutine[Any, Any, object]], *args: object) -> None:
+        """Run ``fn(*args)`` as a task of the running REPL: opening a session
+        (``Runtime.open_session`` / ``create_session`` are async) never
+        blocks a key handler or the prompt."""
+        assert self._tg is not None, "the REPL is not running"
+        self._tg.start_soon(fn, *args)
+
+    async def _reopen_then_send(self, text: str, kind: InputKind) -> None:
+        """:meth:`send` after reopening a broken session; a refusal puts the
+        text back into an empty editor."""
+        await self._reopen(self._cur, quiet=True)
+        if not self.send(text, kind, reopen=False):
+            buffer = self.prompt.default_buffer
+            if not buffer.text:
+                buffer.set_document(Document(text, len(text)))
 
     def _accepted(self, receipt: InputReceipt, kind: InputKind) -> None:
         if receipt.disposition == "next_turn" and kind == "steer":
@@ -1263,7 +1281,7 @@ class Repl:
         def _pick(event: KeyPressEvent) -> None:
             rows = self._picker or []
             if rows:
-                self.enter_session(rows[self._focus_index(rows)].session_id)
+                self._soon(self.enter_session, rows[self._focus_index(rows)].session_id)
 
         # Esc is never eager: Alt+Enter arrives as Esc then Enter, and must
         # reach the newline binding below (a lone Esc fires after ESC_WAIT_S).
@@ -1451,16 +1469,20 @@ class Repl:
         return True
 
     def _cmd_new(self, _: str) -> bool:
+        self._soon(self._new_session)  # opening never blocks the prompt
+        return True
+
+    async def _new_session(self) -> None:
         old = self._cur
         old.session.park()
         try:
-            session = self.runtime.create_session(
+            session = await self.runtime.create_session(
                 cwd=old.session.cwd, config=self.config, interactive=True
             )
         except MindError as exc:
             old.session.attach()
             self.view.note(f"Could not start a new session: {exc}", style="red")
-            return True
+            return
         self.created.add(session.session_id)
         self._switch_to(self._host(session))
         running = " (its turn keeps running)" if old.session.busy else ""
@@ -1480,7 +1502,6 @@ class Repl:
                 )
             )
         self.view.print(*lines)
-        return True
 
     def _cmd_sessions(self, _: str) -> bool:
         self.open_picker()
@@ -1496,12 +1517,12 @@ class Repl:
         except SessionError as exc:
             self.view.note(f"Cannot resume {exc.session_id}: {exc.detail}", style="yellow")
             return True
-        self.enter_session(sid)
+        self._soon(self.enter_session, sid)
         return True
 
     # ---- hosting several sessions ---------------------------------------------------
 
-    def enter_session(self, session_id: str) -> bool:
+    async def enter_session(self, session_id: str) -> bool:
         """Show ``session_id``: switch to it if hosted here, else open it (the
         shown session is parked; its turn keeps running).
 
@@ -1515,7 +1536,7 @@ class Repl:
         hosted = self._hosted.get(session_id)
         broken = hosted is not None and hosted.session.journal.broken is not None
         if hosted is not None and broken and not hosted.session.busy:
-            return self._reopen(hosted)  # a write failed earlier: open it afresh
+            return await self._reopen(hosted)  # a write failed earlier: open it afresh
         if hosted is self._cur:
             self.close_picker()
             self.view.note(f"Already in session {session_id}.")
@@ -1529,7 +1550,7 @@ class Repl:
             old = self.session
             old.park()
             try:
-                session = self.runtime.open_session(
+                session = await self.runtime.open_session(
                     session_id, config=self.config, interactive=True
                 )
             except MountRefused as exc:
@@ -1555,7 +1576,7 @@ class Repl:
             self._show_entered("back from parked")
         return True
 
-    def _reopen(self, hosted: _Hosted, *, quiet: bool = False) -> bool:
+    async def _reopen(self, hosted: _Hosted, *, quiet: bool = False) -> bool:
         """Open afresh a hosted session whose journal refuses appends (a write
         failed: disk full, quota, I/O error) and show it: the runtime closes
         the broken handle and opens the session by its open rules (the failed
@@ -1574,7 +1595,7 @@ class Repl:
         if old is not hosted:
             old.session.park()
         try:
-            session = self.runtime.open_session(sid, config=self.config, interactive=True)
+            session = await self.runtime.open_session(sid, config=self.config, interactive=True)
         except MountRefused as exc:
             why = exc.reason
         except SessionError as exc:
@@ -1815,9 +1836,9 @@ async def run_repl(
                 rows = rt.list_sessions()
                 session_id = resolve_session_id(session_id, [r.session_id for r in rows])
             if session_id:
-                session = rt.open_session(session_id, config=config, interactive=True)
+                session = await rt.open_session(session_id, config=config, interactive=True)
             else:
-                session = rt.create_session(cwd=work_dir, config=config, interactive=True)
+                session = await rt.create_session(cwd=work_dir, config=config, interactive=True)
             repl = Repl(rt, session, config, history_path, console)
             if not session_id:
                 repl.created.add(session.session_id)

@@ -8,7 +8,7 @@ The names of the public API are re-exported here.
 ``mind exec``, the REPL and embedders all use this one code path::
 
     async with Runtime.open() as rt:                       # state root from MIND_STATE_HOME
-        session = rt.create_session(cwd=Path.cwd(), config=resolved)
+        session = await rt.create_session(cwd=Path.cwd(), config=resolved)
         turn = session.submit("fix the failing test")
         async for event in turn:                            # typed mind.generated.events structs
             if isinstance(event, ApprovalRequestedEvent):
@@ -161,7 +161,7 @@ class Runtime:
         """Summaries of every session of the state root, most recent first."""
         return self.store.summaries()
 
-    def create_session(
+    async def create_session(
         self,
         *,
         cwd: Path,
@@ -174,7 +174,9 @@ class Runtime:
         The steps and what a failure gives back are the startup chart's
         (``specs/statecharts/session_startup.yaml``, performed by
         :mod:`mind.shell.startup`); a directory made here for the new id is
-        removed again when creation fails.
+        removed again when creation fails. Nothing blocks the event loop: the
+        file steps — the mount claim with its backoff (up to ~1 s), the
+        lease's ``flock``, journal and inbox writes — run in worker threads.
 
         Args:
             cwd: working directory, frozen for the session (made absolute).
@@ -192,9 +194,9 @@ class Runtime:
         opening = Opening(self, sid, config, interactive, cwd)
         machine = SessionStartup()
         machine.create(directory_existed=os.path.lexists(opening.directory))
-        return self._started(opening, machine)
+        return await self._started(opening, machine)
 
-    def open_session(
+    async def open_session(
         self,
         session_id: str,
         *,
@@ -224,7 +226,9 @@ class Runtime:
         session is opened afresh by these same rules, so after space is freed
         it goes on in this process with nothing lost (issue #8 item 6).
         ``provider`` replaces the one ``config`` describes (``mind inbox
-        --drop`` opens a session that runs no turn).
+        --drop`` opens a session that runs no turn). As in
+        :meth:`create_session`, the file steps run in worker threads: the
+        event loop never waits on the mount lock, the lease or a journal.
 
         Raises:
             SessionError: no such session and not ``create``.
@@ -252,10 +256,10 @@ class Runtime:
             may_create=create,
             directory_existed=os.path.lexists(opening.directory),
         )
-        return self._started(opening, machine)
+        return await self._started(opening, machine)
 
-    def _started(self, opening: Opening, machine: SessionStartup) -> Session:
-        session = run_startup(opening, machine)
+    async def _started(self, opening: Opening, machine: SessionStartup) -> Session:
+        session = await run_startup(opening, machine)
         self._sessions[session.session_id] = session
         return session
 

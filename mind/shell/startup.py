@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import anyio
+import anyio.to_thread
+
 from mind._version import __version__
 from mind.errors import SessionError
 from mind.generated import events as ev
@@ -82,9 +85,13 @@ class Opening:
         """The session's ``journal.jsonl``."""
         return self.directory / "journal.jsonl"
 
-    def perform(self, effect: StartupEffect, machine: SessionStartup) -> None:
+    async def perform(self, effect: StartupEffect, machine: SessionStartup) -> None:
         """Do one step the chart named. A forward step raises on failure; a
-        release (best effort) logs instead.
+        release (best effort) logs instead. File steps run in a worker thread
+        (the mount claim's lock backoff sleeps up to ~1 s, the lease takes a
+        blocking ``flock``, journal and inbox writes fsync), so the event
+        loop never stalls on them; closing a hosted handle and hosting touch
+        the runtime and run on the loop.
 
         Raises:
             MountRefused, SessionOccupiedError, SessionError, JournalCorruptError,
@@ -108,7 +115,10 @@ class Opening:
             "release_mount": self._release_mount,
             "discard_directory": self._discard_directory,
         }
-        steps[effect](machine)
+        if effect in _ON_LOOP:
+            steps[effect](machine)
+        else:
+            await anyio.to_thread.run_sync(steps[effect], machine)
 
     # ------------------------------------------------------------ forward steps
 
@@ -118,8 +128,6 @@ class Opening:
         self.hosted = None
 
     def _claim_mount(self, machine: SessionStartup) -> None:
-        # A bad script or provider setting fails here, before anything is taken.
-        self.provider = self.provider or make_provider(self.config.provider)
         self.mount = self.runtime.mounts.claim(self.session_id, new_session=machine.new_session)
 
     def _take_lease(self, _machine: SessionStartup) -> None:
@@ -223,7 +231,11 @@ class Opening:
         shutil.rmtree(self.directory)
 
 
-def run_startup(opening: Opening, machine: SessionStartup) -> Session:
+_ON_LOOP: frozenset[StartupEffect] = frozenset({"close_broken", "host"})
+"""Steps that touch the runtime's own state; every other step runs in a thread."""
+
+
+async def run_startup(opening: Opening, machine: SessionStartup) -> Session:
     """Perform the steps ``machine`` names until startup ends.
 
     Returns:
@@ -237,14 +249,19 @@ def run_startup(opening: Opening, machine: SessionStartup) -> Session:
     error: BaseException | None = None
     while (effect := machine.effect) is not None:
         if machine.releasing:
-            try:
-                opening.perform(effect, machine)
-            except Exception as exc:  # best effort: the next release still runs
-                log.warning("session %s: %s failed: %s", opening.session_id, effect, exc)
+            # Shielded: a cancelled startup still gives back what it took.
+            with anyio.CancelScope(shield=True):
+                try:
+                    await opening.perform(effect, machine)
+                except Exception as exc:  # best effort: the next release still runs
+                    log.warning("session %s: %s failed: %s", opening.session_id, effect, exc)
             machine.done()
             continue
         try:
-            opening.perform(effect, machine)
+            if effect == "claim_mount":
+                # A bad script or provider setting fails here, before anything is taken.
+                opening.provider = opening.provider or make_provider(opening.config.provider)
+            await opening.perform(effect, machine)
         except BaseException as exc:  # re-raised once what was taken is given back
             error = exc
             machine.step_failed()

@@ -4,6 +4,9 @@ real journal, inbox, lease and mount ledger in a temporary state root."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +52,7 @@ def test_a_damaged_inbox_gives_back_the_journal_the_lease_and_the_mount(
 
     async def create() -> str:
         async with mind.Runtime.open(state_root=state) as rt:
-            return rt.create_session(cwd=tmp_path, config=config).session_id
+            return (await rt.create_session(cwd=tmp_path, config=config)).session_id
 
     sid = anyio.run(create)
     directory = state / "sessions" / sid
@@ -58,7 +61,7 @@ def test_a_damaged_inbox_gives_back_the_journal_the_lease_and_the_mount(
     async def reopen() -> None:
         async with mind.Runtime.open(state_root=state) as rt:
             with pytest.raises(InboxCorruptError):
-                rt.open_session(sid, config=config)
+                await rt.open_session(sid, config=config)
             assert _open_fds_to((directory / "journal.jsonl").resolve()) == []
             assert read_holder(directory / "lease") is None
             assert MountLedger(state).holders(sid) == []
@@ -77,7 +80,7 @@ def test_steering_claimed_after_the_final_answer_replays_after_a_crash(tmp_path:
 
     async def create() -> str:
         async with mind.Runtime.open(state_root=state) as rt:
-            return rt.create_session(cwd=tmp_path, config=config).session_id
+            return (await rt.create_session(cwd=tmp_path, config=config)).session_id
 
     sid = anyio.run(create)
     directory = state / "sessions" / sid
@@ -131,10 +134,82 @@ def test_steering_claimed_after_the_final_answer_replays_after_a_crash(tmp_path:
 
     async def reopen() -> tuple[list[str], jr.TurnCompleted]:
         async with mind.Runtime.open(state_root=state) as rt:
-            session = rt.open_session(sid, config=config)
+            session = await rt.open_session(sid, config=config)
             (terminal,) = [r for r in session.journal.records if isinstance(r, jr.TurnCompleted)]
             return [e.message_id for e in session.inbox.entries], terminal
 
     waiting, terminal = anyio.run(reopen)
     assert (terminal.status, terminal.acknowledged) == (jr.TurnStatus.aborted, [])
     assert waiting == ["m1", "m2"]
+
+
+HOLD_LOCK = """
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+os.write(fd, f"{os.getpid()}-holder".encode())
+os.close(fd)
+print("held", flush=True)
+sys.stdin.read()  # until the test closes our stdin
+os.unlink(sys.argv[1])
+"""
+
+
+def test_opening_against_a_contended_ledger_never_stalls_the_event_loop(
+    tmp_path: Path,
+) -> None:
+    """Another live process holds ``session-mounts.lock``: the claim backs off
+    (25-400 ms waits) in a worker thread, so a ticker task on the loop keeps
+    waking every ~5 ms; the longest gap between its wakeups stays <= 50 ms."""
+    state = tmp_path / "state"
+    config = _config(tmp_path, [{"text": "hi"}])
+
+    async def create() -> str:
+        async with mind.Runtime.open(state_root=state) as rt:
+            return (await rt.create_session(cwd=tmp_path, config=config)).session_id
+
+    sid = anyio.run(create)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(state / "session-mounts.lock")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+    gaps: list[float] = []
+    order: list[str] = []
+    contended = anyio.Event()  # 20 wakeups while the open is under way: it is backing off
+
+    async def tick() -> None:
+        last = time.monotonic()
+        while True:
+            await anyio.sleep(0.005)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+            if len(gaps) == 20:
+                contended.set()
+
+    async def release_once_contended() -> None:
+        with anyio.fail_after(10):
+            await contended.wait()
+        assert holder.stdin is not None
+        holder.stdin.close()
+        await anyio.to_thread.run_sync(holder.wait)
+        order.append("released")
+
+    async def main() -> None:
+        async with mind.Runtime.open(state_root=state) as rt, anyio.create_task_group() as tg:
+            tg.start_soon(tick)
+            tg.start_soon(release_once_contended)
+            session = await rt.open_session(sid, config=config)
+            order.append("opened")
+            assert rt.sessions == {sid: session}
+            tg.cancel_scope.cancel()
+
+    try:
+        anyio.run(main)
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+    assert order == ["released", "opened"]  # the claim waited for the peer's lock
+    assert max(gaps) <= 0.050, f"longest event-loop stall {max(gaps) * 1000:.0f} ms"
