@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -213,3 +214,60 @@ def test_opening_against_a_contended_ledger_never_stalls_the_event_loop(
         holder.stdout.close()
     assert order == ["released", "opened"]  # the claim waited for the peer's lock
     assert max(gaps) <= 0.050, f"longest event-loop stall {max(gaps) * 1000:.0f} ms"
+
+
+def test_a_cancelled_open_gives_back_what_it_took(tmp_path: Path) -> None:
+    """The open is cancelled while its claim waits on a peer's lock: the claim
+    ends (a worker thread is not interrupted), the next step sees the
+    cancellation, and the chart's releases run shielded — nothing stays
+    claimed, leased or hosted."""
+    state = tmp_path / "state"
+    config = _config(tmp_path, [{"text": "hi"}])
+
+    async def create() -> str:
+        async with mind.Runtime.open(state_root=state) as rt:
+            return (await rt.create_session(cwd=tmp_path, config=config)).session_id
+
+    sid = anyio.run(create)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(state / "session-mounts.lock")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+    outcome: list[str] = []
+    backing_off = threading.Event()  # set from the claim's worker thread
+
+    class Contended:
+        def after_transition(self, event: str) -> None:
+            if event == "contend":
+                backing_off.set()
+
+    async def main() -> None:
+        async with mind.Runtime.open(state_root=state) as rt:
+            rt.mounts.observe(Contended())
+            with anyio.CancelScope() as scope:
+
+                async def open_it() -> None:
+                    await rt.open_session(sid, config=config)
+                    outcome.append("opened")
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(open_it)
+                    assert await anyio.to_thread.run_sync(backing_off.wait, 10)
+                    scope.cancel()
+                    assert holder.stdin is not None
+                    holder.stdin.close()  # the claim can now be granted
+            assert scope.cancelled_caught
+            assert outcome == []
+            assert rt.sessions == {}
+            assert rt.mounts.hosted() == frozenset()
+            assert MountLedger(state).holders(sid) == []
+            assert read_holder(state / "sessions" / sid / "lease") is None
+
+    try:
+        anyio.run(main)
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
