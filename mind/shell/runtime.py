@@ -126,17 +126,23 @@ class Runtime:
         if body_error is not None:
             raise body_error
 
-    def _close_broken(self, session: Session) -> None:
+    async def _close_broken(self, session: Session) -> None:
         """Stop hosting a session whose journal refuses appends, so it can be
         opened afresh: the journal is closed before the lease and the mount
         claim are given back (no write may follow the claim's release, seed
-        002 §3.4); the provider is closed in the background."""
+        002 §3.4), in a worker thread (the claim's release takes the ledger
+        lock, with its backoff); the provider is closed in the background."""
         del self._sessions[session.session_id]
-        session.journal.close()
-        session.lease.release()
-        if not session.mount.release():
-            log.warning("could not clear session %s from session mounts", session.session_id)
         self._tg.start_soon(session.provider.aclose)
+
+        def give_back() -> None:
+            session.journal.close()
+            session.lease.release()
+            if not session.mount.release():
+                log.warning("could not clear session %s from session mounts", session.session_id)
+
+        with anyio.CancelScope(shield=True):  # taken out of hosting: always given back
+            await anyio.to_thread.run_sync(give_back)
 
     def _spawn(self, fn: Callable[[Turn], Any], turn: Turn) -> None:
         self._tg.start_soon(fn, turn)

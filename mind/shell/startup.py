@@ -90,8 +90,9 @@ class Opening:
         release (best effort) logs instead. File steps run in a worker thread
         (the mount claim's lock backoff sleeps up to ~1 s, the lease takes a
         blocking ``flock``, journal and inbox writes fsync), so the event
-        loop never stalls on them; closing a hosted handle and hosting touch
-        the runtime and run on the loop.
+        loop never stalls on them; hosting touches the runtime and runs on
+        the loop, as does closing a broken hosted handle (its releases in a
+        thread).
 
         Raises:
             MountRefused, SessionOccupiedError, SessionError, JournalCorruptError,
@@ -99,7 +100,6 @@ class Opening:
             step is left taken.
         """
         steps: dict[StartupEffect, Callable[[SessionStartup], None]] = {
-            "close_broken": self._close_broken,
             "claim_mount": self._claim_mount,
             "take_lease": self._take_lease,
             "create_journal": self._create_journal,
@@ -115,17 +115,16 @@ class Opening:
             "release_mount": self._release_mount,
             "discard_directory": self._discard_directory,
         }
-        if effect in _ON_LOOP:
+        if effect == "close_broken":
+            assert self.hosted is not None
+            await self.runtime._close_broken(self.hosted)  # its releases run in a thread
+            self.hosted = None
+        elif effect == "host":  # touches the runtime's own state: on the loop
             steps[effect](machine)
         else:
             await anyio.to_thread.run_sync(steps[effect], machine)
 
     # ------------------------------------------------------------ forward steps
-
-    def _close_broken(self, _machine: SessionStartup) -> None:
-        assert self.hosted is not None
-        self.runtime._close_broken(self.hosted)
-        self.hosted = None
 
     def _claim_mount(self, machine: SessionStartup) -> None:
         self.mount = self.runtime.mounts.claim(self.session_id, new_session=machine.new_session)
@@ -229,10 +228,6 @@ class Opening:
         made for a brand-new id, after its lease and mount claim were given
         back; best effort (a leftover is listed ``empty``, as after a crash)."""
         shutil.rmtree(self.directory)
-
-
-_ON_LOOP: frozenset[StartupEffect] = frozenset({"close_broken", "host"})
-"""Steps that touch the runtime's own state; every other step runs in a thread."""
 
 
 async def run_startup(opening: Opening, machine: SessionStartup) -> Session:
