@@ -178,6 +178,7 @@ def test_opening_against_a_contended_ledger_never_stalls_the_event_loop(
     gaps: list[float] = []
     order: list[str] = []
     contended = anyio.Event()  # 20 wakeups while the open is under way: it is backing off
+    ticking = anyio.Event()  # the ticker runs before the open starts
 
     async def tick() -> None:
         last = time.monotonic()
@@ -186,6 +187,7 @@ def test_opening_against_a_contended_ledger_never_stalls_the_event_loop(
             now = time.monotonic()
             gaps.append(now - last)
             last = now
+            ticking.set()
             if len(gaps) == 20:
                 contended.set()
 
@@ -201,6 +203,7 @@ def test_opening_against_a_contended_ledger_never_stalls_the_event_loop(
         async with mind.Runtime.open(state_root=state) as rt, anyio.create_task_group() as tg:
             tg.start_soon(tick)
             tg.start_soon(release_once_contended)
+            await ticking.wait()
             session = await rt.open_session(sid, config=config)
             order.append("opened")
             assert rt.sessions == {sid: session}
@@ -271,3 +274,72 @@ def test_a_cancelled_open_gives_back_what_it_took(tmp_path: Path) -> None:
         holder.kill()
         holder.wait()
         holder.stdout.close()
+
+
+def test_reopening_a_broken_session_against_a_contended_ledger_never_stalls_the_loop(
+    tmp_path: Path,
+) -> None:
+    """The hosted handle's journal refuses appends (its descriptor now points
+    at ``/dev/full``: ENOSPC), so re-opening closes it and opens afresh; with
+    another process holding ``session-mounts.lock``, giving its claim back and
+    claiming again both back off — off the loop: the longest gap between a
+    ticker's 5 ms wakeups stays <= 50 ms."""
+    state = tmp_path / "state"
+    config = _config(tmp_path, [{"text": "hi"}])
+    gaps: list[float] = []
+    ticking = anyio.Event()  # the ticker runs before the open starts
+    order: list[str] = []
+    contended = anyio.Event()
+
+    async def tick() -> None:
+        last = time.monotonic()
+        while True:
+            await anyio.sleep(0.005)
+            now = time.monotonic()
+            gaps.append(now - last)
+            ticking.set()
+            last = now
+            if len(gaps) == 20:
+                contended.set()
+
+    async def main() -> None:
+        async with mind.Runtime.open(state_root=state) as rt:
+            broken = await rt.create_session(cwd=tmp_path, config=config)
+            journal = (state / "sessions" / broken.session_id / "journal.jsonl").resolve()
+            (fd,) = _open_fds_to(journal)
+            full = os.open("/dev/full", os.O_WRONLY)
+            os.dup2(full, int(fd))
+            os.close(full)
+            failed = await broken.submit("hello").wait()
+            assert failed.status == "failed" and broken.journal.broken is not None
+            holder = await anyio.open_process(
+                [sys.executable, "-c", HOLD_LOCK, str(state / "session-mounts.lock")]
+            )
+            async with holder:
+                assert holder.stdout is not None and holder.stdin is not None
+                said = b""
+                while not said.endswith(b"\n"):  # a byte stream: the line may come in parts
+                    said += await holder.stdout.receive()
+                assert said == b"held\n"
+
+                async def release_once_contended() -> None:
+                    assert holder.stdin is not None
+                    with anyio.fail_after(10):
+                        await contended.wait()
+                    await holder.stdin.aclose()
+                    await holder.wait()
+                    order.append("released")
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(tick)
+                    tg.start_soon(release_once_contended)
+                    await ticking.wait()
+                    session = await rt.open_session(broken.session_id, config=config)
+                    order.append("opened")
+                    tg.cancel_scope.cancel()
+            assert session is not broken and broken.journal.closed
+            assert rt.sessions == {session.session_id: session}
+
+    anyio.run(main)
+    assert order == ["released", "opened"]
+    assert max(gaps) <= 0.050, f"longest event-loop stall {max(gaps) * 1000:.0f} ms"
