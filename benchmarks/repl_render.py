@@ -60,7 +60,7 @@ from mind.shell.runtime import Runtime
 async def main(url, cwd, done, repeats):
     config = resolve_config(provider="openai-chat", base_url=url, model="bench", approval="never")
     async with Runtime.open() as rt:
-        session = rt.create_session(cwd=Path(cwd), config=config, interactive=False)
+        session = await rt.create_session(cwd=Path(cwd), config=config, interactive=False)
         sys.stdout.write("ready\\n"); sys.stdout.flush()
         for n in range(repeats):
             await anyio.to_thread.run_sync(sys.stdin.readline)

@@ -5,6 +5,7 @@
 - inbox_message_chart: InboxMessageChart (specs/statecharts/inbox_message.yaml)
 - mailbox_chart: MailboxChart (specs/statecharts/mailbox.yaml)
 - mount_chart: MountChart (specs/statecharts/mount.yaml)
+- session_startup_chart: SessionStartupChart (specs/statecharts/session_startup.yaml)
 - turn_chart: TurnChart (specs/statecharts/turn.yaml)
 - events: msgspec Structs (specs/schemas/events.schema.json)
 - inbox: msgspec Structs (specs/schemas/inbox.schema.json)

@@ -30,6 +30,7 @@ TurnEventName = Literal[
     "start",
     "abort",
     "fail",
+    "recover",
     "interrupt",
     "round_tools",
     "round_final",
@@ -68,6 +69,7 @@ TURN_EVENTS: Final[tuple[TurnEventName, ...]] = (
     "start",
     "abort",
     "fail",
+    "recover",
     "interrupt",
     "round_tools",
     "round_final",
@@ -166,6 +168,11 @@ class TurnChart(StateChart[TurnModel]):
     fail = (
         _to(accepted, failed)
         | _to(active, failed)
+    )
+    recover = (
+        _to(accepted, aborted)
+        | _to(active, aborted)
+        | _to(active.draining, completed)
     )
     interrupt = _to(active, interrupted)
     round_tools = _to(active.sampling, active.running_tools)

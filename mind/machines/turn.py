@@ -268,3 +268,10 @@ class TurnMachine:
     def abort(self) -> None:
         """``accepted | active -> aborted``: the process is stopping; inputs replay later."""
         self._send("abort")
+
+    # Recovery: a crashed turn, replayed from its records (mind.machines.turn_replay).
+
+    def recover(self) -> None:
+        """Close a crashed turn at startup: ``draining -> completed`` (its final
+        answer was journaled), ``accepted | other active states -> aborted``."""
+        self._send("recover")

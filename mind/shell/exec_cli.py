@@ -105,10 +105,10 @@ async def run(args: argparse.Namespace) -> int:
                     f"session {args.new_session} already exists; continue it with "
                     f"--session {args.new_session}"
                 )
-            session = rt.create_session(cwd=cwd, config=config, session_id=args.new_session)
+            session = await rt.create_session(cwd=cwd, config=config, session_id=args.new_session)
         elif args.session:
             sid = resolve_session_id(args.session, [r.session_id for r in rt.list_sessions()])
-            session = rt.open_session(sid, config=config, cwd=cwd)
+            session = await rt.open_session(sid, config=config, cwd=cwd)
             if args.cwd and session.cwd != cwd.resolve():
                 print(
                     f"mind: note: session {session.session_id} keeps its working directory "
@@ -116,7 +116,7 @@ async def run(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
         else:
-            session = rt.create_session(cwd=cwd, config=config)
+            session = await rt.create_session(cwd=cwd, config=config)
         report = session.journal.report
         if report.torn_tail_dropped:
             print(

@@ -134,7 +134,7 @@ async def run(args: argparse.Namespace) -> int:
     async with Runtime.open() as rt:
         sid = resolve_session_id(args.session_id, rt.store.session_ids())
         if args.drop is not None:
-            session = rt.open_session(sid, config=_NO_MODEL_CONFIG, provider=_NoModel())
+            session = await rt.open_session(sid, config=_NO_MODEL_CONFIG, provider=_NoModel())
             dropped = session.drop(args.drop)
             print(
                 f"dropped {dropped.message_id} ({dropped.kind}): {first_line(dropped.text)}",

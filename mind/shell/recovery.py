@@ -7,9 +7,11 @@ unterminated turns, and the input ids no turn may take again.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from mind.generated import journal as jr
 from mind.history import unstarted_calls
+from mind.machines.turn_replay import recovered_closing
 from mind.shell.journal import Journal
 
 INTERRUPTED_OUTPUT = (
@@ -88,43 +90,76 @@ def settled_inputs(records: Iterable[jr.JournalRecord]) -> set[str]:
     return settled
 
 
-def recover_journal(journal: Journal) -> tuple[int, int, int]:
-    """Close what a crash left open (seed 000 PersistentStore.recoverInterruptedTurn).
+def unterminated_turns(records: Iterable[jr.JournalRecord]) -> list[str]:
+    """Ids of the turns with a ``turn_started`` and no terminal record, in order."""
+    records = list(records)
+    closed = {r.turn_id for r in records if isinstance(r, jr.TurnCompleted)}
+    return [r.turn_id for r in records if isinstance(r, jr.TurnStarted) and r.turn_id not in closed]
 
-    For each turn without a terminal record: first a durable synthetic result
-    for each orphan tool call (:data:`CRASHED_OUTPUT`, or
-    :data:`CRASHED_UNSTARTED_OUTPUT` when the journal proves it never
-    started), then the terminal:
 
-    - ``completed``, acknowledging the turn's journaled inputs, when its last
-      model round was a final answer (text, no tool calls): the answer was
-      already given, so asking the model again would answer twice (seed 000:
-      a final-ready turn is closed by a host-owned receipt, never by calling
-      the provider again);
-    - otherwise ``aborted`` with no acknowledgement: its inputs replay.
-
-    Idempotent.
+def close_orphan_calls(journal: Journal) -> int:
+    """Startup step ``close_orphan_calls`` (``session_startup.yaml``): a
+    durable synthetic result for every unanswered call of every unterminated
+    turn — :data:`CRASHED_OUTPUT`, or :data:`CRASHED_UNSTARTED_OUTPUT` when
+    the journal proves it never started; never a re-run. Idempotent.
 
     Returns:
-        ``(aborted_turns, completed_turns, synthetic_results)``.
+        How many results were written.
+
+    Raises:
+        JournalWriteError: an append failed (a ``StorageError``: path, errno).
     """
-    started = [r.turn_id for r in journal.records if isinstance(r, jr.TurnStarted)]
-    closed = {r.turn_id for r in journal.records if isinstance(r, jr.TurnCompleted)}
-    aborted = completed = synthetic = 0
-    for turn_id in started:
-        if turn_id in closed:
-            continue
-        synthetic += len(
+    written = 0
+    for turn_id in unterminated_turns(journal.records):
+        written += len(
             close_open_calls(
                 journal,
                 turn_id,
                 lambda _, started: CRASHED_OUTPUT if started else CRASHED_UNSTARTED_OUTPUT,
             )
         )
+    return written
+
+
+@dataclass(frozen=True)
+class ClosedTurns:
+    """What :func:`close_unterminated_turns` wrote.
+
+    Attributes:
+        aborted: turns closed ``aborted`` (their inputs replay).
+        completed: turns closed ``completed`` (their final answer was journaled).
+        acknowledged: input ids the ``completed`` receipts acknowledged, in order.
+    """
+
+    aborted: int = 0
+    completed: int = 0
+    acknowledged: tuple[str, ...] = ()
+
+
+def close_unterminated_turns(journal: Journal) -> ClosedTurns:
+    """Startup step ``close_turns``: the terminal record of each turn that
+    has none (seed 000 PersistentStore.recoverInterruptedTurn), fsynced.
+
+    Run after :func:`close_orphan_calls`. The closing status and whether it
+    acknowledges the turn's journaled inputs come from the turn chart: its
+    records are replayed into a fresh machine and ``recover`` is sent
+    (:func:`mind.machines.turn_replay.recovered_closing`) — ``completed``
+    when it was draining (its final answer was journaled: asking the model
+    again would answer twice; seed 000: a host-owned receipt), otherwise
+    ``aborted`` with no acknowledgement: its inputs replay.
+
+    Idempotent.
+
+    Raises:
+        JournalWriteError: an append failed (a ``StorageError``: path, errno).
+    """
+    aborted = completed = 0
+    acknowledged: list[str] = []
+    for turn_id in unterminated_turns(journal.records):
         rounds = [
             r for r in journal.records if isinstance(r, jr.ModelRound) and r.turn_id == turn_id
         ]
-        final_ready = bool(rounds) and not rounds[-1].tool_calls and bool(rounds[-1].text.strip())
+        closing = recovered_closing(journal.records, turn_id)
         inputs = [
             r.message_id
             for r in journal.records
@@ -134,19 +169,34 @@ def recover_journal(journal: Journal) -> tuple[int, int, int]:
             input_tokens=sum(r.usage.input_tokens for r in rounds),
             output_tokens=sum(r.usage.output_tokens for r in rounds),
         )
+        acks = list(dict.fromkeys(inputs)) if closing.acknowledges else []
         journal.append(
             jr.TurnCompleted(
                 seq=0,
                 recorded_at_ms=0,
                 turn_id=turn_id,
-                status=jr.TurnStatus.completed if final_ready else jr.TurnStatus.aborted,
+                status=jr.TurnStatus(closing.status),
                 usage=usage,
-                acknowledged=list(dict.fromkeys(inputs)) if final_ready else [],
+                acknowledged=acks,
             ),
             sync=True,
         )
-        if final_ready:
+        acknowledged.extend(acks)
+        if closing.status == "completed":
             completed += 1
         else:
             aborted += 1
-    return aborted, completed, synthetic
+    return ClosedTurns(aborted, completed, tuple(acknowledged))
+
+
+def recover_journal(journal: Journal) -> tuple[int, int, int]:
+    """Close what a crash left open: :func:`close_orphan_calls`, then
+    :func:`close_unterminated_turns` (the two startup steps, for callers
+    that hold a journal alone). Idempotent.
+
+    Returns:
+        ``(aborted_turns, completed_turns, synthetic_results)``.
+    """
+    synthetic = close_orphan_calls(journal)
+    closed = close_unterminated_turns(journal)
+    return closed.aborted, closed.completed, synthetic

@@ -8,7 +8,7 @@ The names of the public API are re-exported here.
 ``mind exec``, the REPL and embedders all use this one code path::
 
     async with Runtime.open() as rt:                       # state root from MIND_STATE_HOME
-        session = rt.create_session(cwd=Path.cwd(), config=resolved)
+        session = await rt.create_session(cwd=Path.cwd(), config=resolved)
         turn = session.submit("fix the failing test")
         async for event in turn:                            # typed mind.generated.events structs
             if isinstance(event, ApprovalRequestedEvent):
@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -45,20 +44,14 @@ from typing import Any, final
 
 import anyio
 
-from mind._version import __version__
 from mind.errors import (
     MountRefused,
-    SessionError,
 )
-from mind.generated import events as ev
-from mind.generated import journal as jr
+from mind.machines.session_startup import SessionStartup
 from mind.shell.config import ResolvedConfig
 from mind.shell.ids import new_session_id
-from mind.shell.inbox import Inbox
-from mind.shell.journal import Journal
-from mind.shell.lease import SessionLease
 from mind.shell.mounts import PUBLISH_INTERVAL_S, MountLedger
-from mind.shell.providers import Provider, make_provider
+from mind.shell.providers import Provider
 from mind.shell.recovery import (
     ABORTED_OUTPUT,
     ABORTED_UNSTARTED_OUTPUT,
@@ -72,22 +65,11 @@ from mind.shell.recovery import (
     settled_inputs,
 )
 from mind.shell.session import Disposition, InputKind, InputReceipt, Session, first_line
+from mind.shell.startup import Opening, run_startup
 from mind.shell.store import SessionSummary, Store, state_home
 from mind.shell.turn_handle import Decision, Turn, TurnOutcome
 
 log = logging.getLogger("mind.runtime")
-
-
-def _discard_new_session(directory: Path) -> None:
-    """Remove the directory of a session whose creation failed (disk full, a
-    refused lease…), so no ``empty`` session is listed once space is freed.
-    Called only for a directory this process made for a brand-new id, after
-    its lease and mount claim were given back; best effort (a leftover is
-    listed ``empty``, as after a crash)."""
-    try:
-        shutil.rmtree(directory)
-    except OSError as exc:
-        log.warning("could not remove the failed new session %s: %s", directory, exc)
 
 
 @final
@@ -144,17 +126,23 @@ class Runtime:
         if body_error is not None:
             raise body_error
 
-    def _close_broken(self, session: Session) -> None:
+    async def _close_broken(self, session: Session) -> None:
         """Stop hosting a session whose journal refuses appends, so it can be
         opened afresh: the journal is closed before the lease and the mount
         claim are given back (no write may follow the claim's release, seed
-        002 §3.4); the provider is closed in the background."""
+        002 §3.4), in a worker thread (the claim's release takes the ledger
+        lock, with its backoff); the provider is closed in the background."""
         del self._sessions[session.session_id]
-        session.journal.close()
-        session.lease.release()
-        if not session.mount.release():
-            log.warning("could not clear session %s from session mounts", session.session_id)
         self._tg.start_soon(session.provider.aclose)
+
+        def give_back() -> None:
+            session.journal.close()
+            session.lease.release()
+            if not session.mount.release():
+                log.warning("could not clear session %s from session mounts", session.session_id)
+
+        with anyio.CancelScope(shield=True):  # taken out of hosting: always given back
+            await anyio.to_thread.run_sync(give_back)
 
     def _spawn(self, fn: Callable[[Turn], Any], turn: Turn) -> None:
         self._tg.start_soon(fn, turn)
@@ -179,7 +167,7 @@ class Runtime:
         """Summaries of every session of the state root, most recent first."""
         return self.store.summaries()
 
-    def create_session(
+    async def create_session(
         self,
         *,
         cwd: Path,
@@ -188,6 +176,13 @@ class Runtime:
         interactive: bool = False,
     ) -> Session:
         """Create a new session (lease, journal + ``session_started``) and host it.
+
+        The steps and what a failure gives back are the startup chart's
+        (``specs/statecharts/session_startup.yaml``, performed by
+        :mod:`mind.shell.startup`); a directory made here for the new id is
+        removed again when creation fails. Nothing blocks the event loop: the
+        file steps — the mount claim with its backoff (up to ~1 s), the
+        lease's ``flock``, journal and inbox writes — run in worker threads.
 
         Args:
             cwd: working directory, frozen for the session (made absolute).
@@ -198,64 +193,16 @@ class Runtime:
         Raises:
             SessionError: a session with that id already exists.
             SessionOccupiedError: another live process is creating it.
+            MountRefused: the session is mounted by another process.
             ValueError: the id is not a safe directory name.
         """
         sid = session_id or new_session_id()
-        directory = self.store.session_dir(sid)
-        # A bad script or provider setting fails here, before anything is written.
-        provider = make_provider(config.provider)
-        existed = os.path.lexists(directory)  # only a directory made here is removed on failure
-        mount = self.mounts.claim(sid, new_session=True)
-        try:
-            lease = SessionLease.acquire(directory / "lease", sid)  # creates it private
-        except BaseException:
-            mount.abandon()
-            if not existed:
-                _discard_new_session(directory)
-            raise
-        created: Journal | None = None
-        try:
-            path = directory / "journal.jsonl"
-            if path.exists():
-                raise SessionError(sid, "already exists")
-            journal = created = Journal.open(path, create=True, session_id=sid)
-            journal.append(
-                jr.SessionStarted(
-                    seq=0,
-                    recorded_at_ms=0,
-                    session_id=sid,
-                    cwd=str(cwd.resolve()),
-                    mind_version=__version__,
-                ),
-                sync=True,
-            )
-            inbox = Inbox.open(directory / "inbox.json", acknowledged=())
-        except BaseException:
-            if created is not None:
-                created.close()
-            lease.release()
-            mount.abandon()
-            if not existed:
-                _discard_new_session(directory)
-            raise
-        self.store.index.note(sid, cwd=str(cwd.resolve()))
-        session = Session(
-            self,
-            sid,
-            journal,
-            inbox,
-            lease,
-            cwd.resolve(),
-            config,
-            interactive=interactive,
-            provider=provider,
-            mount=mount,
-        )
-        mount.settle(attached=True)
-        self._sessions[sid] = session
-        return session
+        opening = Opening(self, sid, config, interactive, cwd)
+        machine = SessionStartup()
+        machine.create(directory_existed=os.path.lexists(opening.directory))
+        return await self._started(opening, machine)
 
-    def open_session(
+    async def open_session(
         self,
         session_id: str,
         *,
@@ -267,87 +214,59 @@ class Runtime:
     ) -> Session:
         """Open an existing session (or create it when ``create``), recovering it.
 
-        Startup order (seed 000 SessionRuntime.initialize, issue 3 §4): take
-        the lease; give each orphan tool call a durable synthetic result (it
-        is never re-run); close each unterminated turn as ``aborted``; open
-        the inbox filtered by the journal's acknowledgements (rewriting the
-        file when a crash left acknowledged input in it) — what remains
-        is recovered input that replays, in order, with the next turn
-        (:meth:`Session.resume_pending` or the next :meth:`Session.send`).
-        A failure part-way releases the lease. Re-opening a session this
-        runtime already hosts returns the same handle — unless its journal
-        is broken (a write failed: disk full, quota, I/O error) and no turn
-        runs: then that handle is closed (journal, lease, mount claim given
-        back, in that order) and the session is opened afresh by these same
-        rules, so after space is freed it goes on in this process with
-        nothing lost (issue #8 item 6). ``provider`` replaces
-        the one ``config`` describes (``mind inbox --drop`` opens a session
-        that runs no turn).
+        Startup order (seed 000 SessionRuntime.initialize; the chart
+        ``specs/statecharts/session_startup.yaml`` decides it, and
+        :mod:`mind.shell.startup` performs each step): claim the mount, take
+        the lease, open the journal, repair orphan processes and pending
+        interactions (nothing records them yet), open the inbox filtered by
+        the journal's acknowledgements (rewriting the file when a crash left
+        acknowledged input in it), give each orphan tool call a durable
+        synthetic result (it is never re-run), close each unterminated turn
+        — what remains in the inbox is recovered input that replays, in
+        order, with the next turn (:meth:`Session.resume_pending` or the next
+        :meth:`Session.send`). A failure part-way gives back what was taken,
+        in reverse. Re-opening a session this runtime already hosts returns
+        the same handle — unless its journal is broken (a write failed: disk
+        full, quota, I/O error) and no turn runs: then that handle is closed
+        (journal, lease, mount claim given back, in that order) and the
+        session is opened afresh by these same rules, so after space is freed
+        it goes on in this process with nothing lost (issue #8 item 6).
+        ``provider`` replaces the one ``config`` describes (``mind inbox
+        --drop`` opens a session that runs no turn). As in
+        :meth:`create_session`, the file steps run in worker threads: the
+        event loop never waits on the mount lock, the lease or a journal.
 
         Raises:
             SessionError: no such session and not ``create``.
             SessionOccupiedError: another live process holds the session.
+            MountRefused: the session is mounted by another process.
             JournalCorruptError: the journal is damaged (path and line named).
             InboxCorruptError: the inbox is damaged or oversized (path named).
         """
         hosted = self._sessions.get(session_id)
-        if hosted is not None:
-            if hosted.journal.broken is None or hosted.busy:
-                return hosted
-            self._close_broken(hosted)
-        directory = self.store.session_dir(session_id)
-        path = directory / "journal.jsonl"
-        if not path.exists():
-            if create:
-                return self.create_session(
-                    cwd=cwd or Path.cwd(),
-                    config=config,
-                    session_id=session_id,
-                    interactive=interactive,
-                )
-            raise SessionError(session_id, "no such session")
-        provider = provider or make_provider(config.provider)
-        mount = self.mounts.claim(session_id)
-        try:
-            lease = SessionLease.acquire(directory / "lease", session_id)
-        except BaseException:
-            mount.abandon()
-            raise
-        try:
-            journal = Journal.open(path, session_id=session_id)
-            aborted, completed, synthetic = recover_journal(journal)
-            acknowledged = settled_inputs(journal.records)
-            inbox = Inbox.open(directory / "inbox.json", acknowledged=acknowledged)
-            # The file too: a crash after the terminal record, before the
-            # cleanup, left acknowledged input in it (issue 3 §3).
-            inbox.remove(acknowledged)
-        except BaseException:
-            lease.release()
-            mount.abandon()
-            raise
-        started = next((r for r in journal.records if isinstance(r, jr.SessionStarted)), None)
-        session_cwd = Path(started.cwd) if started else (cwd or Path.cwd())
-        session = Session(
+        opening = Opening(
             self,
             session_id,
-            journal,
-            inbox,
-            lease,
-            session_cwd,
             config,
-            interactive=interactive,
+            interactive,
+            cwd or Path.cwd(),
             provider=provider,
-            mount=mount,
+            hosted=hosted,
         )
-        mount.settle(attached=True)
-        session.recovery = ev.SessionRecoveredEvent(
-            session_id=session_id,
-            aborted_turns=aborted,
-            completed_turns=completed,
-            synthetic_results=synthetic,
-            replayed_inputs=len(inbox.entries),
+        machine = SessionStartup()
+        machine.open(
+            already_hosted=hosted is not None,
+            broken=hosted is not None and hosted.journal.broken is not None,
+            busy=hosted is not None and hosted.busy,
+            journal_exists=opening.journal_path.exists(),
+            may_create=create,
+            directory_existed=os.path.lexists(opening.directory),
         )
-        self._sessions[session_id] = session
+        return await self._started(opening, machine)
+
+    async def _started(self, opening: Opening, machine: SessionStartup) -> Session:
+        session = await run_startup(opening, machine)
+        self._sessions[session.session_id] = session
         return session
 
 

@@ -40,7 +40,13 @@ __all__ = ["ENV", "RUNTIME_MODULES", "TransitionLog", "install_from_env"]
 ENV: Final = "MIND_TRANSITION_LOG"
 """The environment variable naming the log directory."""
 
-RUNTIME_MODULES: Final = ("mind.shell.runtime", "mind.shell.session", "mind.shell.turn_driver")
+RUNTIME_MODULES: Final = (
+    "mind.shell.runtime",
+    "mind.shell.session",
+    "mind.shell.turn_driver",
+    "mind.shell.startup",
+    "mind.shell.recovery",
+)
 """The runtime's hosting layer: ``Runtime`` (creating and opening sessions,
 recovery), ``Session`` (input) and the turn loop (a turn's task starts
 there). A chart whose creation has one of these modules (or a submodule) on

@@ -99,9 +99,11 @@ async def run(args: argparse.Namespace) -> int:
     statuses: list[str] = []
     async with Runtime.open(state_root=Path(args.state)) as rt:
         try:
-            session = rt.open_session(args.session, config=config)
+            session = await rt.open_session(args.session, config=config)
         except SessionError:
-            session = rt.create_session(cwd=Path(args.cwd), config=config, session_id=args.session)
+            session = await rt.create_session(
+                cwd=Path(args.cwd), config=config, session_id=args.session
+            )
         pending = list(steps)
         for step in [s for s in pending if s.when == "start"]:
             pending.remove(step)

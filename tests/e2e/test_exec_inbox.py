@@ -92,7 +92,7 @@ from pathlib import Path
 async def main():
     config = mind.resolve_config(provider="openai-chat", base_url=sys.argv[1], model="m")
     async with mind.Runtime.open() as rt:
-        s = rt.open_session(sys.argv[2], config=config)
+        s = await rt.open_session(sys.argv[2], config=config)
         if len(sys.argv) > 3:
             s.drop(sys.argv[3])
         print("ready", flush=True)

@@ -34,7 +34,7 @@ def _run(
 
     async def main() -> None:
         async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
-            s = rt.create_session(cwd=ws, config=config, interactive=interactive)
+            s = await rt.create_session(cwd=ws, config=config, interactive=interactive)
             turn = s.submit("go")
             async for event in turn:
                 if isinstance(event, ev.ApprovalRequestedEvent):

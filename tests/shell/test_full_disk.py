@@ -121,7 +121,7 @@ def test_a_full_disk_fails_the_turn_with_a_typed_outcome_and_resumes(
 
         async def full() -> tuple[mind.TurnOutcome, InputRefused, str]:
             async with mind.Runtime.open(state_root=state) as rt:
-                session = rt.create_session(cwd=tmp_path, config=config)
+                session = await rt.create_session(cwd=tmp_path, config=config)
                 fill(small_disk)
                 turn = session.submit("first question", message_id="msg-first")
                 outcome = await turn.wait()
@@ -145,7 +145,7 @@ def test_a_full_disk_fails_the_turn_with_a_typed_outcome_and_resumes(
 
         async def resume() -> mind.TurnOutcome:
             async with mind.Runtime.open(state_root=state) as rt:
-                session = rt.open_session(sid, config=config)
+                session = await rt.open_session(sid, config=config)
                 assert session.recovery is not None and session.recovery.replayed_inputs == 1
                 turn = session.resume_pending()
                 assert turn is not None
@@ -172,7 +172,7 @@ def test_send_on_a_full_disk_is_refused_with_a_typed_reason(
 
     async def main() -> InputRefused:
         async with mind.Runtime.open(state_root=small_disk / "state") as rt:
-            session = rt.create_session(cwd=tmp_path, config=config)
+            session = await rt.create_session(cwd=tmp_path, config=config)
             ballast = fill(small_disk)
             os.truncate(ballast, ballast.stat().st_size + FREE_PAGES * 4096)  # nothing free
             with pytest.raises(InputRefused) as refused:
@@ -249,7 +249,7 @@ def test_a_broken_session_reopens_in_the_same_runtime_with_nothing_lost(
 
         async def main() -> tuple[str, mind.TurnOutcome, mind.TurnOutcome]:
             async with mind.Runtime.open(state_root=state) as rt:
-                broken = rt.create_session(cwd=tmp_path, config=config)
+                broken = await rt.create_session(cwd=tmp_path, config=config)
                 sid = broken.session_id
                 ballast = fill(small_disk)
                 failed = await broken.submit("first question", message_id="msg-first").wait()
@@ -260,15 +260,15 @@ def test_a_broken_session_reopens_in_the_same_runtime_with_nothing_lost(
                 assert "open_session" in refused.value.message  # how to go on
                 ballast = _fill_completely(small_disk)
                 with pytest.raises(StorageError):  # still full: a typed refusal, retryable
-                    rt.open_session(sid, config=config)
+                    await rt.open_session(sid, config=config)
                 ballast.unlink()
-                session = rt.open_session(sid, config=config)
+                session = await rt.open_session(sid, config=config)
                 # A fresh handle: the broken one was closed and its claims given back.
                 assert session is not broken and broken.journal.closed
                 assert broken.mount.state == "released"
                 assert rt.mounts.handle(sid) is session.mount and session.mount.hosted
                 assert rt.sessions[sid] is session
-                assert rt.open_session(sid, config=config) is session  # healthy: same handle
+                assert await rt.open_session(sid, config=config) is session  # healthy: same handle
                 assert session.recovery is not None
                 assert session.recovery.aborted_turns == 1  # the failed turn, closed
                 assert session.recovery.replayed_inputs == 1

@@ -41,7 +41,7 @@ def test_a_planted_huge_inbox_replays_at_most_the_live_limit_per_turn(tmp_path: 
 
         async def create() -> str:
             async with mind.Runtime.open(state_root=state) as rt:
-                return rt.create_session(cwd=tmp_path, config=config).session_id
+                return (await rt.create_session(cwd=tmp_path, config=config)).session_id
 
         sid = anyio.run(create)
         directory = state / "sessions" / sid
@@ -61,7 +61,7 @@ def test_a_planted_huge_inbox_replays_at_most_the_live_limit_per_turn(tmp_path: 
 
         async def replay_one_turn() -> tuple[list[str], str]:
             async with mind.Runtime.open(state_root=state) as rt:
-                session = rt.open_session(sid, config=config)
+                session = await rt.open_session(sid, config=config)
                 turn = session.resume_pending()
                 assert turn is not None
                 claimed = [m.message_id for m in turn.inputs]

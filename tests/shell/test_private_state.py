@@ -429,7 +429,7 @@ def test_a_turn_on_a_replaced_journal_ends_with_the_damage(tmp_path: Path) -> No
 
     async def main() -> None:
         async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
-            session = rt.create_session(cwd=tmp_path, config=config)
+            session = await rt.create_session(cwd=tmp_path, config=config)
             path = session.journal.path
             copy = path.with_name("copy")
             copy.write_bytes(path.read_bytes())

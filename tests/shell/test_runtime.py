@@ -62,7 +62,7 @@ def test_approval_decides_whether_the_tool_runs(
 
     async def main() -> list[ev.Event]:
         async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
-            s = rt.create_session(cwd=work, config=config, interactive=True)
+            s = await rt.create_session(cwd=work, config=config, interactive=True)
             return await _collect(s.submit("go"), answer)
 
     events = anyio.run(main)
@@ -93,7 +93,7 @@ def test_always_covers_the_same_command_only(tmp_path: Path) -> None:
 
     async def main() -> None:
         async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
-            s = rt.create_session(cwd=tmp_path, config=config, interactive=True)
+            s = await rt.create_session(cwd=tmp_path, config=config, interactive=True)
             turn = s.submit("go")
             async for event in turn:
                 if isinstance(event, ev.ApprovalRequestedEvent):
@@ -116,7 +116,7 @@ def test_interrupt_kills_the_running_tool_and_ends_interrupted(tmp_path: Path) -
 
     async def main() -> tuple[list[ev.Event], Path]:
         async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
-            s = rt.create_session(cwd=tmp_path, config=config)
+            s = await rt.create_session(cwd=tmp_path, config=config)
             turn = s.submit("go")
             events: list[ev.Event] = []
             async for event in turn:
@@ -147,7 +147,7 @@ def test_a_second_submit_while_running_is_refused(tmp_path: Path) -> None:
 
     async def main() -> None:
         async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
-            s = rt.create_session(cwd=tmp_path, config=config)
+            s = await rt.create_session(cwd=tmp_path, config=config)
             turn = s.submit("first")
             with pytest.raises(SessionBusyError):
                 s.submit("second")
@@ -196,7 +196,7 @@ def test_open_closes_a_crashed_turn_without_rerunning_its_tool(tmp_path: Path) -
 
     async def main() -> None:
         async with mind.Runtime.open(state_root=state) as rt:
-            s = rt.open_session("s1", config=config)
+            s = await rt.open_session("s1", config=config)
             outcome = await s.run("again")
             assert outcome.status == "completed"
 
@@ -225,7 +225,7 @@ def test_missing_session_is_a_typed_refusal(tmp_path: Path) -> None:
     async def main() -> None:
         async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
             with pytest.raises(SessionError, match="no such session"):
-                rt.open_session("nope", config=config)
+                await rt.open_session("nope", config=config)
 
     anyio.run(main)
 
@@ -248,7 +248,7 @@ def test_events_encode_as_the_json_lines_of_exec(tmp_path: Path) -> None:
 
     async def main() -> list[ev.Event]:
         async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
-            s = rt.create_session(cwd=tmp_path, config=config)
+            s = await rt.create_session(cwd=tmp_path, config=config)
             return await _collect(s.submit("hello"))
 
     events = anyio.run(main)
@@ -285,7 +285,7 @@ def test_steering_reaches_the_model_after_the_tool_result(tmp_path: Path) -> Non
 
     async def main() -> tuple[list[str], Path]:
         async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
-            s = rt.create_session(cwd=tmp_path, config=config)
+            s = await rt.create_session(cwd=tmp_path, config=config)
             first = s.send("start", message_id="m1")
             receipts = [first.disposition]
             async for event in s.events():
@@ -316,7 +316,7 @@ def test_input_after_the_seal_runs_as_the_next_turn(tmp_path: Path) -> None:
 
     async def main() -> tuple[list[str], Path]:
         async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
-            s = rt.create_session(cwd=tmp_path, config=config)
+            s = await rt.create_session(cwd=tmp_path, config=config)
             receipts = [s.send("one").disposition]
             async for event in s.events():
                 if isinstance(event, ev.MessageCompletedEvent) and event.text == "first answer":
@@ -351,7 +351,7 @@ def test_queue_waits_for_the_next_turn_and_ids_are_idempotent(tmp_path: Path) ->
 
     async def main() -> tuple[list[mind.InputReceipt], Path]:
         async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
-            s = rt.create_session(cwd=tmp_path, config=config)
+            s = await rt.create_session(cwd=tmp_path, config=config)
             out = [s.send("one", message_id="p")]
             async for event in s.events():
                 if isinstance(event, ev.ToolCallEvent):
@@ -376,7 +376,7 @@ def test_empty_input_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
 
     async def main() -> None:
         async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
-            s = rt.create_session(cwd=tmp_path, config=config)
+            s = await rt.create_session(cwd=tmp_path, config=config)
             with pytest.raises(mind.errors.InputRefused) as info:
                 s.send("   ")
             assert info.value.reason == "empty"
@@ -393,7 +393,7 @@ def test_unacknowledged_input_replays_once_after_reopen(tmp_path: Path) -> None:
 
     async def first() -> str:
         async with mind.Runtime.open(state_root=state) as rt:
-            s = rt.create_session(cwd=tmp_path, config=config)
+            s = await rt.create_session(cwd=tmp_path, config=config)
             return s.session_id
 
     sid = anyio.run(first)
@@ -413,7 +413,7 @@ def test_unacknowledged_input_replays_once_after_reopen(tmp_path: Path) -> None:
 
     async def second() -> tuple[int, str | None]:
         async with mind.Runtime.open(state_root=state) as rt:
-            s = rt.open_session(sid, config=config)
+            s = await rt.open_session(sid, config=config)
             assert s.recovery is not None
             replayed = s.recovery.replayed_inputs
             turn = s.resume_pending()
@@ -427,7 +427,7 @@ def test_unacknowledged_input_replays_once_after_reopen(tmp_path: Path) -> None:
 
     async def third() -> int:
         async with mind.Runtime.open(state_root=state) as rt:
-            s = rt.open_session(sid, config=config)
+            s = await rt.open_session(sid, config=config)
             assert s.resume_pending() is None
             return s.recovery.replayed_inputs if s.recovery else -1
 
@@ -442,7 +442,7 @@ def test_a_live_holder_blocks_a_second_runtime(tmp_path: Path) -> None:
 
     async def main() -> None:
         async with mind.Runtime.open(state_root=state) as rt:
-            s = rt.create_session(cwd=tmp_path, config=config)
+            s = await rt.create_session(cwd=tmp_path, config=config)
             # this process holds it: a second runtime in the same process gets the same owner
             lease = (state / "sessions" / s.session_id / "lease").read_bytes()
             assert b'"pid"' in lease
@@ -472,7 +472,7 @@ def test_input_left_by_a_failed_turn_is_announced_and_dropped_for_good(tmp_path:
 
     async def fail_then_drop() -> str:
         async with mind.Runtime.open(state_root=state) as rt:
-            s = rt.create_session(cwd=tmp_path, config=_unreachable_model())
+            s = await rt.create_session(cwd=tmp_path, config=_unreachable_model())
             s.send("do X\nplease", message_id="msg-x")
             events = [e async for e in s.events()]
             (done,) = [e for e in events if isinstance(e, ev.TurnCompletedEvent)]
@@ -505,7 +505,7 @@ def test_input_left_by_a_failed_turn_is_announced_and_dropped_for_good(tmp_path:
 
     async def reopen() -> list[object]:
         async with mind.Runtime.open(state_root=state) as rt:
-            s = rt.open_session(sid, config=config)
+            s = await rt.open_session(sid, config=config)
             assert s.recovery is not None and s.recovery.replayed_inputs == 0
             assert s.resume_pending() is None
             await s.run("do Y")
@@ -528,7 +528,7 @@ def test_a_drop_journaled_before_a_crash_cleaned_the_inbox_never_replays(
 
     async def create() -> str:
         async with mind.Runtime.open(state_root=state) as rt:
-            return rt.create_session(cwd=tmp_path, config=config).session_id
+            return (await rt.create_session(cwd=tmp_path, config=config)).session_id
 
     sid = anyio.run(create)
     directory = state / "sessions" / sid
@@ -546,7 +546,7 @@ def test_a_drop_journaled_before_a_crash_cleaned_the_inbox_never_replays(
 
     async def reopen() -> tuple[int, list[str]]:
         async with mind.Runtime.open(state_root=state) as rt:
-            s = rt.open_session(sid, config=config)
+            s = await rt.open_session(sid, config=config)
             assert s.recovery is not None
             return s.recovery.replayed_inputs, [m.message_id for m in s.waiting]
 
@@ -564,7 +564,7 @@ def test_the_running_turns_input_cannot_be_dropped(tmp_path: Path) -> None:
     async def main() -> None:
         asked = False
         async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
-            s = rt.create_session(cwd=tmp_path, config=config, interactive=True)
+            s = await rt.create_session(cwd=tmp_path, config=config, interactive=True)
             turn = s.submit("go", message_id="claimed-1")
             s.queue("later", message_id="queued-1")
             s.queue("later too", message_id="queued-2")

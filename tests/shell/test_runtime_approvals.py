@@ -30,7 +30,7 @@ def test_the_approval_event_carries_the_full_text_and_what_a_display_hides(
 
     async def main() -> None:
         async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
-            s = rt.create_session(cwd=tmp_path, config=config, interactive=True)
+            s = await rt.create_session(cwd=tmp_path, config=config, interactive=True)
             turn = s.submit("go")
             async for event in turn:
                 if isinstance(event, ev.ApprovalRequestedEvent):
@@ -67,7 +67,7 @@ def test_a_file_approval_is_a_diff_read_from_the_file_at_approval_time(tmp_path:
 
     async def main() -> None:
         async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
-            s = rt.create_session(cwd=tmp_path, config=config, interactive=True)
+            s = await rt.create_session(cwd=tmp_path, config=config, interactive=True)
             turn = s.submit("go")
             async for event in turn:
                 if isinstance(event, ev.ApprovalRequestedEvent):
@@ -114,7 +114,7 @@ def test_a_file_that_changed_after_its_diff_was_shown_is_not_written(tmp_path: P
 
     async def main() -> None:
         async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
-            s = rt.create_session(cwd=tmp_path, config=config, interactive=True)
+            s = await rt.create_session(cwd=tmp_path, config=config, interactive=True)
             turn = s.submit("go")
             async for event in turn:
                 if isinstance(event, ev.ApprovalRequestedEvent):

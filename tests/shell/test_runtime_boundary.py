@@ -35,7 +35,7 @@ def test_an_approved_crossing_is_written_and_minds_state_never_is(tmp_path: Path
 
     async def main() -> None:
         async with mind.Runtime.open(state_root=state) as rt:
-            s = rt.create_session(cwd=ws, config=config, interactive=True)
+            s = await rt.create_session(cwd=ws, config=config, interactive=True)
             turn = s.submit("go")
             async for event in turn:
                 if isinstance(event, ev.ApprovalRequestedEvent):
@@ -74,7 +74,7 @@ def test_always_for_writes_inside_does_not_cover_a_later_crossing(tmp_path: Path
 
     async def main() -> None:
         async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
-            s = rt.create_session(cwd=ws, config=config, interactive=True)
+            s = await rt.create_session(cwd=ws, config=config, interactive=True)
             turn = s.submit("go")
             async for event in turn:
                 if isinstance(event, ev.ApprovalRequestedEvent):

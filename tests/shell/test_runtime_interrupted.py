@@ -45,7 +45,7 @@ def _interrupt_at(
 
     async def main() -> tuple[list[ev.Event], Path]:
         async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
-            s = rt.create_session(cwd=tmp_path, config=config, interactive=True)
+            s = await rt.create_session(cwd=tmp_path, config=config, interactive=True)
             turn = s.submit("go")
             events: list[ev.Event] = []
             async for event in turn:
@@ -132,7 +132,7 @@ def test_crash_recovery_tells_a_call_that_never_started_from_one_that_may_have_r
 
     async def main() -> None:
         async with mind.Runtime.open(state_root=state) as rt:
-            rt.open_session("s1", config=config)
+            await rt.open_session("s1", config=config)
 
     anyio.run(main)
     (result,) = _results(path)

@@ -28,7 +28,7 @@ def _config(tmp_path: Path) -> mind.ResolvedConfig:
 def _existing_session(state: Path, config: mind.ResolvedConfig, cwd: Path) -> str:
     async def main() -> str:
         async with mind.Runtime.open(state_root=state) as rt:
-            return rt.create_session(cwd=cwd, config=config).session_id
+            return (await rt.create_session(cwd=cwd, config=config)).session_id
 
     return anyio.run(main)
 
@@ -56,8 +56,8 @@ def test_a_held_lock_refuses_opening_busy_and_a_new_session_goes_on_unpublished(
             lock.write_bytes(f"{live_pid}-held".encode())  # another live process holds it
             try:
                 with pytest.raises(MountRefused) as refused:
-                    rt.open_session(sid, config=config)
-                fresh = rt.create_session(cwd=tmp_path, config=config)
+                    await rt.open_session(sid, config=config)
+                fresh = await rt.create_session(cwd=tmp_path, config=config)
                 warning = fresh.mount.warning
                 outcome = await fresh.run("works anyway")
             finally:
@@ -80,8 +80,8 @@ def test_a_damaged_ledger_refuses_opening_and_a_new_session_goes_on_unpublished(
     async def main() -> tuple[str, MountRefused | None]:
         async with mind.Runtime.open(state_root=state) as rt:
             with pytest.raises(MountRefused) as refused:
-                rt.open_session(sid, config=config)
-            fresh = rt.create_session(cwd=tmp_path, config=config)
+                await rt.open_session(sid, config=config)
+            fresh = await rt.create_session(cwd=tmp_path, config=config)
             (state / LEDGER_NAME).unlink()  # so closing the runtime finds a ledger to clean
             return refused.value.kind, fresh.mount.warning
 
@@ -102,9 +102,9 @@ def test_a_claim_is_given_back_when_the_session_cannot_be_created_and_parking_ke
     async def main() -> tuple[set[str], set[str], set[str]]:
         async with mind.Runtime.open(state_root=state) as rt:
             with pytest.raises(SessionError, match="already exists"):
-                rt.create_session(cwd=tmp_path, config=config, session_id=sid)
+                await rt.create_session(cwd=tmp_path, config=config, session_id=sid)
             after_refusal = listed()
-            other = rt.create_session(cwd=tmp_path, config=config)
+            other = await rt.create_session(cwd=tmp_path, config=config)
             other.park()
             parked = listed()
             other.attach()
@@ -131,7 +131,7 @@ def test_a_session_another_live_process_hosts_is_refused_occupied(
     async def main() -> MountRefused:
         async with mind.Runtime.open(state_root=state) as rt:
             with pytest.raises(MountRefused) as refused:
-                rt.open_session(sid, config=config)
+                await rt.open_session(sid, config=config)
             return refused.value
 
     refused = anyio.run(main)

@@ -57,7 +57,7 @@ def test_a_round_over_the_record_limit_fails_output_limit_and_keeps_the_input(
 
         async def main() -> tuple[mind.TurnOutcome, str]:
             async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
-                session = rt.create_session(cwd=tmp_path, config=config)
+                session = await rt.create_session(cwd=tmp_path, config=config)
                 turn = session.submit("answer", message_id="msg-1")
                 return await turn.wait(), session.session_id
 

@@ -41,7 +41,7 @@ def test_steering_sent_after_the_last_delta_is_answered_by_the_same_turn(tmp_pat
 
         async def main() -> tuple[mind.InputReceipt, mind.TurnOutcome, Path]:
             async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
-                session = rt.create_session(cwd=tmp_path, config=config)
+                session = await rt.create_session(cwd=tmp_path, config=config)
                 turn = session.submit("first")
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(_drain, turn)
@@ -78,7 +78,7 @@ def test_closing_the_runtime_mid_round_aborts_the_turn_and_its_input_replays_onc
 
         async def close_mid_round() -> tuple[str, mind.Turn]:
             async with mind.Runtime.open(state_root=state) as rt:
-                session = rt.create_session(cwd=tmp_path, config=config)
+                session = await rt.create_session(cwd=tmp_path, config=config)
                 turn = session.submit("do it")
                 assert await anyio.to_thread.run_sync(gate.wait_reached)
                 return session.session_id, turn  # leaving the block closes the runtime
@@ -91,7 +91,7 @@ def test_closing_the_runtime_mid_round_aborts_the_turn_and_its_input_replays_onc
 
     async def reopen() -> tuple[list[str], mind.TurnOutcome, Path]:
         async with mind.Runtime.open(state_root=state) as rt:
-            session = rt.open_session(session_id, config=again, cwd=tmp_path)
+            session = await rt.open_session(session_id, config=again, cwd=tmp_path)
             waiting = [m.text for m in session.waiting]
             turn = session.resume_pending()
             assert turn is not None
@@ -113,7 +113,7 @@ def test_a_script_with_no_reply_left_fails_the_turn_and_consumes_its_input(
 
     async def main() -> tuple[mind.TurnOutcome, Path]:
         async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
-            session = rt.create_session(cwd=tmp_path, config=config)
+            session = await rt.create_session(cwd=tmp_path, config=config)
             return await session.run("anything?"), session.journal.path
 
     outcome, path = anyio.run(main)
@@ -134,7 +134,7 @@ def test_steering_dropped_while_the_round_runs_never_reaches_the_model(tmp_path:
 
         async def main() -> tuple[str, mind.TurnOutcome, Path]:
             async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
-                session = rt.create_session(cwd=tmp_path, config=config)
+                session = await rt.create_session(cwd=tmp_path, config=config)
                 turn = session.submit("first")
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(_drain, turn)
@@ -160,7 +160,7 @@ def test_steering_sent_before_an_interrupt_is_answered_by_the_next_turn(tmp_path
 
         async def main() -> tuple[list[str], Path]:
             async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
-                session = rt.create_session(cwd=tmp_path, config=config)
+                session = await rt.create_session(cwd=tmp_path, config=config)
                 turn = session.submit("first")
                 assert await anyio.to_thread.run_sync(gate.wait_reached)
                 assert session.steer("then this").disposition == "steering"
@@ -192,7 +192,7 @@ def test_input_of_an_answer_cut_at_the_output_cap_is_taken_again_by_the_next_tur
 
     async def main() -> tuple[list[str], list[str], Path]:
         async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
-            session = rt.create_session(cwd=tmp_path, config=config)
+            session = await rt.create_session(cwd=tmp_path, config=config)
             first = await session.run("write a lot")
             turn = session.resume_pending()  # the input waits: the next turn claims it again
             assert turn is not None

@@ -48,7 +48,7 @@ def test_library_send_refuses_lone_surrogates_and_writes_nothing(tmp_path: Path)
 
     async def main() -> None:
         async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
-            session = rt.create_session(cwd=tmp_path, config=config)
+            session = await rt.create_session(cwd=tmp_path, config=config)
             with pytest.raises(InputRefused) as info:
                 session.send("bad \udcff bytes")
             assert info.value.reason == "not_text"

@@ -58,7 +58,7 @@ def test_runtime_machines_are_logged_and_bare_ones_are_not(tmp_path: Path, log_d
 
     async def main() -> None:
         async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
-            session = rt.create_session(cwd=tmp_path, config=config)
+            session = await rt.create_session(cwd=tmp_path, config=config)
             await session.run("hi")
 
     anyio.run(main)

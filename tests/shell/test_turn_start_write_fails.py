@@ -37,19 +37,19 @@ config = mind.resolve_config(provider="scripted", script=str(script), env={})
 
 async def first():
     async with mind.Runtime.open(state_root=state) as rt:
-        session = rt.create_session(cwd=cwd, config=config)
+        session = await rt.create_session(cwd=cwd, config=config)
         outcome = await session.run("p" * 65536)  # the journal is now well over 64 KiB
         return session.session_id, session.journal.path, outcome.status
 
 async def second(sid, journal):
     async with mind.Runtime.open(state_root=state) as rt:
-        session = rt.open_session(sid, config=config)
+        session = await rt.open_session(sid, config=config)
         resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(journal) + 64, hard))
         try:
             failed = await session.resume_pending().wait()
         finally:
             resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-        again = rt.open_session(sid, config=config)  # broken: reopened afresh
+        again = await rt.open_session(sid, config=config)  # broken: reopened afresh
         done = await again.resume_pending().wait()
         failure = failed.event.failure
         return failed.status, failure and str(failure.kind), failed.error.errno_name, done.status

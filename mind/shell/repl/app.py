@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Final, final
+from typing import Any, Final, final
 
 import anyio
 from prompt_toolkit import PromptSession
@@ -87,6 +87,7 @@ class Repl:
         self.last_typed_at = -math.inf
         """When a character was last typed into the draft (``clock`` seconds)."""
         self.leaving = False
+        self._tg: anyio.abc.TaskGroup | None = None
         """Set once the REPL is on its way out (no further frame is drawn)."""
         self._greeted = False
         self.status = StatusArea(self)
@@ -174,6 +175,7 @@ class Repl:
             self.greet()
         async with anyio.create_task_group() as tg:
             self.feed.task_group = tg
+            self._tg = tg
             tg.start_soon(self._tick)
             tg.start_soon(self._leave_on_signals)
             if self.hosting.current.recovered:
@@ -230,7 +232,7 @@ class Repl:
                 buffer.set_document(Document(text, len(text)))
         return True
 
-    def send(self, text: str, kind: InputKind) -> bool:
+    def send(self, text: str, kind: InputKind, *, reopen: bool = True) -> bool:
         """Hand ``text`` to the session (durable before accepted) and render the result.
 
         Args:
@@ -243,12 +245,14 @@ class Repl:
             True when the session accepted the text; False when it refused it
             (the reason was printed; the caller keeps the text in the editor).
         """
+        if reopen and self.session.journal.broken is not None and not self.session.busy:
+            # A journal write failed earlier: once space is freed, this Enter
+            # reopens the session (recovered input first) and sends; opening
+            # runs as a task so the prompt never waits on it.
+            self.soon(self._reopen_then_send, text, kind)
+            return True
         if text.startswith("//"):
             text = text[1:]
-        if self.session.journal.broken is not None and not self.session.busy:
-            # A journal write failed earlier: once space is freed, this Enter
-            # reopens the session (recovered input first) and sends.
-            self.hosting.reopen(self.hosting.current, quiet=True)
         try:
             receipt = self.session.send(text, kind=kind)
         except InputRefused as exc:
@@ -264,6 +268,22 @@ class Repl:
             return False
         self._accepted(receipt, kind)
         return True
+
+    def soon(self, fn: Callable[..., Coroutine[Any, Any, object]], *args: object) -> None:
+        """Run ``fn(*args)`` as a task of the running REPL: opening a session
+        (``Runtime.open_session`` / ``create_session`` are async) never
+        blocks a key handler or the prompt."""
+        assert self._tg is not None, "the REPL is not running"
+        self._tg.start_soon(fn, *args)
+
+    async def _reopen_then_send(self, text: str, kind: InputKind) -> None:
+        """:meth:`send` after reopening a broken session; a refusal puts the
+        text back into an empty editor."""
+        await self.hosting.reopen(self.hosting.current, quiet=True)
+        if not self.send(text, kind, reopen=False):
+            buffer = self.prompt.default_buffer
+            if not buffer.text:
+                buffer.set_document(Document(text, len(text)))
 
     def _accepted(self, receipt: InputReceipt, kind: InputKind) -> None:
         if receipt.disposition == "next_turn" and kind == "steer":

@@ -154,17 +154,21 @@ class SlashCommands:
         return True
 
     def _new(self, _: str) -> bool:
+        self._repl.soon(self._new_session)  # opening never blocks the prompt
+        return True
+
+    async def _new_session(self) -> None:
         repl = self._repl
         old = repl.hosting.current
         old.session.park()
         try:
-            session = repl.runtime.create_session(
+            session = await repl.runtime.create_session(
                 cwd=old.session.cwd, config=repl.config, interactive=True
             )
         except MindError as exc:
             old.session.attach()
             repl.view.note(f"Could not start a new session: {exc}", style="red")
-            return True
+            return
         repl.created.add(session.session_id)
         repl.hosting.switch_to(repl.hosting.host(session))
         running = " (its turn keeps running)" if old.session.busy else ""
@@ -184,7 +188,6 @@ class SlashCommands:
                 )
             )
         repl.view.print(*lines)
-        return True
 
     def _sessions(self, _: str) -> bool:
         self._repl.picker.open()
@@ -201,7 +204,7 @@ class SlashCommands:
         except SessionError as exc:
             repl.view.note(f"Cannot resume {exc.session_id}: {exc.detail}", style="yellow")
             return True
-        repl.hosting.enter(sid)
+        repl.soon(repl.hosting.enter, sid)
         return True
 
     def _status(self, _: str) -> bool:

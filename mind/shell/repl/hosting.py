@@ -132,7 +132,7 @@ class Hosting:
                 style="yellow",
             )
 
-    def enter(self, session_id: str) -> bool:
+    async def enter(self, session_id: str) -> bool:
         """Show ``session_id``: switch to it if hosted here, else open it (the
         shown session is parked; its turn keeps running).
 
@@ -147,7 +147,7 @@ class Hosting:
         hosted = self.by_id.get(session_id)
         broken = hosted is not None and hosted.session.journal.broken is not None
         if hosted is not None and broken and not hosted.session.busy:
-            return self.reopen(hosted)  # a write failed earlier: open it afresh
+            return await self.reopen(hosted)  # a write failed earlier: open it afresh
         if hosted is self.current:
             repl.picker.close()
             repl.view.note(f"Already in session {session_id}.")
@@ -161,7 +161,7 @@ class Hosting:
             old = repl.session
             old.park()
             try:
-                session = repl.runtime.open_session(
+                session = await repl.runtime.open_session(
                     session_id, config=repl.config, interactive=True
                 )
             except MountRefused as exc:
@@ -187,7 +187,7 @@ class Hosting:
             self._show_entered("back from parked")
         return True
 
-    def reopen(self, hosted: Hosted, *, quiet: bool = False) -> bool:
+    async def reopen(self, hosted: Hosted, *, quiet: bool = False) -> bool:
         """Open afresh a hosted session whose journal refuses appends (a write
         failed: disk full, quota, I/O error) and show it: the runtime closes
         the broken handle and opens the session by its open rules (the failed
@@ -207,7 +207,7 @@ class Hosting:
         if old is not hosted:
             old.session.park()
         try:
-            session = repl.runtime.open_session(sid, config=repl.config, interactive=True)
+            session = await repl.runtime.open_session(sid, config=repl.config, interactive=True)
         except MountRefused as exc:
             why = exc.reason
         except SessionError as exc:

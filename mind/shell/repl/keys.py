@@ -88,7 +88,7 @@ def key_bindings(repl: Repl) -> KeyBindings:
     def _pick(event: KeyPressEvent) -> None:
         focused = repl.picker.focused()
         if focused is not None:
-            repl.hosting.enter(focused)
+            repl.soon(repl.hosting.enter, focused)
 
     # Esc is never eager: Alt+Enter arrives as Esc then Enter, and must
     # reach the newline binding below (a lone Esc fires after ESC_WAIT_S).

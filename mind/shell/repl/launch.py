@@ -117,9 +117,9 @@ async def run_repl(
                 rows = rt.list_sessions()
                 session_id = resolve_session_id(session_id, [r.session_id for r in rows])
             if session_id:
-                session = rt.open_session(session_id, config=config, interactive=True)
+                session = await rt.open_session(session_id, config=config, interactive=True)
             else:
-                session = rt.create_session(cwd=work_dir, config=config, interactive=True)
+                session = await rt.create_session(cwd=work_dir, config=config, interactive=True)
             repl = Repl(rt, session, config, history_path, console)
             if not session_id:
                 repl.created.add(session.session_id)

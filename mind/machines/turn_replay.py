@@ -1,0 +1,107 @@
+"""Closing a crashed turn through the turn chart (DESIGN §3.6; ``turn.yaml`` recovery block).
+
+:func:`replayed_turn` feeds a turn's durable records into a fresh
+:class:`~mind.machines.turn.TurnMachine` — the events the driver sent when
+it wrote them — and :func:`recovered_closing` sends ``recover``, so the
+status a crashed turn is closed with, and whether that acknowledges its
+inputs, come from the chart, not from the shell:
+
+==========================  ==============================================
+record (this turn)          event(s)
+==========================  ==============================================
+``turn_started``            ``start``
+``model_round`` with calls  ``stream_opened``, ``round_tools``
+``model_round``, no calls,  ``stream_opened``, ``round_final`` (the answer
+text                        was given)
+``model_round``, no calls,  ``stream_opened``; ``round_final`` once a later
+no text                     record of the turn shows the driver went on
+                            (last: nothing was answered)
+``tool_result`` (the last   ``tools_done``
+of its round's calls)
+``user_message`` while      ``steering_claimed`` (claimed at drain-or-seal;
+draining                    elsewhere an input changes no state)
+==========================  ==============================================
+
+Fails safe: a record sequence the chart refuses (a damaged or foreign
+journal) stops the replay and the turn is ``abort``-ed — its inputs replay,
+none is acknowledged. Pure: reads records, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from mind.errors import IllegalTransition
+from mind.generated import journal as jr
+from mind.machines.turn import TurnMachine, acknowledges
+
+__all__ = ["RecoveredClosing", "recovered_closing", "replayed_turn"]
+
+
+class RecoveredClosing(NamedTuple):
+    """How startup closes one crashed turn (decided by ``turn.yaml``).
+
+    Attributes:
+        status: ``"completed"`` or ``"aborted"``.
+        acknowledges: whether the receipt acknowledges the turn's inputs
+            (:func:`mind.machines.turn.acknowledges` of that status).
+    """
+
+    status: str
+    acknowledges: bool
+
+
+def replayed_turn(records: Iterable[jr.JournalRecord], turn_id: str) -> TurnMachine:
+    """A fresh turn machine driven through ``turn_id``'s records (table above).
+
+    Returns:
+        The machine in the state the turn had reached when it stopped; or
+        ``aborted`` when the chart refused a step of the replay.
+    """
+    machine = TurnMachine()
+    pending: set[str] = set()
+    empty_round = False  # an empty answer: final only if the turn went on after it
+    try:
+        for record in records:
+            if getattr(record, "turn_id", None) != turn_id:
+                continue
+            if empty_round and isinstance(record, jr.ModelRound | jr.UserMessage):
+                machine.round_final()
+                empty_round = False
+            if isinstance(record, jr.TurnStarted):
+                machine.start()
+            elif isinstance(record, jr.ModelRound):
+                machine.stream_opened()
+                if record.tool_calls:
+                    machine.round_tools()
+                    pending = {c.call_id for c in record.tool_calls}
+                elif record.text.strip():
+                    machine.round_final()
+                else:
+                    empty_round = True
+            elif isinstance(record, jr.ToolResult) and record.call_id in pending:
+                pending.discard(record.call_id)
+                if not pending:
+                    machine.tools_done()
+            elif isinstance(record, jr.UserMessage) and "draining" in machine.configuration:
+                machine.steering_claimed()
+    except IllegalTransition:
+        machine.abort()  # fail safe: nothing acknowledged, the inputs replay
+    return machine
+
+
+def recovered_closing(records: Iterable[jr.JournalRecord], turn_id: str) -> RecoveredClosing:
+    """Replay ``turn_id`` (:func:`replayed_turn`) and send ``recover``.
+
+    The rule is the chart's: a turn that was draining — its final answer
+    journaled — closes ``completed`` and acknowledges its inputs; one in any
+    other state closes ``aborted`` and acknowledges nothing (its inputs
+    replay with the next turn).
+    """
+    machine = replayed_turn(records, turn_id)
+    if not machine.is_terminal:
+        machine.recover()
+    status = machine.status
+    assert status is not None
+    return RecoveredClosing(status, acknowledges(status, None))

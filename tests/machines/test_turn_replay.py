@@ -1,0 +1,111 @@
+"""Closing a crashed turn through the turn chart, pure (turn.yaml recovery block)."""
+
+from __future__ import annotations
+
+from mind.generated import journal as jr
+from mind.machines.turn_replay import RecoveredClosing, recovered_closing, replayed_turn
+
+T = "turn-1"
+
+
+def started(turn_id: str = T) -> jr.TurnStarted:
+    return jr.TurnStarted(
+        seq=0,
+        recorded_at_ms=0,
+        turn_id=turn_id,
+        provider="scripted",
+        model="m",
+        approval=jr.Approval.never,
+        tool_starts=True,
+    )
+
+
+def message(mid: str, kind: jr.Kind = jr.Kind.prompt) -> jr.UserMessage:
+    return jr.UserMessage(seq=0, recorded_at_ms=0, turn_id=T, message_id=mid, text="x", kind=kind)
+
+
+def round_(text: str = "", calls: tuple[str, ...] = (), turn_id: str = T) -> jr.ModelRound:
+    return jr.ModelRound(
+        seq=0,
+        recorded_at_ms=0,
+        turn_id=turn_id,
+        round=0,
+        text=text,
+        reasoning="",
+        tool_calls=[jr.RecordedToolCall(call_id=c, name="shell", arguments="{}") for c in calls],
+        finish=jr.Finish.tool_calls if calls else jr.Finish.stop,
+        usage=jr.Usage(input_tokens=1, output_tokens=1),
+        provider="scripted",
+        provider_items=[],
+    )
+
+
+def result(call_id: str) -> jr.ToolResult:
+    return jr.ToolResult(
+        seq=0,
+        recorded_at_ms=0,
+        turn_id=T,
+        call_id=call_id,
+        name="shell",
+        status=jr.ToolStatus.ok,
+        output="",
+        synthetic=False,
+    )
+
+
+COMPLETED = RecoveredClosing("completed", True)
+ABORTED = RecoveredClosing("aborted", False)
+
+
+def test_each_crash_point_closes_as_the_chart_says() -> None:
+    cases = {
+        "accepted": ([], "accepted", ABORTED),
+        "started": ([started()], "requesting", ABORTED),
+        "inputs": ([started(), message("a")], "requesting", ABORTED),
+        "calls out": ([started(), round_(calls=("c1", "c2"))], "executing", ABORTED),
+        "one result": ([started(), round_(calls=("c1", "c2")), result("c1")], "executing", ABORTED),
+        "all results": (
+            [started(), round_(calls=("c1", "c2")), result("c1"), result("c2")],
+            "requesting",
+            ABORTED,
+        ),
+        "final answer": (
+            [started(), round_(calls=("c1",)), result("c1"), round_("done")],
+            "checking_inbox",
+            COMPLETED,
+        ),
+        "steering after the answer": (
+            [started(), round_("done"), message("b", jr.Kind.steer)],
+            "requesting",
+            ABORTED,
+        ),
+        "answer to the steering": (
+            [started(), round_("done"), message("b", jr.Kind.steer), round_("again")],
+            "checking_inbox",
+            COMPLETED,
+        ),
+        "empty last answer": ([started(), round_("  ")], "streaming", ABORTED),
+        "empty answer, then steering answered": (
+            [started(), round_(""), message("b", jr.Kind.steer), round_("ok")],
+            "checking_inbox",
+            COMPLETED,
+        ),
+    }
+    got = {
+        name: (replayed_turn(records, T).state, recovered_closing(records, T))
+        for name, (records, _, _) in cases.items()
+    }
+    assert got == {name: (state, closing) for name, (_, state, closing) in cases.items()}
+
+
+def test_records_of_other_turns_are_ignored() -> None:
+    other = [started("turn-0"), round_(calls=("c9",), turn_id="turn-0")]
+    assert recovered_closing([*other, started(), round_("done")], T) == COMPLETED
+    assert recovered_closing([started(), round_("done"), *other], T) == COMPLETED
+
+
+def test_a_sequence_the_chart_refuses_fails_safe_as_aborted() -> None:
+    # Two turn_started for one turn: the second `start` is refused.
+    records = [started(), round_("done"), started()]
+    assert replayed_turn(records, T).state == "aborted"
+    assert recovered_closing(records, T) == ABORTED
