@@ -19,11 +19,11 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.support.transition_coverage import TransitionCoverage
 
 from mind.generated.session_startup_chart import SessionStartupChart
 from mind.machines.session_startup import SessionStartup
 from tests.model.reporting import write_report
+from tests.support.transition_coverage import TransitionCoverage
 
 CI = settings(derandomize=True, database=None, deadline=None, max_examples=100)
 
