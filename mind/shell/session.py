@@ -134,6 +134,10 @@ class Session:
             max_retries=config.max_retries, max_retry_s=config.max_retry_s
         )
         self.current: Turn | None = None
+        self.turn_observers: list[object] = []
+        """python-statemachine listeners attached to the turn machine of every
+        turn this session starts (transition coverage, tracing, and the tests
+        that make the chart refuse an event); they must not send events."""
         self.mailbox = Mailbox()
         self._acknowledged: set[str] = settled_inputs(journal.records)
         """Ids no turn may take again: acknowledged by a terminal record, or dropped."""

@@ -29,8 +29,8 @@ from mind.errors import (
 from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.history import build_messages
-from mind.machines.mailbox import MailboxMessage
-from mind.machines.turn import TurnMachine, acknowledges, within_output_cap
+from mind.machines.mailbox import MailboxMessage, MailboxRefused
+from mind.machines.turn import TransitionRefused, TurnMachine, acknowledges, within_output_cap
 from mind.shell import faults
 from mind.shell.recovery import (
     ABORTED_OUTPUT,
@@ -68,22 +68,43 @@ class TurnDriver:
         self.calls = ToolCalls(session)
 
     async def run(self, turn: Turn) -> None:
+        """Drive ``turn`` to its one terminal record.
+
+        A transition a chart refuses (:class:`TransitionRefused`,
+        :class:`MailboxRefused`) is a bug in mind, never the person's: the
+        turn fails safe — it ends ``aborted``, so its inputs (steering it
+        claimed included) are not acknowledged and replay on the next start
+        — and the chart, state and event are logged (issue #9 item 3).
+        """
         machine = TurnMachine(max_retries=self.session.retry_policy.max_retries)
+        for observer in self.session.turn_observers:
+            machine.observe(observer)
+        failure: ev.Failure | None = None
+        try:
+            failure = await self._drive(turn, machine)
+        except anyio.get_cancelled_exc_class():
+            # Cancelled from outside (the runtime is closing): the turn ends
+            # aborted — its input is not acknowledged and replays later.
+            # Synchronous from here: nothing can be cancelled.
+            self._abort(turn, machine)
+            self._end(turn, machine, None)
+            raise
+        except (TransitionRefused, MailboxRefused) as exc:
+            self._refused(turn, machine, exc)
+            failure = None
+        self._end(turn, machine, failure)
+
+    async def _drive(self, turn: Turn, machine: TurnMachine) -> ev.Failure | None:
+        """The turn from its start to a terminal state of ``machine``; returns
+        the failure of a failed turn. Raises cancellation (runtime closing)
+        and chart refusals; every other error becomes the turn's failure."""
         failure: ev.Failure | None = None
         try:
             self._begin(turn)
             machine.start()
             with turn._scope:
                 failure = await self._loop(turn, machine)
-        except anyio.get_cancelled_exc_class():
-            # Cancelled from outside (the runtime is closing): the turn ends
-            # aborted — its input is not acknowledged and replays later.
-            if not machine.is_terminal:  # synchronous: nothing here can be cancelled
-                # A broken journal: recovery closes the calls when the session reopens.
-                with contextlib.suppress(StorageError):
-                    self._close_open_calls(turn, ABORTED_OUTPUT, ABORTED_UNSTARTED_OUTPUT)
-                machine.abort()
-            self._end(turn, machine, None)
+        except (anyio.get_cancelled_exc_class(), TransitionRefused, MailboxRefused):
             raise
         except StorageError as exc:  # a journal write failed: disk full, quota, I/O error
             if not machine.is_terminal:
@@ -103,7 +124,46 @@ class TurnDriver:
         if not machine.is_terminal:  # only an interrupt leaves the loop without a terminal
             self._close_open_calls(turn, INTERRUPTED_OUTPUT, INTERRUPTED_UNSTARTED_OUTPUT)
             machine.interrupt()
-        self._end(turn, machine, failure)
+        return failure
+
+    def _abort(self, turn: Turn, machine: TurnMachine) -> None:
+        """Close the turn's open calls as aborted and send ``abort`` (if not terminal)."""
+        if machine.is_terminal:
+            return
+        # A broken journal: recovery closes the calls when the session reopens.
+        with contextlib.suppress(StorageError):
+            self._close_open_calls(turn, ABORTED_OUTPUT, ABORTED_UNSTARTED_OUTPUT)
+        try:
+            machine.abort()
+        except TransitionRefused as exc:
+            # Even the fail-safe was refused: ``_end`` still writes ``aborted``
+            # (acknowledging nothing), the one ending that loses no input.
+            log.error(
+                "turn %s of session %s: the Turn chart refused %r in state %s too",
+                turn.turn_id,
+                self.session.session_id,
+                exc.event,
+                machine.state,
+            )
+
+    def _refused(
+        self, turn: Turn, machine: TurnMachine, exc: TransitionRefused | MailboxRefused
+    ) -> None:
+        """Fail safe after a refused transition: log it, end the turn ``aborted``."""
+        if isinstance(exc, TransitionRefused):
+            chart, state = "Turn", machine.state
+        else:
+            chart, state = "Mailbox", exc.state
+        log.error(
+            "turn %s of session %s: the %s chart refused event %r in state %s; "
+            "the turn ends aborted and its inputs replay on the next start",
+            turn.turn_id,
+            self.session.session_id,
+            chart,
+            exc.event,
+            state,
+        )
+        self._abort(turn, machine)
 
     def _journal_inputs(self, turn: Turn, messages: list[MailboxMessage], *, sync: bool) -> None:
         for i, msg in enumerate(messages):
@@ -158,8 +218,8 @@ class TurnDriver:
         rule is :func:`mind.machines.turn.acknowledges`.
         """
         usage = turn._usage
-        assert machine.status is not None
-        status = ev.TurnStatus(machine.status)
+        # No status only when even ``abort`` was refused (see ``_abort``).
+        status = ev.TurnStatus(machine.status or "aborted")
         acknowledge = acknowledges(status.value, failure.kind.value if failure else None)
         faults.boundary("before_terminal")
         # The ids the record will acknowledge, in order; the mailbox settles
