@@ -4,11 +4,14 @@ one terminal record of a turn."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, final
 
 import anyio
+import msgspec
 
 from mind.conversation import (
     ModelRequest,
@@ -66,6 +69,9 @@ class TurnDriver:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.calls = ToolCalls(session)
+        self._first_failure_at: float | None = None
+        """Monotonic seconds of the turn's first failed attempt: its total
+        retry time (``max_retry_seconds``) counts from here."""
 
     async def run(self, turn: Turn) -> None:
         """Drive ``turn`` to its one terminal record.
@@ -289,7 +295,6 @@ class TurnDriver:
         Raises the cancellation of ``turn._scope`` on interrupt.
         """
         rounds = 0
-        first_failure_at: float | None = None  # monotonic s: the retry time starts here
         output_used = 0  # bytes of model output in this turn's journaled rounds
         while True:
             rounds += 1
@@ -304,6 +309,9 @@ class TurnDriver:
                 # sent meanwhile reaches the model now, never between a call
                 # and its result.
                 self._journal_inputs(turn, self.session.mailbox.drain(), sync=False)
+            # Built once per round: every retry of the round sends this same
+            # request (DESIGN §5); input that arrives meanwhile waits for the
+            # next round boundary.
             request = ModelRequest(
                 model=self.session.config.provider.model,
                 system=SYSTEM_PROMPT.format(cwd=self.session.cwd),
@@ -312,66 +320,11 @@ class TurnDriver:
                 # The turn's cap, less what earlier rounds streamed (issue #8 item 5).
                 max_output_bytes=max(0, self.session.config.max_output_bytes - output_used),
             )
-            done: StreamDone | None = None
-            partial: list[str] = []
-            try:
-                opened = False
-                turn.model_quiet_since = time.monotonic()
-                async for item in self.session.provider.stream(request):
-                    turn.model_quiet_since = time.monotonic()
-                    if not opened:
-                        opened = True
-                        machine.stream_opened()
-                    if isinstance(item, TextDelta):
-                        partial.append(item.text)
-                        turn._emit(ev.MessageDeltaEvent(turn_id=turn.turn_id, text=item.text))
-                    elif isinstance(item, ReasoningDelta):
-                        turn._emit(ev.ReasoningDeltaEvent(turn_id=turn.turn_id, text=item.text))
-                    elif isinstance(item, StreamDone):
-                        # Every string of the round, masked once: what is
-                        # journaled, shown and answered (the call ids too).
-                        done = redact_round(item, self.session.secrets)
-                if done is None:
-                    raise ProviderError("stream_cut", detail="stream ended without a final event")
-            except ProviderError as exc:
-                turn.model_quiet_since = None
-                failure = ev.Failure(kind=ev.FailureKind(exc.kind), message=exc.message)
-                turn.failure_detail = exc.detail[:500]
-                now = time.monotonic()
-                first_failure_at = now if first_failure_at is None else first_failure_at
-                delay_s = self.session.retry_policy.delay_s(
-                    machine.retries_used + 1, exc.retry_after_s
-                )
-                in_time = self.session.retry_policy.within_time(now - first_failure_at, delay_s)
-                if machine.round_failed(transient=exc.transient, in_time=in_time):
-                    turn._emit(
-                        ev.TurnRetryingEvent(
-                            turn_id=turn.turn_id,
-                            attempt=machine.retries_used,
-                            delay_s=delay_s,
-                            failure=failure,
-                        )
-                    )
-                    await anyio.sleep(delay_s)
-                    machine.retry_due()
-                    continue
-                return failure
-            except anyio.get_cancelled_exc_class():
-                turn.model_quiet_since = None
-                if partial:  # keep what the person already saw
-                    self._journal_round(
-                        turn.turn_id,
-                        rounds - 1,
-                        "".join(partial),
-                        "",
-                        [],
-                        "other",
-                        RoundUsage(),
-                        [],
-                    )
-                raise
-            finally:
-                turn.model_quiet_since = None  # also on any other error (the turn fails)
+            frozen = _FrozenRequest(request, request_digest(request), rounds - 1)
+            sampled = await self._sample(turn, machine, frozen)
+            if isinstance(sampled, ev.Failure):
+                return sampled
+            done = sampled
             turn._usage = turn._usage + done.usage
             output_used += output_bytes(done)
             if not within_output_cap(output_used, self.session.config.max_output_bytes):
@@ -384,7 +337,7 @@ class TurnDriver:
             try:
                 self._journal_round(
                     turn.turn_id,
-                    rounds - 1,
+                    frozen,
                     done.text,
                     done.reasoning,
                     done.tool_calls,
@@ -420,10 +373,79 @@ class TurnDriver:
                 await self.calls.run(turn, machine, call)
             machine.tools_done()
 
+    async def _sample(
+        self, turn: Turn, machine: TurnMachine, frozen: _FrozenRequest
+    ) -> StreamDone | ev.Failure:
+        """Send the round's frozen request until it answers, retrying transient
+        failures with backoff; the same request object every attempt.
+
+        Returns the round's redacted ``StreamDone``, or the failure that
+        failed the turn. Raises the cancellation of ``turn._scope`` on
+        interrupt (after journaling what the person already saw).
+        """
+        while True:
+            frozen.attempts += 1
+            done: StreamDone | None = None
+            partial: list[str] = []
+            try:
+                opened = False
+                turn.model_quiet_since = time.monotonic()
+                async for item in self.session.provider.stream(frozen.request):
+                    turn.model_quiet_since = time.monotonic()
+                    if not opened:
+                        opened = True
+                        machine.stream_opened()
+                    if isinstance(item, TextDelta):
+                        partial.append(item.text)
+                        turn._emit(ev.MessageDeltaEvent(turn_id=turn.turn_id, text=item.text))
+                    elif isinstance(item, ReasoningDelta):
+                        turn._emit(ev.ReasoningDeltaEvent(turn_id=turn.turn_id, text=item.text))
+                    elif isinstance(item, StreamDone):
+                        # Every string of the round, masked once: what is
+                        # journaled, shown and answered (the call ids too).
+                        done = redact_round(item, self.session.secrets)
+                if done is None:
+                    raise ProviderError("stream_cut", detail="stream ended without a final event")
+                return done
+            except ProviderError as exc:
+                turn.model_quiet_since = None
+                failure = ev.Failure(kind=ev.FailureKind(exc.kind), message=exc.message)
+                turn.failure_detail = exc.detail[:500]
+                now = time.monotonic()
+                if self._first_failure_at is None:
+                    self._first_failure_at = now  # the turn's retry time starts here
+                delay_s = self.session.retry_policy.delay_s(
+                    machine.retries_used + 1, exc.retry_after_s
+                )
+                in_time = self.session.retry_policy.within_time(
+                    now - self._first_failure_at, delay_s
+                )
+                if not machine.round_failed(transient=exc.transient, in_time=in_time):
+                    return failure
+                turn._emit(
+                    ev.TurnRetryingEvent(
+                        turn_id=turn.turn_id,
+                        attempt=machine.retries_used,
+                        delay_s=delay_s,
+                        failure=failure,
+                    )
+                )
+                await anyio.sleep(delay_s)
+                machine.retry_due()
+            except anyio.get_cancelled_exc_class():
+                turn.model_quiet_since = None
+                if partial:  # keep what the person already saw
+                    self._journal_round(
+                        turn.turn_id, frozen, "".join(partial), "", [], "other", RoundUsage(), []
+                    )
+                raise
+            finally:
+                turn.model_quiet_since = None  # also on any other error (the turn fails)
+
     def _journal_round(
         self,
         turn_id: str,
-        index: int,
+        frozen: _FrozenRequest,
         text: str,
         reasoning: str,
         calls: list[ToolCall],
@@ -436,7 +458,7 @@ class TurnDriver:
                 seq=0,
                 recorded_at_ms=0,
                 turn_id=turn_id,
-                round=index,
+                round=frozen.index,
                 text=text,
                 reasoning=reasoning,
                 tool_calls=[
@@ -452,6 +474,8 @@ class TurnDriver:
                 usage=jr.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens),
                 provider=self.session.provider.name,
                 provider_items=list(provider_items),
+                request_sha256=frozen.digest,
+                attempts=frozen.attempts,
             )
         )
 
@@ -481,6 +505,33 @@ class TurnDriver:
                     output=result.output,
                 )
             )
+
+
+@dataclass
+class _FrozenRequest:
+    """One round's request, built once and sent unchanged by every attempt.
+
+    Attributes:
+        request: the request every attempt of the round sends.
+        digest: :func:`request_digest` of it (journaled on the round).
+        index: the round's 0-based number in the turn.
+        attempts: how many times it was sent so far.
+    """
+
+    request: ModelRequest
+    digest: str
+    index: int
+    attempts: int = 0
+
+
+def request_digest(request: ModelRequest) -> str:
+    """SHA-256 (64 hex characters) of ``request`` encoded as msgspec JSON:
+    names the frozen request a round sent (``model_round.request_sha256``).
+
+    The providers encode the body from the request alone, so one digest
+    means one body on the wire. Pure; never raises.
+    """
+    return hashlib.sha256(msgspec.json.encode(request)).hexdigest()
 
 
 def storage_failure(exc: StorageError, session_id: str) -> ev.Failure:
