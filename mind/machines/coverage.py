@@ -42,6 +42,8 @@ __all__ = [
     "EdgeWalk",
     "Step",
     "TransitionCoverage",
+    "action_names",
+    "bare_model",
     "chart_edges",
     "expected_configuration",
     "guard_names",
@@ -111,6 +113,26 @@ def chart_edges(chart: Chart) -> tuple[Edge, ...]:
         )
         for index, (transition, event) in enumerate(_transitions(chart))
     )
+
+
+def action_names(chart: Chart) -> tuple[str, ...]:
+    """Sorted names of the chart's declared actions (state ``enter``/``exit``,
+    transition ``before``/``on``/``after``); naming conventions excluded.
+
+    A bare model must define them (python-statemachine refuses a chart whose
+    named callbacks it cannot find); :func:`walk_every_edge` binds no-ops.
+    """
+    names: set[str] = set()
+    for state in chart.states_map.values():
+        specs = [*state.enter, *state.exit]
+        for transition in state.transitions:
+            specs += [*transition.before, *transition.on, *transition.after]
+        names.update(
+            str(spec.func)
+            for spec in specs
+            if not spec.is_convention and isinstance(spec.func, str)
+        )
+    return tuple(sorted(names))
 
 
 def guard_names(chart: Chart) -> tuple[str, ...]:
@@ -324,8 +346,14 @@ class EdgeWalk:
         return self.fired is not None and self.expected == self.actual
 
 
-def _model(guards: Sequence[str]) -> SimpleNamespace:
-    return SimpleNamespace(state=None, **dict.fromkeys(guards, False))
+def _noop(*args: Any, **kwargs: Any) -> None:
+    """An action of a bare model: walking a chart performs no effect."""
+
+
+def bare_model(chart: Chart, guards: Sequence[str]) -> SimpleNamespace:
+    """A plain model for ``chart``: every guard ``False``, every action a no-op."""
+    actions = dict.fromkeys(action_names(chart), _noop)
+    return SimpleNamespace(state=None, **actions, **dict.fromkeys(guards, False))
 
 
 def _configuration(machine: StateChart[Any]) -> frozenset[str]:
@@ -343,7 +371,7 @@ class _LastTaken:
 def _replay(
     chart: Chart, guards: Sequence[str], steps: Iterable[Step], listener: object | None = None
 ) -> StateChart[Any]:
-    model = _model(guards)
+    model = bare_model(chart, guards)
     machine = chart(model=model, listeners=[listener] if listener is not None else None)
     for step in steps:
         for name in guards:

@@ -29,7 +29,7 @@ from mind.errors import (
 )
 from mind.generated import events as ev
 from mind.generated import journal as jr
-from mind.machines.turn import TurnMachine
+from mind.machines.turn import RefuseCall, TurnMachine
 from mind.shell import faults
 from mind.shell.redact import redact
 from mind.shell.tools import ToolOutcome
@@ -108,8 +108,12 @@ class ToolCalls:
         ):
             key += "|" + crossed  # "always" inside never covers a later boundary crossing
         if reason is not None and key not in self.session.always_allowed:
-            if not self.session.interactive:
-                # The policy names only flags that really allow it (issue 8 review).
+            asked = machine.approval_needed(
+                call_id=call.call_id, can_ask=self.session.interactive, reason=reason
+            )
+            if any(isinstance(e, RefuseCall) for e in asked):
+                # Nobody can be asked. The policy names only flags that
+                # really allow it (issue 8 review).
                 return "denied", (
                     f"Refused without running: this call needs approval ({reason}) and this "
                     "session cannot ask (non-interactive, approval policy "
@@ -151,12 +155,17 @@ class ToolCalls:
             offer = rerun_reason(
                 self.session.approval, self.session.config.sandbox, result.status, result.output
             )
-            if offer is not None and self.session.interactive:
+            if offer is not None:
                 # "always" here covers this exact command outside the sandbox.
                 outside_key = _always_key(call.name, args, sandboxed=False)
                 answer: Decision = "always"
                 if outside_key not in self.session.always_allowed:
-                    answer = await self._ask(turn, machine, call, args, offer, [], None, False)
+                    asked = machine.approval_needed(
+                        call_id=call.call_id, can_ask=self.session.interactive, reason=offer
+                    )
+                    answer = "no"  # nobody can be asked: the sandboxed result stands
+                    if not any(isinstance(e, RefuseCall) for e in asked):
+                        answer = await self._ask(turn, machine, call, args, offer, [], None, False)
                 if answer == "always":
                     self.session.always_allowed.add(outside_key)
                 if answer == "yes" or answer == "always":
@@ -178,12 +187,12 @@ class ToolCalls:
         problem: str | None,
         sandboxed: bool,
     ) -> Decision:
-        """Publish one approval request and wait for the person's answer.
+        """Publish one approval request and wait for the person's answer
+        (the machine named :class:`AskApproval`: it is ``awaiting_approval``).
 
         The card says where a shell command will run (inside the session's
         sandbox or OUTSIDE it); the event carries it as ``sandbox``.
         """
-        machine.approval_needed()
         text, text_format = approval_text(call.name, args, changes, problem)
         cut = cut_for_display(text)
         where: ev.Sandbox | msgspec.UnsetType = msgspec.UNSET

@@ -23,7 +23,6 @@ from mind.conversation import (
 from mind.conversation import Usage as RoundUsage
 from mind.effects.tools import tool_specs
 from mind.errors import (
-    CANONICAL_MESSAGES,
     JournalRecordTooLarge,
     ProviderError,
     ScriptError,
@@ -33,7 +32,18 @@ from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.history import build_messages
 from mind.machines.mailbox import MailboxMessage, MailboxRefused
-from mind.machines.turn import TransitionRefused, TurnMachine, acknowledges, within_output_cap
+from mind.machines.turn import (
+    FAIL_SAFE,
+    AnnounceWaiting,
+    DrainOrSeal,
+    Effect,
+    RunTools,
+    StartBackoff,
+    StartNextTurn,
+    TransitionRefused,
+    TurnMachine,
+    WriteTerminal,
+)
 from mind.shell import faults
 from mind.shell.recovery import (
     ABORTED_OUTPUT,
@@ -58,9 +68,6 @@ The working directory is {cwd}. Use the tools to inspect and change files and to
 commands; prefer apply_patch for edits to existing files. Keep answers short and concrete,
 and say what you changed. Never claim to have run something you did not run."""
 
-DEFAULT_MAX_ROUNDS = 200
-"""Model rounds per turn before the turn fails (guards a tool loop that never ends)."""
-
 
 @final
 class TurnDriver:
@@ -76,73 +83,68 @@ class TurnDriver:
     async def run(self, turn: Turn) -> None:
         """Drive ``turn`` to its one terminal record.
 
-        A transition a chart refuses (:class:`TransitionRefused`,
+        The turn machine decides every branch (round outcome, retry, approval,
+        drain-or-seal, which terminal, what it acknowledges, whether the next
+        turn starts); this loop sends it facts and performs the effects it
+        names. A transition a chart refuses (:class:`TransitionRefused`,
         :class:`MailboxRefused`) is a bug in mind, never the person's: the
         turn fails safe — it ends ``aborted``, so its inputs (steering it
         claimed included) are not acknowledged and replay on the next start
         — and the chart, state and event are logged (issue #9 item 3).
         """
-        machine = TurnMachine(max_retries=self.session.retry_policy.max_retries)
+        machine = TurnMachine(retry=self.session.retry_policy)
         for observer in self.session.turn_observers:
             machine.observe(observer)
-        failure: ev.Failure | None = None
+        terminal: WriteTerminal
         try:
-            failure = await self._drive(turn, machine)
+            terminal = await self._drive(turn, machine)
         except anyio.get_cancelled_exc_class():
             # Cancelled from outside (the runtime is closing): the turn ends
             # aborted — its input is not acknowledged and replays later.
             # Synchronous from here: nothing can be cancelled.
-            self._abort(turn, machine)
-            self._end(turn, machine, None)
+            self._end(turn, machine, self._abort(turn, machine))
             raise
         except (TransitionRefused, MailboxRefused) as exc:
-            self._refused(turn, machine, exc)
-            failure = None
-        self._end(turn, machine, failure)
+            terminal = self._refused(turn, machine, exc)
+        self._end(turn, machine, terminal)
 
-    async def _drive(self, turn: Turn, machine: TurnMachine) -> ev.Failure | None:
+    async def _drive(self, turn: Turn, machine: TurnMachine) -> WriteTerminal:
         """The turn from its start to a terminal state of ``machine``; returns
-        the failure of a failed turn. Raises cancellation (runtime closing)
-        and chart refusals; every other error becomes the turn's failure."""
-        failure: ev.Failure | None = None
+        the terminal record it named. Raises cancellation (runtime closing)
+        and chart refusals; every other error is sent as ``fail``."""
         try:
             self._begin(turn)
             machine.start()
             with turn._scope:
-                failure = await self._loop(turn, machine)
+                return await self._loop(turn, machine)
         except (anyio.get_cancelled_exc_class(), TransitionRefused, MailboxRefused):
             raise
         except StorageError as exc:  # a journal write failed: disk full, quota, I/O error
-            if not machine.is_terminal:
-                machine.fail()
             turn._storage_error = exc
             failure = storage_failure(exc, self.session.session_id)
+            return _terminal(machine, machine.fail(kind="storage", message=failure.message))
         except ScriptError as exc:  # the offline script cannot answer
-            if not machine.is_terminal:
-                machine.fail()
-            failure = ev.Failure(kind=ev.FailureKind.internal, message=f"scripted provider: {exc}")
+            return _terminal(machine, machine.fail(message=f"scripted provider: {exc}"))
         except Exception as exc:  # a bug or an I/O failure: the turn still gets its terminal
-            if not machine.is_terminal:
-                machine.fail()
             # The text of an unexpected exception may carry a URL or a key.
             text = redact(f"internal error: {exc}", self.session.secrets)
-            failure = ev.Failure(kind=ev.FailureKind.internal, message=text)
-        if not machine.is_terminal:  # only an interrupt leaves the loop without a terminal
-            self._close_open_calls(turn, INTERRUPTED_OUTPUT, INTERRUPTED_UNSTARTED_OUTPUT)
-            machine.interrupt()
-        return failure
+            return _terminal(machine, machine.fail(message=text))
+        # Only an interrupt leaves the cancel scope without a terminal.
+        self._close_open_calls(turn, INTERRUPTED_OUTPUT, INTERRUPTED_UNSTARTED_OUTPUT)
+        return _terminal(machine, machine.interrupt(send_pending=turn._send_pending))
 
-    def _abort(self, turn: Turn, machine: TurnMachine) -> None:
-        """Close the turn's open calls as aborted and send ``abort`` (if not terminal)."""
-        if machine.is_terminal:
-            return
+    def _abort(self, turn: Turn, machine: TurnMachine) -> WriteTerminal:
+        """Close the turn's open calls as aborted and send ``abort``; returns
+        the terminal to write (the machine's own if it already has one)."""
+        if machine.terminal is not None:
+            return machine.terminal
         # A broken journal: recovery closes the calls when the session reopens.
         with contextlib.suppress(StorageError):
             self._close_open_calls(turn, ABORTED_OUTPUT, ABORTED_UNSTARTED_OUTPUT)
         try:
-            machine.abort()
+            return _terminal(machine, machine.abort())
         except TransitionRefused as exc:
-            # Even the fail-safe was refused: ``_end`` still writes ``aborted``
+            # Even the fail-safe was refused: write ``aborted`` anyway
             # (acknowledging nothing), the one ending that loses no input.
             log.error(
                 "turn %s of session %s: the Turn chart refused %r in state %s too",
@@ -151,10 +153,11 @@ class TurnDriver:
                 exc.event,
                 machine.state,
             )
+            return FAIL_SAFE
 
     def _refused(
         self, turn: Turn, machine: TurnMachine, exc: TransitionRefused | MailboxRefused
-    ) -> None:
+    ) -> WriteTerminal:
         """Fail safe after a refused transition: log it, end the turn ``aborted``."""
         if isinstance(exc, TransitionRefused):
             chart, state = "Turn", machine.state
@@ -169,7 +172,7 @@ class TurnDriver:
             exc.event,
             state,
         )
-        self._abort(turn, machine)
+        return self._abort(turn, machine)
 
     def _journal_inputs(self, turn: Turn, messages: list[MailboxMessage], *, sync: bool) -> None:
         for i, msg in enumerate(messages):
@@ -208,34 +211,35 @@ class TurnDriver:
         )
         turn._emit(ev.TurnStartedEvent(turn_id=turn.turn_id))
 
-    def _end(
-        self,
-        turn: Turn,
-        machine: TurnMachine,
-        failure: ev.Failure | None,
-    ) -> None:
-        """Write the one terminal record (fsync), then clean the inbox, then
-        publish ``turn.completed`` and start the next turn if input waits.
+    def _end(self, turn: Turn, machine: TurnMachine, terminal: WriteTerminal) -> None:
+        """Write the terminal record the machine named (fsync), then clean the
+        inbox, then publish ``turn.completed``, then do what the machine says
+        about the input that waits (start the next turn, or announce it).
 
-        Acknowledged (consumed for good): the inputs of a completed or
-        interrupted turn, and of one that failed for a reason a replay would
-        meet again. Not acknowledged (replayed on the next start): aborted
-        turns, transient failures and an answer cut at the output cap — the
-        rule is :func:`mind.machines.turn.acknowledges`.
+        ``terminal.acknowledge`` (the rule is
+        :func:`mind.machines.turn.acknowledges`) says whether the record
+        acknowledges the inputs the turn claimed — the mailbox's
+        ``claimed()`` — or leaves them to replay.
         """
         usage = turn._usage
-        # No status only when even ``abort`` was refused (see ``_abort``).
-        status = ev.TurnStatus(machine.status or "aborted")
-        acknowledge = acknowledges(status.value, failure.kind.value if failure else None)
+        status = ev.TurnStatus(terminal.status)
+        failure = (
+            ev.Failure(kind=ev.FailureKind(terminal.failure.kind), message=terminal.failure.message)
+            if terminal.failure is not None
+            else None
+        )
         faults.boundary("before_terminal")
         # The ids the record will acknowledge, in order; the mailbox settles
         # only once the record is durable (a failed write acknowledges nothing).
-        acknowledged = [m.message_id for m in self.session.mailbox.claimed()] if acknowledge else []
+        acknowledged = (
+            [m.message_id for m in self.session.mailbox.claimed()] if terminal.acknowledge else []
+        )
         extra: dict[str, Any] = {}
         if failure is not None:
             extra["failure"] = jr.Failure(
                 kind=jr.FailureKind(failure.kind.value), message=failure.message
             )
+        written = True
         try:
             self.session.journal.append(
                 jr.TurnCompleted(
@@ -254,6 +258,7 @@ class TurnDriver:
         except StorageError as exc:
             # No durable terminal: the turn stays open on disk and recovery
             # closes it when the session is reopened (issue #8 item 6).
+            written = False
             turn._storage_error = turn._storage_error or exc
             status, acknowledged = ev.TurnStatus.failed, []
             failure = failure if failure and failure.kind.value == "storage" else None
@@ -278,33 +283,26 @@ class TurnDriver:
         turn._finish(
             TurnOutcome(event=done, final_text=turn._final_text, error=turn._storage_error)
         )
-        runs_on = status == ev.TurnStatus.completed or (
-            status == ev.TurnStatus.interrupted and turn._send_pending
+        after = machine.next_turn(
+            input_waiting=bool(self.session.mailbox.waiting()),
+            closing=self.session.runtime.closing,
+            written=written,
         )
-        if runs_on and self.session.mailbox.waiting() and not self.session.runtime.closing:
+        if isinstance(after, StartNextTurn):
             self.session._start_turn()
-        elif self.session.mailbox.waiting():
+        elif isinstance(after, AnnounceWaiting):
             # Input stays waiting after this turn: say so, with how to drop
             # it, or it goes silently into the next turn (issue 7 item 11).
             self.session._events.put(self.session.waiting_event())
 
-    async def _loop(self, turn: Turn, machine: TurnMachine) -> ev.Failure | None:
-        """Model rounds and tool calls until the turn is sealed or fails.
+    async def _loop(self, turn: Turn, machine: TurnMachine) -> WriteTerminal:
+        """Model rounds and tool calls until the machine names the terminal.
 
-        Returns the failure of a failed turn (None when sealed ``completed``).
         Raises the cancellation of ``turn._scope`` on interrupt.
         """
-        rounds = 0
-        output_used = 0  # bytes of model output in this turn's journaled rounds
+        output_used = 0  # bytes of model output in this turn's rounds
         while True:
-            rounds += 1
-            if rounds > DEFAULT_MAX_ROUNDS:
-                machine.fail()
-                return ev.Failure(
-                    kind=ev.FailureKind.internal,
-                    message=f"the turn exceeded {DEFAULT_MAX_ROUNDS} model rounds",
-                )
-            if rounds > 1:
+            if machine.rounds_done > 0:
                 # A model-request boundary after the tool results: steering
                 # sent meanwhile reaches the model now, never between a call
                 # and its result.
@@ -320,20 +318,23 @@ class TurnDriver:
                 # The turn's cap, less what earlier rounds streamed (issue #8 item 5).
                 max_output_bytes=max(0, self.session.config.max_output_bytes - output_used),
             )
-            frozen = _FrozenRequest(request, request_digest(request), rounds - 1)
+            frozen = _FrozenRequest(request, request_digest(request), machine.rounds_done)
             sampled = await self._sample(turn, machine, frozen)
-            if isinstance(sampled, ev.Failure):
+            if isinstance(sampled, WriteTerminal):
                 return sampled
             done = sampled
             turn._usage = turn._usage + done.usage
             output_used += output_bytes(done)
-            if not within_output_cap(output_used, self.session.config.max_output_bytes):
-                # A provider that does not stop at the cap itself (the
-                # scripted one): the round is not kept and its calls never run.
-                machine.round_failed(transient=False)
-                return ev.Failure(
-                    kind=ev.FailureKind.output_limit, message=CANONICAL_MESSAGES["output_limit"]
-                )
+            # A provider that does not stop at the cap itself (the scripted
+            # one) makes the machine fail the round: it is not kept and its
+            # calls never run.
+            effects = machine.round_done(
+                tool_calls=len(done.tool_calls),
+                output_bytes=output_used,
+                output_limit=self.session.config.max_output_bytes,
+            )
+            if machine.terminal is not None:
+                return machine.terminal
             try:
                 self._journal_round(
                     turn.turn_id,
@@ -346,41 +347,43 @@ class TurnDriver:
                     done.provider_items,
                 )
             except JournalRecordTooLarge as exc:
-                # An answer too large to keep is not an answer: the round
+                # An answer too large to keep is not an answer: the turn
                 # fails like one past the output cap, and the input waits.
-                machine.round_failed(transient=False)
                 turn.failure_detail = exc.detail
-                return ev.Failure(kind=ev.FailureKind.output_limit, message=exc.failure_message())
+                return _terminal(
+                    machine, machine.fail(kind="output_limit", message=exc.failure_message())
+                )
             if done.text:
                 turn._final_text = done.text
                 turn._emit(ev.MessageCompletedEvent(turn_id=turn.turn_id, text=done.text))
             faults.boundary("after_model_round")
-            if not done.tool_calls:
-                machine.round_final()
-                # Drain-or-seal is one step with no await inside: either the
-                # steering that arrived is claimed (another round answers it)
-                # or the mailbox is sealed and later input waits for the next
-                # turn (seed 000 ActiveTurnMailbox.drainOrSeal).
-                steering = self.session.mailbox.drain_or_seal()
-                if steering:
-                    self._journal_inputs(turn, steering, sync=False)
-                    machine.steering_claimed()
-                    continue
-                machine.seal()
-                return None
-            machine.round_tools()
-            for call in done.tool_calls:
-                await self.calls.run(turn, machine, call)
-            machine.tools_done()
+            for effect in effects:
+                if isinstance(effect, RunTools):
+                    for call in done.tool_calls:
+                        await self.calls.run(turn, machine, call)
+                    machine.tools_done()
+                elif isinstance(effect, DrainOrSeal):
+                    # One step with no await inside: either the steering that
+                    # arrived is claimed (another round answers it) or the
+                    # mailbox is sealed and later input waits for the next
+                    # turn (seed 000 ActiveTurnMailbox.drainOrSeal).
+                    steering = self.session.mailbox.drain_or_seal()
+                    if steering:
+                        self._journal_inputs(turn, steering, sync=False)
+                        machine.steering_claimed()
+                    else:
+                        machine.seal()
+            if machine.terminal is not None:
+                return machine.terminal
 
     async def _sample(
         self, turn: Turn, machine: TurnMachine, frozen: _FrozenRequest
-    ) -> StreamDone | ev.Failure:
+    ) -> StreamDone | WriteTerminal:
         """Send the round's frozen request until it answers, retrying transient
         failures with backoff; the same request object every attempt.
 
-        Returns the round's redacted ``StreamDone``, or the failure that
-        failed the turn. Raises the cancellation of ``turn._scope`` on
+        Returns the round's redacted ``StreamDone``, or the terminal of the
+        turn the machine failed. Raises the cancellation of ``turn._scope`` on
         interrupt (after journaling what the person already saw).
         """
         while True:
@@ -409,28 +412,31 @@ class TurnDriver:
                 return done
             except ProviderError as exc:
                 turn.model_quiet_since = None
-                failure = ev.Failure(kind=ev.FailureKind(exc.kind), message=exc.message)
                 turn.failure_detail = exc.detail[:500]
                 now = time.monotonic()
                 if self._first_failure_at is None:
                     self._first_failure_at = now  # the turn's retry time starts here
-                delay_s = self.session.retry_policy.delay_s(
-                    machine.retries_used + 1, exc.retry_after_s
+                effects = machine.round_failed(
+                    kind=exc.kind,
+                    message=exc.message,
+                    retry_after_s=exc.retry_after_s,
+                    elapsed_s=now - self._first_failure_at,
                 )
-                in_time = self.session.retry_policy.within_time(
-                    now - self._first_failure_at, delay_s
-                )
-                if not machine.round_failed(transient=exc.transient, in_time=in_time):
-                    return failure
+                backoff = next((e for e in effects if isinstance(e, StartBackoff)), None)
+                if backoff is None:
+                    return _terminal(machine, effects)
                 turn._emit(
                     ev.TurnRetryingEvent(
                         turn_id=turn.turn_id,
-                        attempt=machine.retries_used,
-                        delay_s=delay_s,
-                        failure=failure,
+                        attempt=backoff.attempt,
+                        delay_s=backoff.delay_s,
+                        failure=ev.Failure(
+                            kind=ev.FailureKind(backoff.failure.kind),
+                            message=backoff.failure.message,
+                        ),
                     )
                 )
-                await anyio.sleep(delay_s)
+                await anyio.sleep(backoff.delay_s)
                 machine.retry_due()
             except anyio.get_cancelled_exc_class():
                 turn.model_quiet_since = None
@@ -532,6 +538,19 @@ def request_digest(request: ModelRequest) -> str:
     means one body on the wire. Pure; never raises.
     """
     return hashlib.sha256(msgspec.json.encode(request)).hexdigest()
+
+
+def _terminal(machine: TurnMachine, effects: list[Effect]) -> WriteTerminal:
+    """The terminal record among ``effects`` (the machine's, once terminal).
+
+    Raises:
+        TransitionRefused: the event named no terminal (a chart that does
+            not end where the loop expects is a bug: fail safe).
+    """
+    for effect in effects:
+        if isinstance(effect, WriteTerminal):
+            return effect
+    raise TransitionRefused("(expected a terminal)", machine.configuration, machine.state)
 
 
 def storage_failure(exc: StorageError, session_id: str) -> ev.Failure:

@@ -53,9 +53,8 @@ def _records(path: Path) -> list[jr.JournalRecord]:
 CASES: dict[str, tuple[str, str, bool]] = {
     "start": ("hello", "never", False),
     "stream_opened": ("hello", "never", False),
-    "round_final": ("hello", "never", False),
+    "round_done": ("hello", "never", False),
     "seal": ("hello", "never", False),
-    "round_tools": ("TOOL hello", "never", False),
     "tools_done": ("TOOL hello", "never", False),
     "approval_needed": ("TOOL hello", "untrusted", False),
     "approval_answered": ("TOOL hello", "untrusted", False),
