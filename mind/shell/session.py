@@ -42,7 +42,7 @@ from mind.shell.sandbox.command import session_sandbox
 from mind.shell.tool_env import tool_environment
 from mind.shell.tools import ToolRunner, session_boundary
 from mind.shell.turn_driver import TurnDriver
-from mind.shell.turn_handle import Turn, TurnOutcome, _EventBuffer
+from mind.shell.turn_handle import EventChannel, Turn, TurnOutcome
 
 if TYPE_CHECKING:
     from mind.shell.runtime import Runtime
@@ -147,7 +147,8 @@ class Session:
         )
         self.recovery: ev.SessionRecoveredEvent | None = None
         """What opening the session repaired (None for a new session)."""
-        self._events = _EventBuffer()
+        self._events = EventChannel()
+        """The ``events()`` consumer's channel (bounded, see :class:`EventChannel`)."""
         self._consuming = False
         self._dispositions: dict[str, Disposition] = {}
 
@@ -368,6 +369,12 @@ class Session:
         """Every event of this session (all turns, accepted inputs), in order,
         until the session is idle: no turn running and none about to start.
 
+        What a consumer gets: every lifecycle event, and the deltas, which
+        coalesce when it falls behind (:class:`EventChannel`). While no
+        ``events()`` iteration runs, the session keeps only the events since
+        the latest turn started (iterating the ``Turn`` handles instead leaves
+        no backlog).
+
         Raises:
             RuntimeError: another ``events()`` iteration of this session is
                 still running (one consumer at a time; a second would silently
@@ -378,7 +385,7 @@ class Session:
         self._consuming = True
         try:
             while True:
-                if not self.busy and not self._events._items:
+                if not self.busy and not len(self._events):
                     return
                 event = await self._events.get()
                 if event is None:
@@ -390,6 +397,10 @@ class Session:
     # ---- the turn ------------------------------------------------------------
 
     def _start_turn(self) -> Turn:
+        if not self._consuming:
+            # Nobody reads events(): keep this turn's events for a consumer
+            # that may still come, not every earlier turn's (one bound).
+            self._events.clear()
         # Claiming happens here, synchronously, so input sent right after
         # this call already sees an open mailbox.
         turn = Turn(self, new_id("turn"), self.mailbox.open_turn())

@@ -210,6 +210,18 @@ class TurnDriver:
             status="running",
         )
         turn._emit(ev.TurnStartedEvent(turn_id=turn.turn_id))
+        self._announce_claim(turn, turn.inputs, ev.ClaimPoint.start)
+
+    def _announce_claim(
+        self, turn: Turn, messages: list[MailboxMessage], at: ev.ClaimPoint
+    ) -> None:
+        """Publish ``input.claimed`` for inputs the turn just took (none: nothing)."""
+        if messages:
+            turn._emit(
+                ev.InputClaimedEvent(
+                    turn_id=turn.turn_id, message_ids=[m.message_id for m in messages], at=at
+                )
+            )
 
     def _end(self, turn: Turn, machine: TurnMachine, terminal: WriteTerminal) -> None:
         """Write the terminal record the machine named (fsync), then clean the
@@ -306,7 +318,9 @@ class TurnDriver:
                 # A model-request boundary after the tool results: steering
                 # sent meanwhile reaches the model now, never between a call
                 # and its result.
-                self._journal_inputs(turn, self.session.mailbox.drain(), sync=False)
+                claimed = self.session.mailbox.drain()
+                self._journal_inputs(turn, claimed, sync=False)
+                self._announce_claim(turn, claimed, ev.ClaimPoint.boundary)
             # Built once per round: every retry of the round sends this same
             # request (DESIGN §5); input that arrives meanwhile waits for the
             # next round boundary.
@@ -370,6 +384,7 @@ class TurnDriver:
                     steering = self.session.mailbox.drain_or_seal()
                     if steering:
                         self._journal_inputs(turn, steering, sync=False)
+                        self._announce_claim(turn, steering, ev.ClaimPoint.drain)
                         machine.steering_claimed()
                     else:
                         machine.seal()

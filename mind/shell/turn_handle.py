@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Literal, final
+from typing import TYPE_CHECKING, Final, Literal, final
 
 import anyio
 import msgspec
@@ -26,19 +26,52 @@ Decision = Literal["yes", "no", "always"]
 for this tool for the rest of the session."""
 
 
-class _EventBuffer:
-    """An unbounded single-consumer event queue: the producer never waits."""
+DELTA_SLACK: Final = 64
+"""Items an :class:`EventChannel` holds before it starts coalescing deltas."""
+
+_DELTAS: Final = (ev.MessageDeltaEvent, ev.ReasoningDeltaEvent)
+
+
+class EventChannel:
+    """The event queue of one consumer: the producer never waits, and what it
+    holds is bounded.
+
+    The bound: lifecycle events (every event but ``message.delta`` and
+    ``reasoning.delta``) are always queued and never dropped — a turn has as
+    many as its rounds and tool calls make. Deltas are queued one per event
+    while fewer than :data:`DELTA_SLACK` items wait; past that a delta is
+    merged into the last queued item when that is a delta of the same kind
+    and turn (text appended), so a slow consumer gets fewer, longer deltas
+    carrying the same text, in the same order relative to the lifecycle
+    events. Queued deltas are thus at most :data:`DELTA_SLACK` plus two per
+    queued lifecycle event.
+    """
 
     def __init__(self) -> None:
         self._items: deque[ev.Event] = deque()
         self._wakeup = anyio.Event()
         self.closed = False
 
+    def __len__(self) -> int:
+        """Events queued and not yet taken."""
+        return len(self._items)
+
     def put(self, event: ev.Event) -> None:
+        """Queue ``event`` (coalescing a delta past the slack); never blocks."""
+        if isinstance(event, _DELTAS) and len(self._items) >= DELTA_SLACK and self._items:
+            last = self._items[-1]
+            if type(last) is type(event) and last.turn_id == event.turn_id:
+                self._items[-1] = type(event)(turn_id=event.turn_id, text=last.text + event.text)
+                return
         self._items.append(event)
         self._wakeup.set()
 
+    def clear(self) -> None:
+        """Forget every queued event (nobody is reading them)."""
+        self._items.clear()
+
     def close(self) -> None:
+        """No more events: :meth:`get` returns ``None`` once the queue is empty."""
         self.closed = True
         self._wakeup.set()
 
@@ -89,7 +122,7 @@ class Turn:
         self.turn_id = turn_id
         self.inputs = inputs
         """The inputs the turn claimed when it opened, in order."""
-        self._events = _EventBuffer()
+        self._events = EventChannel()
         self._scope = anyio.CancelScope()
         self._interrupt_requested = False
         self._send_pending = True
