@@ -139,18 +139,17 @@ class Session:
         turn this session starts (transition coverage, tracing, and the tests
         that make the chart refuse an event); they must not send events."""
         self.mailbox = Mailbox()
-        self._acknowledged: set[str] = settled_inputs(journal.records)
-        """Ids no turn may take again: acknowledged by a terminal record, or dropped."""
+        # Ids no turn may take again (acknowledged by a terminal record, or
+        # dropped): from here on the mailbox alone answers for them.
         self.mailbox.restore(
             [(e.message_id, e.text, e.kind.value) for e in inbox.entries],
-            acknowledged=self._acknowledged,
+            acknowledged=settled_inputs(journal.records),
         )
         self.recovery: ev.SessionRecoveredEvent | None = None
         """What opening the session repaired (None for a new session)."""
         self._events = EventChannel()
         """The ``events()`` consumer's channel (bounded, see :class:`EventChannel`)."""
         self._consuming = False
-        self._dispositions: dict[str, Disposition] = {}
 
     @property
     def approval(self) -> ApprovalPolicy:
@@ -159,8 +158,9 @@ class Session:
 
     @property
     def busy(self) -> bool:
-        """True while a turn is running."""
-        return self.current is not None and not self.current.done
+        """True while a turn owns the mailbox (the mailbox's ``has_turn_owner``:
+        from the turn's start until its terminal record is written)."""
+        return self.mailbox.has_turn_owner
 
     @property
     def waiting(self) -> list[MailboxMessage]:
@@ -230,7 +230,6 @@ class Session:
             detail = str(exc).removeprefix("mailbox: 'drop' ")
             raise DropRefused(self.session_id, message_id, detail) from exc
         self.journal.append(jr.InputDropped(seq=0, recorded_at_ms=0, message_id=mid), sync=True)
-        self._acknowledged.add(mid)
         self.inbox.remove([mid])
         return self.mailbox.drop(mid)
 
@@ -276,9 +275,9 @@ class Session:
                 keep the text.
         """
         mid = message_id or new_id("msg")
-        known = self._dispositions.get(mid)
-        if known is not None or mid in self._acknowledged:
-            return InputReceipt(message_id=mid, disposition=known or "started", duplicate=True)
+        known = self._known_disposition(mid)
+        if known is not None:
+            return InputReceipt(message_id=mid, disposition=known, duplicate=True)
         if not text.strip():
             raise InputRefused("empty", "the input is empty", message_id=mid)
         if has_lone_surrogates(text):
@@ -323,11 +322,25 @@ class Session:
             older = len(self.mailbox.waiting()) > 1
             self._start_turn()
             disposition = "pending" if older else "started"
-        self._dispositions[mid] = disposition
         self._events.put(
             ev.InputAcceptedEvent(message_id=mid, disposition=ev.Disposition(disposition))
         )
         return InputReceipt(message_id=mid, disposition=disposition)
+
+    def _known_disposition(self, message_id: str) -> Disposition | None:
+        """Where an id the mailbox already knows went (``None``: a new id).
+
+        The mailbox owns idempotency: ``steering`` if it steered a turn,
+        ``next_turn`` while it still waits, ``started`` once a turn took it.
+        """
+        if not self.mailbox.knows(message_id):
+            return None
+        held = self.mailbox.message(message_id)
+        if held is not None and held.disposition == "steering":
+            return "steering"
+        if held is not None and held.state in ("queued", "next_turn", "returned"):
+            return "next_turn"
+        return "started"
 
     def steer(self, text: str, *, message_id: str | None = None) -> InputReceipt:
         """:meth:`send` with ``kind="steer"``: reach the running turn if it still listens."""

@@ -278,7 +278,6 @@ class TurnDriver:
         self.session.mailbox.end_turn(acknowledge=bool(acknowledged))
         faults.boundary("after_terminal")
         self.session.runtime.store.index.note(self.session.session_id, status=status.value)
-        self.session._acknowledged.update(acknowledged)
         try:
             self.session.inbox.remove(acknowledged)
         except StorageError as exc:

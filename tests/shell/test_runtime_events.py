@@ -169,3 +169,35 @@ def test_every_claim_of_a_turn_is_announced(tmp_path: Path) -> None:
 async def _iterate(channel: EventChannel) -> Any:
     while (event := await channel.get()) is not None:
         yield event
+
+
+def test_busy_and_known_ids_are_the_mailboxs_facts(tmp_path: Path) -> None:
+    """One owner per fact: ``busy`` is the mailbox's ``has_turn_owner`` at
+    every event, and a resent id is answered from the mailbox — also after
+    the session is reopened, when only the journal remembers it."""
+    config = _config(tmp_path, [{"text": "one"}, {"text": "two"}, {"text": "three"}])
+    state = tmp_path / "state"
+
+    async def first() -> tuple[str, list[tuple[str, bool]]]:
+        async with mind.Runtime.open(state_root=state) as rt:
+            s = rt.create_session(cwd=tmp_path, config=config)
+            receipts = [s.send("a", message_id="a")]
+            async for _ in s.events():
+                assert s.busy == s.mailbox.has_turn_owner
+            receipts.append(s.queue("later", message_id="q"))  # idle: starts a turn
+            receipts.append(s.send("a", message_id="a"))
+            async for _ in s.events():
+                assert s.busy == s.mailbox.has_turn_owner
+            assert not s.busy
+            return s.session_id, [(r.disposition, r.duplicate) for r in receipts]
+
+    sid, receipts = anyio.run(first)
+    assert receipts == [("started", False), ("started", False), ("started", True)]
+
+    async def second() -> tuple[list[tuple[str, bool]], bool]:
+        async with mind.Runtime.open(state_root=state) as rt:
+            s = rt.open_session(sid, config=config)
+            again = [s.send("a", message_id="a"), s.send("later", message_id="q")]
+            return [(r.disposition, r.duplicate) for r in again], s.busy
+
+    assert anyio.run(second) == ([("started", True), ("started", True)], False)
