@@ -7,7 +7,6 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, final
 
-import anyio
 import msgspec
 
 from mind.conversation import (
@@ -31,9 +30,10 @@ from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.machines.turn import RefuseCall, TurnMachine
 from mind.shell import faults
+from mind.shell.approvals import Decision
 from mind.shell.redact import redact
 from mind.shell.tools import ToolOutcome
-from mind.shell.turn_handle import Decision, Turn
+from mind.shell.turn_handle import Turn
 
 if TYPE_CHECKING:
     from mind.shell.session import Session
@@ -206,8 +206,7 @@ class ToolCalls:
                 reason = f"{reason} (runs OUTSIDE the sandbox)"
         # A call may be asked twice (run, then re-run outside after a sandbox
         # denial): each request waits for its own answer.
-        turn._decisions.pop(call.call_id, None)
-        turn._decision_events[call.call_id] = anyio.Event()
+        turn.approvals.open(call.call_id)
         turn._emit(
             ev.ApprovalRequestedEvent(
                 turn_id=turn.turn_id,
@@ -224,7 +223,7 @@ class ToolCalls:
                 sandbox=where,
             )
         )
-        decision = await turn._await_decision(call.call_id)
+        decision = await turn.approvals.wait(call.call_id)
         machine.approval_answered()
         return decision
 

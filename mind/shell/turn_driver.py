@@ -509,7 +509,7 @@ class TurnDriver:
                 still waiting for its approval gets
                 :data:`INTERRUPTED_UNAPPROVED_OUTPUT` instead.
         """
-        asked = {c for c in turn._decision_events if c not in turn._decisions}
+        asked = set(turn.approvals.pending())
 
         def text(call_id: str, started: bool) -> str:
             if started:

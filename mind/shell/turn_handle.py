@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Final, Literal, final
+from typing import TYPE_CHECKING, Final, final
 
 import anyio
 import msgspec
@@ -16,14 +16,11 @@ from mind.errors import (
 )
 from mind.generated import events as ev
 from mind.machines.mailbox import MailboxMessage
+from mind.shell.approvals import Decision as Decision  # re-exported: the public name
+from mind.shell.approvals import PendingApprovals
 
 if TYPE_CHECKING:
     from mind.shell.session import Session
-
-
-Decision = Literal["yes", "no", "always"]
-"""An answer to an approval request: run once, refuse, or run and stop asking
-for this tool for the rest of the session."""
 
 
 DELTA_SLACK: Final = 64
@@ -126,8 +123,8 @@ class Turn:
         self._scope = anyio.CancelScope()
         self._interrupt_requested = False
         self._send_pending = True
-        self._decisions: dict[str, Decision] = {}
-        self._decision_events: dict[str, anyio.Event] = {}
+        self.approvals = PendingApprovals()
+        """The turn's approval requests and answers (their one owner)."""
         self._done = anyio.Event()
         self._outcome: TurnOutcome | None = None
         # Progress kept on the handle so an interrupted turn still reports it.
@@ -159,16 +156,15 @@ class Turn:
                 ``call_id`` has no approval request in this turn (misuse; an
                 approval never fails open).
         """
-        if decision not in ("yes", "no", "always"):
-            raise ValueError(f"decision must be 'yes', 'no' or 'always', not {decision!r}")
-        if call_id not in self._decision_events and call_id not in self._decisions:
-            raise ValueError(f"turn {self.turn_id} has no approval request for {call_id!r}")
-        if call_id in self._decisions:
-            return
-        self._decisions[call_id] = decision
-        waiter = self._decision_events.get(call_id)
-        if waiter is not None:
-            waiter.set()
+        try:
+            self.approvals.decide(call_id, decision)
+        except ValueError as exc:
+            raise ValueError(f"turn {self.turn_id}: {exc}") from None
+
+    @property
+    def pending_approvals(self) -> list[str]:
+        """Call ids whose approval request waits for an answer, in the order asked."""
+        return self.approvals.pending()
 
     def interrupt(self, *, send_pending: bool = True) -> None:
         """Stop the turn as soon as possible; it ends with status ``interrupted``.
@@ -209,12 +205,6 @@ class Turn:
     def _emit(self, event: ev.Event) -> None:
         self._events.put(event)
         self.session._events.put(event)
-
-    async def _await_decision(self, call_id: str) -> Decision:
-        if call_id not in self._decisions:
-            waiter = self._decision_events.setdefault(call_id, anyio.Event())
-            await waiter.wait()
-        return self._decisions[call_id]
 
     def _finish(self, outcome: TurnOutcome) -> None:
         self._outcome = outcome
