@@ -382,13 +382,32 @@ def _replay(
     return machine
 
 
+def _event_guards(chart: Chart, event: str, guards: Sequence[str]) -> tuple[str, ...]:
+    """The guard names the transitions of ``event`` read (the others cannot
+    change which of its transitions is taken)."""
+    read: set[str] = set()
+    for transition, name in _transitions(chart):
+        if name == event:
+            for spec in transition.cond:
+                text = str(spec.func) if isinstance(spec.func, str) else str(spec.attr_name)
+                read.update(n for n in _NAME.findall(text) if n not in _GUARD_WORDS)
+    return tuple(g for g in guards if g in read)
+
+
+def _assignments(names: Sequence[str]) -> list[tuple[tuple[str, bool], ...]]:
+    return [
+        tuple(zip(names, values, strict=True))
+        for values in itertools.product((False, True), repeat=len(names))
+    ]
+
+
 def _moves(chart: Chart, guards: Sequence[str]) -> list[Step]:
     events = list(dict.fromkeys(str(e) for e in chart._events))
-    assignments = [
-        tuple(zip(guards, values, strict=True))
-        for values in itertools.product((False, True), repeat=len(guards))
+    return [
+        Step(event, assignment)
+        for event in events
+        for assignment in _assignments(_event_guards(chart, event, guards))
     ]
-    return [Step(event, assignment) for event in events for assignment in assignments]
 
 
 def walk_every_edge(chart: Chart) -> tuple[tuple[EdgeWalk, ...], TransitionCoverage]:
@@ -440,11 +459,7 @@ def _walk_edge(
     # Shortest path first; ties broken by the sorted state ids (deterministic).
     node = min(candidates, key=lambda c: (len(paths[c]), sorted(c)))
     path = paths[node]
-    assignments = [
-        tuple(zip(guards, values, strict=True))
-        for values in itertools.product((False, True), repeat=len(guards))
-    ]
-    for assignment in assignments:
+    for assignment in _assignments(_event_guards(chart, edge.event, guards)):
         step = Step(edge.event, assignment)
         recorder = _LastTaken()
         machine = _replay(chart, guards, path, recorder)
