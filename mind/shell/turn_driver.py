@@ -23,6 +23,7 @@ from mind.conversation import (
 from mind.conversation import Usage as RoundUsage
 from mind.effects.tools import tool_specs
 from mind.errors import (
+    JournalError,
     JournalRecordTooLarge,
     ProviderError,
     ScriptError,
@@ -267,14 +268,20 @@ class TurnDriver:
                 ),
                 sync=True,
             )
-        except StorageError as exc:
+        except (StorageError, JournalError) as exc:
             # No durable terminal: the turn stays open on disk and recovery
-            # closes it when the session is reopened (issue #8 item 6).
+            # closes it when the session is reopened (issue #8 item 6). A
+            # journal replaced or removed underneath (JournalError) is the
+            # same: the record cannot be made durable, nothing is acknowledged.
             written = False
-            turn._storage_error = turn._storage_error or exc
             status, acknowledged = ev.TurnStatus.failed, []
-            failure = failure if failure and failure.kind.value == "storage" else None
-            failure = failure or storage_failure(exc, self.session.session_id)
+            if isinstance(exc, StorageError):
+                turn._storage_error = turn._storage_error or exc
+                failure = failure if failure and failure.kind.value == "storage" else None
+                failure = failure or storage_failure(exc, self.session.session_id)
+            else:
+                text = redact(f"could not write the terminal record: {exc}", self.session.secrets)
+                failure = ev.Failure(kind=ev.FailureKind.internal, message=text)
         self.session.mailbox.end_turn(acknowledge=bool(acknowledged))
         faults.boundary("after_terminal")
         self.session.runtime.store.index.note(self.session.session_id, status=status.value)

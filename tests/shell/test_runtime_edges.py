@@ -99,3 +99,31 @@ def test_steering_between_the_last_delta_and_the_seal_is_claimed_in_draining(
         answers = anyio.run(main)
     assert "draining --steering_claimed--> sampling" in _taken(coverage)
     assert answers[-1] == "saw 2 user message(s): hello | one more thing"
+
+
+def test_a_journal_replaced_before_the_turn_starts_fails_it_from_accepted(
+    tmp_path: Path,
+) -> None:
+    """The journal is replaced on disk between accepting the input and the
+    turn's start (``turn_started`` cannot be written to it): the turn fails
+    from ``accepted`` and its input is not lost (it stays in ``inbox.json``)."""
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump([{"text": "never asked"}]), encoding="utf-8")
+    config = mind.resolve_config(provider="scripted", script=str(script), env={})
+    coverage = TransitionCoverage(TurnChart)
+
+    async def main() -> tuple[str, bytes]:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = rt.create_session(cwd=tmp_path, config=config)
+            s.turn_observers.append(coverage)
+            path = s.journal.path
+            turn = s.submit("go")  # the turn task has not run yet: no await so far
+            path.rename(path.with_name("journal.moved"))
+            path.write_bytes(b"")
+            outcome = await turn.wait()
+            return outcome.status, (path.parent / "inbox.json").read_bytes()
+
+    status, inbox = anyio.run(main)
+    assert status == "failed"
+    assert "accepted --fail--> failed" in _taken(coverage)
+    assert b'"go"' in inbox
