@@ -191,6 +191,22 @@ class InputAcceptedEvent(Struct, kw_only=True, tag_field='type', tag='input.acce
     ]
 
 
+class ClaimPoint(StrEnum):
+    start = 'start'
+    boundary = 'boundary'
+    drain = 'drain'
+
+
+class InputClaimedEvent(Struct, kw_only=True, tag_field='type', tag='input.claimed', frozen=True):
+    """A turn took accepted inputs: when it started (`at: start`), at a model-request boundary after its tool results (`at: boundary`), or when draining after a final answer (`at: drain`, steering that arrived before the seal). An input is claimed by one turn at a time; it is consumed only when that turn's `turn.completed` acknowledges it, else a later turn claims it again."""
+
+    turn_id: str
+    message_ids: Annotated[
+        list[str], Meta(description="The claimed inputs' ids, in arrival order (at least one).")
+    ]
+    at: Annotated[ClaimPoint, Meta(title='ClaimPoint')]
+
+
 class ExecFailureKind(StrEnum):
     """
     Why a `mind exec` run failed before or outside a turn: `usage` (exit 2: bad flags, configuration, script, or a session id that names no session or several), `occupied` (exit 3: another live process holds the session), `session` (exit 1: a session, journal or inbox error), `state_dir` (exit 1: the state root is unusable), `internal` (exit 1: a bug; the traceback is on stderr), `storage` (exit 4: mind's state could not be written: disk full, quota, I/O error; free space and resume the session).
@@ -279,7 +295,7 @@ class TurnCompletedEvent(Struct, kw_only=True, tag_field='type', tag='turn.compl
 
 
 Event: TypeAlias = Annotated[
-    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | TurnStartedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | ApprovalRequestedEvent | ToolResultEvent | TurnRetryingEvent | TurnCompletedEvent | ExecFailedEvent | InputWaitingEvent,
+    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | InputClaimedEvent | TurnStartedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | ApprovalRequestedEvent | ToolResultEvent | TurnRetryingEvent | TurnCompletedEvent | ExecFailedEvent | InputWaitingEvent,
     Meta(
         description="One event of a session: the library's typed events and `mind exec --json` lines (tagged union on `type`).",
         title='Event',

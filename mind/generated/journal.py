@@ -150,6 +150,25 @@ class ModelRound(Struct, kw_only=True, tag_field='type', tag='model_round', froz
             description='Opaque provider items carried back statelessly (reasoning with encrypted_content, thinking signatures).'
         ),
     ]
+    request_sha256: (
+        Annotated[
+            str,
+            Meta(
+                description="SHA-256 (64 lowercase hex characters) of the round's frozen model request (msgspec JSON of the ModelRequest): built once, sent unchanged by every attempt of the round. Absent in journals written before it existed."
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    attempts: (
+        Annotated[
+            int,
+            Meta(
+                description='How many times the frozen request was sent for this round (1 + the retries it took). Absent in journals written before it existed.',
+                ge=1,
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
 
 
 class ToolStarted(Struct, kw_only=True, tag_field='type', tag='tool_started', frozen=True):

@@ -32,8 +32,7 @@ TurnEventName = Literal[
     "fail",
     "recover",
     "interrupt",
-    "round_tools",
-    "round_final",
+    "round_done",
     "round_failed",
     "stream_opened",
     "tools_done",
@@ -71,8 +70,7 @@ TURN_EVENTS: Final[tuple[TurnEventName, ...]] = (
     "fail",
     "recover",
     "interrupt",
-    "round_tools",
-    "round_final",
+    "round_done",
     "round_failed",
     "stream_opened",
     "tools_done",
@@ -106,7 +104,35 @@ class TurnModel(Protocol):
     """What ``TurnChart`` reads from its model: guards, then actions."""
 
     @property
+    def can_ask(self) -> bool: ...
+
+    @property
     def can_retry(self) -> bool: ...
+
+    @property
+    def has_tool_calls(self) -> bool: ...
+
+    @property
+    def within_output_cap(self) -> bool: ...
+
+    @property
+    def within_round_limit(self) -> bool: ...
+
+    def ask_approval(self, *args: Any, **kwargs: Any) -> object: ...
+
+    def drain_or_seal(self, *args: Any, **kwargs: Any) -> object: ...
+
+    def fail_output_limit(self, *args: Any, **kwargs: Any) -> object: ...
+
+    def fail_round_limit(self, *args: Any, **kwargs: Any) -> object: ...
+
+    def refuse_call(self, *args: Any, **kwargs: Any) -> object: ...
+
+    def run_tools(self, *args: Any, **kwargs: Any) -> object: ...
+
+    def start_backoff(self, *args: Any, **kwargs: Any) -> object: ...
+
+    def write_terminal(self, *args: Any, **kwargs: Any) -> object: ...
 
 
 def _to(
@@ -152,13 +178,13 @@ class TurnChart(StateChart[TurnModel]):
         class retrying(State.Compound):
             backing_off = State(initial=True)
 
-        class draining(State.Compound):
+        class draining(State.Compound, enter=['drain_or_seal']):
             checking_inbox = State(initial=True)
 
-    completed = State(final=True)
-    interrupted = State(final=True)
-    failed = State(final=True)
-    aborted = State(final=True)
+    completed = State(final=True, enter=['write_terminal'])
+    interrupted = State(final=True, enter=['write_terminal'])
+    failed = State(final=True, enter=['write_terminal'])
+    aborted = State(final=True, enter=['write_terminal'])
 
     start = _to(accepted, active.sampling)
     abort = (
@@ -175,16 +201,28 @@ class TurnChart(StateChart[TurnModel]):
         | _to(active.draining, completed)
     )
     interrupt = _to(active, interrupted)
-    round_tools = _to(active.sampling, active.running_tools)
-    round_final = _to(active.sampling, active.draining)
+    round_done = (
+        _to(active.sampling, active.running_tools, cond='has_tool_calls and within_output_cap', on=['run_tools'])
+        | _to(active.sampling, active.draining, cond='within_output_cap and not has_tool_calls')
+        | _to(active.sampling, failed, unless='within_output_cap', on=['fail_output_limit'])
+    )
     round_failed = (
-        _to(active.sampling, active.retrying, cond='can_retry')
+        _to(active.sampling, active.retrying, cond='can_retry', on=['start_backoff'])
         | _to(active.sampling, failed, unless='can_retry')
     )
     stream_opened = _to(active.sampling.requesting, active.sampling.streaming)
-    tools_done = _to(active.running_tools, active.sampling)
-    approval_needed = _to(active.running_tools.executing, active.running_tools.awaiting_approval)
+    tools_done = (
+        _to(active.running_tools, active.sampling, cond='within_round_limit')
+        | _to(active.running_tools, failed, unless='within_round_limit', on=['fail_round_limit'])
+    )
+    approval_needed = (
+        _to(active.running_tools.executing, active.running_tools.awaiting_approval, cond='can_ask', on=['ask_approval'])
+        | _to(active.running_tools.executing, active.running_tools.executing, unless='can_ask', on=['refuse_call'])
+    )
     approval_answered = _to(active.running_tools.awaiting_approval, active.running_tools.executing)
     retry_due = _to(active.retrying, active.sampling)
-    steering_claimed = _to(active.draining, active.sampling)
+    steering_claimed = (
+        _to(active.draining, active.sampling, cond='within_round_limit')
+        | _to(active.draining, failed, unless='within_round_limit', on=['fail_round_limit'])
+    )
     seal = _to(active.draining, completed)

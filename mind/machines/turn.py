@@ -1,9 +1,10 @@
 """The turn machine: one turn of a session (DESIGN §3.1, ``specs/statecharts/turn.yaml``).
 
 :class:`TurnMachine` wraps the generated :class:`~mind.generated.turn_chart.TurnChart`
-with the only data the chart reads — the retry budget — and a typed method per
-event. It decides; the runtime (``mind.shell.runtime``) acts and feeds results
-back as events. It never does I/O.
+with the data its guards read and the actions that name effects. It decides
+every branch a turn takes; the shell (``mind.shell.turn_driver``) sends facts
+as events with data and performs the effects an event returns (h11's rule:
+the machine takes events and returns effect descriptions). It never does I/O.
 
 Shape of a turn::
 
@@ -13,6 +14,21 @@ Shape of a turn::
                                 draining{checking_inbox} }
              --> exactly one of completed | interrupted | failed | aborted
 
+Decisions (guards, pure functions of the event's data):
+
+- ``round_done``: tool calls -> ``running_tools`` (:class:`RunTools`); a final
+  answer -> ``draining`` (:class:`DrainOrSeal`); past ``max_output_mib``
+  (:func:`within_output_cap`) -> ``failed`` ``output_limit``.
+- ``round_failed``: :func:`can_retry` (the retry policy's count, kind and
+  total time) -> ``retrying`` (:class:`StartBackoff`), else ``failed``.
+- ``approval_needed``: the session can ask -> ``awaiting_approval``
+  (:class:`AskApproval`), else the call is refused (:class:`RefuseCall`).
+- ``tools_done`` / ``steering_claimed``: another round within
+  :func:`within_round_limit` -> ``sampling``, else ``failed`` ``internal``.
+- every terminal: :class:`WriteTerminal` with the status, whether the inputs
+  are acknowledged (:func:`acknowledges`) and the failure;
+  :meth:`TurnMachine.next_turn` then says whether the next turn starts.
+
 Terminal states are absorbing: every event sent after one raises
 :class:`~mind.errors.IllegalTransition`.
 
@@ -20,31 +36,50 @@ Errors: a disallowed event raises :class:`~mind.errors.IllegalTransition`
 (``chart="turn"``; a ``RuntimeError``: the caller misused the machine; never
 retried), the one refusal of every chart, so callers do not depend on the
 engine; the engine error is chained as ``__cause__``. The machine is unchanged
-when it is raised.
+when it is raised. The shell answers a refusal with :data:`FAIL_SAFE`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Final, final
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol, TypeAlias, final
 
 from statemachine.exceptions import TransitionNotAllowed
 
-from mind.errors import TRANSIENT_KINDS, IllegalTransition
+from mind.errors import CANONICAL_MESSAGES, TRANSIENT_KINDS, IllegalTransition
 from mind.generated.turn_chart import TurnChart, TurnEventName
 from mind.machines.chart_observers import created
 
 __all__ = [
+    "DEFAULT_MAX_ROUNDS",
+    "FAIL_SAFE",
     "TERMINAL_STATES",
     "UNANSWERED_FAILURES",
+    "AnnounceWaiting",
+    "AskApproval",
+    "DrainOrSeal",
+    "Effect",
+    "RefuseCall",
+    "RetryRule",
+    "RunTools",
+    "StartBackoff",
+    "StartNextTurn",
+    "TurnFailure",
     "TurnMachine",
+    "WriteTerminal",
     "acknowledges",
+    "can_retry",
+    "next_turn_starts",
     "within_output_cap",
+    "within_round_limit",
 ]
 
 TERMINAL_STATES: Final = frozenset({"completed", "interrupted", "failed", "aborted"})
 """Ids of the absorbing final states; the turn's status is the one it ends in."""
+
+DEFAULT_MAX_ROUNDS: Final = 200
+"""Model rounds per turn before the turn fails (guards a tool loop that never ends)."""
 
 UNANSWERED_FAILURES: Final = frozenset(TRANSIENT_KINDS | {"output_limit", "storage"})
 """Failure kinds after which a failed turn's inputs are *not* acknowledged, so
@@ -53,6 +88,9 @@ succeed), an answer cut at ``max_output_mib`` (the person never got an answer,
 issue #8 item 5) and a journal/inbox write that failed (the terminal record
 may not be durable, issue #8 item 6). Any other failure would meet the same
 refusal again, so its inputs are consumed."""
+
+
+# ------------------------------------------------------------------ guards (pure)
 
 
 def acknowledges(status: str, failure_kind: str | None) -> bool:
@@ -81,57 +119,306 @@ def within_output_cap(used_bytes: int, limit_bytes: int) -> bool:
     summed over the turn's rounds) stays within ``max_output_mib``
     (``limit_bytes``).
 
-    The rule (issue #8 item 5): the cap holds for every provider, so the
-    runtime asks this after each round, before the round is kept or its tool
-    calls run; a round that goes past it fails the turn ``output_limit``
-    (not acknowledged, see :func:`acknowledges`). Reaching the cap exactly is
+    The rule (issue #8 item 5): the cap holds for every provider, so it is
+    decided after each round, before the round is kept or its tool calls
+    run; a round that goes past it fails the turn ``output_limit`` (not
+    acknowledged, see :func:`acknowledges`). Reaching the cap exactly is
     within it. Pure; never raises.
     """
     return used_bytes <= limit_bytes
+
+
+def within_round_limit(rounds_done: int, max_rounds: int) -> bool:
+    """Whether a turn that has had ``rounds_done`` model rounds may have another.
+
+    The rule: at most ``max_rounds`` rounds per turn (a tool loop that never
+    ends fails ``internal``). Pure; never raises.
+    """
+    return rounds_done < max_rounds
+
+
+class RetryRule(Protocol):
+    """What the turn machine asks the retry policy
+    (:class:`mind.effects.retry.RetryPolicy` satisfies it)."""
+
+    def should_retry(self, attempt: int, kind: Any) -> bool:
+        """Whether retry number ``attempt`` (1-based) may follow a ``kind`` failure."""
+        ...
+
+    def within_time(self, elapsed_s: float, delay_s: float) -> bool:
+        """Whether a retry after ``delay_s`` more seconds starts inside the retry time."""
+        ...
+
+    def delay_s(self, attempt: int, retry_after_s: float | None) -> float:
+        """Seconds to wait before retry number ``attempt``."""
+        ...
+
+
+def can_retry(
+    rule: RetryRule, *, attempt: int, kind: str, elapsed_s: float, delay_s: float
+) -> bool:
+    """Guard ``can_retry``: retry number ``attempt`` after a ``kind`` failure,
+    ``elapsed_s`` seconds after the turn's first failed attempt, waiting
+    ``delay_s``. The policy's count and kind rule and its total retry time
+    must both allow it (issue 7 item 12). Pure; never raises."""
+    return rule.should_retry(attempt, kind) and rule.within_time(elapsed_s, delay_s)
+
+
+def next_turn_starts(
+    status: str, *, send_pending: bool, input_waiting: bool, closing: bool, written: bool
+) -> bool:
+    """Whether the turn that ended in ``status`` starts the next turn at once.
+
+    The rule (DESIGN §7): input still waiting runs on after a ``completed``
+    turn, and after an ``interrupted`` one when the person asked to send it
+    (Esc: ``send_pending``); never while the runtime is closing, nor when the
+    terminal record could not be written (``written`` false: the journal is
+    broken); after a failed or aborted turn it waits for the person. Pure;
+    never raises.
+    """
+    runs_on = status == "completed" or (status == "interrupted" and send_pending)
+    return runs_on and input_waiting and not closing and written
+
+
+# ------------------------------------------------------------------ effects
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFailure:
+    """Why a turn failed: a closed kind (the journal's ``FailureKind``) and its message.
+
+    Attributes:
+        kind: e.g. ``"server"``, ``"output_limit"``, ``"internal"``, ``"storage"``.
+        message: the canonical, public message (no provider text).
+    """
+
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class WriteTerminal:
+    """Write the one terminal ``turn_completed`` record (fsync).
+
+    Attributes:
+        status: ``completed | interrupted | failed | aborted``.
+        acknowledge: whether the record acknowledges the inputs the turn
+            claimed (:func:`acknowledges`); ``False`` leaves them to replay.
+        failure: the failure of a ``failed`` turn, else ``None``.
+    """
+
+    status: str
+    acknowledge: bool
+    failure: TurnFailure | None = None
+
+
+FAIL_SAFE: Final = WriteTerminal(status="aborted", acknowledge=False)
+"""What the shell writes when the chart refused a transition (even ``abort``):
+an aborted turn acknowledges nothing, so no input is lost (issue #9 item 3)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StartBackoff:
+    """Wait ``delay_s`` seconds, then send ``retry_due`` (the frozen request is resent).
+
+    Attributes:
+        delay_s: the backoff, seconds (the policy's, or the server's ``retry-after``).
+        attempt: the retry number this backoff precedes (1-based).
+        failure: the transient failure being retried.
+    """
+
+    delay_s: float
+    attempt: int
+    failure: TurnFailure
+
+
+@dataclass(frozen=True, slots=True)
+class AskApproval:
+    """Publish the approval request of ``call_id``; send ``approval_answered`` once answered."""
+
+    call_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RefuseCall:
+    """The call ``call_id`` is denied without running: nobody can be asked.
+
+    Attributes:
+        call_id: the tool call refused.
+        reason: why it needed approval (the policy's words).
+    """
+
+    call_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunTools:
+    """Run the round's tool calls in order, journal each result, then send ``tools_done``."""
+
+
+@dataclass(frozen=True, slots=True)
+class DrainOrSeal:
+    """One atomic mailbox step: claim new steering (send ``steering_claimed``)
+    or seal the box (send ``seal``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StartNextTurn:
+    """Start the next turn now with the input that waits."""
+
+
+@dataclass(frozen=True, slots=True)
+class AnnounceWaiting:
+    """Input waits for a later turn: publish ``input.waiting`` (how to drop it)."""
+
+
+Effect: TypeAlias = WriteTerminal | StartBackoff | AskApproval | RefuseCall | RunTools | DrainOrSeal
+"""What an event asks the shell to do (the return value of every event method)."""
+
+
+# ------------------------------------------------------------------ the model
 
 
 @dataclass
 class _TurnData:
     """The model bound to :class:`TurnChart`; satisfies ``TurnModel``.
 
+    Event data (``tool_calls`` … ``elapsed_s``) is set by :class:`TurnMachine`
+    for the duration of one event; guards read it, actions append effects.
+
     Attributes:
-        max_retries: transient round failures allowed per turn.
+        retry: the retry policy the ``can_retry`` guard asks.
+        max_rounds: model rounds allowed per turn.
         retries_used: retries taken so far in this turn.
-        transient: whether the round failure being decided is transient
-            (set only for the duration of one ``round_failed`` event).
-        in_time: whether a retry would still start inside the turn's total
-            retry time (``RetryPolicy.within_time``; same lifetime).
+        rounds_done: model rounds that ended (``round_done``) so far.
+        effects: effects named by the event being processed.
+        terminal: the effect of the terminal reached, once terminal.
         state: where python-statemachine stores the configuration value.
     """
 
-    max_retries: int
+    retry: RetryRule
+    max_rounds: int
     retries_used: int = 0
-    transient: bool = False
-    in_time: bool = True
+    rounds_done: int = 0
+    effects: list[Effect] = field(default_factory=list)
+    terminal: WriteTerminal | None = None
+    send_pending: bool = True
+    # event data
+    tool_calls: int = 0
+    output_bytes: int = 0
+    output_limit: int = 0
+    failure: TurnFailure | None = None
+    retry_after_s: float | None = None
+    elapsed_s: float = 0.0
+    call_id: str = ""
+    asking: bool = False
+    reason: str = ""
     state: object = None
+
+    # ---- guards of turn.yaml
+
+    @property
+    def has_tool_calls(self) -> bool:
+        """Guard ``has_tool_calls``: the round ended with tool calls."""
+        return self.tool_calls > 0
+
+    @property
+    def within_output_cap(self) -> bool:
+        """Guard ``within_output_cap``: see :func:`within_output_cap`."""
+        return within_output_cap(self.output_bytes, self.output_limit)
+
+    @property
+    def within_round_limit(self) -> bool:
+        """Guard ``within_round_limit``: see :func:`within_round_limit`."""
+        return within_round_limit(self.rounds_done, self.max_rounds)
+
+    @property
+    def can_ask(self) -> bool:
+        """Guard ``can_ask``: the session can ask the person (interactive)."""
+        return self.asking
+
+    def _delay_s(self) -> float:
+        return self.retry.delay_s(self.retries_used + 1, self.retry_after_s)
 
     @property
     def can_retry(self) -> bool:
-        """Guard ``can_retry`` of turn.yaml: transient, retries left and time left."""
-        return self.transient and self.in_time and self.retries_used < self.max_retries
+        """Guard ``can_retry``: see :func:`can_retry`."""
+        if self.failure is None:
+            return False
+        return can_retry(
+            self.retry,
+            attempt=self.retries_used + 1,
+            kind=self.failure.kind,
+            elapsed_s=self.elapsed_s,
+            delay_s=self._delay_s(),
+        )
+
+    # ---- actions of turn.yaml (each names one effect)
+
+    def run_tools(self, *args: Any, **kwargs: Any) -> None:
+        """Action ``run_tools``."""
+        self.effects.append(RunTools())
+
+    def drain_or_seal(self, *args: Any, **kwargs: Any) -> None:
+        """Action ``drain_or_seal`` (entry of ``draining``)."""
+        self.effects.append(DrainOrSeal())
+
+    def start_backoff(self, *args: Any, **kwargs: Any) -> None:
+        """Action ``start_backoff``: takes one retry of the turn's budget."""
+        assert self.failure is not None
+        delay = self._delay_s()
+        self.retries_used += 1
+        self.effects.append(StartBackoff(delay, self.retries_used, self.failure))
+
+    def ask_approval(self, *args: Any, **kwargs: Any) -> None:
+        """Action ``ask_approval``."""
+        self.effects.append(AskApproval(self.call_id))
+
+    def refuse_call(self, *args: Any, **kwargs: Any) -> None:
+        """Action ``refuse_call``."""
+        self.effects.append(RefuseCall(self.call_id, self.reason))
+
+    def fail_output_limit(self, *args: Any, **kwargs: Any) -> None:
+        """Action ``fail_output_limit``: the failure a round past the cap ends in."""
+        self.failure = TurnFailure("output_limit", CANONICAL_MESSAGES["output_limit"])
+
+    def fail_round_limit(self, *args: Any, **kwargs: Any) -> None:
+        """Action ``fail_round_limit``: the failure of a turn out of rounds."""
+        self.failure = TurnFailure("internal", f"the turn exceeded {self.max_rounds} model rounds")
+
+    def write_terminal(self, *args: Any, state: Any = None, **kwargs: Any) -> None:
+        """Action ``write_terminal`` (entry of every terminal state)."""
+        status = str(state.id)
+        failure = self.failure if status == "failed" else None
+        effect = WriteTerminal(
+            status=status,
+            acknowledge=acknowledges(status, failure.kind if failure else None),
+            failure=failure,
+        )
+        self.terminal = effect
+        self.effects.append(effect)
 
 
 @final
 class TurnMachine:
-    """One turn's lifecycle, with a per-turn retry budget.
+    """One turn's lifecycle: its decisions, its retry budget, its round count.
+
+    Every event method returns the effects the transition named (see the
+    classes above), in order; ``[]`` when the shell only goes on.
 
     Args:
-        max_retries: how many transient round failures are retried in this
-            turn (``>= 0``); the next one fails the turn.
+        retry: the retry policy (count, kinds, delays, total time).
+        max_rounds: model rounds allowed in this turn (``>= 1``).
 
     Raises:
-        ValueError: ``max_retries`` is negative.
+        ValueError: ``max_rounds`` is below 1.
     """
 
-    def __init__(self, *, max_retries: int = 4) -> None:
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
-        self._data = _TurnData(max_retries=max_retries)
+    def __init__(self, *, retry: RetryRule, max_rounds: int = DEFAULT_MAX_ROUNDS) -> None:
+        if max_rounds < 1:
+            raise ValueError(f"max_rounds must be >= 1, got {max_rounds}")
+        self._data = _TurnData(retry=retry, max_rounds=max_rounds)
         self._chart = created(TurnChart(model=self._data))
 
     def __repr__(self) -> str:
@@ -162,9 +449,19 @@ class TurnMachine:
         return state if state in TERMINAL_STATES else None
 
     @property
+    def terminal(self) -> WriteTerminal | None:
+        """The terminal record the turn ended with (what ``write_terminal`` named)."""
+        return self._data.terminal
+
+    @property
     def retries_used(self) -> int:
         """Transient round failures retried so far in this turn (never reset)."""
         return self._data.retries_used
+
+    @property
+    def rounds_done(self) -> int:
+        """Model rounds that ended in this turn (``round_done`` events)."""
+        return self._data.rounds_done
 
     def observe(self, listener: object) -> None:
         """Attach a python-statemachine listener (e.g. a coverage recorder).
@@ -177,101 +474,165 @@ class TurnMachine:
         add_listener: Callable[[object], object] = self._chart.add_listener
         add_listener(listener)
 
+    def next_turn(
+        self, *, input_waiting: bool, closing: bool, written: bool = True
+    ) -> StartNextTurn | AnnounceWaiting | None:
+        """After the terminal record: what happens to the input that waits.
+
+        Args:
+            input_waiting: accepted input waits in the mailbox.
+            closing: the runtime is closing.
+            written: the terminal record is durable.
+
+        Returns :class:`StartNextTurn` (:func:`next_turn_starts`),
+        :class:`AnnounceWaiting` when input waits for the person, else ``None``.
+        Before the turn is terminal (or after :data:`FAIL_SAFE`) the status
+        is taken as ``aborted``.
+        """
+        status = self.status or "aborted"
+        if next_turn_starts(
+            status,
+            send_pending=self._data.send_pending,
+            input_waiting=input_waiting,
+            closing=closing,
+            written=written,
+        ):
+            return StartNextTurn()
+        return AnnounceWaiting() if input_waiting else None
+
     # ------------------------------------------------------------------- events
 
-    def _send(self, event: TurnEventName) -> None:
+    def _send(self, event: TurnEventName, **data: Any) -> list[Effect]:
+        model = self._data
+        saved = {name: getattr(model, name) for name in data}
+        for name, value in data.items():
+            setattr(model, name, value)
+        model.effects = []
         try:
             self._chart.send(event)
         except TransitionNotAllowed as error:
             raise IllegalTransition(
                 "turn", event, self.state, configuration=self.configuration
             ) from error
+        finally:
+            # Event data lives for one event only (a kept failure is in ``terminal``).
+            for name, value in saved.items():
+                setattr(model, name, value)
+        return list(model.effects)
 
-    def start(self) -> None:
+    def start(self) -> list[Effect]:
         """``accepted -> sampling``; send after ``turn_started`` is durable."""
-        self._send("start")
+        return self._send("start")
 
-    def stream_opened(self) -> None:
+    def stream_opened(self) -> list[Effect]:
         """``requesting -> streaming``: the provider's stream answered."""
-        self._send("stream_opened")
+        return self._send("stream_opened")
 
-    def round_tools(self) -> None:
-        """``sampling -> running_tools``: the round ended with tool calls (journaled)."""
-        self._send("round_tools")
-
-    def round_final(self) -> None:
-        """``sampling -> draining``: the round ended with a final answer."""
-        self._send("round_final")
-
-    def round_failed(self, *, transient: bool, in_time: bool = True) -> bool:
-        """The round failed: retry if transient and budget is left, else fail the turn.
+    def round_done(self, *, tool_calls: int, output_bytes: int, output_limit: int) -> list[Effect]:
+        """A round's stream ended: run its tools, drain-or-seal, or fail past the cap.
 
         Args:
-            transient: whether the failure kind is retried (``TRANSIENT_KINDS``).
-            in_time: whether the retry would start inside the turn's total
-                retry time (the shell measures, ``RetryPolicy.within_time`` decides).
+            tool_calls: how many tool calls the round made.
+            output_bytes: model output of the turn so far, this round included
+                (UTF-8 bytes of text, reasoning and tool arguments).
+            output_limit: the turn's cap in bytes (``max_output_mib``).
 
         Returns:
-            ``True`` if now ``retrying`` (``retries_used`` was incremented),
-            ``False`` if now ``failed``.
-
-        Raises:
-            IllegalTransition: not sampling; nothing changed.
+            ``[RunTools]``, ``[DrainOrSeal]`` or ``[WriteTerminal(failed, output_limit)]``.
         """
-        self._data.transient = transient
-        self._data.in_time = in_time
+        self._data.rounds_done += 1
         try:
-            self._send("round_failed")
-        finally:
-            self._data.transient = False
-            self._data.in_time = True
-        if self.state == "failed":
-            return False
-        self._data.retries_used += 1
-        return True
+            return self._send(
+                "round_done",
+                tool_calls=tool_calls,
+                output_bytes=output_bytes,
+                output_limit=output_limit,
+            )
+        except IllegalTransition:
+            self._data.rounds_done -= 1
+            raise
 
-    def retry_due(self) -> None:
-        """``retrying -> sampling``: the backoff delay elapsed (the shell's clock)."""
-        self._send("retry_due")
+    def round_failed(
+        self,
+        *,
+        kind: str,
+        message: str,
+        retry_after_s: float | None = None,
+        elapsed_s: float = 0.0,
+    ) -> list[Effect]:
+        """The round failed: back off and retry, or fail the turn.
 
-    def approval_needed(self) -> None:
-        """``executing -> awaiting_approval``: a tool call waits for the person."""
-        self._send("approval_needed")
+        Args:
+            kind: the failure kind (retried only when the policy allows it).
+            message: its canonical message.
+            retry_after_s: the server's ``retry-after``, seconds, if any.
+            elapsed_s: seconds since the turn's first failed attempt (0 at
+                the first failure; the shell's monotonic clock).
 
-    def approval_answered(self) -> None:
-        """``awaiting_approval -> executing``: the answer is durable."""
-        self._send("approval_answered")
+        Returns:
+            ``[StartBackoff]`` (``retries_used`` incremented) or ``[WriteTerminal(failed)]``.
+        """
+        return self._send(
+            "round_failed",
+            failure=TurnFailure(kind, message),
+            retry_after_s=retry_after_s,
+            elapsed_s=elapsed_s,
+        )
 
-    def tools_done(self) -> None:
-        """``running_tools -> sampling``: every tool result is journaled.
+    def retry_due(self) -> list[Effect]:
+        """``retrying -> sampling``: the backoff elapsed; resend the frozen request."""
+        return self._send("retry_due")
+
+    def approval_needed(self, *, call_id: str, can_ask: bool, reason: str = "") -> list[Effect]:
+        """A tool call needs the person's approval.
+
+        Returns:
+            ``[AskApproval(call_id)]`` (now ``awaiting_approval``) when the
+            session can ask, else ``[RefuseCall(call_id, reason)]`` (still
+            ``executing``: the call is denied without running).
+        """
+        return self._send("approval_needed", call_id=call_id, asking=can_ask, reason=reason)
+
+    def approval_answered(self) -> list[Effect]:
+        """``awaiting_approval -> executing``: the answer is in."""
+        return self._send("approval_answered")
+
+    def tools_done(self) -> list[Effect]:
+        """Every tool result is journaled: sample again, or fail out of rounds.
 
         Resets nothing: the retry budget is per turn, not per round.
         """
-        self._send("tools_done")
+        return self._send("tools_done")
 
-    def steering_claimed(self) -> None:
-        """``draining -> sampling``: steering input was claimed for this turn."""
-        self._send("steering_claimed")
+    def steering_claimed(self) -> list[Effect]:
+        """``draining -> sampling``: steering was claimed (or fail out of rounds)."""
+        return self._send("steering_claimed")
 
-    def seal(self) -> None:
+    def seal(self) -> list[Effect]:
         """``draining -> completed``: nothing to drain; the inbox is sealed."""
-        self._send("seal")
+        return self._send("seal")
 
-    def interrupt(self) -> None:
-        """``active -> interrupted``: the person cancelled the running turn."""
-        self._send("interrupt")
+    def interrupt(self, *, send_pending: bool = True) -> list[Effect]:
+        """``active -> interrupted``: the person cancelled the running turn.
 
-    def fail(self) -> None:
+        Args:
+            send_pending: whether the input still waiting starts the next
+                turn at once (:meth:`next_turn`).
+        """
+        self._data.send_pending = send_pending
+        return self._send("interrupt")
+
+    def fail(self, *, kind: str = "internal", message: str = "internal error") -> list[Effect]:
         """``accepted | active -> failed``: an unrecoverable error outside a round."""
-        self._send("fail")
+        return self._send("fail", failure=TurnFailure(kind, message))
 
-    def abort(self) -> None:
+    def abort(self) -> list[Effect]:
         """``accepted | active -> aborted``: the process is stopping; inputs replay later."""
-        self._send("abort")
+        return self._send("abort")
 
     # Recovery: a crashed turn, replayed from its records (mind.machines.turn_replay).
 
-    def recover(self) -> None:
+    def recover(self) -> list[Effect]:
         """Close a crashed turn at startup: ``draining -> completed`` (its final
         answer was journaled), ``accepted | other active states -> aborted``."""
-        self._send("recover")
+        return self._send("recover")

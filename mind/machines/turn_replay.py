@@ -30,13 +30,33 @@ none is acknowledged. Pure: reads records, no I/O.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from mind.errors import IllegalTransition
 from mind.generated import journal as jr
 from mind.machines.turn import TurnMachine, acknowledges
 
 __all__ = ["RecoveredClosing", "recovered_closing", "replayed_turn"]
+
+
+class _NoRetry:
+    """The retry rule of a replay: nothing is retried (a replay only follows
+    what the records say happened)."""
+
+    def should_retry(self, attempt: int, kind: object) -> bool:
+        return False
+
+    def within_time(self, elapsed_s: float, delay_s: float) -> bool:
+        return False
+
+    def delay_s(self, attempt: int, retry_after_s: float | None) -> float:
+        return 0.0
+
+
+_NO_RETRY: Final = _NoRetry()
+_REPLAY_MAX_ROUNDS: Final = 1 << 30
+"""A replay follows the rounds the turn really had: the round limit was
+applied when they ran, so it never refuses one here."""
 
 
 class RecoveredClosing(NamedTuple):
@@ -59,7 +79,7 @@ def replayed_turn(records: Iterable[jr.JournalRecord], turn_id: str) -> TurnMach
         The machine in the state the turn had reached when it stopped; or
         ``aborted`` when the chart refused a step of the replay.
     """
-    machine = TurnMachine()
+    machine = TurnMachine(retry=_NO_RETRY, max_rounds=_REPLAY_MAX_ROUNDS)
     pending: set[str] = set()
     empty_round = False  # an empty answer: final only if the turn went on after it
     try:
@@ -67,17 +87,19 @@ def replayed_turn(records: Iterable[jr.JournalRecord], turn_id: str) -> TurnMach
             if getattr(record, "turn_id", None) != turn_id:
                 continue
             if empty_round and isinstance(record, jr.ModelRound | jr.UserMessage):
-                machine.round_final()
+                machine.round_done(tool_calls=0, output_bytes=0, output_limit=1)
                 empty_round = False
             if isinstance(record, jr.TurnStarted):
                 machine.start()
             elif isinstance(record, jr.ModelRound):
                 machine.stream_opened()
                 if record.tool_calls:
-                    machine.round_tools()
+                    machine.round_done(
+                        tool_calls=len(record.tool_calls), output_bytes=0, output_limit=1
+                    )
                     pending = {c.call_id for c in record.tool_calls}
                 elif record.text.strip():
-                    machine.round_final()
+                    machine.round_done(tool_calls=0, output_bytes=0, output_limit=1)
                 else:
                     empty_round = True
             elif isinstance(record, jr.ToolResult) and record.call_id in pending:

@@ -195,7 +195,9 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
                 continue
             try:
                 if json_mode:
-                    if not isinstance(event, ev.ReasoningDeltaEvent | ev.InputAcceptedEvent):
+                    if not isinstance(
+                        event, ev.ReasoningDeltaEvent | ev.InputAcceptedEvent | ev.InputClaimedEvent
+                    ):
                         held = _emit_json_ordered(out, event, held)
                 elif isinstance(event, ev.InputWaitingEvent):
                     waiting_notice = event  # after the final answer and the failure line

@@ -44,7 +44,7 @@ from mind.shell.sandbox.command import session_sandbox
 from mind.shell.tool_env import tool_environment
 from mind.shell.tools import ToolRunner, session_boundary
 from mind.shell.turn_driver import TurnDriver
-from mind.shell.turn_handle import Turn, TurnOutcome, _EventBuffer
+from mind.shell.turn_handle import EventChannel, Turn, TurnOutcome
 
 if TYPE_CHECKING:
     from mind.shell.runtime import Runtime
@@ -137,18 +137,22 @@ class Session:
             max_retries=config.max_retries, max_retry_s=config.max_retry_s
         )
         self.current: Turn | None = None
+        self.turn_observers: list[object] = []
+        """python-statemachine listeners attached to the turn machine of every
+        turn this session starts (transition coverage, tracing, and the tests
+        that make the chart refuse an event); they must not send events."""
         self.mailbox = Mailbox()
-        self._acknowledged: set[str] = settled_inputs(journal.records)
-        """Ids no turn may take again: acknowledged by a terminal record, or dropped."""
+        # Ids no turn may take again (acknowledged by a terminal record, or
+        # dropped): from here on the mailbox alone answers for them.
         self.mailbox.restore(
             [(e.message_id, e.text, e.kind.value) for e in inbox.entries],
-            acknowledged=self._acknowledged,
+            acknowledged=settled_inputs(journal.records),
         )
         self.recovery: ev.SessionRecoveredEvent | None = None
         """What opening the session repaired (None for a new session)."""
-        self._events = _EventBuffer()
+        self._events = EventChannel()
+        """The ``events()`` consumer's channel (bounded, see :class:`EventChannel`)."""
         self._consuming = False
-        self._dispositions: dict[str, Disposition] = {}
 
     @property
     def approval(self) -> ApprovalPolicy:
@@ -157,8 +161,9 @@ class Session:
 
     @property
     def busy(self) -> bool:
-        """True while a turn is running."""
-        return self.current is not None and not self.current.done
+        """True while a turn owns the mailbox (the mailbox's ``has_turn_owner``:
+        from the turn's start until its terminal record is written)."""
+        return self.mailbox.has_turn_owner
 
     @property
     def waiting(self) -> list[MailboxMessage]:
@@ -228,7 +233,6 @@ class Session:
             detail = str(exc).removeprefix("mailbox: 'drop' ")
             raise DropRefused(self.session_id, message_id, detail) from exc
         self.journal.append(jr.InputDropped(seq=0, recorded_at_ms=0, message_id=mid), sync=True)
-        self._acknowledged.add(mid)
         self.inbox.remove([mid])
         return self.mailbox.drop(mid)
 
@@ -274,9 +278,9 @@ class Session:
                 keep the text.
         """
         mid = message_id or new_id("msg")
-        known = self._dispositions.get(mid)
-        if known is not None or mid in self._acknowledged:
-            return InputReceipt(message_id=mid, disposition=known or "started", duplicate=True)
+        known = self._known_disposition(mid)
+        if known is not None:
+            return InputReceipt(message_id=mid, disposition=known, duplicate=True)
         if not text.strip():
             raise InputRefused("empty", "the input is empty", message_id=mid)
         if has_lone_surrogates(text):
@@ -321,11 +325,25 @@ class Session:
             older = len(self.mailbox.waiting()) > 1
             self._start_turn()
             disposition = "pending" if older else "started"
-        self._dispositions[mid] = disposition
         self._events.put(
             ev.InputAcceptedEvent(message_id=mid, disposition=ev.Disposition(disposition))
         )
         return InputReceipt(message_id=mid, disposition=disposition)
+
+    def _known_disposition(self, message_id: str) -> Disposition | None:
+        """Where an id the mailbox already knows went (``None``: a new id).
+
+        The mailbox owns idempotency: ``steering`` if it steered a turn,
+        ``next_turn`` while it still waits, ``started`` once a turn took it.
+        """
+        if not self.mailbox.knows(message_id):
+            return None
+        held = self.mailbox.message(message_id)
+        if held is not None and held.disposition == "steering":
+            return "steering"
+        if held is not None and held.state in ("queued", "next_turn", "returned"):
+            return "next_turn"
+        return "started"
 
     def steer(self, text: str, *, message_id: str | None = None) -> InputReceipt:
         """:meth:`send` with ``kind="steer"``: reach the running turn if it still listens."""
@@ -367,6 +385,12 @@ class Session:
         """Every event of this session (all turns, accepted inputs), in order,
         until the session is idle: no turn running and none about to start.
 
+        What a consumer gets: every lifecycle event, and the deltas, which
+        coalesce when it falls behind (:class:`EventChannel`). While no
+        ``events()`` iteration runs, the session keeps only the events since
+        the latest turn started (iterating the ``Turn`` handles instead leaves
+        no backlog).
+
         Raises:
             RuntimeError: another ``events()`` iteration of this session is
                 still running (one consumer at a time; a second would silently
@@ -377,7 +401,7 @@ class Session:
         self._consuming = True
         try:
             while True:
-                if not self.busy and not self._events._items:
+                if not self.busy and not len(self._events):
                     return
                 event = await self._events.get()
                 if event is None:
@@ -389,6 +413,10 @@ class Session:
     # ---- the turn ------------------------------------------------------------
 
     def _start_turn(self) -> Turn:
+        if not self._consuming:
+            # Nobody reads events(): keep this turn's events for a consumer
+            # that may still come, not every earlier turn's (one bound).
+            self._events.clear()
         # Claiming happens here, synchronously, so input sent right after
         # this call already sees an open mailbox.
         turn = Turn(self, new_id("turn"), self.mailbox.open_turn())

@@ -7,7 +7,6 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, final
 
-import anyio
 import msgspec
 
 from mind.conversation import (
@@ -29,11 +28,12 @@ from mind.errors import (
 )
 from mind.generated import events as ev
 from mind.generated import journal as jr
-from mind.machines.turn import TurnMachine
+from mind.machines.turn import RefuseCall, TurnMachine
 from mind.shell import faults
+from mind.shell.approvals import Decision
 from mind.shell.redact import redact
 from mind.shell.tools import ToolOutcome
-from mind.shell.turn_handle import Decision, Turn
+from mind.shell.turn_handle import Turn
 
 if TYPE_CHECKING:
     from mind.shell.session import Session
@@ -108,8 +108,12 @@ class ToolCalls:
         ):
             key += "|" + crossed  # "always" inside never covers a later boundary crossing
         if reason is not None and key not in self.session.always_allowed:
-            if not self.session.interactive:
-                # The policy names only flags that really allow it (issue 8 review).
+            asked = machine.approval_needed(
+                call_id=call.call_id, can_ask=self.session.interactive, reason=reason
+            )
+            if any(isinstance(e, RefuseCall) for e in asked):
+                # Nobody can be asked. The policy names only flags that
+                # really allow it (issue 8 review).
                 return "denied", (
                     f"Refused without running: this call needs approval ({reason}) and this "
                     "session cannot ask (non-interactive, approval policy "
@@ -151,12 +155,17 @@ class ToolCalls:
             offer = rerun_reason(
                 self.session.approval, self.session.config.sandbox, result.status, result.output
             )
-            if offer is not None and self.session.interactive:
+            if offer is not None:
                 # "always" here covers this exact command outside the sandbox.
                 outside_key = _always_key(call.name, args, sandboxed=False)
                 answer: Decision = "always"
                 if outside_key not in self.session.always_allowed:
-                    answer = await self._ask(turn, machine, call, args, offer, [], None, False)
+                    asked = machine.approval_needed(
+                        call_id=call.call_id, can_ask=self.session.interactive, reason=offer
+                    )
+                    answer = "no"  # nobody can be asked: the sandboxed result stands
+                    if not any(isinstance(e, RefuseCall) for e in asked):
+                        answer = await self._ask(turn, machine, call, args, offer, [], None, False)
                 if answer == "always":
                     self.session.always_allowed.add(outside_key)
                 if answer == "yes" or answer == "always":
@@ -178,12 +187,12 @@ class ToolCalls:
         problem: str | None,
         sandboxed: bool,
     ) -> Decision:
-        """Publish one approval request and wait for the person's answer.
+        """Publish one approval request and wait for the person's answer
+        (the machine named :class:`AskApproval`: it is ``awaiting_approval``).
 
         The card says where a shell command will run (inside the session's
         sandbox or OUTSIDE it); the event carries it as ``sandbox``.
         """
-        machine.approval_needed()
         text, text_format = approval_text(call.name, args, changes, problem)
         cut = cut_for_display(text)
         where: ev.Sandbox | msgspec.UnsetType = msgspec.UNSET
@@ -197,8 +206,7 @@ class ToolCalls:
                 reason = f"{reason} (runs OUTSIDE the sandbox)"
         # A call may be asked twice (run, then re-run outside after a sandbox
         # denial): each request waits for its own answer.
-        turn._decisions.pop(call.call_id, None)
-        turn._decision_events[call.call_id] = anyio.Event()
+        turn.approvals.open(call.call_id)
         turn._emit(
             ev.ApprovalRequestedEvent(
                 turn_id=turn.turn_id,
@@ -215,7 +223,7 @@ class ToolCalls:
                 sandbox=where,
             )
         )
-        decision = await turn._await_decision(call.call_id)
+        decision = await turn.approvals.wait(call.call_id)
         machine.approval_answered()
         return decision
 

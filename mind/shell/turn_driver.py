@@ -4,11 +4,14 @@ one terminal record of a turn."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, final
 
 import anyio
+import msgspec
 
 from mind.conversation import (
     ModelRequest,
@@ -20,7 +23,8 @@ from mind.conversation import (
 from mind.conversation import Usage as RoundUsage
 from mind.effects.tools import tool_specs
 from mind.errors import (
-    CANONICAL_MESSAGES,
+    IllegalTransition,
+    JournalError,
     JournalRecordTooLarge,
     ProviderError,
     ScriptError,
@@ -30,7 +34,17 @@ from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.history import build_messages
 from mind.machines.mailbox import MailboxMessage
-from mind.machines.turn import TurnMachine, acknowledges, within_output_cap
+from mind.machines.turn import (
+    FAIL_SAFE,
+    AnnounceWaiting,
+    DrainOrSeal,
+    Effect,
+    RunTools,
+    StartBackoff,
+    StartNextTurn,
+    TurnMachine,
+    WriteTerminal,
+)
 from mind.shell import faults
 from mind.shell.recovery import (
     ABORTED_OUTPUT,
@@ -55,9 +69,6 @@ The working directory is {cwd}. Use the tools to inspect and change files and to
 commands; prefer apply_patch for edits to existing files. Keep answers short and concrete,
 and say what you changed. Never claim to have run something you did not run."""
 
-DEFAULT_MAX_ROUNDS = 200
-"""Model rounds per turn before the turn fails (guards a tool loop that never ends)."""
-
 
 @final
 class TurnDriver:
@@ -66,44 +77,98 @@ class TurnDriver:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.calls = ToolCalls(session)
+        self._first_failure_at: float | None = None
+        """Monotonic seconds of the turn's first failed attempt: its total
+        retry time (``max_retry_seconds``) counts from here."""
 
     async def run(self, turn: Turn) -> None:
-        machine = TurnMachine(max_retries=self.session.retry_policy.max_retries)
-        failure: ev.Failure | None = None
+        """Drive ``turn`` to its one terminal record.
+
+        The turn machine decides every branch (round outcome, retry, approval,
+        drain-or-seal, which terminal, what it acknowledges, whether the next
+        turn starts); this loop sends it facts and performs the effects it
+        names. A transition a chart refuses (:class:`~mind.errors.IllegalTransition`
+        from the turn or the mailbox chart) is a bug in mind, never the person's: the
+        turn fails safe — it ends ``aborted``, so its inputs (steering it
+        claimed included) are not acknowledged and replay on the next start
+        — and the chart, state and event are logged (issue #9 item 3).
+        """
+        machine = TurnMachine(retry=self.session.retry_policy)
+        for observer in self.session.turn_observers:
+            machine.observe(observer)
+        terminal: WriteTerminal
+        try:
+            terminal = await self._drive(turn, machine)
+        except anyio.get_cancelled_exc_class():
+            # Cancelled from outside (the runtime is closing): the turn ends
+            # aborted — its input is not acknowledged and replays later.
+            # Synchronous from here: nothing can be cancelled.
+            self._end(turn, machine, self._abort(turn, machine))
+            raise
+        except IllegalTransition as exc:
+            terminal = self._refused(turn, machine, exc)
+        self._end(turn, machine, terminal)
+
+    async def _drive(self, turn: Turn, machine: TurnMachine) -> WriteTerminal:
+        """The turn from its start to a terminal state of ``machine``; returns
+        the terminal record it named. Raises cancellation (runtime closing)
+        and chart refusals; every other error is sent as ``fail``."""
         try:
             self._begin(turn)
             machine.start()
             with turn._scope:
-                failure = await self._loop(turn, machine)
-        except anyio.get_cancelled_exc_class():
-            # Cancelled from outside (the runtime is closing): the turn ends
-            # aborted — its input is not acknowledged and replays later.
-            if not machine.is_terminal:  # synchronous: nothing here can be cancelled
-                # A broken journal: recovery closes the calls when the session reopens.
-                with contextlib.suppress(StorageError):
-                    self._close_open_calls(turn, ABORTED_OUTPUT, ABORTED_UNSTARTED_OUTPUT)
-                machine.abort()
-            self._end(turn, machine, None)
+                return await self._loop(turn, machine)
+        except (anyio.get_cancelled_exc_class(), IllegalTransition):
             raise
         except StorageError as exc:  # a journal write failed: disk full, quota, I/O error
-            if not machine.is_terminal:
-                machine.fail()
             turn._storage_error = exc
             failure = storage_failure(exc, self.session.session_id)
+            return _terminal(machine, machine.fail(kind="storage", message=failure.message))
         except ScriptError as exc:  # the offline script cannot answer
-            if not machine.is_terminal:
-                machine.fail()
-            failure = ev.Failure(kind=ev.FailureKind.internal, message=f"scripted provider: {exc}")
+            return _terminal(machine, machine.fail(message=f"scripted provider: {exc}"))
         except Exception as exc:  # a bug or an I/O failure: the turn still gets its terminal
-            if not machine.is_terminal:
-                machine.fail()
             # The text of an unexpected exception may carry a URL or a key.
             text = redact(f"internal error: {exc}", self.session.secrets)
-            failure = ev.Failure(kind=ev.FailureKind.internal, message=text)
-        if not machine.is_terminal:  # only an interrupt leaves the loop without a terminal
-            self._close_open_calls(turn, INTERRUPTED_OUTPUT, INTERRUPTED_UNSTARTED_OUTPUT)
-            machine.interrupt()
-        self._end(turn, machine, failure)
+            return _terminal(machine, machine.fail(message=text))
+        # Only an interrupt leaves the cancel scope without a terminal.
+        self._close_open_calls(turn, INTERRUPTED_OUTPUT, INTERRUPTED_UNSTARTED_OUTPUT)
+        return _terminal(machine, machine.interrupt(send_pending=turn._send_pending))
+
+    def _abort(self, turn: Turn, machine: TurnMachine) -> WriteTerminal:
+        """Close the turn's open calls as aborted and send ``abort``; returns
+        the terminal to write (the machine's own if it already has one)."""
+        if machine.terminal is not None:
+            return machine.terminal
+        # A broken journal: recovery closes the calls when the session reopens.
+        with contextlib.suppress(StorageError):
+            self._close_open_calls(turn, ABORTED_OUTPUT, ABORTED_UNSTARTED_OUTPUT)
+        try:
+            return _terminal(machine, machine.abort())
+        except IllegalTransition as exc:
+            # Even the fail-safe was refused: write ``aborted`` anyway
+            # (acknowledging nothing), the one ending that loses no input.
+            log.error(
+                "turn %s of session %s: the Turn chart refused %r in state %s too",
+                turn.turn_id,
+                self.session.session_id,
+                exc.event,
+                machine.state,
+            )
+            return FAIL_SAFE
+
+    def _refused(self, turn: Turn, machine: TurnMachine, exc: IllegalTransition) -> WriteTerminal:
+        """Fail safe after a refused transition: log it, end the turn ``aborted``."""
+        chart, state = exc.chart, exc.state
+        log.error(
+            "turn %s of session %s: the %s chart refused event %r in state %s; "
+            "the turn ends aborted and its inputs replay on the next start",
+            turn.turn_id,
+            self.session.session_id,
+            chart,
+            exc.event,
+            state,
+        )
+        return self._abort(turn, machine)
 
     def _journal_inputs(self, turn: Turn, messages: list[MailboxMessage], *, sync: bool) -> None:
         for i, msg in enumerate(messages):
@@ -141,35 +206,48 @@ class TurnDriver:
             status="running",
         )
         turn._emit(ev.TurnStartedEvent(turn_id=turn.turn_id))
+        self._announce_claim(turn, turn.inputs, ev.ClaimPoint.start)
 
-    def _end(
-        self,
-        turn: Turn,
-        machine: TurnMachine,
-        failure: ev.Failure | None,
+    def _announce_claim(
+        self, turn: Turn, messages: list[MailboxMessage], at: ev.ClaimPoint
     ) -> None:
-        """Write the one terminal record (fsync), then clean the inbox, then
-        publish ``turn.completed`` and start the next turn if input waits.
+        """Publish ``input.claimed`` for inputs the turn just took (none: nothing)."""
+        if messages:
+            turn._emit(
+                ev.InputClaimedEvent(
+                    turn_id=turn.turn_id, message_ids=[m.message_id for m in messages], at=at
+                )
+            )
 
-        Acknowledged (consumed for good): the inputs of a completed or
-        interrupted turn, and of one that failed for a reason a replay would
-        meet again. Not acknowledged (replayed on the next start): aborted
-        turns, transient failures and an answer cut at the output cap — the
-        rule is :func:`mind.machines.turn.acknowledges`.
+    def _end(self, turn: Turn, machine: TurnMachine, terminal: WriteTerminal) -> None:
+        """Write the terminal record the machine named (fsync), then clean the
+        inbox, then publish ``turn.completed``, then do what the machine says
+        about the input that waits (start the next turn, or announce it).
+
+        ``terminal.acknowledge`` (the rule is
+        :func:`mind.machines.turn.acknowledges`) says whether the record
+        acknowledges the inputs the turn claimed — the mailbox's
+        ``claimed()`` — or leaves them to replay.
         """
         usage = turn._usage
-        assert machine.status is not None
-        status = ev.TurnStatus(machine.status)
-        acknowledge = acknowledges(status.value, failure.kind.value if failure else None)
+        status = ev.TurnStatus(terminal.status)
+        failure = (
+            ev.Failure(kind=ev.FailureKind(terminal.failure.kind), message=terminal.failure.message)
+            if terminal.failure is not None
+            else None
+        )
         faults.boundary("before_terminal")
         # The ids the record will acknowledge, in order; the mailbox settles
         # only once the record is durable (a failed write acknowledges nothing).
-        acknowledged = [m.message_id for m in self.session.mailbox.claimed()] if acknowledge else []
+        acknowledged = (
+            [m.message_id for m in self.session.mailbox.claimed()] if terminal.acknowledge else []
+        )
         extra: dict[str, Any] = {}
         if failure is not None:
             extra["failure"] = jr.Failure(
                 kind=jr.FailureKind(failure.kind.value), message=failure.message
             )
+        written = True
         try:
             self.session.journal.append(
                 jr.TurnCompleted(
@@ -185,17 +263,23 @@ class TurnDriver:
                 ),
                 sync=True,
             )
-        except StorageError as exc:
+        except (StorageError, JournalError) as exc:
             # No durable terminal: the turn stays open on disk and recovery
-            # closes it when the session is reopened (issue #8 item 6).
-            turn._storage_error = turn._storage_error or exc
+            # closes it when the session is reopened (issue #8 item 6). A
+            # journal replaced or removed underneath (JournalError) is the
+            # same: the record cannot be made durable, nothing is acknowledged.
+            written = False
             status, acknowledged = ev.TurnStatus.failed, []
-            failure = failure if failure and failure.kind.value == "storage" else None
-            failure = failure or storage_failure(exc, self.session.session_id)
+            if isinstance(exc, StorageError):
+                turn._storage_error = turn._storage_error or exc
+                failure = failure if failure and failure.kind.value == "storage" else None
+                failure = failure or storage_failure(exc, self.session.session_id)
+            else:
+                text = redact(f"could not write the terminal record: {exc}", self.session.secrets)
+                failure = ev.Failure(kind=ev.FailureKind.internal, message=text)
         self.session.mailbox.end_turn(acknowledge=bool(acknowledged))
         faults.boundary("after_terminal")
         self.session.runtime.store.index.note(self.session.session_id, status=status.value)
-        self.session._acknowledged.update(acknowledged)
         try:
             self.session.inbox.remove(acknowledged)
         except StorageError as exc:
@@ -212,38 +296,35 @@ class TurnDriver:
         turn._finish(
             TurnOutcome(event=done, final_text=turn._final_text, error=turn._storage_error)
         )
-        runs_on = status == ev.TurnStatus.completed or (
-            status == ev.TurnStatus.interrupted and turn._send_pending
+        after = machine.next_turn(
+            input_waiting=bool(self.session.mailbox.waiting()),
+            closing=self.session.runtime.closing,
+            written=written,
         )
-        if runs_on and self.session.mailbox.waiting() and not self.session.runtime.closing:
+        if isinstance(after, StartNextTurn):
             self.session._start_turn()
-        elif self.session.mailbox.waiting():
+        elif isinstance(after, AnnounceWaiting):
             # Input stays waiting after this turn: say so, with how to drop
             # it, or it goes silently into the next turn (issue 7 item 11).
             self.session._events.put(self.session.waiting_event())
 
-    async def _loop(self, turn: Turn, machine: TurnMachine) -> ev.Failure | None:
-        """Model rounds and tool calls until the turn is sealed or fails.
+    async def _loop(self, turn: Turn, machine: TurnMachine) -> WriteTerminal:
+        """Model rounds and tool calls until the machine names the terminal.
 
-        Returns the failure of a failed turn (None when sealed ``completed``).
         Raises the cancellation of ``turn._scope`` on interrupt.
         """
-        rounds = 0
-        first_failure_at: float | None = None  # monotonic s: the retry time starts here
-        output_used = 0  # bytes of model output in this turn's journaled rounds
+        output_used = 0  # bytes of model output in this turn's rounds
         while True:
-            rounds += 1
-            if rounds > DEFAULT_MAX_ROUNDS:
-                machine.fail()
-                return ev.Failure(
-                    kind=ev.FailureKind.internal,
-                    message=f"the turn exceeded {DEFAULT_MAX_ROUNDS} model rounds",
-                )
-            if rounds > 1:
+            if machine.rounds_done > 0:
                 # A model-request boundary after the tool results: steering
                 # sent meanwhile reaches the model now, never between a call
                 # and its result.
-                self._journal_inputs(turn, self.session.mailbox.drain(), sync=False)
+                claimed = self.session.mailbox.drain()
+                self._journal_inputs(turn, claimed, sync=False)
+                self._announce_claim(turn, claimed, ev.ClaimPoint.boundary)
+            # Built once per round: every retry of the round sends this same
+            # request (DESIGN §5); input that arrives meanwhile waits for the
+            # next round boundary.
             request = ModelRequest(
                 model=self.session.config.provider.model,
                 system=SYSTEM_PROMPT.format(cwd=self.session.cwd),
@@ -252,12 +333,83 @@ class TurnDriver:
                 # The turn's cap, less what earlier rounds streamed (issue #8 item 5).
                 max_output_bytes=max(0, self.session.config.max_output_bytes - output_used),
             )
+            frozen = _FrozenRequest(request, request_digest(request), machine.rounds_done)
+            sampled = await self._sample(turn, machine, frozen)
+            if isinstance(sampled, WriteTerminal):
+                return sampled
+            done = sampled
+            turn._usage = turn._usage + done.usage
+            output_used += output_bytes(done)
+            # A provider that does not stop at the cap itself (the scripted
+            # one) makes the machine fail the round: it is not kept and its
+            # calls never run.
+            effects = machine.round_done(
+                tool_calls=len(done.tool_calls),
+                output_bytes=output_used,
+                output_limit=self.session.config.max_output_bytes,
+            )
+            if machine.terminal is not None:
+                return machine.terminal
+            try:
+                self._journal_round(
+                    turn.turn_id,
+                    frozen,
+                    done.text,
+                    done.reasoning,
+                    done.tool_calls,
+                    done.finish,
+                    done.usage,
+                    done.provider_items,
+                )
+            except JournalRecordTooLarge as exc:
+                # An answer too large to keep is not an answer: the turn
+                # fails like one past the output cap, and the input waits.
+                turn.failure_detail = exc.detail
+                return _terminal(
+                    machine, machine.fail(kind="output_limit", message=exc.failure_message())
+                )
+            if done.text:
+                turn._final_text = done.text
+                turn._emit(ev.MessageCompletedEvent(turn_id=turn.turn_id, text=done.text))
+            faults.boundary("after_model_round")
+            for effect in effects:
+                if isinstance(effect, RunTools):
+                    for call in done.tool_calls:
+                        await self.calls.run(turn, machine, call)
+                    machine.tools_done()
+                elif isinstance(effect, DrainOrSeal):
+                    # One step with no await inside: either the steering that
+                    # arrived is claimed (another round answers it) or the
+                    # mailbox is sealed and later input waits for the next
+                    # turn (seed 000 ActiveTurnMailbox.drainOrSeal).
+                    steering = self.session.mailbox.drain_or_seal()
+                    if steering:
+                        self._journal_inputs(turn, steering, sync=False)
+                        self._announce_claim(turn, steering, ev.ClaimPoint.drain)
+                        machine.steering_claimed()
+                    else:
+                        machine.seal()
+            if machine.terminal is not None:
+                return machine.terminal
+
+    async def _sample(
+        self, turn: Turn, machine: TurnMachine, frozen: _FrozenRequest
+    ) -> StreamDone | WriteTerminal:
+        """Send the round's frozen request until it answers, retrying transient
+        failures with backoff; the same request object every attempt.
+
+        Returns the round's redacted ``StreamDone``, or the terminal of the
+        turn the machine failed. Raises the cancellation of ``turn._scope`` on
+        interrupt (after journaling what the person already saw).
+        """
+        while True:
+            frozen.attempts += 1
             done: StreamDone | None = None
             partial: list[str] = []
             try:
                 opened = False
                 turn.model_quiet_since = time.monotonic()
-                async for item in self.session.provider.stream(request):
+                async for item in self.session.provider.stream(frozen.request):
                     turn.model_quiet_since = time.monotonic()
                     if not opened:
                         opened = True
@@ -273,97 +425,49 @@ class TurnDriver:
                         done = redact_round(item, self.session.secrets)
                 if done is None:
                     raise ProviderError("stream_cut", detail="stream ended without a final event")
+                return done
             except ProviderError as exc:
                 turn.model_quiet_since = None
-                failure = ev.Failure(kind=ev.FailureKind(exc.kind), message=exc.message)
                 turn.failure_detail = exc.detail[:500]
                 now = time.monotonic()
-                first_failure_at = now if first_failure_at is None else first_failure_at
-                delay_s = self.session.retry_policy.delay_s(
-                    machine.retries_used + 1, exc.retry_after_s
+                if self._first_failure_at is None:
+                    self._first_failure_at = now  # the turn's retry time starts here
+                effects = machine.round_failed(
+                    kind=exc.kind,
+                    message=exc.message,
+                    retry_after_s=exc.retry_after_s,
+                    elapsed_s=now - self._first_failure_at,
                 )
-                in_time = self.session.retry_policy.within_time(now - first_failure_at, delay_s)
-                if machine.round_failed(transient=exc.transient, in_time=in_time):
-                    turn._emit(
-                        ev.TurnRetryingEvent(
-                            turn_id=turn.turn_id,
-                            attempt=machine.retries_used,
-                            delay_s=delay_s,
-                            failure=failure,
-                        )
+                backoff = next((e for e in effects if isinstance(e, StartBackoff)), None)
+                if backoff is None:
+                    return _terminal(machine, effects)
+                turn._emit(
+                    ev.TurnRetryingEvent(
+                        turn_id=turn.turn_id,
+                        attempt=backoff.attempt,
+                        delay_s=backoff.delay_s,
+                        failure=ev.Failure(
+                            kind=ev.FailureKind(backoff.failure.kind),
+                            message=backoff.failure.message,
+                        ),
                     )
-                    await anyio.sleep(delay_s)
-                    machine.retry_due()
-                    continue
-                return failure
+                )
+                await anyio.sleep(backoff.delay_s)
+                machine.retry_due()
             except anyio.get_cancelled_exc_class():
                 turn.model_quiet_since = None
                 if partial:  # keep what the person already saw
                     self._journal_round(
-                        turn.turn_id,
-                        rounds - 1,
-                        "".join(partial),
-                        "",
-                        [],
-                        "other",
-                        RoundUsage(),
-                        [],
+                        turn.turn_id, frozen, "".join(partial), "", [], "other", RoundUsage(), []
                     )
                 raise
             finally:
                 turn.model_quiet_since = None  # also on any other error (the turn fails)
-            turn._usage = turn._usage + done.usage
-            output_used += output_bytes(done)
-            if not within_output_cap(output_used, self.session.config.max_output_bytes):
-                # A provider that does not stop at the cap itself (the
-                # scripted one): the round is not kept and its calls never run.
-                machine.round_failed(transient=False)
-                return ev.Failure(
-                    kind=ev.FailureKind.output_limit, message=CANONICAL_MESSAGES["output_limit"]
-                )
-            try:
-                self._journal_round(
-                    turn.turn_id,
-                    rounds - 1,
-                    done.text,
-                    done.reasoning,
-                    done.tool_calls,
-                    done.finish,
-                    done.usage,
-                    done.provider_items,
-                )
-            except JournalRecordTooLarge as exc:
-                # An answer too large to keep is not an answer: the round
-                # fails like one past the output cap, and the input waits.
-                machine.round_failed(transient=False)
-                turn.failure_detail = exc.detail
-                return ev.Failure(kind=ev.FailureKind.output_limit, message=exc.failure_message())
-            if done.text:
-                turn._final_text = done.text
-                turn._emit(ev.MessageCompletedEvent(turn_id=turn.turn_id, text=done.text))
-            faults.boundary("after_model_round")
-            if not done.tool_calls:
-                machine.round_final()
-                # Drain-or-seal is one step with no await inside: either the
-                # steering that arrived is claimed (another round answers it)
-                # or the mailbox is sealed and later input waits for the next
-                # turn (seed 000 ActiveTurnMailbox.drainOrSeal).
-                steering = self.session.mailbox.drain_or_seal()
-                if steering:
-                    self._journal_inputs(turn, steering, sync=False)
-                    machine.steering_claimed()
-                    continue
-                machine.seal()
-                return None
-            machine.round_tools()
-            for call in done.tool_calls:
-                await self.calls.run(turn, machine, call)
-            machine.tools_done()
 
     def _journal_round(
         self,
         turn_id: str,
-        index: int,
+        frozen: _FrozenRequest,
         text: str,
         reasoning: str,
         calls: list[ToolCall],
@@ -376,7 +480,7 @@ class TurnDriver:
                 seq=0,
                 recorded_at_ms=0,
                 turn_id=turn_id,
-                round=index,
+                round=frozen.index,
                 text=text,
                 reasoning=reasoning,
                 tool_calls=[
@@ -392,6 +496,8 @@ class TurnDriver:
                 usage=jr.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens),
                 provider=self.session.provider.name,
                 provider_items=list(provider_items),
+                request_sha256=frozen.digest,
+                attempts=frozen.attempts,
             )
         )
 
@@ -405,7 +511,7 @@ class TurnDriver:
                 still waiting for its approval gets
                 :data:`INTERRUPTED_UNAPPROVED_OUTPUT` instead.
         """
-        asked = {c for c in turn._decision_events if c not in turn._decisions}
+        asked = set(turn.approvals.pending())
 
         def text(call_id: str, started: bool) -> str:
             if started:
@@ -421,6 +527,48 @@ class TurnDriver:
                     output=result.output,
                 )
             )
+
+
+@dataclass
+class _FrozenRequest:
+    """One round's request, built once and sent unchanged by every attempt.
+
+    Attributes:
+        request: the request every attempt of the round sends.
+        digest: :func:`request_digest` of it (journaled on the round).
+        index: the round's 0-based number in the turn.
+        attempts: how many times it was sent so far.
+    """
+
+    request: ModelRequest
+    digest: str
+    index: int
+    attempts: int = 0
+
+
+def request_digest(request: ModelRequest) -> str:
+    """SHA-256 (64 hex characters) of ``request`` encoded as msgspec JSON:
+    names the frozen request a round sent (``model_round.request_sha256``).
+
+    The providers encode the body from the request alone, so one digest
+    means one body on the wire. Pure; never raises.
+    """
+    return hashlib.sha256(msgspec.json.encode(request)).hexdigest()
+
+
+def _terminal(machine: TurnMachine, effects: list[Effect]) -> WriteTerminal:
+    """The terminal record among ``effects`` (the machine's, once terminal).
+
+    Raises:
+        IllegalTransition: the event named no terminal (a chart that does
+            not end where the loop expects is a bug: fail safe).
+    """
+    for effect in effects:
+        if isinstance(effect, WriteTerminal):
+            return effect
+    raise IllegalTransition(
+        "turn", "(expected a terminal)", machine.state, configuration=machine.configuration
+    )
 
 
 def storage_failure(exc: StorageError, session_id: str) -> ev.Failure:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Literal, final
+from typing import TYPE_CHECKING, Final, final
 
 import anyio
 import msgspec
@@ -16,29 +16,59 @@ from mind.errors import (
 )
 from mind.generated import events as ev
 from mind.machines.mailbox import MailboxMessage
+from mind.shell.approvals import Decision as Decision  # re-exported: the public name
+from mind.shell.approvals import PendingApprovals
 
 if TYPE_CHECKING:
     from mind.shell.session import Session
 
 
-Decision = Literal["yes", "no", "always"]
-"""An answer to an approval request: run once, refuse, or run and stop asking
-for this tool for the rest of the session."""
+DELTA_SLACK: Final = 64
+"""Items an :class:`EventChannel` holds before it starts coalescing deltas."""
+
+_DELTAS: Final = (ev.MessageDeltaEvent, ev.ReasoningDeltaEvent)
 
 
-class _EventBuffer:
-    """An unbounded single-consumer event queue: the producer never waits."""
+class EventChannel:
+    """The event queue of one consumer: the producer never waits, and what it
+    holds is bounded.
+
+    The bound: lifecycle events (every event but ``message.delta`` and
+    ``reasoning.delta``) are always queued and never dropped — a turn has as
+    many as its rounds and tool calls make. Deltas are queued one per event
+    while fewer than :data:`DELTA_SLACK` items wait; past that a delta is
+    merged into the last queued item when that is a delta of the same kind
+    and turn (text appended), so a slow consumer gets fewer, longer deltas
+    carrying the same text, in the same order relative to the lifecycle
+    events. Queued deltas are thus at most :data:`DELTA_SLACK` plus two per
+    queued lifecycle event.
+    """
 
     def __init__(self) -> None:
         self._items: deque[ev.Event] = deque()
         self._wakeup = anyio.Event()
         self.closed = False
 
+    def __len__(self) -> int:
+        """Events queued and not yet taken."""
+        return len(self._items)
+
     def put(self, event: ev.Event) -> None:
+        """Queue ``event`` (coalescing a delta past the slack); never blocks."""
+        if isinstance(event, _DELTAS) and len(self._items) >= DELTA_SLACK and self._items:
+            last = self._items[-1]
+            if type(last) is type(event) and last.turn_id == event.turn_id:
+                self._items[-1] = type(event)(turn_id=event.turn_id, text=last.text + event.text)
+                return
         self._items.append(event)
         self._wakeup.set()
 
+    def clear(self) -> None:
+        """Forget every queued event (nobody is reading them)."""
+        self._items.clear()
+
     def close(self) -> None:
+        """No more events: :meth:`get` returns ``None`` once the queue is empty."""
         self.closed = True
         self._wakeup.set()
 
@@ -89,12 +119,12 @@ class Turn:
         self.turn_id = turn_id
         self.inputs = inputs
         """The inputs the turn claimed when it opened, in order."""
-        self._events = _EventBuffer()
+        self._events = EventChannel()
         self._scope = anyio.CancelScope()
         self._interrupt_requested = False
         self._send_pending = True
-        self._decisions: dict[str, Decision] = {}
-        self._decision_events: dict[str, anyio.Event] = {}
+        self.approvals = PendingApprovals()
+        """The turn's approval requests and answers (their one owner)."""
         self._done = anyio.Event()
         self._outcome: TurnOutcome | None = None
         # Progress kept on the handle so an interrupted turn still reports it.
@@ -126,16 +156,15 @@ class Turn:
                 ``call_id`` has no approval request in this turn (misuse; an
                 approval never fails open).
         """
-        if decision not in ("yes", "no", "always"):
-            raise ValueError(f"decision must be 'yes', 'no' or 'always', not {decision!r}")
-        if call_id not in self._decision_events and call_id not in self._decisions:
-            raise ValueError(f"turn {self.turn_id} has no approval request for {call_id!r}")
-        if call_id in self._decisions:
-            return
-        self._decisions[call_id] = decision
-        waiter = self._decision_events.get(call_id)
-        if waiter is not None:
-            waiter.set()
+        try:
+            self.approvals.decide(call_id, decision)
+        except ValueError as exc:
+            raise ValueError(f"turn {self.turn_id}: {exc}") from None
+
+    @property
+    def pending_approvals(self) -> list[str]:
+        """Call ids whose approval request waits for an answer, in the order asked."""
+        return self.approvals.pending()
 
     def interrupt(self, *, send_pending: bool = True) -> None:
         """Stop the turn as soon as possible; it ends with status ``interrupted``.
@@ -176,12 +205,6 @@ class Turn:
     def _emit(self, event: ev.Event) -> None:
         self._events.put(event)
         self.session._events.put(event)
-
-    async def _await_decision(self, call_id: str) -> Decision:
-        if call_id not in self._decisions:
-            waiter = self._decision_events.setdefault(call_id, anyio.Event())
-            await waiter.wait()
-        return self._decisions[call_id]
 
     def _finish(self, outcome: TurnOutcome) -> None:
         self._outcome = outcome

@@ -18,7 +18,7 @@ import shutil
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import ModuleType
 from typing import Any, get_args
 
 import jsonschema
@@ -34,7 +34,7 @@ from codegen.__main__ import MARKER, build, check, generate, main
 from codegen.diagrams import chart_dot, render_svg
 from codegen.statecharts import SpecError, load_chart
 from mind.generated import events, journal
-from tests.support.transition_coverage import guard_names
+from tests.support.transition_coverage import bare_model, guard_names
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART_SPECS = sorted((ROOT / "specs/statecharts").glob("*.yaml"))
@@ -215,8 +215,8 @@ def test_generated_chart_matches_io_load(spec: Path) -> None:
     @CI
     @given(st.lists(step, max_size=25))
     def run(steps: list[tuple[str, dict[str, bool]]]) -> None:
-        gen_model = SimpleNamespace(state=None, **dict.fromkeys(guards, False))
-        io_model = SimpleNamespace(state=None, **dict.fromkeys(guards, False))
+        gen_model = bare_model(generated, guards)
+        io_model = bare_model(generated, guards)
         strict = generated(model=gen_model)
         lenient = loaded(model=io_model)
         for event, values in steps:

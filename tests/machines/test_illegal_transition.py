@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from mind.effects.retry import RetryPolicy
 from mind.errors import DropNotAllowed, IllegalTransition, MindError
 from mind.machines.mailbox import Mailbox
 from mind.machines.mount import MountMachine
@@ -18,7 +19,7 @@ from mind.machines.turn import TurnMachine
 
 
 def test_turn_refusal_names_chart_state_configuration_and_event() -> None:
-    m = TurnMachine(max_retries=1)
+    m = TurnMachine(retry=RetryPolicy(max_retries=1))
     m.start()
     with pytest.raises(IllegalTransition) as refused:
         m.seal()

@@ -10,12 +10,26 @@ from collections.abc import Callable
 
 import pytest
 
+from mind.effects.retry import RetryPolicy
 from mind.errors import IllegalTransition
 from mind.machines.turn import (
+    FAIL_SAFE,
     TERMINAL_STATES,
+    AnnounceWaiting,
+    AskApproval,
+    DrainOrSeal,
+    RefuseCall,
+    RunTools,
+    StartBackoff,
+    StartNextTurn,
+    TurnFailure,
     TurnMachine,
+    WriteTerminal,
     acknowledges,
+    can_retry,
+    next_turn_starts,
     within_output_cap,
+    within_round_limit,
 )
 
 Snapshot = tuple[str, frozenset[str], bool, str | None, int]
@@ -35,14 +49,31 @@ def active(*inner: str) -> frozenset[str]:
     return frozenset({"active", *inner})
 
 
+def machine(max_retries: int = 4, max_rounds: int = 200, max_retry_s: float = 300.0) -> TurnMachine:
+    return TurnMachine(
+        retry=RetryPolicy(max_retries=max_retries, max_retry_s=max_retry_s), max_rounds=max_rounds
+    )
+
+
+def tools(m: TurnMachine) -> object:
+    return m.round_done(tool_calls=1, output_bytes=10, output_limit=100)
+
+
+def final(m: TurnMachine) -> object:
+    return m.round_done(tool_calls=0, output_bytes=10, output_limit=100)
+
+
+def transient(m: TurnMachine) -> object:
+    return m.round_failed(kind="server", message="server error")
+
+
 EVENTS: dict[str, Callable[[TurnMachine], object]] = {
     "start": TurnMachine.start,
     "stream_opened": TurnMachine.stream_opened,
-    "round_tools": TurnMachine.round_tools,
-    "round_final": TurnMachine.round_final,
-    "round_failed": lambda m: m.round_failed(transient=True),
+    "round_done": final,
+    "round_failed": transient,
     "retry_due": TurnMachine.retry_due,
-    "approval_needed": TurnMachine.approval_needed,
+    "approval_needed": lambda m: m.approval_needed(call_id="c1", can_ask=True),
     "approval_answered": TurnMachine.approval_answered,
     "tools_done": TurnMachine.tools_done,
     "steering_claimed": TurnMachine.steering_claimed,
@@ -51,21 +82,22 @@ EVENTS: dict[str, Callable[[TurnMachine], object]] = {
     "fail": TurnMachine.fail,
     "abort": TurnMachine.abort,
 }
+PREFIX: dict[str, Callable[[TurnMachine], object]] = {**EVENTS, "round_tools": tools}
 
 
 def test_a_new_turn_is_accepted() -> None:
-    assert snap(TurnMachine()) == ("accepted", frozenset({"accepted"}), False, None, 0)
+    assert snap(machine()) == ("accepted", frozenset({"accepted"}), False, None, 0)
 
 
-def test_happy_path_with_tools_approval_steering_and_seal() -> None:
-    m = TurnMachine()
-    m.start()
+def test_happy_path_names_every_effect_the_shell_performs() -> None:
+    m = machine()
+    assert m.start() == []
     assert snap(m) == ("requesting", active("sampling", "requesting"), False, None, 0)
-    m.stream_opened()
+    assert m.stream_opened() == []
     assert snap(m) == ("streaming", active("sampling", "streaming"), False, None, 0)
-    m.round_tools()
+    assert tools(m) == [RunTools()]
     assert snap(m) == ("executing", active("running_tools", "executing"), False, None, 0)
-    m.approval_needed()
+    assert m.approval_needed(call_id="c1", can_ask=True) == [AskApproval("c1")]
     assert snap(m) == (
         "awaiting_approval",
         active("running_tools", "awaiting_approval"),
@@ -73,61 +105,148 @@ def test_happy_path_with_tools_approval_steering_and_seal() -> None:
         None,
         0,
     )
-    m.approval_answered()
-    m.tools_done()
+    assert m.approval_answered() == []
+    assert m.tools_done() == []
     assert snap(m) == ("requesting", active("sampling", "requesting"), False, None, 0)
-    m.round_final()
+    assert final(m) == [DrainOrSeal()]
     assert snap(m) == ("checking_inbox", active("draining", "checking_inbox"), False, None, 0)
-    m.steering_claimed()
+    assert m.steering_claimed() == []
     assert m.state == "requesting"
     m.stream_opened()
-    m.round_final()
-    m.seal()
+    assert final(m) == [DrainOrSeal()]
+    done = WriteTerminal(status="completed", acknowledge=True)
+    assert m.seal() == [done]
+    assert m.terminal == done
     assert snap(m) == ("completed", frozenset({"completed"}), True, "completed", 0)
+    assert m.rounds_done == 3
 
 
-def test_transient_failures_retry_until_the_budget_is_spent() -> None:
-    m = TurnMachine(max_retries=2)
+def test_a_session_that_cannot_ask_refuses_the_call_and_goes_on_executing() -> None:
+    m = machine()
     m.start()
-    assert m.round_failed(transient=True) is True
+    tools(m)
+    assert m.approval_needed(call_id="c1", can_ask=False, reason="writes outside") == [
+        RefuseCall("c1", "writes outside")
+    ]
+    assert snap(m) == ("executing", active("running_tools", "executing"), False, None, 0)
+
+
+def test_transient_failures_back_off_until_the_budget_is_spent() -> None:
+    m = machine(max_retries=2)
+    m.start()
+    failure = TurnFailure("server", "server error")
+    assert transient(m) == [StartBackoff(0.5, 1, failure)]
     assert snap(m) == ("backing_off", active("retrying", "backing_off"), False, None, 1)
     m.retry_due()
     m.stream_opened()  # the retry budget is per turn: tools/rounds do not reset it
-    m.round_tools()
+    tools(m)
     m.tools_done()
-    assert m.round_failed(transient=True) is True
+    assert transient(m) == [StartBackoff(1.0, 2, failure)]
     m.retry_due()
-    assert m.round_failed(transient=True) is False
+    assert transient(m) == [WriteTerminal("failed", acknowledge=False, failure=failure)]
     assert snap(m) == ("failed", frozenset({"failed"}), True, "failed", 2)
+
+
+def test_the_server_retry_after_names_the_backoff() -> None:
+    m = machine()
+    m.start()
+    (backoff,) = m.round_failed(kind="rate_limited", message="slow down", retry_after_s=3.0)
+    assert isinstance(backoff, StartBackoff) and backoff.delay_s == 3.0
 
 
 def test_a_transient_failure_past_the_retry_time_fails_with_budget_left() -> None:
     """Issue 7 item 12: the total retry time bounds retries as well as their count."""
-    m = TurnMachine(max_retries=4)
+    m = machine(max_retries=4, max_retry_s=10.0)
     m.start()
-    assert m.round_failed(transient=True, in_time=True) is True
+    transient(m)
     m.retry_due()
-    assert m.round_failed(transient=True, in_time=False) is False
+    (end,) = m.round_failed(kind="server", message="server error", elapsed_s=9.8)
+    assert isinstance(end, WriteTerminal) and end.status == "failed"
     assert snap(m) == ("failed", frozenset({"failed"}), True, "failed", 1)
 
 
-def test_a_permanent_failure_fails_at_once() -> None:
-    m = TurnMachine()
+def test_a_permanent_failure_fails_at_once_and_consumes_the_input() -> None:
+    m = machine()
     m.start()
-    assert m.round_failed(transient=False) is False
+    (end,) = m.round_failed(kind="auth", message="bad key")
+    assert end == WriteTerminal("failed", acknowledge=True, failure=TurnFailure("auth", "bad key"))
     assert snap(m) == ("failed", frozenset({"failed"}), True, "failed", 0)
 
 
-def test_zero_retries_fails_on_the_first_transient_failure() -> None:
-    m = TurnMachine(max_retries=0)
+def test_a_round_past_the_output_cap_fails_and_keeps_the_input() -> None:
+    m = machine()
     m.start()
-    assert m.round_failed(transient=True) is False
+    (end,) = m.round_done(tool_calls=1, output_bytes=101, output_limit=100)
+    assert isinstance(end, WriteTerminal) and end.failure is not None
+    assert (end.status, end.acknowledge, end.failure.kind) == ("failed", False, "output_limit")
+
+
+@pytest.mark.parametrize("via", ["tools_done", "steering_claimed"])
+def test_a_turn_out_of_rounds_fails_internal(via: str) -> None:
+    m = machine(max_rounds=1)
+    m.start()
+    (tools if via == "tools_done" else final)(m)
+    (end,) = getattr(m, via)()
+    assert end == WriteTerminal(
+        "failed",
+        acknowledge=True,
+        failure=TurnFailure("internal", "the turn exceeded 1 model rounds"),
+    )
+
+
+def test_zero_retries_fails_on_the_first_transient_failure() -> None:
+    m = machine(max_retries=0)
+    m.start()
+    transient(m)
     assert m.status == "failed"
 
 
-def test_negative_retry_budget_is_refused() -> None:
-    with pytest.raises(ValueError, match="max_retries"):
-        TurnMachine(max_retries=-1)
+def test_fewer_than_one_round_is_refused() -> None:
+    with pytest.raises(ValueError, match="max_rounds"):
+        machine(max_rounds=0)
+
+
+@pytest.mark.parametrize(
+    ("status", "send_pending", "waiting", "closing", "written", "expected"),
+    [
+        ("completed", True, True, False, True, StartNextTurn()),
+        ("completed", True, False, False, True, None),
+        ("completed", True, True, True, True, AnnounceWaiting()),
+        ("completed", True, True, False, False, AnnounceWaiting()),
+        ("interrupted", True, True, False, True, StartNextTurn()),
+        ("interrupted", False, True, False, True, AnnounceWaiting()),
+        ("failed", True, True, False, True, AnnounceWaiting()),
+        ("aborted", True, True, False, True, AnnounceWaiting()),
+    ],
+)
+def test_whether_the_next_turn_starts(
+    status: str, send_pending: bool, waiting: bool, closing: bool, written: bool, expected: object
+) -> None:
+    m = machine()
+    m.start()
+    {
+        "completed": lambda: (final(m), m.seal()),
+        "interrupted": lambda: m.interrupt(send_pending=send_pending),
+        "failed": lambda: m.fail(),
+        "aborted": m.abort,
+    }[status]()
+    assert m.next_turn(input_waiting=waiting, closing=closing, written=written) == expected
+    assert next_turn_starts(
+        status, send_pending=send_pending, input_waiting=waiting, closing=closing, written=written
+    ) == isinstance(expected, StartNextTurn)
+
+
+def test_the_fail_safe_acknowledges_nothing() -> None:
+    assert WriteTerminal("aborted", acknowledge=False) == FAIL_SAFE
+
+
+def test_the_pure_guards() -> None:
+    assert within_round_limit(199, 200) and not within_round_limit(200, 200)
+    policy = RetryPolicy(max_retries=1, max_retry_s=1.0)
+    assert can_retry(policy, attempt=1, kind="server", elapsed_s=0.0, delay_s=0.5)
+    assert not can_retry(policy, attempt=2, kind="server", elapsed_s=0.0, delay_s=0.5)
+    assert not can_retry(policy, attempt=1, kind="auth", elapsed_s=0.0, delay_s=0.5)
+    assert not can_retry(policy, attempt=1, kind="server", elapsed_s=0.6, delay_s=0.5)
 
 
 @pytest.mark.parametrize(
@@ -139,28 +258,29 @@ def test_negative_retry_budget_is_refused() -> None:
         (["start", "stream_opened"], "abort", "aborted"),
         (["start", "round_tools", "approval_needed"], "interrupt", "interrupted"),
         (["start", "round_failed"], "fail", "failed"),
-        (["start", "round_final"], "abort", "aborted"),
+        (["start", "round_done"], "abort", "aborted"),
     ],
 )
 def test_terminal_exits_from_anywhere_in_the_turn(
     prefix: list[str], event: str, status: str
 ) -> None:
-    m = TurnMachine()
+    m = machine()
     for name in prefix:
-        EVENTS[name](m)
-    EVENTS[event](m)
+        PREFIX[name](m)
+    (end,) = EVENTS[event](m)  # type: ignore[misc]
+    assert isinstance(end, WriteTerminal) and end.status == status
     assert snap(m) == (status, frozenset({status}), True, status, m.retries_used)
 
 
 @pytest.mark.parametrize("terminal", sorted(TERMINAL_STATES))
 @pytest.mark.parametrize("event", sorted(EVENTS))
 def test_terminal_states_are_absorbing(terminal: str, event: str) -> None:
-    m = TurnMachine()
+    m = machine()
     m.start()
     {
-        "completed": lambda: (m.round_final(), m.seal()),
+        "completed": lambda: (final(m), m.seal()),
         "interrupted": m.interrupt,
-        "failed": lambda: m.round_failed(transient=False),
+        "failed": lambda: m.round_failed(kind="auth", message="bad key"),
         "aborted": m.abort,
     }[terminal]()
     before = snap(m)
@@ -179,16 +299,16 @@ def test_terminal_states_are_absorbing(terminal: str, event: str) -> None:
         (["start"], "start"),
         (["start"], "tools_done"),
         (["start", "stream_opened"], "stream_opened"),
-        (["start", "round_tools"], "round_final"),
+        (["start", "round_tools"], "round_done"),
         (["start", "round_tools"], "approval_answered"),
         (["start", "round_failed"], "round_failed"),
-        (["start", "round_final"], "retry_due"),
+        (["start", "round_done"], "retry_due"),
     ],
 )
 def test_disallowed_events_raise_and_change_nothing(prefix: list[str], event: str) -> None:
-    m = TurnMachine(max_retries=3)
+    m = machine(max_retries=3)
     for name in prefix:
-        EVENTS[name](m)
+        PREFIX[name](m)
     before = snap(m)
     with pytest.raises(IllegalTransition, match=f"event '{event}' is not allowed") as refused:
         EVENTS[event](m)
@@ -204,7 +324,7 @@ def test_observers_see_every_transition() -> None:
         def after_transition(self, event: str, source: object, target: object) -> None:
             seen.append((str(event), getattr(source, "id", ""), getattr(target, "id", "")))
 
-    m = TurnMachine()
+    m = machine()
     m.observe(Recorder())
     m.start()
     m.stream_opened()

@@ -27,6 +27,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from mind.effects.retry import RetryPolicy
 from mind.errors import IllegalTransition
 from mind.generated.turn_chart import TurnChart
 from mind.machines.turn import TurnMachine
@@ -48,7 +49,7 @@ CI = settings(
 def test_every_turn_edge_is_walked_and_lands_where_the_chart_says(
     request: pytest.FixtureRequest,
 ) -> None:
-    check_every_edge(request, TurnChart, 20)
+    check_every_edge(request, TurnChart, 24)
 
 
 # ------------------------------------------------------------------ reference model
@@ -71,8 +72,7 @@ TERMINAL = {"completed", "interrupted", "failed", "aborted"}
 EVENT_NAMES = [
     "start",
     "stream_opened",
-    "round_tools",
-    "round_final",
+    "round_done",
     "round_failed",
     "retry_due",
     "approval_needed",
@@ -85,16 +85,22 @@ EVENT_NAMES = [
     "abort",
     "recover",
 ]
+DATA_EVENTS = ("round_done", "round_failed", "approval_needed")
+"""Events whose data picks the target: ``(a, b)`` booleans drawn per event —
+round_done: (tool calls, within the output cap); round_failed: (transient, -);
+approval_needed: (can ask, -)."""
 
 
-def reference_step(ref: dict[str, Any], event: str, transient: bool = False) -> str | None:
+def reference_step(ref: dict[str, Any], event: str, a: bool = False, b: bool = True) -> str | None:
     """The leaf the turn should reach, or ``None`` if ``event`` must be refused.
 
-    Mutates ``ref["retries"]`` when a retry is granted.
+    Mutates ``ref["retries"]`` when a retry is granted and ``ref["rounds"]``
+    when a round ends.
     """
     leaf: str = ref["leaf"]
     group = PARENTS[leaf][0] if PARENTS[leaf] else leaf
     is_active = "active" in PARENTS[leaf]
+    another_round = ref["rounds"] < ref["max_rounds"]
     if event == "start":
         return "requesting" if leaf == "accepted" else None
     if event in ("abort", "fail"):
@@ -106,25 +112,51 @@ def reference_step(ref: dict[str, Any], event: str, transient: bool = False) -> 
         return "aborted" if leaf == "accepted" or is_active else None
     if event == "interrupt":
         return "interrupted" if is_active else None
+    if event == "round_done":
+        if group != "sampling":
+            return None
+        ref["rounds"] += 1
+        if not b:
+            return "failed"
+        return "executing" if a else "checking_inbox"
     if event == "round_failed":
         if group != "sampling":
             return None
-        if transient and ref["retries"] < ref["max_retries"]:
+        if a and ref["retries"] < ref["max_retries"]:
             ref["retries"] += 1
             return "backing_off"
         return "failed"
+    if event == "approval_needed":
+        if leaf != "executing":
+            return None
+        return "awaiting_approval" if a else "executing"
+    if event == "tools_done":
+        if group != "running_tools":
+            return None
+        return "requesting" if another_round else "failed"
+    if event == "steering_claimed":
+        if group != "draining":
+            return None
+        return "requesting" if another_round else "failed"
     simple = {
         ("stream_opened", "requesting"): "streaming",
-        ("round_tools", "sampling"): "executing",
-        ("round_final", "sampling"): "checking_inbox",
         ("retry_due", "retrying"): "requesting",
-        ("approval_needed", "executing"): "awaiting_approval",
         ("approval_answered", "awaiting_approval"): "executing",
-        ("tools_done", "running_tools"): "requesting",
-        ("steering_claimed", "draining"): "requesting",
         ("seal", "draining"): "completed",
     }
     return simple.get((event, leaf)) or simple.get((event, group))
+
+
+def send(machine: TurnMachine, event: str, a: bool, b: bool) -> list[Any]:
+    """Send ``event`` with the data ``(a, b)`` stands for (see DATA_EVENTS)."""
+    if event == "round_done":
+        return machine.round_done(tool_calls=int(a), output_bytes=1 if b else 2, output_limit=1)
+    if event == "round_failed":
+        return machine.round_failed(kind="server" if a else "auth", message="m")
+    if event == "approval_needed":
+        return machine.approval_needed(call_id="c", can_ask=a)
+    result: list[Any] = getattr(machine, event)()
+    return result
 
 
 class TurnAgainstReference(RuleBasedStateMachine):
@@ -134,73 +166,101 @@ class TurnAgainstReference(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.machine = TurnMachine()
-        self.ref: dict[str, Any] = {"leaf": "accepted", "retries": 0, "max_retries": 4}
+        self.new_turn(4, 200)
         self.case_edges: set[str] = set()
 
-    @initialize(max_retries=st.integers(min_value=1, max_value=3))
-    def first_turn(self, max_retries: int) -> None:
+    @initialize(
+        max_retries=st.integers(min_value=1, max_value=3),
+        max_rounds=st.integers(min_value=1, max_value=4),
+    )
+    def first_turn(self, max_retries: int, max_rounds: int) -> None:
         # A short fixed tour through the draining edges first: whether the
         # random walk also reaches ``seal`` depends on how hypothesis shrinks
         # and targets, which varied across processes (one full-suite run
         # missed it); the interleavings after the tour stay random.
-        self.new_turn(max_retries)
-        for event in ("start", "round_final", "steering_claimed", "round_final", "seal"):
+        self.new_turn(max_retries, 2)
+        for event in ("start", "round_done", "steering_claimed", "round_done", "seal"):
             self._apply(event)
-        self.new_turn(max_retries)
-        for event in ("start", "round_final", "recover"):  # a crashed turn, recovered
+        self.new_turn(max_retries, 1)
+        for event in ("start", "round_done", "steering_claimed"):
             self._apply(event)
-        self.new_turn(max_retries)
+        # And through tools, approvals, a retry and the round limit.
+        self.new_turn(max_retries, 1)
+        self._apply("start")
+        self._apply("round_failed", True)
+        self._apply("retry_due")
+        self._apply("round_done", True, True)
+        self._apply("approval_needed", True)
+        self._apply("approval_answered")
+        self._apply("approval_needed", False)  # cannot ask: the call is refused
+        self._apply("tools_done")
+        # A crashed turn, recovered at startup (turn_replay).
+        self.new_turn(max_retries, 2)
+        for event in ("start", "round_done", "recover"):
+            self._apply(event)
+        self.new_turn(max_retries, max_rounds)
 
-    def new_turn(self, max_retries: int) -> None:
-        self.machine = TurnMachine(max_retries=max_retries)
-        self.machine.observe(self.coverage)
-        self.ref = {"leaf": "accepted", "retries": 0, "max_retries": max_retries}
+    def new_turn(self, max_retries: int, max_rounds: int) -> None:
+        self.machine = TurnMachine(
+            retry=RetryPolicy(max_retries=max_retries), max_rounds=max_rounds
+        )
+        if hasattr(self, "coverage"):
+            self.machine.observe(self.coverage)
+        self.ref: dict[str, Any] = {
+            "leaf": "accepted",
+            "retries": 0,
+            "max_retries": max_retries,
+            "rounds": 0,
+            "max_rounds": max_rounds,
+        }
 
-    def _apply(self, event: str, transient: bool = False) -> None:
+    def _apply(self, event: str, a: bool = False, b: bool = True) -> None:
         snapshot = dict(self.ref)
-        expected = reference_step(self.ref, event, transient)
+        expected = reference_step(self.ref, event, a, b)
         before = (self.machine.state, self.machine.configuration, self.machine.retries_used)
         if expected is None:
             with pytest.raises(IllegalTransition):
-                if event == "round_failed":
-                    self.machine.round_failed(transient=transient)
-                else:
-                    getattr(self.machine, event)()
+                send(self.machine, event, a, b)
             assert (self.machine.state, self.machine.configuration) == before[:2]
             assert self.ref == snapshot
             return
         self.case_edges.add(f"{self.ref['leaf']}:{event}:{expected}")
-        if event == "round_failed":
-            retrying = self.machine.round_failed(transient=transient)
-            assert retrying == (expected == "backing_off")
-        else:
-            assert getattr(self.machine, event)() is None
+        effects = send(self.machine, event, a, b)
+        assert bool(effects) == (
+            expected in TERMINAL or (event, expected) in EFFECTFUL or event == "approval_needed"
+        ), (event, expected, effects)
         self.ref["leaf"] = expected
 
-    @rule(event=st.sampled_from(EVENT_NAMES), transient=st.booleans())
-    def any_event(self, event: str, transient: bool) -> None:
+    @rule(event=st.sampled_from(EVENT_NAMES), a=st.booleans(), b=st.booleans())
+    def any_event(self, event: str, a: bool, b: bool) -> None:
         """Any event, allowed or not: refusals must leave both sides unchanged."""
-        self._apply(event, transient and event == "round_failed")
+        if event in DATA_EVENTS:
+            self._apply(event, a, b)
+        else:
+            self._apply(event)
 
     @precondition(lambda self: not self.machine.is_terminal)
     @rule(data=st.data())
     def some_enabled_event(self, data: st.DataObject) -> None:
         """Any event the reference allows now: keeps long walks moving through the chart."""
         enabled = [
-            (event, transient)
+            (event, a, b)
             for event in EVENT_NAMES
-            for transient in ((False, True) if event == "round_failed" else (False,))
-            if reference_step(dict(self.ref), event, transient) is not None
+            for a in ((False, True) if event in DATA_EVENTS else (False,))
+            for b in ((False, True) if event == "round_done" else (True,))
+            if reference_step(dict(self.ref), event, a, b) is not None
         ]
-        event, transient = data.draw(st.sampled_from(enabled), label="event")
-        self._apply(event, transient)
+        event, a, b = data.draw(st.sampled_from(enabled), label="event")
+        self._apply(event, a, b)
 
     @precondition(lambda self: self.machine.is_terminal)
-    @rule(max_retries=st.integers(min_value=1, max_value=3))
-    def next_turn(self, max_retries: int) -> None:
+    @rule(
+        max_retries=st.integers(min_value=1, max_value=3),
+        max_rounds=st.integers(min_value=1, max_value=4),
+    )
+    def next_turn(self, max_retries: int, max_rounds: int) -> None:
         """A finished turn is followed by a fresh one (same coverage recorder)."""
-        self.new_turn(max_retries)
+        self.new_turn(max_retries, max_rounds)
 
     def teardown(self) -> None:
         # Steer generation toward cases that take many different transitions.
@@ -216,13 +276,22 @@ class TurnAgainstReference(RuleBasedStateMachine):
             self.machine.is_terminal,
             self.machine.status,
             self.machine.retries_used,
+            self.machine.rounds_done,
         ) == (
             leaf,
             frozenset({leaf, *PARENTS[leaf]}),
             terminal,
             leaf if terminal else None,
             self.ref["retries"],
+            self.ref["rounds"],
         )
+
+
+EFFECTFUL = {
+    ("round_done", "executing"),  # RunTools
+    ("round_done", "checking_inbox"),  # DrainOrSeal
+    ("round_failed", "backing_off"),  # StartBackoff
+}
 
 
 def test_turn_machine_against_reference_model(request: pytest.FixtureRequest) -> None:
@@ -239,15 +308,15 @@ def test_turn_machine_against_reference_model(request: pytest.FixtureRequest) ->
 
 def test_report_lists_every_edge_and_flags_missed_ones(tmp_path: Path) -> None:
     coverage = TransitionCoverage(TurnChart)
-    machine = TurnMachine()
+    machine = TurnMachine(retry=RetryPolicy())
     machine.observe(coverage)
     machine.start()
-    machine.round_final()
+    machine.round_done(tool_calls=0, output_bytes=0, output_limit=1)
     machine.seal()
     report = coverage.report().splitlines()
-    assert report[0] == "transition coverage TurnChart: 3/20 edges taken"
-    assert len(report) == 1 + 20
-    assert sum("never taken" in line for line in report) == 17
+    assert report[0] == "transition coverage TurnChart: 3/24 edges taken"
+    assert len(report) == 1 + 24
+    assert sum("never taken" in line for line in report) == 21
     other = TransitionCoverage(TurnChart)
     other.merge(coverage)
     other.merge(coverage)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import anyio
+import pytest
 import yaml
 
 import mind
@@ -130,3 +131,41 @@ def test_a_file_that_changed_after_its_diff_was_shown_is_not_written(tmp_path: P
     for result in results:
         assert "a.txt changed after the approval was asked" in result.output
     assert (tmp_path / "a.txt").read_text(encoding="utf-8") == "old\n" + "edited meanwhile\n" * 2
+
+
+def test_pending_approvals_have_one_owner_the_turn_reads(tmp_path: Path) -> None:
+    """While a call waits for the person, ``turn.pending_approvals`` names
+    it; the answer clears it; a second answer changes nothing; an unknown
+    call id is refused (an approval never fails open)."""
+    script = tmp_path / "script.yaml"
+    script.write_text(
+        yaml.safe_dump(
+            [
+                {"tool_calls": [{"name": "shell", "arguments": {"command": "touch made"}}]},
+                {"text": "ok"},
+            ]
+        ),
+        encoding="utf-8",
+    )
+    config = mind.resolve_config(
+        provider="scripted", script=str(script), approval="untrusted", env={}
+    )
+    seen: list[list[str]] = []
+
+    async def main() -> str:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = await rt.create_session(cwd=tmp_path, config=config, interactive=True)
+            turn = s.submit("go")
+            async for event in turn:
+                if isinstance(event, ev.ApprovalRequestedEvent):
+                    seen.append(turn.pending_approvals)
+                    with pytest.raises(ValueError, match="no approval request"):
+                        turn.decide("call_nope", "yes")
+                    turn.decide(event.call_id, "yes")
+                    turn.decide(event.call_id, "no")  # the first decision wins
+                    seen.append(turn.pending_approvals)
+            return turn.outcome.status
+
+    assert anyio.run(main) == "completed"
+    assert seen == [["call_1_1"], []]
+    assert (tmp_path / "made").exists()

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 import mind
+from mind.effects.retry import RetryPolicy
 from mind.machines.turn import TurnMachine
 from mind.shell import transition_log
 from mind.shell.mounts import MountLedger
@@ -49,7 +50,7 @@ def log_dir(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_runtime_machines_are_logged_and_bare_ones_are_not(tmp_path: Path, log_dir: Path) -> None:
-    bare = TurnMachine()
+    bare = TurnMachine(retry=RetryPolicy())
     bare.start()
     bare.abort()
     assert _lines(log_dir) == []  # created by this test, not by the runtime
@@ -66,7 +67,7 @@ def test_runtime_machines_are_logged_and_bare_ones_are_not(tmp_path: Path, log_d
     assert turn == [
         ("accepted", "start", "sampling"),
         ("requesting", "stream_opened", "streaming"),
-        ("sampling", "round_final", "draining"),
+        ("sampling", "round_done", "draining"),
         ("draining", "seal", "completed"),
     ]
     charts = {line[0] for line in _lines(log_dir)}

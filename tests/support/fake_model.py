@@ -176,7 +176,10 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict) or not self.path.endswith("/chat/completions"):
             self._error(400, "fake model: expected a JSON body on POST /v1/chat/completions")
             return
-        owner._record(body)
+        owner._record(body, raw)
+        if owner._take_failure():
+            self._error(503, "fake model: failing as asked (fail_first)", retry_after="0")
+            return
         reply = decide(body, tool_sleep_s=owner.tool_sleep_s)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -195,9 +198,11 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client died (SIGKILL) or stopped reading
 
-    def _error(self, status: int, message: str) -> None:
+    def _error(self, status: int, message: str, *, retry_after: str | None = None) -> None:
         data = json.dumps({"error": {"message": message, "type": "fake_model"}}).encode()
         self.send_response(status)
+        if retry_after is not None:
+            self.send_header("Retry-After", retry_after)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Connection", "close")
@@ -213,6 +218,12 @@ class FakeModel(LoopbackServer):
         record_path: append every request body here as one JSON line.
         chunk_delay_s: pause before each SSE chunk, in seconds (0: none).
         tool_sleep_s: each tool command sleeps this long before its effect.
+        fail_first: answer the first this many requests with ``503`` and
+            ``Retry-After: 0`` (a transient failure the client retries at once).
+
+    Attributes:
+        requests: every request body, decoded, in arrival order.
+        raw_requests: the same bodies as the bytes received.
     """
 
     handler = _Handler
@@ -224,11 +235,14 @@ class FakeModel(LoopbackServer):
         record_path: Path | None = None,
         chunk_delay_s: float = 0.0,
         tool_sleep_s: float = 0.0,
+        fail_first: int = 0,
     ) -> None:
         self.record_path = record_path
         self.chunk_delay_s = chunk_delay_s
         self.tool_sleep_s = tool_sleep_s
+        self.fail_first = fail_first
         self.requests: list[dict[str, Any]] = []
+        self.raw_requests: list[bytes] = []
         self._lock = threading.Lock()
         super().__init__()
 
@@ -237,9 +251,18 @@ class FakeModel(LoopbackServer):
         """``http://127.0.0.1:<port>/v1`` — the ``--base-url`` for ``openai-chat``."""
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def _record(self, body: dict[str, Any]) -> None:
+    def _take_failure(self) -> bool:
+        """Whether this request is one of the first ``fail_first`` (counted down)."""
+        with self._lock:
+            if self.fail_first <= 0:
+                return False
+            self.fail_first -= 1
+            return True
+
+    def _record(self, body: dict[str, Any], raw: bytes) -> None:
         with self._lock:
             self.requests.append(body)
+            self.raw_requests.append(raw)
             if self.record_path is not None:
                 with self.record_path.open("a", encoding="utf-8") as fh:
                     fh.write(json.dumps(body) + "\n")

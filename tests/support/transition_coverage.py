@@ -44,6 +44,8 @@ __all__ = [
     "EdgeWalk",
     "Step",
     "TransitionCoverage",
+    "action_names",
+    "bare_model",
     "chart_edges",
     "expected_configuration",
     "guard_names",
@@ -105,6 +107,26 @@ def chart_edges(chart: Chart) -> tuple[Edge, ...]:
         )
         for index, (transition, event) in enumerate(_transitions(chart))
     )
+
+
+def action_names(chart: Chart) -> tuple[str, ...]:
+    """Sorted names of the chart's declared actions (state ``enter``/``exit``,
+    transition ``before``/``on``/``after``); naming conventions excluded.
+
+    A bare model must define them (python-statemachine refuses a chart whose
+    named callbacks it cannot find); :func:`walk_every_edge` binds no-ops.
+    """
+    names: set[str] = set()
+    for state in chart.states_map.values():
+        specs = [*state.enter, *state.exit]
+        for transition in state.transitions:
+            specs += [*transition.before, *transition.on, *transition.after]
+        names.update(
+            str(spec.func)
+            for spec in specs
+            if not spec.is_convention and isinstance(spec.func, str)
+        )
+    return tuple(sorted(names))
 
 
 def guard_names(chart: Chart) -> tuple[str, ...]:
@@ -318,8 +340,14 @@ class EdgeWalk:
         return self.fired is not None and self.expected == self.actual
 
 
-def _model(guards: Sequence[str]) -> SimpleNamespace:
-    return SimpleNamespace(state=None, **dict.fromkeys(guards, False))
+def _noop(*args: Any, **kwargs: Any) -> None:
+    """An action of a bare model: walking a chart performs no effect."""
+
+
+def bare_model(chart: Chart, guards: Sequence[str]) -> SimpleNamespace:
+    """A plain model for ``chart``: every guard ``False``, every action a no-op."""
+    actions = dict.fromkeys(action_names(chart), _noop)
+    return SimpleNamespace(state=None, **actions, **dict.fromkeys(guards, False))
 
 
 def _configuration(machine: StateChart[Any]) -> frozenset[str]:
@@ -337,7 +365,7 @@ class _LastTaken:
 def _replay(
     chart: Chart, guards: Sequence[str], steps: Iterable[Step], listener: object | None = None
 ) -> StateChart[Any]:
-    model = _model(guards)
+    model = bare_model(chart, guards)
     machine = chart(model=model, listeners=[listener] if listener is not None else None)
     for step in steps:
         for name in guards:
@@ -348,13 +376,32 @@ def _replay(
     return machine
 
 
+def _event_guards(chart: Chart, event: str, guards: Sequence[str]) -> tuple[str, ...]:
+    """The guard names the transitions of ``event`` read (the others cannot
+    change which of its transitions is taken)."""
+    read: set[str] = set()
+    for transition, name in _transitions(chart):
+        if name == event:
+            for spec in transition.cond:
+                text = str(spec.func) if isinstance(spec.func, str) else str(spec.attr_name)
+                read.update(n for n in _NAME.findall(text) if n not in _GUARD_WORDS)
+    return tuple(g for g in guards if g in read)
+
+
+def _assignments(names: Sequence[str]) -> list[tuple[tuple[str, bool], ...]]:
+    return [
+        tuple(zip(names, values, strict=True))
+        for values in itertools.product((False, True), repeat=len(names))
+    ]
+
+
 def _moves(chart: Chart, guards: Sequence[str]) -> list[Step]:
     events = list(dict.fromkeys(str(e) for e in chart._events))
-    assignments = [
-        tuple(zip(guards, values, strict=True))
-        for values in itertools.product((False, True), repeat=len(guards))
+    return [
+        Step(event, assignment)
+        for event in events
+        for assignment in _assignments(_event_guards(chart, event, guards))
     ]
-    return [Step(event, assignment) for event in events for assignment in assignments]
 
 
 def walk_every_edge(chart: Chart) -> tuple[tuple[EdgeWalk, ...], TransitionCoverage]:
@@ -406,11 +453,7 @@ def _walk_edge(
     # Shortest path first; ties broken by the sorted state ids (deterministic).
     node = min(candidates, key=lambda c: (len(paths[c]), sorted(c)))
     path = paths[node]
-    assignments = [
-        tuple(zip(guards, values, strict=True))
-        for values in itertools.product((False, True), repeat=len(guards))
-    ]
-    for assignment in assignments:
+    for assignment in _assignments(_event_guards(chart, edge.event, guards)):
         step = Step(edge.event, assignment)
         recorder = _LastTaken()
         machine = _replay(chart, guards, path, recorder)

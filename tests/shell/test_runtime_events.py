@@ -1,0 +1,203 @@
+"""One event channel per consumer, with a bound (issue #9 item 5): deltas may
+coalesce, lifecycle events are never dropped, and events nobody asked for do
+not pile up across turns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import yaml
+
+import mind
+from mind.generated import events as ev
+from mind.shell.turn_handle import DELTA_SLACK, EventChannel
+from tests.support.fake_model import FakeModel
+
+
+def _config(tmp_path: Path, replies: list[dict[str, Any]]) -> mind.ResolvedConfig:
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump(replies), encoding="utf-8")
+    return mind.resolve_config(provider="scripted", script=str(script), approval="never", env={})
+
+
+def test_iterating_only_the_turns_leaves_no_backlog_in_the_session_after_20_turns(
+    tmp_path: Path,
+) -> None:
+    """The README's pattern (``async for event in turn``) never reads
+    ``session.events()``: what the session keeps for a consumer that never
+    came is at most the last turn's events, not every turn's."""
+    config = _config(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "shell", "arguments": {"command": "true"}}]}
+            if i % 2 == 0
+            else {"text": f"answer {i} in a few pieces of text"}
+            for i in range(40)
+        ],
+    )
+
+    async def main() -> tuple[list[ev.Event], str]:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = await rt.create_session(cwd=tmp_path, config=config)
+            last = ""
+            for i in range(20):
+                turn = s.submit(f"question {i}")
+                async for _ in turn:
+                    pass
+                assert turn.outcome.status == "completed"
+                last = turn.turn_id
+            return [e async for e in s.events()], last
+
+    leftover, last = anyio.run(main)
+    assert 0 < len(leftover) <= 12
+    assert {getattr(e, "turn_id", last) for e in leftover} == {last}
+
+
+def test_a_slow_session_consumer_loses_no_lifecycle_event(tmp_path: Path) -> None:
+    """A consumer that reads one event, then waits for the whole turn and the
+    queued turn after it, still gets every lifecycle event of both, in order."""
+    config = _config(
+        tmp_path,
+        [
+            {"tool_calls": [{"name": "shell", "arguments": {"command": "true"}}]},
+            {"text": "first answer, in some pieces"},
+            {"text": "second answer, in some pieces"},
+        ],
+    )
+
+    async def main() -> list[str]:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = await rt.create_session(cwd=tmp_path, config=config)
+            first = s.submit("one")
+            s.queue("two")
+            seen: list[str] = []
+            async for e in s.events():
+                if not seen:
+                    await first.wait()
+                    assert s.current is not None and s.current is not first
+                    await s.current.wait()
+                seen.append(type(e).__name__)
+            return seen
+
+    seen = anyio.run(main)
+    lifecycle = [t for t in seen if "Delta" not in t]
+    assert lifecycle == [
+        "InputAcceptedEvent",
+        "InputAcceptedEvent",
+        "TurnStartedEvent",
+        "InputClaimedEvent",
+        "ToolCallEvent",
+        "ToolResultEvent",
+        "MessageCompletedEvent",
+        "TurnCompletedEvent",
+        "TurnStartedEvent",
+        "InputClaimedEvent",
+        "MessageCompletedEvent",
+        "TurnCompletedEvent",
+    ]
+
+
+def test_deltas_coalesce_past_the_slack_and_keep_their_text_and_order() -> None:
+    channel = EventChannel()
+    sent: list[ev.Event] = []
+    for i in range(1000):
+        sent.append(ev.MessageDeltaEvent(turn_id="t", text=f"{i},"))
+        if i % 250 == 249:
+            sent.append(ev.ToolCallEvent(turn_id="t", call_id=f"c{i}", name="shell", arguments={}))
+        if i % 100 == 0:
+            sent.append(ev.ReasoningDeltaEvent(turn_id="t", text=f"r{i}"))
+    for event in sent:
+        channel.put(event)
+    channel.close()
+    assert len(channel) <= DELTA_SLACK + 4 * 2 + 10 * 2  # lifecycle events break runs
+
+    async def drain() -> list[ev.Event]:
+        return [e async for e in _iterate(channel)]
+
+    got = anyio.run(drain)
+
+    def text(events: list[ev.Event], kind: type) -> str:
+        return "".join(e.text for e in events if isinstance(e, kind))
+
+    assert text(got, ev.MessageDeltaEvent) == text(sent, ev.MessageDeltaEvent)
+    assert text(got, ev.ReasoningDeltaEvent) == text(sent, ev.ReasoningDeltaEvent)
+    calls = [e for e in got if isinstance(e, ev.ToolCallEvent)]
+    assert [c.call_id for c in calls] == ["c249", "c499", "c749", "c999"]
+    # Order holds: the text before each call is exactly what was sent before it.
+    for call in calls:
+        before_got = got[: got.index(call)]
+        before_sent = sent[: sent.index(call)]
+        assert text(before_got, ev.MessageDeltaEvent) == text(before_sent, ev.MessageDeltaEvent)
+
+
+def test_every_claim_of_a_turn_is_announced(tmp_path: Path) -> None:
+    """``input.claimed`` at the turn's start, at the boundary after a tool
+    result, and when draining after the final answer (steering sent while
+    the answer streams, before the seal) — so a client (the REPL) knows
+    what a turn took without reading the journal. A loopback model paces
+    its stream so the steering lands between the first delta and the seal."""
+    with FakeModel(chunk_delay_s=0.005) as model:
+        config = mind.resolve_config(
+            provider="openai-chat",
+            base_url=model.base_url,
+            model="fake",
+            env={"MIND_HOME": str(tmp_path / "home")},
+        )
+
+        async def main() -> list[tuple[str, list[str]]]:
+            async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+                s = await rt.create_session(cwd=tmp_path, config=config)
+                s.send("TOOL start", message_id="m1")
+                claims: list[tuple[str, list[str]]] = []
+                steered = False
+                async for e in s.events():
+                    if isinstance(e, ev.ToolCallEvent):
+                        s.steer("during the tool", message_id="m2")
+                    elif isinstance(e, ev.MessageDeltaEvent) and not steered:
+                        steered = True
+                        s.steer("before the seal", message_id="m3")
+                    elif isinstance(e, ev.InputClaimedEvent):
+                        claims.append((str(e.at), list(e.message_ids)))
+                return claims
+
+        claims = anyio.run(main)
+    assert claims == [("start", ["m1"]), ("boundary", ["m2"]), ("drain", ["m3"])]
+
+
+async def _iterate(channel: EventChannel) -> Any:
+    while (event := await channel.get()) is not None:
+        yield event
+
+
+def test_busy_and_known_ids_are_the_mailboxs_facts(tmp_path: Path) -> None:
+    """One owner per fact: ``busy`` is the mailbox's ``has_turn_owner`` at
+    every event, and a resent id is answered from the mailbox — also after
+    the session is reopened, when only the journal remembers it."""
+    config = _config(tmp_path, [{"text": "one"}, {"text": "two"}, {"text": "three"}])
+    state = tmp_path / "state"
+
+    async def first() -> tuple[str, list[tuple[str, bool]]]:
+        async with mind.Runtime.open(state_root=state) as rt:
+            s = await rt.create_session(cwd=tmp_path, config=config)
+            receipts = [s.send("a", message_id="a")]
+            async for _ in s.events():
+                assert s.busy == s.mailbox.has_turn_owner
+            receipts.append(s.queue("later", message_id="q"))  # idle: starts a turn
+            receipts.append(s.send("a", message_id="a"))
+            async for _ in s.events():
+                assert s.busy == s.mailbox.has_turn_owner
+            assert not s.busy
+            return s.session_id, [(r.disposition, r.duplicate) for r in receipts]
+
+    sid, receipts = anyio.run(first)
+    assert receipts == [("started", False), ("started", False), ("started", True)]
+
+    async def second() -> tuple[list[tuple[str, bool]], bool]:
+        async with mind.Runtime.open(state_root=state) as rt:
+            s = await rt.open_session(sid, config=config)
+            again = [s.send("a", message_id="a"), s.send("later", message_id="q")]
+            return [(r.disposition, r.duplicate) for r in again], s.busy
+
+    assert anyio.run(second) == ([("started", True), ("started", True)], False)
