@@ -166,6 +166,50 @@ class Session:
         return self.mailbox.has_turn_owner
 
     @property
+    def untouched(self) -> bool:
+        """True when nothing was ever sent to the session: its journal holds
+        only ``session_started``, its inbox is empty and no turn runs (a start
+        without input, which the REPL does not keep)."""
+        records = self.journal.records
+        return (
+            len(records) == 1
+            and isinstance(records[0], jr.SessionStarted)
+            and not self.inbox.entries
+            and not self.busy
+        )
+
+    @property
+    def storage_broken(self) -> str | None:
+        """Why the session's journal refuses appends (a write or fsync failed:
+        disk full, quota, I/O error), or ``None`` while it works. Once set, the
+        session goes on only when opened afresh."""
+        return self.journal.broken
+
+    def claimed_inputs(self, message_ids: list[str]) -> list[jr.UserMessage]:
+        """The journaled inputs with these ids (an ``input.claimed`` event's
+        ``message_ids``), in the order given; ids not journaled are left out.
+
+        A claim is journaled before it is announced, so every id of an
+        ``input.claimed`` event is found; an input claimed again after
+        recovery is found as last journaled.
+        """
+        wanted = set(message_ids)
+        found: dict[str, jr.UserMessage] = {}
+        for record in reversed(self.journal.records):
+            if not wanted:
+                break
+            if isinstance(record, jr.UserMessage) and record.message_id in wanted:
+                found[record.message_id] = record
+                wanted.discard(record.message_id)
+        return [found[m] for m in message_ids if m in found]
+
+    def history(self) -> list[jr.JournalRecord]:
+        """The session's journal records in order (read-only: a copy), for
+        recaps of what happened before; facts a client acts on have their
+        own properties."""
+        return list(self.journal.records)
+
+    @property
     def waiting(self) -> list[MailboxMessage]:
         """Accepted input not yet claimed by a turn, in order (shown under the prompt)."""
         return self.mailbox.waiting()

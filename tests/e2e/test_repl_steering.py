@@ -10,6 +10,7 @@ screen claims is checked against the session's journal and ``inbox.json``.
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -303,3 +304,34 @@ def test_waiting_messages_can_be_selected_then_dropped_or_taken_back_into_the_ed
         "end:completed",
     ]
     assert inbox(tmp_path, sid) == []
+
+
+def test_each_steering_message_is_echoed_once_where_the_turn_takes_it(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    """Two messages sent while a tool runs are claimed together after its
+    result (one ``input.claimed``): each is echoed once, in order, between
+    the tool's result and the answer that reads them."""
+    child = spawn([GATED_TOOL, {"text": "Read both."}], "--approval", "never")
+    sid = session_id_of(child)
+    child.send("first" + ENTER)
+    child.expect(CALLING)
+    child.send("alpha note" + ENTER)
+    child.expect(words("↳ steer alpha note reaches the model next"))
+    child.send("beta note" + ENTER)
+    child.expect(words("↳ steer beta note"))
+    (tmp_path / "go").touch()
+    child.expect(words("✓ Called shell"))
+    child.expect(words("── completed"))
+    between = str(child.before)
+    exit_cleanly(child)
+    alpha = [m.start() for m in re.finditer(words("› alpha note (steering)"), between)]
+    beta = [m.start() for m in re.finditer(words("› beta note (steering)"), between)]
+    answer = [m.start() for m in re.finditer(words("Read both."), between)]
+    assert len(alpha) == 1 and len(beta) == 1 and answer, between
+    assert alpha[0] < beta[0] < answer[0]
+    assert outline(journal(tmp_path, sid))[5:8] == [
+        "tool_result:ok",
+        "user:steer:alpha note",
+        "user:steer:beta note",
+    ]

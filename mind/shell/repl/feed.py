@@ -5,14 +5,16 @@ turns the runtime starts by itself (queued input, the steering sent by Esc,
 recovered input) are rendered like typed ones. A parked session is consumed
 too, its view muted; approval requests and turn ends of a parked session are
 announced in one line on the attached view. A turn's inputs are echoed
-(``› text``) from the journal when the turn claims them: at turn start, and
-for steering at the model-request boundary that delivers it.
+(``› text``) when its ``input.claimed`` event says it took them: at turn
+start (echoed before the turn's start is shown, so the question precedes
+the answer's attempt), and for steering at the model-request boundary or
+the drain that delivers it.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Final, final
+from typing import TYPE_CHECKING, final
 
 import anyio
 import anyio.abc
@@ -24,19 +26,6 @@ from mind.shell.render import plain
 if TYPE_CHECKING:
     from mind.shell.repl.app import Repl
     from mind.shell.repl.hosting import Hosted
-
-_AFTER_CLAIM: Final = (
-    ev.TurnStartedEvent,
-    ev.MessageDeltaEvent,
-    ev.ReasoningDeltaEvent,
-    ev.MessageCompletedEvent,
-    ev.ToolCallEvent,
-    ev.TurnRetryingEvent,
-    ev.TurnCompletedEvent,
-)
-"""Events that can follow a claim of input (turn start, a model-request
-boundary, the final drain): the claimed inputs are echoed before them. Tool
-results and approval requests come *before* a boundary, so never trigger it."""
 
 
 def _short_id(session_id: str) -> str:
@@ -81,9 +70,20 @@ class EventFeed:
     def _on_event(self, h: Hosted, event: ev.Event) -> None:
         repl = self._repl
         shown = h is repl.hosting.current
-        if isinstance(event, _AFTER_CLAIM):
-            self._echo_claimed(h, at_start=isinstance(event, ev.TurnStartedEvent))
-        if isinstance(event, ev.ApprovalRequestedEvent):
+        if isinstance(event, ev.TurnStartedEvent):
+            h.starting = event  # shown once its inputs are echoed (the claim follows)
+            return
+        if h.starting is not None:
+            started, h.starting = h.starting, None
+            if isinstance(event, ev.InputClaimedEvent) and event.at == ev.ClaimPoint.start:
+                self._echo_claimed(h, event)
+                h.view.show(started)
+                repl.invalidate()
+                return
+            h.view.show(started)  # a turn that claimed nothing
+        if isinstance(event, ev.InputClaimedEvent):
+            self._echo_claimed(h, event)
+        elif isinstance(event, ev.ApprovalRequestedEvent):
             h.view.show_approval(event)
             h.approvals.append((event.turn_id, event))
             if not shown:
@@ -113,22 +113,16 @@ class EventFeed:
                 )
         repl.invalidate()
 
-    def _echo_claimed(self, h: Hosted, *, at_start: bool) -> None:
-        """Echo the inputs journaled (claimed by a turn) since the last look.
-
-        Args:
-            h: the session whose journal is looked at (muted when parked).
-            at_start: the turn is starting (its inputs are its question);
-                otherwise the input is steering delivered mid-turn.
-        """
-        records = h.session.journal.records
-        for record in records[h.journal_pos :]:
-            if isinstance(record, jr.UserMessage):
-                suffix = "" if at_start else "  (steering)"
-                if at_start and record.kind == jr.Kind.queue:
-                    suffix = "  (queued)"
-                if record.message_id in h.recovered:
-                    suffix = "  (recovered)"
-                # Mid-turn steering is followed by model output: keep a gap.
-                h.view.echo(record.text, suffix, gap_after=record.kind == jr.Kind.steer)
-        h.journal_pos = len(records)
+    def _echo_claimed(self, h: Hosted, event: ev.InputClaimedEvent) -> None:
+        """Echo the inputs a turn just claimed (muted when ``h`` is parked):
+        at its start they are its question (``(queued)`` when they waited),
+        later they are steering; recovered input says so."""
+        at_start = event.at == ev.ClaimPoint.start
+        for record in h.session.claimed_inputs(event.message_ids):
+            suffix = "" if at_start else "  (steering)"
+            if at_start and record.kind == jr.Kind.queue:
+                suffix = "  (queued)"
+            if record.message_id in h.recovered:
+                suffix = "  (recovered)"
+            # Mid-turn steering is followed by model output: keep a gap.
+            h.view.echo(record.text, suffix, gap_after=record.kind == jr.Kind.steer)

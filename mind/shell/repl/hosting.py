@@ -49,8 +49,6 @@ class Hosted:
 
     session: Session
     view: TurnView
-    journal_pos: int
-    """Journal records already looked at for inputs to echo."""
     approvals: deque[tuple[str, ev.ApprovalRequestedEvent]] = field(default_factory=deque)
     """Questions waiting for y / n / a: ``(turn_id, event)``, oldest first."""
     viewed: set[str] = field(default_factory=set)
@@ -61,6 +59,9 @@ class Hosted:
     tokens: ev.Usage = field(default_factory=_no_usage)
     consuming: bool = False
     """Whether a consumer task is iterating the session's events."""
+    starting: ev.TurnStartedEvent | None = None
+    """A turn start not yet shown: it waits for the turn's claim of its
+    inputs, which are echoed first (:mod:`mind.shell.repl.feed`)."""
 
 
 @final
@@ -97,7 +98,6 @@ class Hosting:
                     coalesce_s=COALESCE_S,
                     print_lag_s=PRINT_LAG_S,
                 ),
-                journal_pos=len(session.journal.records),
             )
             self.by_id[session.session_id] = hosted
         return hosted
@@ -216,7 +216,7 @@ class Hosting:
             why = str(exc)
         else:
             hosted.session = session
-            hosted.journal_pos = len(session.journal.records)
+            hosted.starting = None
             hosted.approvals.clear()  # the broken handle's questions died with it
             self.switch_to(hosted)
             self._show_entered("reopened")

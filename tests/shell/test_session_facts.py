@@ -1,0 +1,66 @@
+"""Facts a client reads from :class:`~mind.shell.session.Session` instead of
+its journal (issue #9 item 5, one owner per fact): whether anything was ever
+sent, whether its storage refused a write, which inputs a claim took."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import yaml
+
+import mind
+from mind.generated import events as ev
+from mind.generated import journal as jr
+
+GATE = "while [ ! -e go ]; do sleep 0.02; done"
+
+
+def _config(tmp_path: Path, replies: list[dict[str, Any]]) -> mind.ResolvedConfig:
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump(replies), encoding="utf-8")
+    return mind.resolve_config(provider="scripted", script=str(script), approval="never", env={})
+
+
+def test_a_new_session_is_untouched_until_input_reaches_it(tmp_path: Path) -> None:
+    config = _config(tmp_path, [{"text": "hi"}])
+
+    async def main() -> tuple[bool, bool, str | None]:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = await rt.create_session(cwd=tmp_path, config=config)
+            before = s.untouched
+            await s.submit("hello").wait()
+            return before, s.untouched, s.storage_broken
+
+    before, after, broken = anyio.run(main)
+    assert (before, after, broken) == (True, False, None)
+
+
+def test_claimed_inputs_name_the_text_and_kind_of_each_claim(tmp_path: Path) -> None:
+    """A steering message claimed at the tool-result boundary is found by the
+    ids its ``input.claimed`` event carries, like the turn's own prompt."""
+    config = _config(
+        tmp_path,
+        [{"tool_calls": [{"name": "shell", "arguments": {"command": GATE}}]}, {"text": "ok"}],
+    )
+
+    async def main() -> list[tuple[ev.ClaimPoint, list[tuple[str, jr.Kind]]]]:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = await rt.create_session(cwd=tmp_path / "work", config=config)
+            turn = s.submit("first")
+            seen = []
+            async for e in turn:
+                if isinstance(e, ev.ToolCallEvent):
+                    s.steer("also this")
+                    (tmp_path / "work" / "go").touch()
+                if isinstance(e, ev.InputClaimedEvent):
+                    found = s.claimed_inputs(e.message_ids)
+                    seen.append((e.at, [(m.text, m.kind) for m in found]))
+            return seen
+
+    (tmp_path / "work").mkdir()
+    assert anyio.run(main) == [
+        (ev.ClaimPoint.start, [("first", jr.Kind.prompt)]),
+        (ev.ClaimPoint.boundary, [("also this", jr.Kind.steer)]),
+    ]
