@@ -30,6 +30,7 @@ from mind.generated import journal as jr
 from mind.generated.inbox import InboxEntry, InboxKind
 from mind.generated.vocabulary import DispositionName
 from mind.machines.mailbox import Mailbox, MailboxMessage
+from mind.machines.session_startup import reusable
 from mind.shell import faults
 from mind.shell.config import ResolvedConfig, known_secrets
 from mind.shell.ids import new_id
@@ -184,6 +185,14 @@ class Session:
         disk full, quota, I/O error), or ``None`` while it works. Once set, the
         session goes on only when opened afresh."""
         return self.journal.broken
+
+    @property
+    def reusable(self) -> bool:
+        """Whether entering this hosted session again returns this handle: the
+        startup chart's guard (:func:`mind.machines.session_startup.reusable`)
+        on this session's facts. False: its storage is broken and no turn
+        runs, so it is to be opened afresh."""
+        return reusable(broken=self.storage_broken is not None, busy=self.busy)
 
     def claimed_inputs(self, message_ids: list[str]) -> list[jr.UserMessage]:
         """The journaled inputs with these ids (an ``input.claimed`` event's

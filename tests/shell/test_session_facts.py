@@ -26,15 +26,16 @@ def _config(tmp_path: Path, replies: list[dict[str, Any]]) -> mind.ResolvedConfi
 def test_a_new_session_is_untouched_until_input_reaches_it(tmp_path: Path) -> None:
     config = _config(tmp_path, [{"text": "hi"}])
 
-    async def main() -> tuple[bool, bool, str | None]:
+    async def main() -> tuple[bool, bool, str | None, bool]:
         async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
             s = await rt.create_session(cwd=tmp_path, config=config)
             before = s.untouched
             await s.submit("hello").wait()
-            return before, s.untouched, s.storage_broken
+            return before, s.untouched, s.storage_broken, s.reusable
 
-    before, after, broken = anyio.run(main)
+    before, after, broken, reusable = anyio.run(main)
     assert (before, after, broken) == (True, False, None)
+    assert reusable  # its journal works: re-entering returns this handle
 
 
 def test_claimed_inputs_name_the_text_and_kind_of_each_claim(tmp_path: Path) -> None:

@@ -245,7 +245,7 @@ class Repl:
             True when the session accepted the text; False when it refused it
             (the reason was printed; the caller keeps the text in the editor).
         """
-        if reopen and self.session.journal.broken is not None and not self.session.busy:
+        if reopen and not self.session.reusable:
             # A journal write failed earlier: once space is freed, this Enter
             # reopens the session (recovered input first) and sends; opening
             # runs as a task so the prompt never waits on it.
@@ -257,9 +257,10 @@ class Repl:
             receipt = self.session.send(text, kind=kind)
         except InputRefused as exc:
             why = exc.message.rstrip(".")
-            if exc.reason == "storage" and self.session.journal.broken is not None:
+            broken = self.session.storage_broken
+            if exc.reason == "storage" and broken is not None:
                 why = (
-                    f"the session's journal could not be written ({self.session.journal.broken}); "
+                    f"the session's journal could not be written ({broken}); "
                     f"free space, then /resume {self.session.session_id} (or press Enter again): "
                     "nothing accepted is lost"
                 )

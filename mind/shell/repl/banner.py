@@ -23,7 +23,7 @@ def banner_lines(session: Session, config: ResolvedConfig, width: int) -> list[T
         config: the resolved config (a scripted provider is marked as such).
         width: the terminal's width in columns.
     """
-    resumed = any(isinstance(r, jr.TurnStarted) for r in session.journal.records)
+    resumed = any(isinstance(r, jr.TurnStarted) for r in session.history())
     label = session.provider.label
     # A scripted provider is never mistaken for a real model.
     provider = (
@@ -50,7 +50,7 @@ def banner_lines(session: Session, config: ResolvedConfig, width: int) -> list[T
 def recap_lines(session: Session, width: int) -> list[Text]:
     """For a resumed session: how many turns, the last prompt and answer
     (``[]`` when it has no turn); ``width`` is the terminal's, in columns."""
-    records = session.journal.records
+    records = session.history()
     turns = sum(1 for r in records if isinstance(r, jr.TurnStarted))
     if not turns:
         return []

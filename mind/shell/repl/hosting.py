@@ -145,8 +145,7 @@ class Hosting:
         """
         repl = self._repl
         hosted = self.by_id.get(session_id)
-        broken = hosted is not None and hosted.session.journal.broken is not None
-        if hosted is not None and broken and not hosted.session.busy:
+        if hosted is not None and not hosted.session.reusable:
             return await self.reopen(hosted)  # a write failed earlier: open it afresh
         if hosted is self.current:
             repl.picker.close()

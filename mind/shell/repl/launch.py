@@ -22,7 +22,6 @@ from rich.console import Console
 from rich.text import Text
 
 from mind.errors import ConfigError
-from mind.generated import journal as jr
 from mind.shell import private_files
 from mind.shell.config import ResolvedConfig
 from mind.shell.repl.app import Repl
@@ -133,7 +132,7 @@ async def run_repl(
                 # (issue 7 item 10). A second SIGHUP (the terminal's, then its
                 # owner's) waits until this cleanup is done.
                 signal.pthread_sigmask(signal.SIG_BLOCK, hangups)
-                dropped = [s for s in repl.hosted if s.session_id in repl.created and _untouched(s)]
+                dropped = [s for s in repl.hosted if s.session_id in repl.created and s.untouched]
                 for s in dropped:
                     _drop_records(s)
             kept = [s for s in repl.hosted if s not in dropped]
@@ -179,18 +178,6 @@ def _release_when_handled(hangups: set[signal.Signals], deadline: float) -> None
         signal.pthread_sigmask(signal.SIG_UNBLOCK, hangups)
         return
     asyncio.get_running_loop().call_later(0.005, _release_when_handled, hangups, deadline)
-
-
-def _untouched(session: Session) -> bool:
-    """True when nothing was ever sent to ``session``: its journal holds only
-    ``session_started`` and its inbox is empty (a start without input)."""
-    records = session.journal.records
-    return (
-        len(records) == 1
-        and isinstance(records[0], jr.SessionStarted)
-        and not session.inbox.entries
-        and not session.busy
-    )
 
 
 def _drop_records(session: Session) -> None:
