@@ -1,8 +1,9 @@
 """Answering approval questions: y / n / a, ``v`` to view all, and the question's line.
 
-The questions themselves are kept per hosted session
-(:attr:`~mind.shell.repl.hosting.Hosted.approvals`, oldest first); this
-module owns how a key answers the oldest one. A person never approves text
+Which questions wait is the turn's (``Turn.pending_approvals``, read through
+:meth:`~mind.shell.repl.hosting.Hosted.questions`); the REPL keeps only
+what it showed and which call's whole text was viewed. This module owns how
+a key answers the oldest one. A person never approves text
 they could not see: while part of a call's text is hidden and was not shown
 with ``v``, y / a are refused (n always works). A y / n / a typed less than
 ``TYPING_GAP_S`` after the previous character of a draft is typing, not an
@@ -13,7 +14,6 @@ right after its first letter is swallowed.
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final, final
 
@@ -54,9 +54,9 @@ class Approvals:
         self._answer_at = -math.inf
 
     @property
-    def pending(self) -> deque[tuple[str, ev.ApprovalRequestedEvent]]:
-        """The attached session's questions waiting for y / n / a: ``(turn_id, event)``."""
-        return self._repl.hosting.current.approvals
+    def pending(self) -> list[ev.ApprovalRequestedEvent]:
+        """The attached session's questions waiting for y / n / a, oldest first."""
+        return self._repl.hosting.current.questions()
 
     def decide(self, decision: Decision) -> None:
         """Answer the oldest pending approval question.
@@ -66,9 +66,11 @@ class Approvals:
         never approves text they could not see. No is always accepted.
         """
         repl = self._repl
-        if not self.pending:
+        pending = self.pending
+        turn = repl.session.current
+        if not pending or turn is None:
             return
-        turn_id, event = self.pending[0]
+        event = pending[0]
         if decision != "no" and self.hidden(event):
             repl.view.note(
                 f"Not approved: {event.hidden_chars} characters of this "
@@ -78,11 +80,8 @@ class Approvals:
             )
             repl.invalidate()
             return
-        self.pending.popleft()
-        turn = repl.turn
-        if turn is not None and turn.turn_id == turn_id:
-            turn.decide(event.call_id, decision)
-            repl.view.show_decision(event.call_id, plain(event.name, keep_joiners=False), decision)
+        turn.decide(event.call_id, decision)  # the turn's pending list drops it
+        repl.view.show_decision(event.call_id, plain(event.name, keep_joiners=False), decision)
         repl.invalidate()
 
     def hidden(self, event: ev.ApprovalRequestedEvent) -> bool:
@@ -91,9 +90,10 @@ class Approvals:
 
     def view_text(self) -> None:
         """Show the whole text of the oldest pending approval (``v``)."""
-        if not self.pending:
+        pending = self.pending
+        if not pending:
             return
-        _, event = self.pending[0]
+        event = pending[0]
         self._repl.view.show_approval_text(event)
         self._repl.hosting.current.viewed.add(event.call_id)
         self._repl.invalidate()

@@ -13,7 +13,6 @@ the drain that delivers it.
 
 from __future__ import annotations
 
-from collections import deque
 from typing import TYPE_CHECKING, final
 
 import anyio
@@ -85,7 +84,7 @@ class EventFeed:
             self._echo_claimed(h, event)
         elif isinstance(event, ev.ApprovalRequestedEvent):
             h.view.show_approval(event)
-            h.approvals.append((event.turn_id, event))
+            h.asked[(event.turn_id, event.call_id)] = event
             if not shown:
                 repl.view.note(
                     f"session {_short_id(h.session.session_id)} (parked) asks to run "
@@ -100,7 +99,7 @@ class EventFeed:
         elif not isinstance(event, ev.InputAcceptedEvent | ev.InputWaitingEvent):
             h.view.show(event)  # waiting input is listed under the input instead
         if isinstance(event, ev.TurnCompletedEvent):
-            h.approvals = deque(a for a in h.approvals if a[0] != event.turn_id)
+            h.asked = {k: q for k, q in h.asked.items() if k[0] != event.turn_id}
             h.viewed.clear()
             h.tokens = ev.Usage(
                 input_tokens=h.tokens.input_tokens + event.usage.input_tokens,

@@ -10,7 +10,6 @@ journal refused a write is opened afresh (issue #8 item 6).
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, final
 
@@ -49,8 +48,10 @@ class Hosted:
 
     session: Session
     view: TurnView
-    approvals: deque[tuple[str, ev.ApprovalRequestedEvent]] = field(default_factory=deque)
-    """Questions waiting for y / n / a: ``(turn_id, event)``, oldest first."""
+    asked: dict[tuple[str, str], ev.ApprovalRequestedEvent] = field(default_factory=dict)
+    """The approval questions shown, by ``(turn_id, call_id)``: what each one
+    says (screen state). Whether one still waits is the turn's to say
+    (:meth:`questions`)."""
     viewed: set[str] = field(default_factory=set)
     """Call ids whose whole approval text was shown (``v``): only those, and
     calls whose text was never cut, can be approved."""
@@ -62,6 +63,16 @@ class Hosted:
     starting: ev.TurnStartedEvent | None = None
     """A turn start not yet shown: it waits for the turn's claim of its
     inputs, which are echoed first (:mod:`mind.shell.repl.feed`)."""
+
+    def questions(self) -> list[ev.ApprovalRequestedEvent]:
+        """The questions waiting for y / n / a, oldest first: the running
+        turn's pending approvals (:attr:`Turn.pending_approvals`, their one
+        owner) whose request was already shown here. Empty when no turn runs."""
+        turn = self.session.current
+        if turn is None or turn.done:
+            return []
+        asked = (self.asked.get((turn.turn_id, c)) for c in turn.pending_approvals)
+        return [q for q in asked if q is not None]
 
 
 @final
@@ -216,7 +227,7 @@ class Hosting:
         else:
             hosted.session = session
             hosted.starting = None
-            hosted.approvals.clear()  # the broken handle's questions died with it
+            hosted.asked.clear()  # the broken handle's questions died with it
             self.switch_to(hosted)
             self._show_entered("reopened")
             self.say_recovered(after_storage=True)
@@ -278,5 +289,5 @@ class Hosting:
         if not missed or s.busy:
             view.print(Text(""))
         view.reset_spacing()
-        for _, event in self.current.approvals:  # asked while parked: ask again here
+        for event in self.current.questions():  # asked while parked: ask again here
             view.show_approval(event, viewed=event.call_id in self.current.viewed)

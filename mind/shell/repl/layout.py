@@ -183,7 +183,7 @@ class StatusArea:
                 warn.append(("class:status.dim", " · waiting messages are kept"))
             return warn
         if repl.approvals.pending:
-            return repl.approvals.footer(repl.approvals.pending[0][1], repl.console.width - 1)
+            return repl.approvals.footer(repl.approvals.pending[0], repl.console.width - 1)
         if repl.busy:
             clock = repl.clock
             started = repl.view.turn_started_at
