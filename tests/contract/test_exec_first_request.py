@@ -15,12 +15,16 @@ checks run a real ``mind exec`` subprocess against a loopback server:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
+
+import certifi
 
 from tests.support.child_env import without_prefixes
 from tests.support.echo_server import EchoServer
@@ -129,3 +133,60 @@ def test_exec_sends_its_first_request_while_the_sandbox_probe_runs(tmp_path: Pat
     assert out.startswith("you sent path=/v1/chat/completions")
     assert "sandbox workspace-write" in err
     assert "bubblewrap" not in err  # the probe's answer (bwrap does not work) is the one shown
+
+
+_BUILD_CLIENT = textwrap.dedent(
+    """
+    import ssl, sys
+    from mind.shell.providers import ProviderSettings, make_provider
+    provider = make_provider(ProviderSettings(kind="openai-chat", model="m", api_key="k"))
+    print("constructed", flush=True)
+    sys.stdin.readline()  # the test has fed the certificate file meanwhile
+    ctx = provider._get_client()._transport._pool._ssl_context
+    print("verify", ctx.verify_mode == ssl.CERT_REQUIRED, ctx.check_hostname, flush=True)
+    """
+)
+
+
+def test_the_tls_context_is_built_while_the_session_starts(tmp_path: Path) -> None:
+    """Building the default TLS context (loading the CA bundle, ~50 ms) starts
+    when the HTTP provider is made, in a worker thread, not at the first
+    request: the CA file here is a FIFO, so the test sees the build begin (a
+    reader opens it) before anything asked the provider for its client."""
+    fifo = tmp_path / "ca.pem"
+    os.mkfifo(fifo)
+    env = without_prefixes("MIND_", "OPENAI_") | {"SSL_CERT_FILE": str(fifo)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", _BUILD_CLIENT],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    fed = threading.Event()
+
+    def feed() -> None:
+        # open blocks until the child opens the CA file to read it; a broken
+        # pipe means the test gave up and let this thread go.
+        with contextlib.suppress(BrokenPipeError), open(fifo, "wb") as w:
+            fed.set()
+            w.write(Path(certifi.where()).read_bytes())
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    try:
+        assert child.stdout is not None and child.stdin is not None
+        assert child.stdout.readline().strip() == "constructed"
+        feeder.start()
+        opened = fed.wait(timeout=20)
+        if not opened:
+            child.kill()
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # let the feeder go
+        out, err = child.communicate("\n", timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert opened, "nothing read the CA file until the client was asked for"
+    assert child.returncode == 0, err
+    assert out.split() == ["verify", "True", "True"]
