@@ -361,6 +361,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     import anyio
 
     if args.command == "exec":
+        from mind.shell.providers import prepare_tls_context
+
+        prepare_tls_context()  # built while exec_cli and the runtime are imported
         from mind.shell import exec_cli
 
         return anyio.run(exec_cli.run, args)

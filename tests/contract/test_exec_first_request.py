@@ -190,3 +190,34 @@ def test_the_tls_context_is_built_while_the_session_starts(tmp_path: Path) -> No
     assert opened, "nothing read the CA file until the client was asked for"
     assert child.returncode == 0, err
     assert out.split() == ["verify", "True", "True"]
+
+
+_TLS_AT_EXEC_IMPORT = textwrap.dedent(
+    """
+    import json, sys
+    seen = []
+
+    def hook(event, args):
+        if event == "import" and args[0] == "mind.shell.exec_cli" and not seen:
+            http = sys.modules.get("mind.shell.providers._http")
+            seen.append(getattr(http, "_tls", None) is not None)
+
+    sys.addaudithook(hook)
+    from mind.shell.cli import main
+    code = main(sys.argv[1:])
+    sys.stderr.write("\\nTLS " + json.dumps(seen[0] if seen else None) + "\\n")
+    raise SystemExit(code)
+    """
+)
+
+
+def test_exec_starts_the_tls_context_before_it_imports_the_runtime(tmp_path: Path) -> None:
+    """The TLS context's build (~50 ms, mostly in OpenSSL without the GIL)
+    overlaps the import of exec's runtime (~200 ms) rather than following it."""
+    with EchoServer("openai-chat") as server:
+        argv = [sys.executable, "-c", _TLS_AT_EXEC_IMPORT, *_exec_argv(server, tmp_path)]
+        proc = subprocess.run(argv, env=_env(tmp_path), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    line = [ln for ln in proc.stderr.splitlines() if ln.startswith("TLS ")]
+    assert line, proc.stderr
+    assert json.loads(line[-1].removeprefix("TLS ")) is True, "no TLS build before the runtime"
