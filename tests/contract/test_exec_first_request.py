@@ -36,6 +36,8 @@ NOT_BEFORE_FIRST_REQUEST = (
     "jsonschema",
     "prompt_toolkit",
     "mind.shell.render",
+    "mind.shell.tools._files",
+    "mind.shell.tools._process",
     "mind.shell.sandbox.launch",
     "mind.shell.sandbox.landlock",
     "mind.shell.sandbox.seccomp",
