@@ -2,9 +2,10 @@
 
 The first request needs the config, the session's journal and the provider;
 it does not need the sandbox (probed meanwhile, awaited before any command
-runs or the session line is printed), the tools' runner, the session index's
-database, nor the renderer that httpx's own command line would pull in. Both
-checks run a real ``mind exec`` subprocess against a loopback server:
+runs or the session line is printed), the file tools and command runner, nor
+the renderer that httpx's own command line would pull in; the TLS context is
+built meanwhile. The checks run a real ``mind exec`` subprocess against a
+loopback server:
 
 - what the process holds in ``sys.modules`` at the moment it connects to the
   model (an audit hook on ``socket.connect`` takes the snapshot in the child);
@@ -74,7 +75,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env | {"MIND_HOME": str(tmp_path / "home"), "OPENAI_API_KEY": "sk-test"}
 
 
-def test_exec_loads_no_sandbox_index_or_renderer_before_its_first_request(
+def test_exec_loads_no_sandbox_tools_or_renderer_before_its_first_request(
     tmp_path: Path,
 ) -> None:
     with EchoServer("openai-chat") as server:
