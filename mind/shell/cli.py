@@ -333,8 +333,24 @@ def _emit_failure(code: int, kind: str, message: str) -> None:
         emit_json(sys.stdout, event)
 
 
+def _skip_httpx_cli() -> None:
+    """Keep httpx's own command line (``httpx._main``) out of this process.
+
+    ``import httpx`` imports it, and it imports rich, click and pygments
+    (~90 ms before ``mind exec``'s first request; benchmarks/cli_start.py).
+    httpx guards that import for installs without its ``cli`` extra, so a
+    ``None`` entry in :data:`sys.modules` (the import system's "no such
+    module") gives the same httpx minus ``httpx.main``, which mind never
+    calls. Only the ``mind`` program does this, not ``import mind`` in
+    someone else's process, and never once httpx is already imported.
+    """
+    if "httpx" not in sys.modules:
+        sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     # Each command imports what it needs here, not at the top (see the module docstring).
+    _skip_httpx_cli()
     if args.command == "config":
         return _config(args)
     if args.command == "debug":
@@ -345,6 +361,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     import anyio
 
     if args.command == "exec":
+        from mind.shell.providers import prepare_tls_context
+
+        prepare_tls_context()  # built while exec_cli and the runtime are imported
         from mind.shell import exec_cli
 
         return anyio.run(exec_cli.run, args)

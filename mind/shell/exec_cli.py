@@ -117,52 +117,77 @@ async def run(args: argparse.Namespace) -> int:
                 )
         else:
             session = await rt.create_session(cwd=cwd, config=config)
-        report = session.journal.report
-        if report.torn_tail_dropped:
-            print(
-                f"mind: note: {session.journal.path}: dropped a torn last record "
-                f"({report.torn_tail_bytes} bytes) left by an interrupted write",
-                file=sys.stderr,
-            )
-        if args.json:
-            emit_json(out, session.started_event())
-        else:
-            print(
-                f"session {session.session_id} · {session.provider.label} · "
-                f"sandbox {session.sandbox.describe()}",
-                file=sys.stderr,
-            )
-        recovered = session.recovery
-        if recovered is not None and (
-            prompt is None
-            or recovered.aborted_turns
-            or recovered.completed_turns
-            or recovered.synthetic_results
-            or recovered.replayed_inputs
-        ):
-            if args.json:
-                emit_json(out, recovered)
-            else:
-                print(
-                    f"recovered: {recovered.aborted_turns} aborted turn(s), "
-                    f"{recovered.completed_turns} answered turn(s) closed, "
-                    f"{recovered.synthetic_results} interrupted tool call(s), "
-                    f"{recovered.replayed_inputs} input(s) to replay",
-                    file=sys.stderr,
-                )
-        if not args.json and session.waiting:
-            # Older input rides along, first: never silently (issue 7 item 11).
-            inbox_cli.announce_replay(session.waiting_event(), sys.stderr)
-        if prompt is not None:
-            try:
-                session.send(prompt)
-            except InputRefused as exc:
-                if isinstance(exc.__cause__, StorageError):
-                    raise exc.__cause__ from None  # exit 4, like a turn that met it
-                raise ConfigError(str(exc)) from exc
-        else:
-            session.resume_pending()
+        # Older input waiting now rides along, first: never silently (issue 7 item 11).
+        replay = session.waiting_event() if not args.json and session.waiting else None
+        try:
+            # The turn starts (its first request goes out) while a worker waits
+            # for the sandbox probe, which the session line names.
+            _start(session, prompt)
+        finally:
+            await anyio.to_thread.run_sync(session.sandbox.wait)
+            _print_header(session, prompt, json_mode=args.json, out=out, replay=replay)
         return await _run_exec_session(session, json_mode=args.json, out=out)
+
+
+def _start(session: Session, prompt: str | None) -> None:
+    """Send ``prompt`` (None: go on with what the session recovered)."""
+    if prompt is None:
+        session.resume_pending()
+        return
+    try:
+        session.send(prompt)
+    except InputRefused as exc:
+        if isinstance(exc.__cause__, StorageError):
+            raise exc.__cause__ from None  # exit 4, like a turn that met it
+        raise ConfigError(str(exc)) from exc
+
+
+def _print_header(
+    session: Session,
+    prompt: str | None,
+    *,
+    json_mode: bool,
+    out: TextIO,
+    replay: ev.InputWaitingEvent | None,
+) -> None:
+    """What exec says before the session's events: a torn tail dropped, the
+    session line (or ``session.started``), what recovery did, older input
+    that rides along. The sandbox must be known (``session.sandbox.wait``)."""
+    report = session.journal.report
+    if report.torn_tail_dropped:
+        print(
+            f"mind: note: {session.journal.path}: dropped a torn last record "
+            f"({report.torn_tail_bytes} bytes) left by an interrupted write",
+            file=sys.stderr,
+        )
+    if json_mode:
+        emit_json(out, session.started_event())
+    else:
+        print(
+            f"session {session.session_id} · {session.provider.label} · "
+            f"sandbox {session.sandbox.describe()}",
+            file=sys.stderr,
+        )
+    recovered = session.recovery
+    if recovered is not None and (
+        prompt is None
+        or recovered.aborted_turns
+        or recovered.completed_turns
+        or recovered.synthetic_results
+        or recovered.replayed_inputs
+    ):
+        if json_mode:
+            emit_json(out, recovered)
+        else:
+            print(
+                f"recovered: {recovered.aborted_turns} aborted turn(s), "
+                f"{recovered.completed_turns} answered turn(s) closed, "
+                f"{recovered.synthetic_results} interrupted tool call(s), "
+                f"{recovered.replayed_inputs} input(s) to replay",
+                file=sys.stderr,
+            )
+    if replay is not None:
+        inbox_cli.announce_replay(replay, sys.stderr)
 
 
 async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -> int:

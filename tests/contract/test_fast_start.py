@@ -113,8 +113,9 @@ def test_cli_without_work_loads_no_heavy_library(argv: list[str]) -> None:
 def test_exec_with_a_text_answer_loads_no_renderer(tmp_path: Path) -> None:
     """``mind exec`` needs httpx and the runtime, not the REPL's renderer or
     prompt_toolkit: its plain output imports the renderer only to describe a
-    tool call, after the first request. (rich itself is loaded by httpx:
-    ``httpx._main``, its command line, imports rich, click and pygments.)"""
+    tool call, after the first request. (httpx's own command line,
+    ``httpx._main``, which imports rich, click and pygments, is kept out:
+    ``mind.shell.cli._skip_httpx_cli``.)"""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MIND_", "OPENAI_"))}
     env |= {"MIND_HOME": str(tmp_path / "home"), "OPENAI_API_KEY": "sk-test"}
     with EchoServer("openai-chat") as server:
@@ -124,7 +125,7 @@ def test_exec_with_a_text_answer_loads_no_renderer(tmp_path: Path) -> None:
         loaded = _loaded_after(code, env)
     assert len(server.requests) == 1
     assert {"httpx", "anyio"} <= loaded
-    unwanted = {"mind.shell.render", "mind.shell.repl", "prompt_toolkit"}
+    unwanted = {"mind.shell.render", "mind.shell.repl", "prompt_toolkit", "rich", "pygments"}
     assert not loaded & unwanted, sorted(loaded & unwanted)
 
 

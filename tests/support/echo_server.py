@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
@@ -258,10 +259,22 @@ class EchoServer(LoopbackServer):
     def __init__(self, provider: str) -> None:
         self.provider = provider
         self.requests: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         super().__init__()
 
     def record(self, path: str, headers: dict[str, str], body: str) -> None:
         """Keep one request (called from the handler thread)."""
         with self._lock:
             self.requests.append({"path": path, "headers": headers, "body": body})
+            self._lock.notify_all()
+
+    def wait_for_requests(self, count: int, *, timeout_s: float) -> bool:
+        """Wait until ``count`` requests arrived (False at the deadline, in seconds)."""
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            while len(self.requests) < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._lock.wait(left)
+        return True

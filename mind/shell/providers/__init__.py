@@ -86,6 +86,16 @@ class Provider(Protocol):
         ...
 
 
+def prepare_tls_context() -> None:
+    """Start building the process's one default TLS context in a worker thread
+    (loading the CA bundle, ~50 ms, mostly in OpenSSL without the GIL), so
+    that it overlaps what a command does before its first request; the HTTP
+    providers use that context. Imports httpx. Idempotent."""
+    from mind.shell.providers._http import _tls_context
+
+    _tls_context()
+
+
 def make_provider(
     settings: ProviderSettings, *, client: httpx.AsyncClient | None = None
 ) -> Provider:
@@ -138,4 +148,4 @@ def make_provider(
     )
 
 
-__all__ = ["Provider", "ProviderKind", "ProviderSettings", "make_provider"]
+__all__ = ["Provider", "ProviderKind", "ProviderSettings", "make_provider", "prepare_tls_context"]

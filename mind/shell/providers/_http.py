@@ -7,10 +7,11 @@ out) and a pure body builder; this module does the I/O around them.
 
 from __future__ import annotations
 
-import functools
 import ssl
+import threading
 import time
 from collections.abc import AsyncIterator
+from concurrent.futures import Future
 from typing import Any, Protocol
 
 import anyio
@@ -111,10 +112,30 @@ async def read_bounded(resp: httpx.Response, limit: int, *, cut: bool = False) -
     return b"".join(parts)
 
 
-@functools.cache
-def _ssl_context() -> ssl.SSLContext:
-    """One default TLS context per process (building one costs ~0.1 s)."""
-    return httpx.create_ssl_context()
+_tls_lock = threading.Lock()
+_tls: Future[ssl.SSLContext] | None = None
+
+
+def _tls_context() -> Future[ssl.SSLContext]:
+    """One default TLS context per process, being built in a daemon worker
+    thread from the first call on: loading the CA bundle costs ~50 ms, which
+    then overlaps the session's start instead of delaying the first request
+    (benchmarks/cli_start.py). ``.result()`` waits for it and re-raises what
+    building it raised (e.g. an unreadable ``SSL_CERT_FILE``)."""
+    global _tls
+    with _tls_lock:
+        if _tls is None:
+            answer: Future[ssl.SSLContext] = Future()
+
+            def build() -> None:
+                try:
+                    answer.set_result(httpx.create_ssl_context())
+                except BaseException as exc:  # handed to whoever waits for it
+                    answer.set_exception(exc)
+
+            threading.Thread(target=build, name="mind-tls-context", daemon=True).start()
+            _tls = answer
+        return _tls
 
 
 def content_type_of(headers: httpx.Headers) -> str:
@@ -175,6 +196,8 @@ class HttpProvider:
         self._timeout_s = timeout_s
         self._client = client
         self._owns_client = client is None
+        if client is None:
+            _tls_context()  # starts building it: ready by the first request
         shown = redact_url(base_url.rstrip("/"))
         self.label = redact(f"{self.name} {model} @ {shown}", self.secrets)
 
@@ -204,7 +227,7 @@ class HttpProvider:
     def _get_client(self) -> httpx.AsyncClient:
         if self._client is None:
             self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(self._timeout_s), verify=_ssl_context()
+                timeout=httpx.Timeout(self._timeout_s), verify=_tls_context().result()
             )
         return self._client
 

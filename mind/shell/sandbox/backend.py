@@ -5,6 +5,10 @@ diagnosis; ``none`` pretends neither works). Otherwise bubblewrap when
 ``bwrap --ro-bind / / ... true`` succeeds, else Landlock when the kernel
 reports an ABI, else ``none`` — and ``none`` means sandboxed commands are
 refused, never run unsandboxed (``docs/design/boundary.md`` "Sandbox").
+
+:class:`BackendProbe` runs that probe in a worker thread, so that a session
+starts (and sends its first model request) while bubblewrap starts ``true``
+(~40 ms); whoever needs the answer waits for it.
 """
 
 from __future__ import annotations
@@ -12,10 +16,11 @@ from __future__ import annotations
 import functools
 import shutil
 import subprocess
+import threading
 from collections.abc import Mapping
+from concurrent.futures import Future
 from typing import Literal
 
-from mind.shell.sandbox import landlock
 from mind.shell.sandbox.bwrap import BWRAP
 
 Backend = Literal["bwrap", "landlock", "none"]
@@ -44,6 +49,8 @@ def bwrap_works() -> bool:
 @functools.cache
 def landlock_abi() -> int:
     """The kernel's Landlock ABI, 0 when unavailable."""
+    from mind.shell.sandbox import landlock  # ctypes: loaded by the probe, not at start
+
     return landlock.abi_version()
 
 
@@ -66,3 +73,37 @@ def select_backend(environ: Mapping[str, str]) -> tuple[Backend, str]:
     if forced:
         return "none", f"{BACKEND_ENV}={forced} does not work on this machine"
     return "none", "bubblewrap (bwrap) does not work here and the kernel has no Landlock"
+
+
+class BackendProbe:
+    """:func:`select_backend` for ``environ``, run once in a daemon worker
+    thread started by the constructor.
+
+    :meth:`result` waits for the answer: nothing that depends on the backend
+    (a command's confinement, the session line naming it) goes on without
+    it. A probe that fails unexpectedly answers ``none`` with the error as
+    the reason, so commands are refused (fail closed), never run unconfined.
+    """
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self._answer: Future[tuple[Backend, str]] = Future()
+        worker = threading.Thread(
+            target=self._run, args=(dict(environ),), name="mind-sandbox-probe", daemon=True
+        )
+        worker.start()
+
+    def _run(self, environ: dict[str, str]) -> None:
+        try:
+            answer = select_backend(environ)
+        except Exception as exc:  # fail closed: no backend, with the reason
+            answer = ("none", f"the sandbox probe failed: {type(exc).__name__}: {exc}")
+        self._answer.set_result(answer)
+
+    def done(self) -> bool:
+        """Whether the answer is known (then :meth:`result` does not wait)."""
+        return self._answer.done()
+
+    def result(self) -> tuple[Backend, str]:
+        """``(backend, why)`` as :func:`select_backend` gives it; waits for the
+        probe (bounded by its own ``bwrap`` timeout, 10 s)."""
+        return self._answer.result()

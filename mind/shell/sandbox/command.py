@@ -19,12 +19,12 @@ from pathlib import Path
 
 from mind.effects.boundary import Boundary, SandboxMode
 from mind.shell import private_files
-from mind.shell.sandbox import launch, seccomp
-from mind.shell.sandbox.backend import Backend, select_backend
-from mind.shell.sandbox.bwrap import bwrap_argv
+from mind.shell.sandbox.backend import Backend, BackendProbe
 from mind.shell.sandbox.plan import SCAN_MAX_DIRS, plan_writes, within
 
-_LAUNCHER = str(Path(launch.__file__).resolve())
+# launch and seccomp (ctypes) are imported by the first confined command, not
+# at session start: mind exec's first request needs neither.
+_LAUNCHER = str(Path(__file__).resolve().with_name("launch.py"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,22 +49,61 @@ class Confined:
 _BACKEND_NAMES: dict[Backend, str] = {"bwrap": "bubblewrap", "landlock": "Landlock", "none": "none"}
 
 
-@dataclass(frozen=True, slots=True)
 class Sandbox:
     """The sandbox of one session.
 
     Attributes:
         boundary: mode and roots (real paths).
-        backend: the working backend, or ``none``.
-        why_none: for ``none``, why no backend works.
         scan_max_dirs: most directories searched per writable root for
             nested ``.git`` / ``.mind`` (:data:`plan.SCAN_MAX_DIRS`).
+
+    ``backend`` is given, or a :class:`BackendProbe` still running: then
+    :attr:`backend`, :attr:`why_none` and everything built on them wait for
+    its answer (a command never runs, nor is the sandbox described, before
+    the backend is known).
     """
 
-    boundary: Boundary
-    backend: Backend
-    why_none: str = ""
-    scan_max_dirs: int = SCAN_MAX_DIRS
+    __slots__ = ("_backend", "_probe", "_why_none", "boundary", "scan_max_dirs")
+
+    def __init__(
+        self,
+        boundary: Boundary,
+        backend: Backend | BackendProbe,
+        why_none: str = "",
+        scan_max_dirs: int = SCAN_MAX_DIRS,
+    ) -> None:
+        self.boundary = boundary
+        self.scan_max_dirs = scan_max_dirs
+        self._probe: BackendProbe | None = None
+        self._backend: Backend = "none"
+        if isinstance(backend, BackendProbe):
+            self._probe = backend
+        else:
+            self._backend = backend
+        self._why_none = why_none
+
+    def __repr__(self) -> str:
+        backend = self._backend if self._probe is None else "(probing)"
+        return f"Sandbox(mode={self.boundary.mode!r}, backend={backend!r})"
+
+    def wait(self) -> None:
+        """Block until the backend is known (at once when it is); for a worker
+        thread (``anyio.to_thread.run_sync(sandbox.wait)``)."""
+        if self._probe is not None:
+            self._backend, self._why_none = self._probe.result()
+            self._probe = None
+
+    @property
+    def backend(self) -> Backend:
+        """The working backend, or ``none``; waits for the probe."""
+        self.wait()
+        return self._backend
+
+    @property
+    def why_none(self) -> str:
+        """For ``none``, why no backend works; waits for the probe."""
+        self.wait()
+        return self._why_none
 
     @property
     def label(self) -> str:
@@ -89,7 +128,9 @@ class Sandbox:
         (:attr:`mind.effects.policy.ShellDecision.mode`)."""
         if mode == self.boundary.mode:
             return self
-        return dataclasses.replace(self, boundary=dataclasses.replace(self.boundary, mode=mode))
+        boundary = dataclasses.replace(self.boundary, mode=mode)
+        backend = self._probe if self._probe is not None else self._backend
+        return Sandbox(boundary, backend, self._why_none, self.scan_max_dirs)
 
     def refusal(self) -> str | None:
         """Why no sandboxed command can run here, or None (fail closed)."""
@@ -113,6 +154,9 @@ class Sandbox:
         """
         if self.backend == "none":
             raise RuntimeError("no sandbox backend")
+        from mind.shell.sandbox import launch
+        from mind.shell.sandbox.bwrap import bwrap_argv
+
         plan = plan_writes(
             self.boundary, overlay=self.backend == "bwrap", max_dirs=self.scan_max_dirs
         )
@@ -153,6 +197,8 @@ def _filter_fd() -> int:
     """A pipe's read end holding :func:`seccomp.program` (bwrap reads it
     whole before starting the command; the program is far below a pipe's
     buffer, so writing never blocks)."""
+    from mind.shell.sandbox import seccomp
+
     code = seccomp.program()
     read_fd, write_fd = os.pipe()
     try:
@@ -175,8 +221,9 @@ def release(confined: Confined) -> None:
 
 def session_sandbox(boundary: Boundary, *, environ: Mapping[str, str]) -> Sandbox:
     """The sandbox of a session over ``boundary`` (real paths, see
-    :func:`mind.shell.tools.session_boundary`), backend probed (not for
-    ``danger-full-access``, which never runs sandboxed).
+    :func:`mind.shell.tools.session_boundary`), its backend being probed in a
+    worker thread (:class:`BackendProbe`; not for ``danger-full-access``,
+    which never runs sandboxed).
 
     mind's state roots are created first (0700) so that they exist to be
     mounted read-only or left out of every grant.
@@ -189,5 +236,4 @@ def session_sandbox(boundary: Boundary, *, environ: Mapping[str, str]) -> Sandbo
         private_files.private_dir(Path(root))  # parents 0700 too, whatever the umask
     if boundary.mode == "danger-full-access":
         return Sandbox(boundary=boundary, backend="none", why_none="danger-full-access")
-    backend, why = select_backend(environ)
-    return Sandbox(boundary=boundary, backend=backend, why_none=why)
+    return Sandbox(boundary=boundary, backend=BackendProbe(environ))

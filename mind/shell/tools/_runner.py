@@ -22,9 +22,8 @@ from mind.effects.tools import (
 )
 from mind.errors import SandboxRefused
 from mind.shell.sandbox.command import Sandbox, release
-from mind.shell.tools import _files, _workspace
+from mind.shell.tools import _workspace
 from mind.shell.tools._beneath import session_boundary
-from mind.shell.tools._process import run_command
 
 
 class ToolOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -168,6 +167,8 @@ class ToolRunner:
             ``(changes, problem)`` as :func:`_files.preview_changes`; other
             tools: ``([], None)``.
         """
+        from mind.shell.tools import _files  # the first tool call pays, not the start
+
         if name not in ("write_file", "apply_patch"):
             return [], None
         call = functools.partial(_files.preview_changes, self.workspace, name, args)
@@ -176,6 +177,8 @@ class ToolRunner:
     async def _shell(
         self, args: dict[str, Any], sandboxed: bool, mode: SandboxMode | None
     ) -> tuple[bool, str]:
+        from mind.shell.tools._process import run_command  # the first command pays
+
         timeout_s = min(float(args.get("timeout_s", SHELL_DEFAULT_TIMEOUT_S)), SHELL_MAX_TIMEOUT_S)
         command = args["command"]
         argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
@@ -222,6 +225,8 @@ class ToolRunner:
         sandboxed: bool,
         sandbox_mode: SandboxMode | None = None,
     ) -> tuple[bool, str]:
+        from mind.shell.tools import _files  # the first tool call pays, not the start
+
         limit = self.max_output_bytes
         if name == "shell":
             return await self._shell(args, sandboxed, sandbox_mode)
