@@ -21,7 +21,8 @@ so the shell (:mod:`mind.shell.mounts`) only does I/O:
   predicate; seed 002 §3.3: signal 0, EPERM alive);
 - :func:`with_own_record` — the write path's new owner list: dead records
   dropped (cleanup happens only when writing, seed 002 §3.3), this process's
-  record replaced by its current published set;
+  record replaced by its current published set minus the sessions a live
+  other process lists (never two live listers of one session);
 - :func:`lock_verdict` — whether ``session-mounts.lock`` may be reclaimed:
   only when the process in its ``<pid>-<nonce>@<start identity>`` token is
   dead (a reused pid counts as dead), or the token is
@@ -37,7 +38,7 @@ Pure: no I/O, no clock, no randomness (jitter is an argument).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, NamedTuple, cast, final
 
@@ -60,6 +61,7 @@ __all__ = [
     "LockVerdict",
     "MountMachine",
     "MountState",
+    "OwnRecord",
     "backoff_ms",
     "format_token",
     "holders_of",
@@ -432,6 +434,22 @@ def holders_of(
     return tuple(found[pid] for pid in sorted(found))
 
 
+class OwnRecord(NamedTuple):
+    """What :func:`with_own_record` decided for one write of the ledger.
+
+    Attributes:
+        owners: the whole owner list to write, in file order.
+        published: the sessions this process's record lists after the write.
+        withheld: sessions of this process left out of its record because a
+            live other process lists them, each with those holders (sorted by
+            pid); empty when nothing was left out.
+    """
+
+    owners: list[MountOwner]
+    published: frozenset[str]
+    withheld: Mapping[str, tuple[MountHolder, ...]]
+
+
 def with_own_record(
     owners: Sequence[MountOwner],
     *,
@@ -440,16 +458,29 @@ def with_own_record(
     session_ids: Iterable[str],
     alive: Liveness,
     start_identity: str = "",
-) -> list[MountOwner]:
+) -> OwnRecord:
     """The owner list to write: live others kept in order, this process's record replaced.
 
-    Dead records are dropped here, on the write path only (seed 002 §3.3: no
-    write on the read path). This process's record holds ``session_ids``
-    sorted and unique and ``start_identity`` (omitted when ""), in the
-    position of its old record (else last); with no sessions it is removed
-    (seed 002 §3.3: normal exit clears the record).
+    Dead records are dropped here, on the write path only (docs/design/mounts.md
+    §4.4: no write on the read path). This process's record holds
+    ``session_ids`` sorted and unique, minus every session a live other
+    record lists (:func:`holders_of`), and ``start_identity`` (omitted when
+    ""), in the position of its old record (else last); with no sessions left
+    it is removed (§7.4: normal exit clears the record).
+
+    The withholding is the rule "no two live processes ever list one session"
+    (§7.2) on every write that is not a grant — republish, abandon, release,
+    close — which carry no conflict check of their own. Such a session got
+    listed by another process while this one's record was lost (a damaged
+    ledger deleted by a person); the session lease decides which of the two
+    writes it, the loser gives its claim back, and the next write lists it
+    again.
     """
-    ids = sorted(set(session_ids))
+    wanted = sorted(set(session_ids))
+    withheld = {
+        sid: found for sid in wanted if (found := holders_of(owners, sid, me=me, alive=alive))
+    }
+    ids = [sid for sid in wanted if sid not in withheld]
     mine = (
         MountOwner(
             pid=me,
@@ -472,4 +503,4 @@ def with_own_record(
             out.append(owner)
     if mine is not None and me not in seen:
         out.append(mine)
-    return out
+    return OwnRecord(owners=out, published=frozenset(ids), withheld=withheld)

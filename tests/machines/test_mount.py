@@ -19,6 +19,7 @@ from mind.machines.mount import (
     MIN_BACKOFF_MS,
     REFUSAL_STATES,
     MountMachine,
+    OwnRecord,
     backoff_ms,
     holders_of,
     lock_verdict,
@@ -288,17 +289,17 @@ def test_with_own_record_drops_dead_keeps_order_and_replaces_mine_in_place() -> 
     live = lambda pid, _identity: pid in {1, 3, 5}  # noqa: E731
     assert with_own_record(
         owners, me=5, started_at_ms=9, session_ids=["z", "y", "z"], alive=live
-    ) == [
-        owner(1, "a"),
-        owner(5, "y", "z", started=9),
-        owner(3, "c"),
-    ]
+    ) == OwnRecord(
+        owners=[owner(1, "a"), owner(5, "y", "z", started=9), owner(3, "c")],
+        published=frozenset({"y", "z"}),
+        withheld={},
+    )
 
 
 def test_with_own_record_appends_a_new_record_and_removes_an_empty_one() -> None:
     owners = [owner(1, "a")]
     live = lambda pid, _identity: pid in {1, 5}  # noqa: E731
-    assert with_own_record(owners, me=5, started_at_ms=9, session_ids=["s"], alive=live) == [
+    assert with_own_record(owners, me=5, started_at_ms=9, session_ids=["s"], alive=live).owners == [
         owner(1, "a"),
         owner(5, "s", started=9),
     ]
@@ -308,7 +309,34 @@ def test_with_own_record_appends_a_new_record_and_removes_an_empty_one() -> None
         started_at_ms=9,
         session_ids=[],
         alive=live,
-    ) == [owner(1, "a")]
+    ) == OwnRecord(owners=[owner(1, "a")], published=frozenset(), withheld={})
+
+
+def test_with_own_record_never_lists_a_session_a_live_other_lists() -> None:
+    """No two live processes ever list one session (docs/design/mounts.md §7.2):
+    the session is withheld from this record, with who lists it; a dead
+    lister withholds nothing."""
+    owners = [owner(1, "a", started=11), owner(2, "b"), owner(4, "a", "c", started=44)]
+    live = lambda pid, _identity: pid in {1, 4, 5}  # noqa: E731
+    assert with_own_record(
+        owners, me=5, started_at_ms=9, session_ids=["a", "b", "d"], alive=live
+    ) == OwnRecord(
+        owners=[
+            owner(1, "a", started=11),
+            owner(4, "a", "c", started=44),
+            owner(5, "b", "d", started=9),
+        ],
+        published=frozenset({"b", "d"}),
+        withheld={"a": (MountHolder(1, started_at_ms=11), MountHolder(4, started_at_ms=44))},
+    )
+    # Everything withheld: the record is removed, as with no sessions at all.
+    assert with_own_record(
+        [owner(1, "a"), owner(5, "a")], me=5, started_at_ms=9, session_ids=["a"], alive=live
+    ) == OwnRecord(
+        owners=[owner(1, "a")],
+        published=frozenset(),
+        withheld={"a": (MountHolder(pid=1, started_at_ms=0),)},
+    )
 
 
 # ------------------------------------------------------------------ refusals

@@ -33,7 +33,6 @@ import os
 import random
 import shutil
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +67,13 @@ SESSIONS = ("a", "b", "c")
 PEER = 999  # a live process that is not simulated: plants locks and records
 DEAD = 998  # a pid that is never alive
 MAX_WAITS = 5  # backoff waits before `busy`
+FIRST_PID = 2**22 + 2001
+"""Simulated processes get pids from here: above Linux's largest pid_max, so the
+process table never answers for them (a real process there would put its start
+identity and start time into the records the reference does not predict)."""
+NOW_S = 1_800_000_000.0
+"""The ledgers' clock and the planted locks' mtimes, s: a fixed instant, so a
+fresh unreadable lock stays inside the stale window however slowly a run goes."""
 
 
 # ------------------------------------------------------------------ per edge
@@ -117,7 +123,7 @@ class LedgerAgainstReference(RuleBasedStateMachine):
         super().__init__()
         self.root = Path(tempfile.mkdtemp(prefix="mind-mount-model-")) / "state"
         self.alive: set[int] = {PEER}
-        self.next_pid = 2001
+        self.next_pid = FIRST_PID
         self.procs: dict[int, RefProcess] = {}
         # reference of the files
         self.records: list[tuple[int, int, tuple[str, ...]]] | None = None  # None: no file
@@ -146,6 +152,7 @@ class LedgerAgainstReference(RuleBasedStateMachine):
             pid=pid,
             alive=lambda pid, _identity: pid in self.alive,
             sleep_s=self._sleep,
+            clock_s=lambda: NOW_S,
             rng=random.Random(pid),
         )
         ledger.observe(self.coverage)
@@ -164,7 +171,7 @@ class LedgerAgainstReference(RuleBasedStateMachine):
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.root / LOCK_NAME
         path.write_bytes(lock.content)
-        stamp = time.time() - lock.age_s
+        stamp = NOW_S - lock.age_s
         os.utime(path, (stamp, stamp))
         self.lock = lock
         self.countdown = release_after
@@ -223,7 +230,12 @@ class LedgerAgainstReference(RuleBasedStateMachine):
         return tuple(found[p] for p in sorted(found))
 
     def _ref_write(self, proc: RefProcess, sessions: frozenset[str]) -> None:
+        """docs/design/mounts.md §7.2: a session a live other record lists is left out."""
         old = self.records or []
+        listed_by_others = {s for p, _t, ss in old if p != proc.pid and p in self.alive for s in ss}
+        if sessions & listed_by_others:
+            self.seen.add("withheld")
+        sessions -= listed_by_others
         mine = (proc.pid, proc.ledger.started_at_ms, tuple(sorted(sessions)))
         out: list[tuple[int, int, tuple[str, ...]]] = []
         placed = False
@@ -266,6 +278,30 @@ class LedgerAgainstReference(RuleBasedStateMachine):
         if new_session:
             self.fresh += 1
             session = f"new{self.fresh}"
+        self._claim(proc, session, new_session)
+
+    @precondition(lambda self: len(self._hosted_elsewhere()) > 0)
+    @rule(data=st.data())
+    def claim_a_session_hosted_elsewhere(self, data: Any) -> None:
+        """Another process claims a shared session one process hosts: ``occupied``
+        while the host's record is in the ledger; granted once a person deleted
+        the ledger, after which the host's writes must leave the session out
+        (docs/design/mounts.md §7.2)."""
+        pid, session = data.draw(st.sampled_from(self._hosted_elsewhere()))
+        self._claim(self.procs[pid], session, False)
+
+    def _hosted_elsewhere(self) -> list[tuple[int, str]]:
+        """(claimer pid, session) pairs: a shared session hosted by a process other than it."""
+        return sorted(
+            (pid, s)
+            for pid, proc in self.procs.items()
+            for other in self.procs.values()
+            if other is not proc
+            for s in other.hosted()
+            if s in SESSIONS and s not in proc.hosted()
+        )
+
+    def _claim(self, proc: RefProcess, session: str, new_session: bool) -> None:
         self.expected_waits = 0
         before_waits = len(self.waits_ms)
         existing = proc.handles.get(session)
@@ -315,18 +351,26 @@ class LedgerAgainstReference(RuleBasedStateMachine):
             expected[0] if expected[0] != "reserved-unpublished" else "new:" + expected[1]
         )
 
+    def _any_in(self, states: set[str]) -> bool:
+        """Some process has a handle in one of ``states`` (rules on handles run only then,
+        so runs spend their steps on chains such as claim, settle, park, attach)."""
+        return any(st_ in states for p in self.procs.values() for st_ in p.states.values())
+
     def _hosted_handle(self, data: Any, states: set[str]) -> tuple[RefProcess, str] | None:
-        choices = [
-            (pid, s)
-            for pid, p in self.procs.items()
-            for s, st_ in p.states.items()
-            if st_ in states
-        ]
-        if not choices:
+        """A handle in one of ``states``: the state drawn first, so the few settled
+        handles are picked as often as the many reserved ones (every edge out of
+        each state is taken many times, not by luck of the draw)."""
+        present = sorted({st_ for p in self.procs.values() for st_ in p.states.values()} & states)
+        if not present:
             return None
+        state = data.draw(st.sampled_from(present))
+        choices = [
+            (pid, s) for pid, p in self.procs.items() for s, st_ in p.states.items() if st_ == state
+        ]
         pid, session = data.draw(st.sampled_from(sorted(choices)))
         return self.procs[pid], session
 
+    @precondition(lambda self: self._any_in(HOSTED))
     @rule(data=st.data(), new_session=st.booleans())
     def reenter(self, data: Any, new_session: bool) -> None:
         """Entering a session this process hosts: the same handle, no file touched."""
@@ -340,6 +384,7 @@ class LedgerAgainstReference(RuleBasedStateMachine):
         assert _file_state(self.root / LEDGER_NAME) == before
         self.seen.add("same")
 
+    @precondition(lambda self: self._any_in({"reserved"}))
     @rule(data=st.data(), attached=st.sampled_from([True, False]))
     def settle(self, data: Any, attached: bool) -> None:
         picked = self._hosted_handle(data, {"reserved"})
@@ -349,6 +394,7 @@ class LedgerAgainstReference(RuleBasedStateMachine):
         proc.handles[session].settle(attached=attached)
         proc.states[session] = "attached" if attached else "parked"
 
+    @precondition(lambda self: self._any_in({"attached", "parked"}))
     @rule(data=st.data())
     def park_or_attach(self, data: Any) -> None:
         picked = self._hosted_handle(data, {"attached", "parked"})
@@ -363,6 +409,7 @@ class LedgerAgainstReference(RuleBasedStateMachine):
             handle.attach()
             proc.states[session] = "attached"
 
+    @precondition(lambda self: self._any_in(HOSTED))
     @rule(data=st.data())
     def give_back(self, data: Any) -> None:
         """abandon a reserved claim or release a hosted session."""
@@ -383,6 +430,7 @@ class LedgerAgainstReference(RuleBasedStateMachine):
         assert not handle.published
         assert len(self.waits_ms) - before_waits == self.expected_waits
 
+    @precondition(lambda self: self._any_in(HOSTED))
     @rule(data=st.data())
     def misuse_is_refused(self, data: Any) -> None:
         picked = self._hosted_handle(data, HOSTED)
@@ -401,7 +449,9 @@ class LedgerAgainstReference(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def republish(self, data: Any) -> None:
-        proc = self._proc(data)
+        self._republish(self._proc(data))
+
+    def _republish(self, proc: RefProcess) -> None:
         self.expected_waits = 0
         before_waits = len(self.waits_ms)
         outcome = self._ref_commit(proc, proc.hosted())
@@ -483,7 +533,26 @@ class LedgerAgainstReference(RuleBasedStateMachine):
     @precondition(lambda self: self.damaged is not None)
     @rule()
     def person_deletes_damaged_ledger(self) -> None:
-        (self.root / LEDGER_NAME).unlink()
+        self._delete_ledger()
+
+    @precondition(lambda self: self.damaged is None and len(self._hosted_elsewhere()) > 0)
+    @rule(data=st.data())
+    def record_lost_then_session_claimed_elsewhere(self, data: Any) -> None:
+        """A person deletes the ledger while sessions are hosted (every record is
+        lost, the processes go on), another process claims one of them (granted:
+        nothing lists it) and the host republishes: the host's record must leave
+        the session out (docs/design/mounts.md §7.2; "a listed twice" before)."""
+        pid, session = data.draw(st.sampled_from(self._hosted_elsewhere()))
+        host = min(
+            (p for p in self.procs.values() if p.pid != pid and session in p.hosted()),
+            key=lambda p: p.pid,
+        )
+        self._delete_ledger()
+        self._claim(self.procs[pid], session, False)
+        self._republish(host)
+
+    def _delete_ledger(self) -> None:
+        (self.root / LEDGER_NAME).unlink(missing_ok=True)
         self.damaged = None
         self.records = None  # each process still believes its last write (on_disk)
 
@@ -643,4 +712,5 @@ def test_ledgers_against_reference_with_transition_coverage(
         "unavailable",
         "new:busy",
         "new:unavailable",
+        "withheld",
     }

@@ -391,6 +391,41 @@ def test_republish_repairs_a_lost_record_and_skips_when_nothing_is_hosted(root: 
     assert PUBLISH_INTERVAL_S == 15.0
 
 
+def test_a_write_never_lists_a_session_another_live_process_now_holds(root: Path) -> None:
+    """The model test's "a listed twice", played exactly (docs/design/mounts.md §7.2).
+
+    2001 hosts ``a``; the ledger is damaged and a person deletes it; 2002 then
+    claims ``a`` (the empty ledger lists nobody). 2001's next writes — the
+    republish and the rewrite after a release — must leave ``a`` out while
+    2002 lists it (2002 loses at the session lease and gives it back), and
+    publish it again once 2002's record no longer does.
+    """
+    first_pid, second_pid = 2**22 + 2001, 2**22 + 2002  # above pid_max: never real processes
+    alive = {first_pid, second_pid}
+    live = lambda pid, _identity: pid in alive  # noqa: E731
+    first, _ = ledger_at(root, pid=first_pid, alive=live)
+    second, _ = ledger_at(root, pid=second_pid, alive=live)
+    mine = first.claim("a")
+    mine.settle(attached=True)
+    first.claim("b").settle(attached=False)
+    first.claim("c").settle(attached=False)
+    (root / LEDGER_NAME).write_bytes(b"{nope")  # damaged ...
+    (root / LEDGER_NAME).unlink()  # ... and deleted by a person
+    theirs = second.claim("a")
+    assert records(root) == [(second_pid, ["a"])]
+    with logged("mind.mounts") as warnings:
+        first.republish()
+    assert records(root) == [(second_pid, ["a"]), (first_pid, ["b", "c"])]
+    assert (mine.state, mine.published) == ("attached", False)
+    assert any("a" in m and str(second_pid) in m for m in warnings), warnings
+    assert first.handle("b") is not None and first.handle("b").release()  # the release path too
+    assert records(root) == [(second_pid, ["a"]), (first_pid, ["c"])]
+    assert theirs.abandon()  # 2002 met 2001's lease and gave the claim back
+    first.republish()
+    assert records(root) == [(first_pid, ["a", "c"])]
+    assert mine.published
+
+
 def test_close_removes_the_record_and_ends_every_claim(root: Path) -> None:
     other, _ = ledger_at(root, pid=LIVE_OTHER)
     other.claim("theirs")

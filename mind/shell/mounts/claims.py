@@ -304,7 +304,12 @@ class MountLedger:
         another writer lost (e.g. the file was deleted), publishes brand-new
         sessions whose claim could not be published, and drops dead records
         (write-path cleanup). Skipped when this process publishes nothing and
-        has no record on disk. Never grants anything: no conflict check.
+        has no record on disk. Never grants anything, and never lists a
+        session a live other process lists now (docs/design/mounts.md §7.2):
+        that session is left out of the record (its handle reads
+        :attr:`~MountHandle.published` ``False``, a warning names the other
+        pid) and listed again by the first write after the other's record
+        drops it. The session lease decides which of the two writes it.
 
         Raises:
             MountRefused: ``busy`` or ``unavailable`` (session id None); the
@@ -386,7 +391,7 @@ class MountLedger:
                 found = holders_of(owners, conflict_for, me=self.pid, alive=self._alive)
                 if found:
                     raise _Occupied(found)
-            new_owners = with_own_record(
+            record = with_own_record(
                 owners,
                 me=self.pid,
                 started_at_ms=self.started_at_ms,
@@ -394,10 +399,19 @@ class MountLedger:
                 alive=self._alive,
                 start_identity=self.start_identity,
             )
-            self._replace(new_owners, held)
-            self._on_disk = sessions
+            self._replace(record.owners, held)
+            self._on_disk = record.published
             for handle in self._handles.values():
-                handle._published = handle.session_id in sessions
+                handle._published = handle.session_id in record.published
+            for sid, found in record.withheld.items():
+                _log.warning(
+                    "session %s is not published in %s: %s also lists it "
+                    "(its session lease decides who writes it; published again once only "
+                    "this process claims it)",
+                    sid,
+                    self.ledger_path,
+                    ", ".join(f"pid {h.pid}" for h in found),
+                )
             self._sweep_debris()
         finally:
             self.lock.release(held)

@@ -59,7 +59,9 @@ class MountHandle:
 
         ``False`` for a brand-new id whose claim could not be published, until
         a later write (:meth:`MountLedger.republish`, or another claim or
-        release of this process) succeeds; ``False`` once given back.
+        release of this process) succeeds; ``False`` while a live other
+        process lists the session (the writes leave it out, docs/design/mounts.md
+        §7.2); ``False`` once given back.
         """
         with self._ledger._mutex:
             return self.hosted and self._published
