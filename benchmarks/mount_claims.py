@@ -2,7 +2,7 @@
 
 Each process claims then releases :data:`MOUNT_CLAIMS` distinct sessions, so
 every claim is granted and the processes contend only for
-``session-mounts.lock`` (seed 002 §3.4: a contended lock costs 25–400 ms
+``session-mounts.lock`` (docs/design/mounts.md §5: a contended lock costs 25–400 ms
 backoff waits). The baseline is the same loop in one process with no peer.
 Means of per-claim wall time (``time.perf_counter``), s, so backoff waits
 count; the median and p95 are printed beside. Workers live in

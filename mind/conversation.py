@@ -192,9 +192,9 @@ class StreamDone(msgspec.Struct, frozen=True, kw_only=True, tag="stream_done"):
         text: the whole visible text of the round.
         reasoning: the whole reasoning text ("" if none).
         tool_calls: assembled calls (arguments parsed-checked once at the end,
-            ``""`` → ``"{}"``; see PROVIDER-RULES 14–17).
+            ``""`` → ``"{}"``; see docs/design/providers.md §4, §5).
         finish: normalised finish reason; ``"tool_calls"`` whenever any call
-            was assembled (PROVIDER-RULES 15).
+            was assembled (docs/design/providers.md §4).
         usage: token usage wherever the server put it (zeros if absent).
         provider_items: opaque items to carry back (see AssistantMessage).
     """

@@ -55,7 +55,7 @@ view). Providers raise the model-request kinds; the runtime adds
 ``internal`` (a bug) and ``storage`` (a journal or inbox write failed).
 
 ``output_limit``: the model streamed more text, reasoning and tool-call
-arguments in one turn than ``max_output_mib`` allows (issue #8 item 5); the
+arguments in one turn than ``max_output_mib`` allows (docs/design/turn.md §5); the
 stream is closed at the cap and the turn's inputs are not acknowledged."""
 
 FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKindName)
@@ -107,7 +107,7 @@ class NotConfiguredError(ConfigError):
 class StateDirError(MindError):
     """The state root cannot be created or written.
 
-    Raised at startup; mind never falls back to another location (DESIGN §4).
+    Raised at startup; mind never falls back to another location (docs/design/state.md §1).
     """
 
     def __init__(self, path: Path, detail: str) -> None:
@@ -169,7 +169,7 @@ class JournalRecordTooLarge(JournalError):
     """A record would be longer than the journal's line limit (16 MiB once
     encoded); nothing was written and the journal stays usable. The runtime
     fails a model round whose record is too large as ``output_limit``, so its
-    input is not acknowledged (issue #8 item 5).
+    input is not acknowledged (docs/design/turn.md §5).
 
     Attributes:
         size_bytes: the encoded line's length in bytes.
@@ -384,7 +384,7 @@ InputRefusalReason = Literal[
     "inbox_full",
     "storage",
 ]
-"""Why an input was refused (DESIGN §3.2; seed 000 ActiveTurnMailbox, DurableSteeringInbox).
+"""Why an input was refused (docs/design/mailbox.md §7, docs/design/inbox.md §3).
 
 - ``empty``: the input has no text (refused by the runtime);
 - ``not_text``: the input holds lone surrogates (undecodable bytes), which cannot
@@ -490,7 +490,7 @@ class InboxCorruptError(MindError):
     Causes: bad JSON, wrong schema or version, duplicate message ids, not a
     regular file, or larger than 8 MiB. Raised by ``mind.shell.inbox.Inbox.open``
     when a session is opened; the file is left byte-identical for inspection
-    (fail closed, DESIGN §4). Never retried: a person must look at the file.
+    (fail closed, docs/design/inbox.md §3). Never retried: a person must look at the file.
 
     Attributes:
         path: the inbox file.
@@ -535,7 +535,7 @@ class SessionLookupError(SessionError):
 class DropRefused(SessionError):
     """A waiting input could not be dropped; nothing was changed or written.
 
-    Raised by ``Session.drop`` (issue 7 item 11): no waiting message has that
+    Raised by ``Session.drop`` (docs/design/mailbox.md §6): no waiting message has that
     id or id prefix, the prefix matches several, or the running turn has
     already claimed the message (the mailbox chart has no ``drop`` there).
 
@@ -575,7 +575,7 @@ class SessionOccupiedError(SessionError):
 
 
 MountRefusalKind = Literal["occupied", "busy", "unavailable"]
-"""Why a mount claim was refused (seed 002 §3.4 MountFailure; DESIGN §3.4).
+"""Why a mount claim was refused (docs/design/mounts.md §6).
 
 - ``occupied``: named live holders (another process's record lists the session);
 - ``busy``: a live peer held ``session-mounts.lock`` through the whole bounded
@@ -590,10 +590,10 @@ MOUNT_REFUSAL_KINDS: tuple[MountRefusalKind, ...] = get_args(MountRefusalKind)
 
 @dataclass(frozen=True, slots=True)
 class MountHolder:
-    """A live process whose published mount set lists a session (seed 002 §3.2).
+    """A live process whose published mount set lists a session (docs/design/mounts.md §4).
 
     Attributes:
-        pid: the holder's process id (the liveness witness, seed 002 §3.3).
+        pid: the holder's process id (the liveness witness, docs/design/mounts.md §4).
         started_at_ms: when it started, Unix epoch milliseconds (display only).
     """
 
@@ -605,13 +605,13 @@ class MountRefused(SessionError):
     """A claim to mount a session in this process was refused; nothing was written.
 
     Raised by ``mind.shell.mounts.MountLedger.claim`` for a session this process
-    does not host yet (seed 002 §3.4). The three kinds stay distinct because
+    does not host yet (docs/design/mounts.md §5). The three kinds stay distinct because
     callers must act differently; none of them may be treated as "free"
     (fail closed: a loud refusal, never a fallback):
 
     - ``occupied``: :attr:`holders` names the live holders; the message is
       ``occupied by pid N`` — the same wording as :class:`SessionOccupiedError`,
-      so the UI and the runtime say the same thing (seed 002 §6.8);
+      so the UI and the runtime say the same thing (docs/design/mounts.md §6);
     - ``busy``: the lock stayed contended through the backoff; retrying later
       (not automatically) is fine;
     - ``unavailable``: :attr:`detail` says what is wrong (for a damaged file:

@@ -2,7 +2,7 @@
 
 Pure functions (no I/O, no clock). :func:`build_messages` turns the records of
 a session journal into the ``messages`` of a :class:`~mind.conversation.ModelRequest`
-that every provider accepts whatever the journal holds (DESIGN §5): every
+that every provider accepts whatever the journal holds (docs/design/providers.md §8): every
 tool call is followed by exactly one result before any other message, even
 when a crash cut the journal between a call and its result.
 
@@ -25,7 +25,7 @@ Rules, in journal order:
   where it appears in the journal. A second result for an answered call, or
   a result for a call that does not precede it, is dropped.
 - A call without a result gets a synthetic error result whose output is
-  exactly :data:`SYNTHETIC_INTERRUPTED_OUTPUT` (DESIGN §4 startup repair).
+  exactly :data:`SYNTHETIC_INTERRUPTED_OUTPUT` (docs/design/recovery.md §5 startup repair).
 - Other record types produce no message.
 
 Normalisations that keep the request valid for every provider:
@@ -36,7 +36,7 @@ Normalisations that keep the request valid for every provider:
   already used by an earlier call gets ``_<n>`` (smallest ``n >= 2`` not in
   use): every API pairs results with calls by id.
 
-Call ids per target API (PROVIDER-RULES 22): an adapter passes the built
+Call ids per target API (docs/design/providers.md §8): an adapter passes the built
 messages through :func:`conform_call_ids` with its API's :class:`CallIdRule`,
 which rewrites an id only where that API documents a rule the id breaks
 (Anthropic's character pattern, OpenAI's length limits). The mapping is the
@@ -46,7 +46,7 @@ changes an id already sent). The journal keeps the original ids.
 - Arguments are JSON text of an object: ``""`` (or whitespace) becomes
   ``"{}"``; text that is not a JSON object becomes
   ``{"invalid_arguments": "<the raw text>"}`` so the model still sees what it
-  sent (PROVIDER-RULES 17: empty means ``{}``).
+  sent (docs/design/providers.md §5: empty means ``{}``).
 """
 
 from __future__ import annotations
@@ -217,7 +217,7 @@ def _match(records: Sequence[jr.JournalRecord]) -> list[jr.UserMessage | _Round]
         if isinstance(record, jr.UserMessage):
             # An input replayed after a crash is journaled again by the turn
             # that replays it; the model sees it once, where it first
-            # appeared (issue 3: none delivered twice to the model).
+            # appeared (docs/design/recovery.md §4: none delivered twice to the model).
             if record.message_id in seen_inputs:
                 continue
             seen_inputs.add(record.message_id)

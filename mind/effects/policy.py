@@ -10,7 +10,7 @@ tool path really lands is asked of the shell through ``crossing``, which
 resolves it with the kernel the way the tool will (``docs/design/boundary.md``);
 without it paths are compared lexically (``os.path.normpath``) only.
 
-Policies (DESIGN §6, the same names as Codex CLI's ``--ask-for-approval``):
+Policies (docs/design/boundary.md §1, the same names as Codex CLI's ``--ask-for-approval``):
 
 ===============  ===============  ======================  ==========================
 policy           read-only tools  shell (sandboxed mode)  write_file / apply_patch

@@ -2,7 +2,7 @@
 
 The runtime asks :meth:`RetryPolicy.should_retry` after a failed attempt and
 waits :meth:`RetryPolicy.delay_s` (it owns the clock); the frozen request is
-reused unchanged (DESIGN §5).
+reused unchanged (docs/design/turn.md §4).
 
 Delays with the defaults (no ``retry-after``)::
 
@@ -12,7 +12,7 @@ Besides the count, the total retry time of a turn is bounded
 (:meth:`RetryPolicy.within_time`, ``max_retry_seconds``): a server that
 accepts and then idles until the stream idle timeout makes every attempt
 long, so counting retries alone would leave ``exec`` waiting for
-``(max_retries + 1) x stream_idle_timeout`` (issue 7 item 12).
+``(max_retries + 1) x stream_idle_timeout`` (docs/design/turn.md §4).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class RetryPolicy:
         base_delay_s: delay before retry 1, seconds (> 0).
         max_delay_s: cap of the exponential delay, seconds.
         max_retry_after_s: cap of a server ``retry-after`` delay, seconds
-            (PROVIDER-RULES 7).
+            (docs/design/providers.md §3).
         jitter_ratio: in [0, 1]; the exponential delay is scaled by
             ``1 - jitter_ratio * unit`` where ``unit`` is passed in by the
             caller (deterministic by default: 0.0).

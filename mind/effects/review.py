@@ -1,4 +1,4 @@
-"""What a person reviews before approving a tool call (issue 7 §6, §7).
+"""What a person reviews before approving a tool call (docs/design/turn.md §7).
 
 Pure: the shell reads the files; this module turns what it read into text.
 

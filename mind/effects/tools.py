@@ -5,7 +5,7 @@ tools, whether each is read-only, and :func:`parse_arguments`, which turns
 the raw argument text of a tool call into a checked ``dict`` or raises
 :class:`~mind.errors.ToolArgumentsError` (the runtime turns that into an
 error tool result). The implementations live in :mod:`mind.shell.tools`
-(DESIGN §6: tool contract → policy → approval → execute).
+(docs/design/turn.md §7: tool contract → policy → approval → execute).
 
 Relative paths in every tool resolve against the session's working
 directory.
@@ -245,7 +245,7 @@ def parse_arguments(name: str, arguments: str) -> dict[str, Any]:
     Args:
         name: the tool name the model used.
         arguments: the raw JSON text of the arguments; ``""`` (or only
-            whitespace) means ``{}`` (PROVIDER-RULES: empty input is ``{}``).
+            whitespace) means ``{}`` (docs/design/providers.md §5: empty input is ``{}``).
 
     Returns:
         The arguments as a JSON object (``dict`` from key to JSON value).

@@ -1,4 +1,4 @@
-"""Pure wrappers binding generated statecharts to their data (DESIGN §2).
+"""Pure wrappers binding generated statecharts to their data (docs/ARCHITECTURE.md).
 
 A machine decides; the shell acts. Modules here take events and expose the
 resulting state; they never read files, clocks, the environment or sockets.

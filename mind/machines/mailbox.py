@@ -1,4 +1,4 @@
-"""The mailbox: the single active turn's input box (DESIGN §3.2; seed 000 ActiveTurnMailbox).
+"""The mailbox: the single active turn's input box (docs/design/mailbox.md).
 
 Size: one owner for the mailbox and its per-message machines, whose limits
 and drain-or-seal must change together; the obvious split (limits and
@@ -19,13 +19,13 @@ Two generated charts, bound to their data here:
   turn; ``queued | next_turn | returned --drop--> dropped`` when the person
   takes a waiting message back (:meth:`Mailbox.drop`; a claimed one cannot be).
 
-Predicates (seed 000 Gotchas 1): :attr:`Mailbox.is_active` is ``open`` — steering
+Predicates (docs/design/mailbox.md §1): :attr:`Mailbox.is_active` is ``open`` — steering
 reaches the running turn; :attr:`Mailbox.has_turn_owner` is ``open`` or
 ``sealed`` — a turn still owns the box. Anything that must not race a turn
 (switching model, reloading the inbox, fork/rewind) checks ``has_turn_owner``;
 only the choice "steer this turn or queue for the next" reads ``is_active``.
 
-The one lock (seed 000 Gotchas 2): every method is synchronous and the runtime
+The one lock (docs/design/mailbox.md §4): every method is synchronous and the runtime
 calls them from the single asyncio thread, so no other call can interleave
 with one of them — that is the mailbox's only lock. In particular
 :meth:`Mailbox.drain_or_seal` reads "is there new steering?" and either claims
@@ -50,17 +50,17 @@ How the shell uses it (``mind.shell.runtime``; durable steps in brackets)::
              [input_dropped]; [inbox.remove([id])]  # durable before done
              box.drop(id)                           # == the checked message, now gone
 
-Limits (DESIGN §3.2, seed 000 Gotchas 6): at most 20 user inputs (``prompt``,
+Limits (docs/design/mailbox.md §7): at most 20 user inputs (``prompt``,
 ``steer``, ``queue``) and at most 100 background completions totalling at most
 7 MiB (``size_bytes``) may be accepted and not yet acknowledged; over a limit
 :meth:`Mailbox.admit` and :meth:`Mailbox.enqueue` raise
 :class:`~mind.errors.InputRefused` and nothing changes. Recovered input
 (:meth:`Mailbox.restore`) obeys the same limits: what does not fit is held
 back, in order, and enters as room appears, so no turn claims more than the
-limits allow (issue #8 item 5). The 8 MiB file cap is the inbox's
+limits allow (docs/design/mailbox.md §7). The 8 MiB file cap is the inbox's
 (``mind.shell.inbox``).
 
-Idempotency (seed 000 Gotchas 7): a message id seen before — waiting, claimed,
+Idempotency (docs/design/mailbox.md §7): a message id seen before — waiting, claimed,
 acknowledged, or forgotten after acknowledgement — is an idempotent success
 returning its original disposition; the first text is kept.
 
@@ -121,13 +121,14 @@ USER_KINDS: Final[frozenset[MessageKind]] = frozenset({"prompt", "steer", "queue
 """Kinds typed by a person; they share the 20-message limit."""
 
 MAX_USER_MESSAGES: Final = 20
-"""User inputs accepted and not yet acknowledged (DESIGN §3.2)."""
+"""User inputs accepted and not yet acknowledged (docs/design/mailbox.md §7)."""
 
 MAX_BACKGROUND_MESSAGES: Final = 100
-"""Background completions accepted and not yet acknowledged (DESIGN §3.2)."""
+"""Background completions accepted and not yet acknowledged (docs/design/mailbox.md §7)."""
 
 MAX_BACKGROUND_BYTES: Final = 7 * 1024 * 1024
-"""Total ``size_bytes`` of unacknowledged background completions (~7 MiB, DESIGN §3.2)."""
+"""Total ``size_bytes`` of unacknowledged background completions (~7 MiB,
+docs/design/mailbox.md §7)."""
 
 _KINDS: Final[frozenset[str]] = frozenset(get_args(MessageKind))
 _WAITING: Final[frozenset[str]] = frozenset({"queued", "next_turn", "returned"})
@@ -254,7 +255,7 @@ class Mailbox:
         self._slots: dict[str, _Slot] = {}
         self._settled: dict[str, Placement] = {}
         # Recovered input past the limits: plain data, no chart, in file order;
-        # it enters the box as room appears (issue #8 item 5).
+        # it enters the box as room appears (docs/design/mailbox.md §7).
         self._backlog: deque[tuple[str, str, MessageKind, int]] = deque()
         self._backlog_ids: set[str] = set()
         self._listeners: list[object] = []
@@ -412,10 +413,10 @@ class Mailbox:
     ) -> None:
         """Reopen from disk: ``messages`` (the filtered ``inbox.json``) become ``next_turn``.
 
-        Called with no turn owner, before any turn starts (DESIGN §4 startup:
+        Called with no turn owner, before any turn starts (docs/design/recovery.md §1 startup:
         the mailbox is repaired before input is accepted). Recovered inputs
         were accepted once, so they are never refused or dropped; but they
-        obey the same limits as live input (issue #8 item 5): the box takes
+        obey the same limits as live input (docs/design/mailbox.md §7): the box takes
         them in file order while they fit, the rest is *held back* (plain
         data, :attr:`held_back`) and enters the box, in order, as
         :meth:`forget` or :meth:`drop` make room. A turn thus never claims
@@ -453,7 +454,7 @@ class Mailbox:
         Returns:
             The turn's input: every ``next_turn``/``returned``/``queued``
             message, now ``claimed``, in arrival order (older recovered input
-            first: a new prompt never jumps ahead, seed 000 Gotchas 5). May be
+            first: a new prompt never jumps ahead, docs/design/mailbox.md §2). May be
             empty.
 
         Raises:
@@ -466,7 +467,7 @@ class Mailbox:
         """At a model-request boundary, claim steering that arrived since the last claim.
 
         Never seals. Deliver the result after the pending tool results, never
-        between a tool call and its result (issue 3 §3).
+        between a tool call and its result (docs/design/mailbox.md §3).
 
         Returns:
             The newly claimed ``queued`` messages in arrival order (may be empty).
@@ -481,7 +482,7 @@ class Mailbox:
         """Claim new steering, or seal the box if there is none — one atomic step.
 
         The check and the claim-or-seal happen in this one synchronous call
-        (the "one lock", see the module docstring; seed 000 Gotchas 2): no
+        (the "one lock", see the module docstring; docs/design/mailbox.md §4): no
         input can slip between "nothing new" and the seal. After a seal, new
         input is ``next_turn``.
 
@@ -502,7 +503,7 @@ class Mailbox:
 
         Claimed messages become ``acknowledged`` (``acknowledge=True``: the
         turn completed) or ``returned`` (abort, interrupt, transient failure:
-        claimed again by the next turn, seed 000 Gotchas 4). Steering still
+        claimed again by the next turn, docs/design/mailbox.md §5). Steering still
         ``queued`` (arrived but never drained) becomes ``next_turn``.
 
         Args:

@@ -1,4 +1,4 @@
-"""The mount machine: one process claiming one session (DESIGN §3.4; seed 002 §3).
+"""The mount machine: one process claiming one session (docs/design/mounts.md).
 
 :class:`MountMachine` wraps the generated
 :class:`~mind.generated.mount_chart.MountChart` (``specs/statecharts/mount.yaml``)
@@ -13,22 +13,22 @@ brand new, whether to settle attached — and one typed method per event::
                     reserved --abandon--> abandoned;  settled --release--> released
                     reserved | attached | parked --reenter--> unchanged
 
-Beside the machine, the pure rules of the ledger protocol (seed 002 §3.2–3.4),
+Beside the machine, the pure rules of the ledger protocol (docs/design/mounts.md),
 so the shell (:mod:`mind.shell.mounts`) only does I/O:
 
 - :func:`holders_of` — the authoritative conflict check: live records of
   *other* processes listing the session (liveness is a caller-supplied
-  predicate; seed 002 §3.3: signal 0, EPERM alive);
+  predicate; docs/design/mounts.md §4: signal 0, EPERM alive);
 - :func:`with_own_record` — the write path's new owner list: dead records
-  dropped (cleanup happens only when writing, seed 002 §3.3), this process's
+  dropped (cleanup happens only when writing, docs/design/mounts.md §4), this process's
   record replaced by its current published set minus the sessions a live
   other process lists (never two live listers of one session);
 - :func:`lock_verdict` — whether ``session-mounts.lock`` may be reclaimed:
   only when the process in its ``<pid>-<nonce>@<start identity>`` token is
   dead (a reused pid counts as dead), or the token is
-  unreadable *and* older than the create-to-write window (seed 002 §3.2, §6.5);
+  unreadable *and* older than the create-to-write window (docs/design/mounts.md §3);
 - :func:`backoff_ms` — the bounded backoff between lock attempts
-  (25–400 ms, seed 002 §3.4 ``busy``).
+  (25–400 ms, docs/design/mounts.md §5).
 
 Errors: an event the chart does not allow raises
 :class:`~mind.errors.IllegalTransition` (``chart="mount"``; a ``RuntimeError``:
@@ -88,17 +88,17 @@ MountState = Literal[
 
 HOSTED_STATES: Final[frozenset[str]] = frozenset({"reserved", "attached", "parked"})
 """States whose session is in this process's published set: claims in flight
-(``reserved``) and hosted sessions (``attached``, ``parked``) — seed 002 §3.4
+(``reserved``) and hosted sessions (``attached``, ``parked``) — docs/design/mounts.md §7
 "registry ∪ in-flight operations"."""
 
 REFUSAL_STATES: Final[frozenset[str]] = frozenset({"occupied", "busy", "unavailable"})
-"""The three distinct refusals (seed 002 §3.4 MountFailure)."""
+"""The three distinct refusals (docs/design/mounts.md §6)."""
 
 MIN_BACKOFF_MS: Final = 25
-"""Shortest wait between lock attempts, ms (seed 002 §3.4)."""
+"""Shortest wait between lock attempts, ms (docs/design/mounts.md §5)."""
 
 MAX_BACKOFF_MS: Final = 400
-"""Longest wait between lock attempts, ms (seed 002 §3.4)."""
+"""Longest wait between lock attempts, ms (docs/design/mounts.md §5)."""
 
 BACKOFF_MS: Final[tuple[int, ...]] = (25, 50, 100, 200, 400)
 """Base waits before each retry of a contended lock, ms: five retries, then
@@ -125,7 +125,7 @@ class _MountData:
 
     @property
     def can_retry(self) -> bool:
-        """Guard ``can_retry``: a backoff step is left (seed 002 §3.4: bounded)."""
+        """Guard ``can_retry``: a backoff step is left (docs/design/mounts.md §5: bounded)."""
         return self.retries_used < len(BACKOFF_MS)
 
 
@@ -235,7 +235,7 @@ class MountMachine:
 
     def reenter(self) -> None:
         """Idempotent re-entry of a session this process holds: state unchanged
-        (seed 002 §3.4: never the adoption path that would dispose it)."""
+        (docs/design/mounts.md §5: never the adoption path that would dispose it)."""
         self._send("reenter")
 
     def settle(self, *, attached: bool) -> None:
@@ -296,7 +296,7 @@ def backoff_ms(retry_index: int, jitter: float) -> int:
 
     The base doubles from 25 ms (:data:`BACKOFF_MS`); ``jitter`` in [0, 1)
     scales it by 0.5–1.5 so racing processes spread out; the result is always
-    within 25–400 ms (seed 002 §3.4).
+    within 25–400 ms (docs/design/mounts.md §5).
 
     Raises:
         ValueError: ``retry_index`` outside the schedule or ``jitter`` outside [0, 1].
@@ -332,9 +332,9 @@ def parse_token(raw: bytes) -> LockToken | None:
     """``b"<pid>-<nonce>[@<start identity>]"`` -> :class:`LockToken`; ``None`` if malformed.
 
     The pid is a positive decimal integer, the nonce non-empty ``[0-9a-z]``
-    (seed 002 §3.2: the nonce says whose lock it is, the pid whether it may be
-    taken). The start identity (DESIGN §4: beyond seed 002) is printable ASCII
-    without spaces, at most 128 characters; tokens of older minds have none.
+    (docs/design/mounts.md §2: the nonce says whose lock it is, the pid whether it may be
+    taken). The start identity (docs/design/mounts.md §3: beyond the pid-only rule) is printable
+    ASCII without spaces, at most 128 characters; tokens of older minds have none.
     """
     try:
         text = raw.decode("ascii")
@@ -366,8 +366,8 @@ def format_token(pid: int, nonce: str, start_identity: str) -> bytes:
 Liveness = Callable[[int, str], bool]
 """``(pid, recorded start identity) -> alive``: the process that wrote a record
 or token still runs. An empty identity (old format, or no ``/proc``) falls back
-to the pid alone (signal 0, EPERM alive — seed 002 §3.3); otherwise a live pid
-whose start identity differs is a reused pid, hence dead (DESIGN §4)
+to the pid alone (signal 0, EPERM alive — docs/design/mounts.md §4); otherwise a live pid
+whose start identity differs is a reused pid, hence dead (docs/design/mounts.md §3)
 (:func:`mind.shell.procs.same_process`)."""
 
 
@@ -387,12 +387,12 @@ def lock_verdict(
 ) -> LockVerdict:
     """Decide whether a ``session-mounts.lock`` with content ``raw`` may be reclaimed.
 
-    Only a dead holder loses the lock (seed 002 §3.2, §6.5): a readable token
+    Only a dead holder loses the lock (docs/design/mounts.md §3): a readable token
     whose pid is alive is ``held`` however old the file is — a holder that is
     merely paused (SIGSTOP) must not lose it, since on resuming it could
     commit a snapshot derived before. A token carrying a start identity is
     ``dead`` once its pid runs another process (a reused pid, or this mind's
-    own pid after a container restart — DESIGN §4, beyond seed 002); an
+    own pid after a container restart — docs/design/mounts.md §3, beyond the pid-only rule); an
     old-format token (no identity) keeps the pid-only rule, except that one
     naming ``me`` is ``dead``: this process writes identities, so such a token
     is a predecessor's. An unreadable token is ``held`` during the
@@ -423,7 +423,7 @@ def holders_of(
     A record counts only while its process is alive (:data:`Liveness`: the
     pid, and its start identity when recorded); this process's own record
     never conflicts (a parked session is not occupied,
-    seed 002 §3.5). Sorted by pid, one entry per pid.
+    docs/design/mounts.md §1). Sorted by pid, one entry per pid.
     """
     found: dict[int, MountHolder] = {}
     for owner in owners:

@@ -1,4 +1,4 @@
-"""The startup machine: opening one session in this process (DESIGN §3.6, §4).
+"""The startup machine: opening one session in this process (docs/design/recovery.md).
 
 :class:`SessionStartup` wraps the generated
 :class:`~mind.generated.session_startup_chart.SessionStartupChart`
@@ -157,7 +157,7 @@ class _StartupData:
 def reusable(*, broken: bool, busy: bool) -> bool:
     """Whether re-opening a session this runtime hosts returns its handle.
 
-    The rule (issue #8 item 6): yes unless its journal is broken (a write
+    The rule (docs/design/journal.md §3): yes unless its journal is broken (a write
     failed: disk full, quota, I/O error) and no turn runs — then the handle
     is closed and the session opened afresh, so after space is freed it goes
     on in this process. A running turn is never closed under it. Pure.
@@ -251,7 +251,7 @@ class SessionStartup:
 
         - hosted here and usable, or running a turn -> ``reused`` (same handle);
         - hosted here with a broken journal and no turn -> ``closing_broken``,
-          then the whole order again (issue #8 item 6: after space is freed it
+          then the whole order again (docs/design/journal.md §3: after space is freed it
           goes on in this process);
         - not hosted, journal present (or missing and ``may_create``: created
           here) -> ``claiming_mount``;

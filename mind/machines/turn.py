@@ -1,4 +1,4 @@
-"""The turn machine: one turn of a session (DESIGN §3.1, ``specs/statecharts/turn.yaml``).
+"""The turn machine: one turn of a session (docs/design/turn.md, ``specs/statecharts/turn.yaml``).
 
 :class:`TurnMachine` wraps the generated :class:`~mind.generated.turn_chart.TurnChart`
 with the data its guards read and the actions that name effects. It decides
@@ -85,8 +85,8 @@ UNANSWERED_FAILURES: Final = frozenset(TRANSIENT_KINDS | {"output_limit", "stora
 """Failure kinds after which a failed turn's inputs are *not* acknowledged, so
 they stay waiting and replay: a transient provider failure (a replay may
 succeed), an answer cut at ``max_output_mib`` (the person never got an answer,
-issue #8 item 5) and a journal/inbox write that failed (the terminal record
-may not be durable, issue #8 item 6). Any other failure would meet the same
+docs/design/turn.md §5) and a journal/inbox write that failed (the terminal record
+may not be durable, docs/design/turn.md §3). Any other failure would meet the same
 refusal again, so its inputs are consumed."""
 
 
@@ -96,7 +96,7 @@ refusal again, so its inputs are consumed."""
 def acknowledges(status: str, failure_kind: str | None) -> bool:
     """Whether a turn that ended in ``status`` acknowledges (consumes) its inputs.
 
-    The rule (DESIGN §3.1): ``completed`` and ``interrupted`` turns do; an
+    The rule (docs/design/turn.md §3): ``completed`` and ``interrupted`` turns do; an
     ``aborted`` turn does not; a ``failed`` turn does unless its failure kind
     is in :data:`UNANSWERED_FAILURES`. Pure; never raises.
 
@@ -119,7 +119,7 @@ def within_output_cap(used_bytes: int, limit_bytes: int) -> bool:
     summed over the turn's rounds) stays within ``max_output_mib``
     (``limit_bytes``).
 
-    The rule (issue #8 item 5): the cap holds for every provider, so it is
+    The rule (docs/design/turn.md §5): the cap holds for every provider, so it is
     decided after each round, before the round is kept or its tool calls
     run; a round that goes past it fails the turn ``output_limit`` (not
     acknowledged, see :func:`acknowledges`). Reaching the cap exactly is
@@ -160,7 +160,7 @@ def can_retry(
     """Guard ``can_retry``: retry number ``attempt`` after a ``kind`` failure,
     ``elapsed_s`` seconds after the turn's first failed attempt, waiting
     ``delay_s``. The policy's count and kind rule and its total retry time
-    must both allow it (issue 7 item 12). Pure; never raises."""
+    must both allow it (docs/design/providers.md §3). Pure; never raises."""
     return rule.should_retry(attempt, kind) and rule.within_time(elapsed_s, delay_s)
 
 
@@ -169,7 +169,7 @@ def next_turn_starts(
 ) -> bool:
     """Whether the turn that ended in ``status`` starts the next turn at once.
 
-    The rule (DESIGN §7): input still waiting runs on after a ``completed``
+    The rule (README.md): input still waiting runs on after a ``completed``
     turn, and after an ``interrupted`` one when the person asked to send it
     (Esc: ``send_pending``); never while the runtime is closing, nor when the
     terminal record could not be written (``written`` false: the journal is
@@ -214,7 +214,7 @@ class WriteTerminal:
 
 FAIL_SAFE: Final = WriteTerminal(status="aborted", acknowledge=False)
 """What the shell writes when the chart refused a transition (even ``abort``):
-an aborted turn acknowledges nothing, so no input is lost (issue #9 item 3)."""
+an aborted turn acknowledges nothing, so no input is lost."""
 
 
 @dataclass(frozen=True, slots=True)

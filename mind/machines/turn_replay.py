@@ -1,4 +1,5 @@
-"""Closing a crashed turn through the turn chart (DESIGN §3.6; ``turn.yaml`` recovery block).
+"""Closing a crashed turn through the turn chart (docs/design/recovery.md; the
+``turn.yaml`` recovery block).
 
 :func:`replayed_turn` feeds a turn's durable records into a fresh
 :class:`~mind.machines.turn.TurnMachine` — the events the driver sent when

@@ -4,7 +4,7 @@ The turn machine knows *that* the turn is ``awaiting_approval``; this object
 knows *which* calls were asked and what was answered. ``Turn.decide`` and
 the tool call that waits both go through it, and ``Turn.pending_approvals``
 reads it, so no client needs a queue of its own. It is the seam the durable
-interaction service (DESIGN §3 chart 3, issue #10) replaces.
+interaction service (the next chart of docs/design/turn.md) replaces.
 """
 
 from __future__ import annotations

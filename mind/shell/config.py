@@ -677,7 +677,7 @@ def _resolve(
 def _provider_kind(src: _Sources) -> tuple[str, str]:
     """The provider kind and its source.
 
-    Rule (issue #7 item 7): a ``script`` (from any source) means the scripted
+    Rule: a ``script`` (from any source) means the scripted
     provider. A non-scripted provider set at the same or a higher level
     (flag > env > config.toml) is a usage error naming where each came from;
     one set at a lower level is overridden by the script.
@@ -778,7 +778,7 @@ def _api_key(kind: str, env: Mapping[str, str]) -> tuple[str | None, str]:
 def _keyring_key(kind: str) -> str | None:
     """Look the key up in a *secure* OS keyring only; anything else is None.
 
-    Fails closed (LIBRARY-NOTES, keyring): the headless fail backend and
+    Fails closed (docs/design/secrets.md): the headless fail backend and
     plaintext backends such as keyrings.alt are never used.
     """
     try:

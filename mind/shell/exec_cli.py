@@ -117,7 +117,7 @@ async def run(args: argparse.Namespace) -> int:
                 )
         else:
             session = await rt.create_session(cwd=cwd, config=config)
-        # Older input waiting now rides along, first: never silently (issue 7 item 11).
+        # Older input waiting now rides along, first: never silently (docs/design/mailbox.md §6).
         replay = session.waiting_event() if not args.json and session.waiting else None
         try:
             # The turn starts (its first request goes out) while a worker waits
@@ -275,7 +275,7 @@ async def _report_model_waits(session: Session) -> None:
     """Print ``waiting for the model… N s`` on stderr after every
     :data:`WAIT_REPORT_S` of silence from the model in an open request, so a
     server that accepted and never answers is not mistaken for a hang of
-    mind's own (issue 7 item 12). Runs until cancelled."""
+    mind's own (docs/design/providers.md §3). Runs until cancelled."""
     interval = WAIT_REPORT_S
     last: tuple[float, int] | None = None
     while True:

@@ -1,4 +1,4 @@
-"""Fault injection at named durable boundaries (issue 3 §7).
+"""Fault injection at named durable boundaries (docs/design/turn.md §2).
 
 ``MIND_CRASH_AT=<boundary>[:<n>]`` makes the process die with SIGKILL — no
 cleanup, no ``finally``, exactly like ``kill -9`` — the n-th time (default 1st)

@@ -1,4 +1,4 @@
-"""The steering sidecar ``sessions/<id>/inbox.json`` (DESIGN §4; seed 000 DurableSteeringInbox).
+"""The steering sidecar ``sessions/<id>/inbox.json`` (docs/design/inbox.md).
 
 Input accepted but not yet acknowledged lives here, so a crash between
 "accepted" and "consumed by a completed turn" loses nothing. The file is one
@@ -21,8 +21,8 @@ Rules:
 - Filtered on open: entries whose id the journal acknowledges
   (``turn_completed.acknowledged``) are dropped in memory — the file is
   rewritten without them only on the next write — and the rest are marked
-  ``recovered`` (seed 000 Gotchas 8). The acknowledgement is written to the
-  journal *before* the ids are removed here (seed 000 Gotchas 3), so a crash in
+  ``recovered`` (docs/design/inbox.md §5). The acknowledgement is written to the
+  journal *before* the ids are removed here (docs/design/inbox.md §4), so a crash in
   between is repaired by this filter.
 - Idempotent: adding an id already held, acknowledged at open or removed since
   is a success that writes nothing (callers reuse ids on retry).
@@ -55,7 +55,7 @@ from mind.shell import private_files
 __all__ = ["INBOX_VERSION", "MAX_INBOX_BYTES", "Inbox", "InboxEntry"]
 
 MAX_INBOX_BYTES: Final = 8 * 1024 * 1024
-"""Hard cap on the serialised ``inbox.json`` in bytes (DESIGN §3.2, §4)."""
+"""Hard cap on the serialised ``inbox.json`` in bytes (docs/design/inbox.md §3)."""
 
 INBOX_VERSION: Final = 1
 """The only file format version this code reads and writes."""

@@ -3,7 +3,7 @@
 Input accepted by a session stays in its ``inbox.json`` until a turn that
 consumed it completes; a turn that fails on a transient error (or is aborted)
 gives it back, and it goes — first — into the next turn of that session. So
-that it is never resent silently (issue 7 item 11):
+that it is never resent silently (docs/design/mailbox.md §6):
 
 - ``mind inbox SESSION`` lists what waits: id, kind, age, first line, and
   ``in a turn`` for input an unfinished turn has taken. It only reads (the

@@ -1,4 +1,4 @@
-"""The session journal: ``sessions/<session_id>/journal.jsonl`` (DESIGN §4).
+"""The session journal: ``sessions/<session_id>/journal.jsonl`` (docs/design/journal.md).
 
 Size: writing and the open rules (CRC, seq, torn tail, first record) must
 agree byte for byte, so the one writer and every reader of the file — the
@@ -381,7 +381,7 @@ def _scan(stream: IO[bytes], path: Path, on_record: RecordSink | None = None) ->
 
 
 def _require_start(scan: _Scan, path: Path) -> None:
-    """A session journal begins with its ``session_started`` record (DESIGN §4).
+    """A session journal begins with its ``session_started`` record (docs/design/journal.md §1).
 
     A file without one — empty (the session was never started), nothing but
     damage, or another first record — is not a session: refusing keeps a
@@ -716,7 +716,7 @@ class Journal:
             JournalError: missing and ``create`` is false, or the file cannot
                 be opened/read (line 0).
             JournalCorruptError: damage other than a torn tail, with the
-                1-based line (DESIGN §4: fail closed).
+                1-based line (docs/design/journal.md §2: fail closed).
             JournalReplacedError: the file names another session.
         """
         flags = os.O_RDWR | os.O_APPEND
@@ -773,7 +773,7 @@ class Journal:
         Args:
             record: the record to append.
             sync: fsync the file after writing (turn start and terminal
-                records, DESIGN §3.1); also always checks that the path
+                records, docs/design/journal.md §3); also always checks that the path
                 still names the open file.
 
         Returns:

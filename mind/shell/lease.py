@@ -1,5 +1,4 @@
-"""The session lease ``sessions/<id>/lease``: one writer per session (seed 000
-SessionLease; DESIGN §4).
+"""The session lease ``sessions/<id>/lease``: one writer per session (docs/design/lease.md).
 
 The lease file holds ``{"pid", "start_identity", "owner_id"}``. It blocks a
 new owner only while that pid is alive *and* its start identity matches — a

@@ -138,14 +138,14 @@ class ClosedTurns:
 
 def close_unterminated_turns(journal: Journal) -> ClosedTurns:
     """Startup step ``close_turns``: the terminal record of each turn that
-    has none (seed 000 PersistentStore.recoverInterruptedTurn), fsynced.
+    has none (docs/design/recovery.md §6), fsynced.
 
     Run after :func:`close_orphan_calls`. The closing status and whether it
     acknowledges the turn's journaled inputs come from the turn chart: its
     records are replayed into a fresh machine and ``recover`` is sent
     (:func:`mind.machines.turn_replay.recovered_closing`) — ``completed``
     when it was draining (its final answer was journaled: asking the model
-    again would answer twice; seed 000: a host-owned receipt), otherwise
+    again would answer twice; docs/design/recovery.md §6: a host-owned receipt), otherwise
     ``aborted`` with no acknowledgement: its inputs replay.
 
     Idempotent.

@@ -7,7 +7,7 @@ on what it printed last, so they share one object; the pure helpers
 
 The REPL keeps a prompt_toolkit prompt on screen while a turn runs, so all
 output goes through ``patch_stdout(raw=True)`` and appears above the prompt
-(DESIGN §7). That proxy only flushes whole lines and nothing printed can be
+(README.md). That proxy only flushes whole lines and nothing printed can be
 redrawn later, so rendering is append-only, with these exceptions:
 
 - streamed assistant text is cut into *complete markdown blocks* by
@@ -416,7 +416,7 @@ class TurnView:
     def _discard_attempt(self, note: Text) -> None:
         """Print the retry ``note`` in place of the abandoned attempt's answer.
 
-        The rule (issue 7 §4): the answer is on screen once. Pending text is
+        The rule: the answer is on screen once. Pending text is
         dropped; what was already printed is erased when it is provably this
         view's and still on screen (a terminal, nothing else printed after it,
         the same width as when printed, fewer rows than the screen minus the

@@ -15,7 +15,7 @@ The names of the public API are re-exported here.
                 turn.decide(event.call_id, "yes")
         print(turn.outcome.status)
 
-Input (issue 3, seed 000): every input — a prompt, steering for the running
+Input (docs/design/mailbox.md): every input — a prompt, steering for the running
 turn, or text queued for the next turn — is durable in the session's
 ``inbox.json`` before it is accepted (:meth:`Session.send`). The pure
 :class:`~mind.machines.mailbox.Mailbox` decides where it goes; a turn claims
@@ -24,7 +24,7 @@ its inputs when it opens, takes steering at each model-request boundary
 
 A turn is driven by :class:`mind.machines.turn.TurnMachine` (the machine
 decides which transitions are legal; this module performs the I/O and feeds
-results back as events). Durable boundaries (DESIGN §3.1, §4; named in
+results back as events). Durable boundaries (docs/design/turn.md §2; named in
 :mod:`mind.shell.faults`): ``turn_started`` and the turn's inputs are fsynced
 before the first model request; every model round and tool result is
 journaled as it completes; the terminal ``turn_completed`` record — which
@@ -87,7 +87,7 @@ class Runtime:
         self._sessions: dict[str, Session] = {}
         self.closing = False
         self.mounts = MountLedger(store.root)
-        """This process's record in ``session-mounts.json`` (seed 002): which
+        """This process's record in ``session-mounts.json`` (docs/design/mounts.md): which
         sessions it hosts, published for other mind processes to see."""
 
     @classmethod
@@ -119,7 +119,7 @@ class Runtime:
             s.journal.close()
             s.lease.release()
         try:
-            rt.mounts.close()  # normal exit clears this process's record (seed 002 §3.4)
+            rt.mounts.close()  # normal exit clears this process's record (docs/design/mounts.md §7)
         except MountRefused as exc:  # a dead pid's record is ignored by readers anyway
             log.warning("could not clear this process's session mounts: %s", exc)
         store.close()
@@ -129,9 +129,9 @@ class Runtime:
     async def _close_broken(self, session: Session) -> None:
         """Stop hosting a session whose journal refuses appends, so it can be
         opened afresh: the journal is closed before the lease and the mount
-        claim are given back (no write may follow the claim's release, seed
-        002 §3.4), in a worker thread (the claim's release takes the ledger
-        lock, with its backoff); the provider is closed in the background."""
+        claim are given back (no write may follow the claim's release, docs/design/mounts.md §5), in
+        a worker thread (the claim's release takes the ledger lock, with its backoff); the provider
+        is closed in the background."""
         del self._sessions[session.session_id]
         self._tg.start_soon(session.provider.aclose)
 
@@ -148,7 +148,7 @@ class Runtime:
         self._tg.start_soon(fn, turn)
 
     async def _republish_forever(self) -> None:
-        """Rewrite this process's ledger record every 15 s (seed 002 §4), so a
+        """Rewrite this process's ledger record every 15 s (docs/design/mounts.md §7), so a
         record lost to a concurrent writer's crash comes back. Runs in the
         runtime's task group: it never keeps the process alive."""
         while True:
@@ -214,7 +214,7 @@ class Runtime:
     ) -> Session:
         """Open an existing session (or create it when ``create``), recovering it.
 
-        Startup order (seed 000 SessionRuntime.initialize; the chart
+        Startup order (docs/design/recovery.md §2; the chart
         ``specs/statecharts/session_startup.yaml`` decides it, and
         :mod:`mind.shell.startup` performs each step): claim the mount, take
         the lease, open the journal, repair orphan processes and pending
@@ -230,7 +230,7 @@ class Runtime:
         full, quota, I/O error) and no turn runs: then that handle is closed
         (journal, lease, mount claim given back, in that order) and the
         session is opened afresh by these same rules, so after space is freed
-        it goes on in this process with nothing lost (issue #8 item 6).
+        it goes on in this process with nothing lost (docs/design/recovery.md §2).
         ``provider`` replaces the one ``config`` describes (``mind inbox
         --drop`` opens a session that runs no turn). As in
         :meth:`create_session`, the file steps run in worker threads: the

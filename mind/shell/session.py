@@ -245,7 +245,7 @@ class Session:
         )
 
     def drop(self, message_id: str) -> MailboxMessage:
-        """Take back one waiting input for good (issue 7 item 11).
+        """Take back one waiting input for good (docs/design/mailbox.md §6).
 
         The mailbox charts decide what can be dropped: a message waiting for
         a turn (``queued`` steering, ``next_turn``, or ``returned`` by a turn

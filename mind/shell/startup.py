@@ -163,7 +163,7 @@ class Opening:
         acknowledged = settled_inputs(self.journal.records)
         inbox = Inbox.open(self.directory / "inbox.json", acknowledged=acknowledged)
         # The file too: a crash after the terminal record, before the
-        # cleanup, left acknowledged input in it (issue 3 §3).
+        # cleanup, left acknowledged input in it (docs/design/mailbox.md §3).
         inbox.remove(acknowledged)
         self.inbox = inbox
 

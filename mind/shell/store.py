@@ -1,4 +1,4 @@
-"""Where mind keeps its files: the config root and the state root (DESIGN §4).
+"""Where mind keeps its files: the config root and the state root (docs/design/state.md).
 
 ``MIND_HOME`` (default ``~/.mind``) holds ``config.toml``; ``MIND_STATE_HOME``
 (default: ``MIND_HOME``) holds ``sessions/<session_id>/`` and the derived

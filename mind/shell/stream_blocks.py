@@ -13,7 +13,7 @@ is held back until it can no longer change, then handed over once:
 
 Every character is examined once when it arrives and once more as part of its
 completed line: the work is linear in the stream, however long a paragraph or
-a fence grows (issue 7 §1). :attr:`MarkdownBlocks.scanned` counts it.
+a fence grows. :attr:`MarkdownBlocks.scanned` counts it.
 """
 
 from __future__ import annotations

@@ -113,7 +113,7 @@ class ToolCalls:
             )
             if any(isinstance(e, RefuseCall) for e in asked):
                 # Nobody can be asked. The policy names only flags that
-                # really allow it (issue 8 review).
+                # really allow it.
                 return "denied", (
                     f"Refused without running: this call needs approval ({reason}) and this "
                     "session cannot ask (non-interactive, approval policy "
@@ -122,7 +122,7 @@ class ToolCalls:
                     f"{decision.remedy or ''}"
                 ).rstrip()
             # What the person approves, read from the files now: a diff for
-            # file tools, never only a path (issue 7 §7).
+            # file tools, never only a path (docs/design/turn.md §7).
             changes, problem = await self.session.tools.preview(call.name, args)
             if changes and problem is None:
                 approved = changes  # what is written must be what was shown

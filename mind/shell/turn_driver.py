@@ -91,7 +91,7 @@ class TurnDriver:
         from the turn or the mailbox chart) is a bug in mind, never the person's: the
         turn fails safe — it ends ``aborted``, so its inputs (steering it
         claimed included) are not acknowledged and replay on the next start
-        — and the chart, state and event are logged (issue #9 item 3).
+        — and the chart, state and event are logged.
         """
         machine = TurnMachine(retry=self.session.retry_policy)
         for observer in self.session.turn_observers:
@@ -265,7 +265,7 @@ class TurnDriver:
             )
         except (StorageError, JournalError) as exc:
             # No durable terminal: the turn stays open on disk and recovery
-            # closes it when the session is reopened (issue #8 item 6). A
+            # closes it when the session is reopened (docs/design/turn.md §2). A
             # journal replaced or removed underneath (JournalError) is the
             # same: the record cannot be made durable, nothing is acknowledged.
             written = False
@@ -305,7 +305,7 @@ class TurnDriver:
             self.session._start_turn()
         elif isinstance(after, AnnounceWaiting):
             # Input stays waiting after this turn: say so, with how to drop
-            # it, or it goes silently into the next turn (issue 7 item 11).
+            # it, or it goes silently into the next turn (docs/design/turn.md §6).
             self.session._events.put(self.session.waiting_event())
 
     async def _loop(self, turn: Turn, machine: TurnMachine) -> WriteTerminal:
@@ -323,14 +323,14 @@ class TurnDriver:
                 self._journal_inputs(turn, claimed, sync=False)
                 self._announce_claim(turn, claimed, ev.ClaimPoint.boundary)
             # Built once per round: every retry of the round sends this same
-            # request (DESIGN §5); input that arrives meanwhile waits for the
+            # request (docs/design/providers.md §8); input that arrives meanwhile waits for the
             # next round boundary.
             request = ModelRequest(
                 model=self.session.config.provider.model,
                 system=SYSTEM_PROMPT.format(cwd=self.session.cwd),
                 messages=build_messages(self.session.journal.records),
                 tools=tool_specs(),
-                # The turn's cap, less what earlier rounds streamed (issue #8 item 5).
+                # The turn's cap, less what earlier rounds streamed (docs/design/turn.md §5).
                 max_output_bytes=max(0, self.session.config.max_output_bytes - output_used),
             )
             frozen = _FrozenRequest(request, request_digest(request), machine.rounds_done)
@@ -381,7 +381,7 @@ class TurnDriver:
                     # One step with no await inside: either the steering that
                     # arrived is claimed (another round answers it) or the
                     # mailbox is sealed and later input waits for the next
-                    # turn (seed 000 ActiveTurnMailbox.drainOrSeal).
+                    # turn (docs/design/mailbox.md §4).
                     steering = self.session.mailbox.drain_or_seal()
                     if steering:
                         self._journal_inputs(turn, steering, sync=False)

@@ -93,7 +93,7 @@ class TurnOutcome(msgspec.Struct, frozen=True, kw_only=True):
             written (failure kind ``storage``: disk full, quota, I/O error),
             the typed error with ``path`` and ``errno``; else None. The
             turn's inputs are then not acknowledged: reopen the session once
-            space is freed and they replay (issue #8 item 6).
+            space is freed and they replay (docs/design/turn.md §3).
     """
 
     event: ev.TurnCompletedEvent
@@ -175,7 +175,7 @@ class Turn:
         Args:
             send_pending: start the next turn at once with the input still
                 waiting (steering not yet delivered, queued text) — the REPL's
-                Esc (DESIGN §7). False leaves it waiting, durable, for the next
+                Esc (docs/design/turn.md §6). False leaves it waiting, durable, for the next
                 prompt.
         """
         self._interrupt_requested = True

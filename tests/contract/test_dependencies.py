@@ -1,4 +1,4 @@
-"""Every runtime dependency in ``pyproject.toml`` is imported by ``mind`` (issue #9 item 11).
+"""Every runtime dependency in ``pyproject.toml`` is imported by ``mind``.
 
 A dependency nothing imports is weight every install pays for (and a
 supply-chain surface) with no use; dev tools live in the ``dev`` extra and are

@@ -1,5 +1,5 @@
 """Every error class mind defines is in the one tree of ``mind/errors.py``
-(issue #9 item 10): callers catch by the tree's shape, so a refusal outside
+: callers catch by the tree's shape, so a refusal outside
 it (a bare ``RuntimeError`` or ``OSError`` subclass) escapes ``except
 MindError`` and reaches the person as a traceback. Private control-flow
 exceptions that never leave their module (a leading underscore) are exempt,

@@ -1,4 +1,4 @@
-"""``mind exec``'s way to its first model request (issue #9 item 8).
+"""``mind exec``'s way to its first model request.
 
 The first request needs the config, the session's journal and the provider;
 it does not need the sandbox (probed meanwhile, awaited before any command

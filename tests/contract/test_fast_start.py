@@ -1,4 +1,4 @@
-"""Fast start (issue #9 item 8): what a cheap entry point must not load.
+"""Fast start: what a cheap entry point must not load.
 
 Each check runs a fresh interpreter (a real subprocess) and reads what it
 imported from ``sys.modules``: ``import mind`` and the pure core load no I/O

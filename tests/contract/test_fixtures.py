@@ -1,6 +1,6 @@
 """The recorded provider traffic the tests replay lives in the repository
 (``tests/fixtures/``), so a plain clone runs every replay test with none
-skipped for missing data (issue #9 item 11)."""
+skipped for missing data."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One definition per word of mind's vocabulary (issue #9 item 10).
+"""One definition per word of mind's vocabulary.
 
 ``FailureKind`` and ``Disposition`` are defined once, in the schemas
 (``specs/schemas/*.schema.json``), and generated once

@@ -1,4 +1,4 @@
-"""One error for an event a chart refuses, whatever the chart (issue #9 item 10).
+"""One error for an event a chart refuses, whatever the chart.
 
 Each machine's refusal is :class:`mind.errors.IllegalTransition` (a
 ``MindError`` and a ``RuntimeError``: caller misuse) naming the chart, the

@@ -1,4 +1,4 @@
-"""The startup machine, pure (DESIGN §3.6, §4; session_startup.yaml).
+"""The startup machine, pure (docs/design/recovery.md; session_startup.yaml).
 
 Each test drives :class:`SessionStartup` the way the shell does — perform
 :attr:`effect`, report done or failed — and compares the whole list of

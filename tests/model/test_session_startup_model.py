@@ -1,4 +1,4 @@
-"""Model-based tests of the startup chart (DESIGN §3.6, §4; seed 000 startup order).
+"""Model-based tests of the startup chart (docs/design/recovery.md, the startup order).
 
 1. Per edge, deterministic: every kind of startup (create, open, open of a
    missing session, re-open of a hosted one) with every step failing in
@@ -10,7 +10,7 @@
    here, broken, busy, journal present, may create, directory made here) and
    which step fails, then drives the real :class:`SessionStartup` the way the
    shell does and compares every effect with a reference written by hand
-   from seed 000 (a list of steps and a stack of what was taken, not derived
+   from docs/design/recovery.md (a list of steps and a stack of what was taken, not derived
    from the chart). Transition coverage over the whole run must be 100%.
 """
 

@@ -1,4 +1,4 @@
-"""``config.toml`` decodes into one typed struct (issue #9 item 11): every key
+"""``config.toml`` decodes into one typed struct: every key
 has a declared type, an unknown key or a wrong type is refused naming the
 file, the key and its line, and the struct and the settings table agree."""
 

@@ -1,5 +1,5 @@
 """Errors carry the identifiers a person needs, and never invented ones
-(issue #9 item 10): a refusal about no single session has no session id
+: a refusal about no single session has no session id
 (not ``"*"``), and an owner whose pid cannot be seen has no pid (not 0).
 """
 

@@ -1,4 +1,4 @@
-"""The request body goes on the wire as msgspec encodes it (issue #9 item 8).
+"""The request body goes on the wire as msgspec encodes it.
 
 Each HTTP adapter sends ``msgspec.json.encode(build_body(request))``: one
 encoder for every body, several times faster than the standard library's on

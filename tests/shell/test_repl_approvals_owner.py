@@ -1,4 +1,4 @@
-"""The REPL's approval questions are the turn's (issue #9 item 5, one owner):
+"""The REPL's approval questions are the turn's (one owner per fact):
 a question answered outside the REPL's keys (here the library's
 ``Turn.decide``) is no longer asked, and the REPL keeps only screen state."""
 

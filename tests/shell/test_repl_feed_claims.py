@@ -1,5 +1,5 @@
 """The REPL echoes a turn's inputs where the turn claims them, from the
-``input.claimed`` event (issue #9 item 5), even when its consumer lags
+``input.claimed`` event, even when its consumer lags
 behind the runtime: a queued turn that already started (its input journaled)
 does not pull its echo ahead of the earlier turn's answer."""
 

@@ -1,5 +1,5 @@
 """Edges of the turn chart taken by the machines the runtime itself creates
-(issue #9): ``fail`` and ``abort`` from ``active``, ``steering_claimed`` in
+: ``fail`` and ``abort`` from ``active``, ``steering_claimed`` in
 ``draining``. ``abort`` / ``fail`` from ``accepted`` need ``turn_started``
 itself to fail to be written (``fail``: a storage error; ``abort``: never —
 ``start`` follows the durable start with no await in between, so the

@@ -1,4 +1,4 @@
-"""One event channel per consumer, with a bound (issue #9 item 5): deltas may
+"""One event channel per consumer, with a bound: deltas may
 coalesce, lifecycle events are never dropped, and events nobody asked for do
 not pile up across turns."""
 

@@ -1,6 +1,6 @@
 """How the runtime's own session claims end when the mount ledger is
 contended, damaged, or the session cannot be created — through the library
-API, with a real ledger and a real live lock holder (DESIGN §3.4)."""
+API, with a real ledger and a real live lock holder (docs/design/mounts.md)."""
 
 from __future__ import annotations
 

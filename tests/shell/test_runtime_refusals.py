@@ -1,4 +1,4 @@
-"""A transition the turn chart refuses fails safe (issue #9 item 3).
+"""A transition the turn chart refuses fails safe.
 
 A listener on the turn machine the runtime itself creates refuses the first
 occurrence of one event (python-statemachine's ``TransitionNotAllowed`` from

@@ -1,5 +1,5 @@
 """A round's request is frozen: every retry sends the same bytes, and input
-arriving during the backoff waits for the next round boundary (issue #9 item 4).
+arriving during the backoff waits for the next round boundary.
 
 A loopback Chat Completions server fails the first request with a retryable
 ``503`` (``Retry-After: 0``); the test steers as soon as the turn says it is

@@ -1,5 +1,5 @@
 """Facts a client reads from :class:`~mind.shell.session.Session` instead of
-its journal (issue #9 item 5, one owner per fact): whether anything was ever
+its journal (one owner per fact): whether anything was ever
 sent, whether its storage refused a write, which inputs a claim took."""
 
 from __future__ import annotations

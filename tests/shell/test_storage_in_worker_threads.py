@@ -1,6 +1,6 @@
 """The lease and the mount claim block (an ``flock``, backoff waits): async
 code calls them through ``anyio.to_thread.run_sync``. They must work from a
-worker thread and leave the event loop free meanwhile (issue 9 item 6).
+worker thread and leave the event loop free meanwhile.
 
 The stall is measured as the longest gap between ticks of a task that asks
 to wake every 5 ms; the blocking call is held up by a real other holder

@@ -2,8 +2,8 @@
 
 Generic over every ``StateChart`` class codegen emits (turn today; mailbox,
 mount, interaction and effect later), so each chart's model-based tests get
-the same three tools (DESIGN §3: "a transition-coverage report lists every
-transition of every chart and the test fails if one is never taken"):
+the same three tools (the rule: a transition-coverage report lists every
+transition of every chart, and the test fails when one is never taken):
 
 - :func:`chart_edges` lists every event-triggered (or eventless) transition of
   a chart class, one :class:`Edge` per event, in document order; the
@@ -11,8 +11,8 @@ transition of every chart and the test fails if one is never taken"):
 - :class:`TransitionCoverage` is a python-statemachine listener
   (``after_transition``) counting hits per edge; :meth:`~TransitionCoverage.report`
   lists every edge with its count and marks the missed ones.
-- :func:`walk_every_edge` is the deterministic per-edge test (LIBRARY-NOTES,
-  "hypothesis (stateful)"): for each edge it breadth-first-searches the
+- :func:`walk_every_edge` is the deterministic per-edge test (hypothesis' stateful
+  testing alone may miss rare edges): for each edge it breadth-first-searches the
   shortest event path from the initial configuration to one where the edge's
   source is active, sets guard inputs so this edge (and no other) is taken,
   fires it and compares the configuration with the one SCXML semantics predict

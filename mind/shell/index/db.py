@@ -1,4 +1,4 @@
-"""The session index's SQLite file ``<state root>/index.db`` (DESIGN §4).
+"""The session index's SQLite file ``<state root>/index.db`` (docs/design/state.md).
 
 A derived table of sessions — id, cwd, title, created/updated time, last
 status — so that listing sessions never parses journals. Journals stay the
@@ -44,10 +44,9 @@ longer what the row describes and is checked again in full
 (:func:`~mind.shell.index.rows.scan_journal`). So is one that grew but whose accounted prefix
 changed: ``journal_tail_crc`` fingerprints the last
 :data:`~mind.shell.index.rows.FINGERPRINT_BYTES` of the prefix, verified before the new bytes are
-trusted (a duplicated middle line or CRLF line endings shift those bytes;
-issue 7 item 9). The damage columns say why a journal cannot be opened
-(:func:`mind.shell.journal.check_journal`: the same framing rules as opening,
-without the schema decode).
+trusted (a duplicated middle line or CRLF line endings shift those bytes). The damage columns say
+why a journal cannot be opened (:func:`mind.shell.journal.check_journal`: the same framing rules as
+opening, without the schema decode).
 
 Who writes
 ----------

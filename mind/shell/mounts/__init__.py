@@ -1,4 +1,5 @@
-"""The session mount ledger: which live process hosts which sessions (DESIGN §4; seed 002 §3).
+"""The session mount ledger: which live process hosts which sessions (docs/design/state.md;
+docs/design/mounts.md).
 
 Modules:
 
@@ -23,9 +24,9 @@ Two files in the state root (``MIND_STATE_HOME``):
 
 This ledger is the same-machine *visibility* layer and the admission check
 for mounting; the per-session lease (:mod:`mind.shell.lease`) stays the write
-authority on the journal (seed 002 §3.3, "known cost").
+authority on the journal (docs/design/mounts.md §1).
 
-Rules (seed 002 §3.2–3.4, §6), each kept by one function below:
+Rules (docs/design/mounts.md), each kept by one function below:
 
 1. Check and claim are one step (§3.4, §6.1): :meth:`MountLedger.claim` takes
    the lock, re-reads the file strictly, re-checks the conflict and writes its
@@ -43,7 +44,7 @@ Rules (seed 002 §3.2–3.4, §6), each kept by one function below:
    live process (signal 0, EPERM alive, and the same start identity) is never
    taken, however old; an unreadable token is taken only after
    :data:`STALE_LOCK_S`. Tokens and records carry the writer's start identity
-   (DESIGN §4, beyond seed 002's accepted cost), so a pid reused by an
+   (docs/design/state.md, beyond docs/design/mounts.md's accepted cost), so a pid reused by an
    unrelated process — or this mind's own pid after a container restart — no
    longer blocks anyone; old-format tokens and records (no identity) keep the
    pid-only rule. Reclaimers are serialised by an
@@ -52,7 +53,7 @@ Rules (seed 002 §3.2–3.4, §6), each kept by one function below:
    the lock under it before moving it away, so two reclaimers can never both
    remove a lock, nor remove a live lock created after a dead one was taken.
 5. Liveness has one witness, the process — pid plus start identity (§3.3,
-   DESIGN §4): no heartbeats. A record of a dead or reused pid is ignored when
+   docs/design/state.md): no heartbeats. A record of a dead or reused pid is ignored when
    read and dropped at the next write.
 6. No write on the read path (§3.3, §6.6): :meth:`MountLedger.holders` and
    :meth:`MountLedger.snapshot` read leniently (damaged -> empty) and never
@@ -63,7 +64,7 @@ Rules (seed 002 §3.2–3.4, §6), each kept by one function below:
    is left byte-identical (a damaged record may be someone's only claim).
 8. Permissions (§3.2): the state directory is created 0700, files 0600; a
    read-only directory is a loud ``unavailable`` refusal — never a fallback
-   location (DESIGN §4).
+   location (docs/design/state.md).
 9. Published set = hosted sessions ∪ claims in flight (§3.4), republished by
    :meth:`MountLedger.republish` every :data:`PUBLISH_INTERVAL_S` (the caller
    schedules it, or uses :class:`RepublishTimer`, a daemon thread that never

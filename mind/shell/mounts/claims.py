@@ -1,4 +1,4 @@
-"""Claims on sessions: :class:`MountLedger` (seed 002 §3.4).
+"""Claims on sessions: :class:`MountLedger` (docs/design/mounts.md §5).
 
 A :class:`MountLedger` is this process's view of ``session-mounts.json``
 and its claims; each :class:`~mind.shell.mounts.handle.MountHandle` drives one
@@ -57,7 +57,7 @@ from mind.shell.mounts.lock import LOCK_NAME, STALE_LOCK_S, Held, LedgerLock, _C
 __all__ = ["PUBLISH_INTERVAL_S", "MountHandle", "MountLedger", "OwnerRecord"]
 
 PUBLISH_INTERVAL_S: Final = 15.0
-"""How often the caller republishes the mount set, s (seed 002 §4 PUBLISH_INTERVAL_MS)."""
+"""How often the caller republishes the mount set, s (docs/design/mounts.md §7)."""
 
 _log = logging.getLogger("mind.mounts")
 
@@ -147,7 +147,8 @@ class MountLedger:
     # ------------------------------------------------------------------ queries
 
     def hosted(self) -> frozenset[str]:
-        """This process's published set: hosted sessions ∪ claims in flight (seed 002 §3.4)."""
+        """This process's published set: hosted sessions ∪ claims in flight
+        (docs/design/mounts.md §5)."""
         with self._mutex:
             return frozenset(sid for sid, h in self._handles.items() if h.hosted)
 
@@ -160,7 +161,7 @@ class MountLedger:
     def holders(self, session_id: str) -> list[MountHolder]:
         """Live *other* processes listing ``session_id``, for display (lenient, no write).
 
-        A damaged ledger reads as empty here (seed 002 §3.2: the screen may
+        A damaged ledger reads as empty here (docs/design/mounts.md §2: the screen may
         show fewer rows, it must not crash); entering still goes through the
         strict :meth:`claim`. Sessions this process hosts are never "occupied".
         """
@@ -193,8 +194,8 @@ class MountLedger:
         """Mount ``session_id`` in this process: check and publish in one locked step.
 
         A session this process already hosts (reserved, attached or parked)
-        returns the same handle and touches no file (seed 002 §3.4: idempotent
-        re-entry, never a dispose). Otherwise (seed 002 §3.4 claimMount):
+        returns the same handle and touches no file (docs/design/mounts.md §5: idempotent
+        re-entry, never a dispose). Otherwise (docs/design/mounts.md §5):
 
         1. a lock-free strict read; a live foreign holder -> ``occupied`` at once;
         2. take ``session-mounts.lock`` (reclaiming it only from a dead holder);
@@ -213,7 +214,7 @@ class MountLedger:
             new_session: the id was generated just now (/new, fork, startup):
                 ``busy``/``unavailable`` then only mean "could not publish" —
                 the handle is returned with :attr:`MountHandle.warning` set and
-                a logged warning (seed 002 §3.4); ``occupied`` is still refused.
+                a logged warning (docs/design/mounts.md §5); ``occupied`` is still refused.
 
         Returns:
             The handle, in state ``reserved``: call :meth:`MountHandle.settle`
@@ -298,7 +299,7 @@ class MountLedger:
     # ------------------------------------------------------------------ publishing
 
     def republish(self) -> None:
-        """Rewrite this process's record from its published set (seed 002 §3.4, §4).
+        """Rewrite this process's record from its published set (docs/design/mounts.md §7).
 
         Called every :data:`PUBLISH_INTERVAL_S` by the caller. Repairs a record
         another writer lost (e.g. the file was deleted), publishes brand-new
@@ -321,7 +322,8 @@ class MountLedger:
             self._publish_with_backoff(self.hosted())
 
     def close(self) -> bool:
-        """Give back every claim and remove this process's record (normal exit, seed 002 §3.3).
+        """Give back every claim and remove this process's record (normal exit,
+        docs/design/mounts.md §7).
 
         Reserved claims are abandoned and hosted sessions released. Idempotent.
 

@@ -24,7 +24,7 @@ class MountHandle:
     """This process's claim on one session; returned by :meth:`MountLedger.claim`.
 
     The same object is returned for every re-entry while the session is
-    hosted (idempotent, seed 002 §3.4). Methods are thread-safe (the
+    hosted (idempotent, docs/design/mounts.md §5). Methods are thread-safe (the
     ledger's lock).
 
     Attributes:
@@ -88,7 +88,7 @@ class MountHandle:
 
     def park(self) -> None:
         """``attached -> parked``: another session is shown; this one keeps running
-        in this process and stays published (seed 002 §2, §6.2). No file I/O.
+        in this process and stays published (docs/design/mounts.md §1). No file I/O.
 
         Raises:
             IllegalTransition: not ``attached``.
@@ -99,8 +99,8 @@ class MountHandle:
     def abandon(self) -> bool:
         """The resume failed: give the claim back (``reserved -> abandoned``).
 
-        Call only after the session's handles are really closed (seed 002
-        §3.4: the claim must not vanish while writes may still happen).
+        Call only after the session's handles are really closed (docs/design/mounts.md §5: the claim
+        must not vanish while writes may still happen).
 
         Returns:
             Whether the ledger now omits the session (``False``: the rewrite was

@@ -3,7 +3,7 @@
 The file (schema ``specs/schemas/session_mounts.schema.json``) is
 ``{"version": 1, "owners": [{"pid", "startedAt", "sessionIds",
 "startIdentity"}]}``: every process's published mount set. Rules kept here
-(seed 002 §3.2–3.4, §6.6; :mod:`mind.shell.mounts` lists them all):
+(docs/design/mounts.md; :mod:`mind.shell.mounts` lists them all):
 
 - atomic replace: ``session-mounts.json.<pid>.<ms>.<seq>.tmp`` (0600) +
   fsync + rename (:func:`replace_ledger`); readers never see half a file;
@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 LEDGER_NAME: Final = "session-mounts.json"
-"""The ledger's file name in the state root (seed 002 §3.2)."""
+"""The ledger's file name in the state root (docs/design/mounts.md §2)."""
 
 MAX_LEDGER_BYTES: Final = 4 * 1024 * 1024
 """A larger ledger is refused as damaged (processes × sessions is small)."""
@@ -55,7 +55,7 @@ class _Unavailable(Exception):
 
 
 def read_ledger_strict(path: Path) -> list[MountOwner]:
-    """Read ``session-mounts.json`` to decide a claim (seed 002 §3.4 readMountLedgerStrict).
+    """Read ``session-mounts.json`` to decide a claim (docs/design/mounts.md §4).
 
     Only a missing file is an empty ledger. Never writes.
 
@@ -98,7 +98,8 @@ def _decode(path: Path, data: bytes) -> SessionMountsFile:
 
 
 def read_ledger_lenient(path: Path) -> list[MountOwner]:
-    """Read ``session-mounts.json`` for display: any damage reads as empty (seed 002 §6.6).
+    """Read ``session-mounts.json`` for display: any damage reads as empty
+    (docs/design/mounts.md §4).
 
     Never writes and never raises for the file's content or absence.
     """

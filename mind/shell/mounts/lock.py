@@ -1,4 +1,4 @@
-"""``session-mounts.lock``: the cross-process lock of the mount ledger (seed 002 §3.2).
+"""``session-mounts.lock``: the cross-process lock of the mount ledger (docs/design/mounts.md §2).
 
 The lock is a file created exclusively (``O_CREAT | O_EXCL``, 0600) holding
 its owner's token ``<pid>-<nonce>@<start identity>``
@@ -40,11 +40,11 @@ from mind.shell.mounts.ledger_file import _Unavailable
 __all__ = ["LOCK_NAME", "STALE_LOCK_S", "Held", "LedgerLock", "_Contended", "read_lock"]
 
 LOCK_NAME: Final = "session-mounts.lock"
-"""The lock's file name in the state root (seed 002 §3.2)."""
+"""The lock's file name in the state root (docs/design/mounts.md §2)."""
 
 STALE_LOCK_S: Final = 10.0
 """Create-to-write window of the lock, s: a lock whose token cannot be read is
-reclaimed only once its file is older than this (seed 002 §3.2 STALE_LOCK_MS)."""
+reclaimed only once its file is older than this (docs/design/mounts.md §3)."""
 
 _log = logging.getLogger("mind.mounts")
 
@@ -179,7 +179,7 @@ class LedgerLock:
         )
 
     def release(self, held: Held) -> None:
-        """Delete the lock only if it is still this process's (seed 002 §3.2, §6.5)."""
+        """Delete the lock only if it is still this process's (docs/design/mounts.md §3)."""
         with contextlib.suppress(_Unavailable, FileNotFoundError):
             if self.still_mine(held):
                 self.lock_path.unlink()

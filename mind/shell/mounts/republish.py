@@ -1,4 +1,4 @@
-"""A daemon thread that republishes this process's mount set (seed 002 §4, §6.7)."""
+"""A daemon thread that republishes this process's mount set (docs/design/mounts.md §7)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ _log = logging.getLogger("mind.mounts")
 class RepublishTimer:
     """Calls :meth:`MountLedger.republish` every ``interval_s`` on a daemon thread.
 
-    A daemon thread never keeps the process alive (seed 002 §4, §6.7: the
+    A daemon thread never keeps the process alive (docs/design/mounts.md §7: the
     ``.unref()`` rule); :meth:`stop` ends it promptly (part of the exit
     funnel). Failures are logged, never raised.
 

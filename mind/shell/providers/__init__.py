@@ -16,7 +16,7 @@ scripted provider raises :class:`~mind.errors.ScriptError`.
 
 Adapters: :mod:`.openai_chat`, :mod:`.openai_responses`, :mod:`.anthropic`
 (each with a pure ``build_body(request) -> dict``), :mod:`.scripted`; SSE
-framing in :mod:`.sse`. The rules they follow are ``PROVIDER-RULES.md``.
+framing in :mod:`.sse`. The rules they follow are ``docs/design/providers.md``.
 """
 
 from __future__ import annotations

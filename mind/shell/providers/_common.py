@@ -64,7 +64,7 @@ def parses_as_json(text: str) -> bool:
 
 
 def finalize_arguments(fragments: list[str]) -> str:
-    """Assemble a call's raw argument text from its fragments (PROVIDER-RULES 17).
+    """Assemble a call's raw argument text from its fragments (docs/design/providers.md §5).
 
     Concatenate once at the end. Empty (or whitespace) means ``"{}"``. Only
     when the concatenation is not valid JSON, every non-empty fragment is a
@@ -93,7 +93,7 @@ def finalize_arguments(fragments: list[str]) -> str:
 
 
 class OutputBudget:
-    """Counts one round's model output against its cap (issue #8 item 5).
+    """Counts one round's model output against its cap (docs/design/providers.md §1).
 
     Every piece of answer text, reasoning and tool-call argument text a parser
     keeps is charged *before* it is kept, so nothing is accumulated past the
@@ -131,7 +131,7 @@ class CallSlot:
         call_id: provider id ("" until known).
         name: tool name ("" until known).
         fragments: argument fragments in arrival order.
-        extra: unknown per-call fields kept verbatim (PROVIDER-RULES 14).
+        extra: unknown per-call fields kept verbatim (docs/design/providers.md §4).
         started: True once ToolCallStarted was emitted.
         closed: True when the server marked the call complete.
     """
@@ -149,7 +149,7 @@ def sequence_messages(messages: list[Message]) -> list[Message]:
 
     The request builder (:mod:`mind.history`) already guarantees the
     invariant of :class:`~mind.conversation.ModelRequest`; adapters apply this
-    again so a body they build is valid whatever they are given (DESIGN §5):
+    again so a body they build is valid whatever they are given (docs/design/providers.md §8):
     each assistant tool call is followed by exactly one result, in call order,
     before any other message; a missing result becomes a synthetic error
     result; results with no open call (orphans, duplicates) are dropped.
@@ -222,7 +222,7 @@ def is_openai_host(base_url: str) -> bool:
     OpenAI (``api.openai.com``), Azure OpenAI (``*.openai.azure.com``) and
     OpenRouter (``openrouter.ai``, which passes OpenAI's validation errors
     through, openclaw#875). Every other host is a compatible server with its
-    own rules (PROVIDER-RULES 22: never apply one API's rule to another's).
+    own rules (docs/design/providers.md §8: never apply one API's rule to another's).
     """
     host = (urlsplit(base_url).hostname or "").lower()
     return host in ("api.openai.com", "openrouter.ai") or host.endswith(".openai.azure.com")
@@ -232,7 +232,7 @@ def endpoint_url(base_url: str, path: str, *, drop_suffix: str = "") -> str:
     """The request URL of ``path`` (e.g. ``/chat/completions``) on ``base_url``.
 
     The path is joined onto the base URL's *path*; its query string is kept
-    (Azure's ``?api-version=…``) and its fragment dropped (issue #7 item 2).
+    (Azure's ``?api-version=…``) and its fragment dropped.
     ``drop_suffix`` is removed from the end of the base path first (Anthropic
     accepts a base URL with or without ``/v1``).
 
@@ -250,7 +250,7 @@ def split_userinfo(base_url: str) -> tuple[str, tuple[str, str] | None]:
     """``base_url`` without its userinfo, and that userinfo as ``(user, password)``.
 
     The request URL never carries userinfo (httpx would turn it into Basic
-    auth in place of the API key, issue #7 item 3); the caller sends it as
+    auth in place of the API key, docs/design/providers.md §3); the caller sends it as
     Basic auth only when no API key is configured. Percent-escapes in the
     userinfo are decoded; a missing password is ``""``.
     """

@@ -80,7 +80,7 @@ def body_limit(max_output_bytes: int) -> int:
     Larger than the output cap because the output arrives JSON-escaped and
     framed (a ``"`` is two bytes, a non-ASCII character up to six), and
     a final event may repeat the whole answer; still proportional to it, so
-    memory stays bounded (issue #8 item 5).
+    memory stays bounded (docs/design/providers.md §1).
     """
     return 4 * max_output_bytes + 64 * 1024
 
@@ -158,13 +158,13 @@ class HttpProvider:
     OpenRouter's ``: OPENROUTER PROCESSING``) and ``event: ping`` — do not
     reset it: a few of them while the model thinks are legitimate, but
     ``timeout_s`` of nothing else is a hung server that would otherwise hold
-    ``exec`` for ever (issue #7). Going past it is a transient ``network``
-    failure whose detail names the setting (issue 7 item 12: a server that
+    ``exec`` for ever (docs/design/providers.md §3). Going past it is a transient ``network``
+    failure whose detail names the setting (docs/design/providers.md §3: a server that
     accepts and never answers must not hold a turn).
 
     A base URL's userinfo (``http://user:pass@host``) is never part of the
     request URL: the API key is sent as usual, and only when there is none
-    the userinfo goes as Basic auth (issue #7 item 3).
+    the userinfo goes as Basic auth (docs/design/providers.md §3).
 
     Attributes:
         name: the provider kind.
@@ -255,7 +255,7 @@ class HttpProvider:
             ProviderError: ``network`` (no response: connect/read errors,
                 timeouts; no byte before the headers, or no real SSE event
                 after them, for ``timeout_s`` — keep-alives do not count),
-                any kind from the status/body (PROVIDER-RULES 7),
+                any kind from the status/body (docs/design/providers.md §3),
                 an in-stream error (rules 9, 20, 21), ``stream_cut`` when the
                 body ends or breaks before its end (rule 19), ``server`` for a
                 malformed JSON body, ``protocol`` for a 200 answer that is

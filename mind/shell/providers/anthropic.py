@@ -3,7 +3,7 @@
 Request: ``POST {base}/v1/messages`` with ``anthropic-version`` and
 ``x-api-key`` headers. Response: SSE ``message_start`` / ``content_block_*``
 / ``message_delta`` / ``message_stop`` events (or one JSON message), parsed by
-:class:`AnthropicStreamParser` (PROVIDER-RULES 20). Thinking blocks (with
+:class:`AnthropicStreamParser` (docs/design/providers.md §6). Thinking blocks (with
 their ``signature``) are carried back in ``AssistantMessage.provider_items``
 (provider ``"anthropic"``); server-side tool blocks (``server_tool_use``,
 ``*_tool_result``) and other unknown block types are skipped.
@@ -168,7 +168,7 @@ class _Block:
 
 
 class AnthropicStreamParser(StreamParser):
-    """Assembles one Messages stream or JSON body (PROVIDER-RULES 20).
+    """Assembles one Messages stream or JSON body (docs/design/providers.md §6).
 
     ``ping`` is ignored for content (the bytes already reset the read
     timeout); ``event: error`` is a failure mapped from ``error.type``; EOF
@@ -381,7 +381,7 @@ class AnthropicStreamParser(StreamParser):
         if self._stop_reason is None:
             mapped = "stop"
         if calls:
-            finish: FinishReason = "tool_calls"  # PROVIDER-RULES 15
+            finish: FinishReason = "tool_calls"  # docs/design/providers.md §4
         else:
             finish = "other" if mapped == "tool_calls" else mapped
         return StreamDone(

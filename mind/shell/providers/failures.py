@@ -7,10 +7,10 @@ asks for one owner of failure mapping; the tables could move to
 ``failure_tables`` if they keep growing.
 
 Everything that decides a :data:`~mind.errors.FailureKind` lives in
-:func:`classify_failure` (one tested function, STYLE "Errors"); the helpers
+:func:`classify_failure` (one tested function); the helpers
 here only extract its inputs from the shapes servers send, over HTTP or
-inside a 200 stream alike (PROVIDER-RULES 9, 20, 21, 23), and add a one-line
-hint when the server does not speak the configured API (issue #7 item 12b).
+inside a 200 stream alike (docs/design/providers.md §7), and add a one-line
+hint when the server does not speak the configured API (docs/design/providers.md §3).
 
 Error shapes handled::
 
@@ -66,7 +66,7 @@ CONTEXT_OVERFLOW_PATTERNS: Final[tuple[tuple[str, str], ...]] = (
         "llama.cpp (older) 'Input prompt is too big compared to KV size' at HTTP 500",
     ),
 )
-"""Wordings of a context overflow, one table (issue #7 item 24).
+"""Wordings of a context overflow, one table (docs/design/providers.md §7).
 
 Any match in an error's message (or a non-JSON body) makes the failure
 ``context_length`` whatever the HTTP status (400, 413, 422, 500) or stream
@@ -83,7 +83,7 @@ INVALID_REQUEST_PATTERNS: Final[tuple[tuple[str, str], ...]] = (
     (
         r"invalid schema for function",
         "compatible servers checking tool schemas: 'Invalid"
-        " schema for function shell: validation failed' (plain string error, issue #7)",
+        " schema for function shell: validation failed' (plain string error)",
     ),
 )
 """Wordings of a request that can never succeed as sent, at any status.
@@ -216,15 +216,15 @@ def classify_failure(
     :data:`INVALID_REQUEST_PATTERNS` turns ``server`` into
     ``invalid_request``; then a generic token (``server_error`` →
     server, ``invalid_request_error`` / TGI ``validation`` → invalid_request).
-    An in-stream error is classified the same way (PROVIDER-RULES 23), with
+    An in-stream error is classified the same way (docs/design/providers.md §7), with
     its numeric ``code`` standing for the status; it is never ``network``
     (the server was reached and answered); naming a ``param``, or saying
     "validation error/failed", makes it ``invalid_request``; LM Studio's
     "Unexpected endpoint or method" is ``protocol``; with nothing
-    recognisable it is ``server`` (PROVIDER-RULES 9, 20, 21). Last, a
+    recognisable it is ``server`` (docs/design/providers.md §7). Last, a
     ``not_found`` whose code and message do not name the model is
     ``protocol``: the path (404) or method (405) is not served, i.e. the
-    server speaks another API or ``--base-url`` is wrong (issue #7).
+    server speaks another API or ``--base-url`` is wrong (docs/design/providers.md §3).
 
     Args:
         status: HTTP status, or None for an error inside a 200 stream. A
@@ -502,7 +502,7 @@ def error_from_http(
     now: datetime | None = None,
     url: str | None = None,
 ) -> ProviderError:
-    """Map a non-2xx HTTP response to a ProviderError (PROVIDER-RULES 7).
+    """Map a non-2xx HTTP response to a ProviderError (docs/design/providers.md §3).
 
     Args:
         status: the HTTP status code.
@@ -541,7 +541,7 @@ def error_from_http(
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:
-    """Read the server-requested delay (PROVIDER-RULES 7).
+    """Read the server-requested delay (docs/design/providers.md §3).
 
     ``retry-after-ms`` (milliseconds, Azure/OpenAI) wins over ``retry-after``
     (delta-seconds or an HTTP-date). The value is not capped here: the cap is
@@ -599,7 +599,7 @@ def error_from_transport(
 
     A TLS handshake that fails on the protocol itself (``WRONG_VERSION_NUMBER``:
     HTTPS to a plain-HTTP server) is deterministic: ``protocol`` with a hint
-    to use ``http://``, never retried (issue #7 item 12b). Other errors are
+    to use ``http://``, never retried (docs/design/providers.md §3). Other errors are
     ``network`` before the body started and ``stream_cut`` after; a refused
     certificate stays ``network`` with the verifier's reason in ``detail``.
 

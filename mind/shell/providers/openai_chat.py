@@ -3,7 +3,7 @@
 Request: ``POST {base}/chat/completions`` with ``stream: true`` and
 ``stream_options.include_usage``. Response: SSE ``chat.completion.chunk``
 events (or one ``chat.completion`` JSON body), parsed by
-:class:`ChatStreamParser` following PROVIDER-RULES 4, 5, 9–19.
+:class:`ChatStreamParser` following docs/design/providers.md §4, §5.
 
 Body shape (:func:`build_body`)::
 
@@ -72,7 +72,7 @@ _FINISH: dict[str, FinishReason] = {
 
 
 def call_id_rule(base_url: str) -> CallIdRule:
-    """The call-id rule of the server at ``base_url`` (PROVIDER-RULES 22).
+    """The call-id rule of the server at ``base_url`` (docs/design/providers.md §8).
 
     OpenAI's 40-character limit on OpenAI's hosts (:func:`is_openai_host`);
     none for compatible servers, which get their own ids back verbatim.
@@ -169,7 +169,7 @@ def _text(value: Any) -> str:
 
 
 class ChatStreamParser(StreamParser):
-    """Assembles one Chat Completions stream (PROVIDER-RULES 4, 5, 9–19).
+    """Assembles one Chat Completions stream (docs/design/providers.md §4, §5).
 
     Args:
         api_key: a secret to redact from error details.
@@ -206,9 +206,9 @@ class ChatStreamParser(StreamParser):
 
     def feed_event(self, event: SSEEvent) -> list[StreamEvent]:
         if event.error:
-            # Non-standard `error:` field (old llama.cpp, PROVIDER-RULES 5).
+            # Non-standard `error:` field (old llama.cpp, docs/design/providers.md §2).
             raise error_event(_maybe_json(event.error), api_key=self._api_key, url=self._url)
-        # Only unnamed / "message" events, plus "error" (PROVIDER-RULES 4);
+        # Only unnamed / "message" events, plus "error" (docs/design/providers.md §4);
         # a named event of another API (Anthropic's) is a mismatch.
         if event.event not in ("", "message", "error"):
             self._check_named(event)
@@ -242,7 +242,7 @@ class ChatStreamParser(StreamParser):
     def _chunk(self, chunk: Any) -> list[StreamEvent]:
         if not isinstance(chunk, dict):
             return []
-        # Top-level error first, object or plain string (PROVIDER-RULES 9);
+        # Top-level error first, object or plain string (docs/design/providers.md §4);
         # older vLLM sends the error object itself ({"object": "error", ...}).
         if is_error_payload(chunk):
             raise error_event(chunk, api_key=self._api_key, url=self._url)
@@ -275,14 +275,14 @@ class ChatStreamParser(StreamParser):
 
     def _note_finish(self, raw: Any) -> None:
         if not isinstance(raw, str) or raw == "":
-            return  # "" is null (PROVIDER-RULES 12)
+            return  # "" is null (docs/design/providers.md §4)
         if raw == "error":
             raise ProviderError("server", detail='finish_reason "error"')
         self._finish_raw = raw  # the last non-empty value wins
 
     def _delta(self, delta: dict[str, Any]) -> list[StreamEvent]:
         out: list[StreamEvent] = []
-        # Reasoning is kept apart from content (PROVIDER-RULES 16).
+        # Reasoning is kept apart from content (docs/design/providers.md §4).
         reasoning = _text(delta.get("reasoning_content")) or _text(delta.get("reasoning"))
         if reasoning:
             self._budget.charge(reasoning)
@@ -290,7 +290,7 @@ class ChatStreamParser(StreamParser):
             out.append(ReasoningDelta(text=reasoning))
         content = _text(delta.get("content"))
         if content:
-            # Tool-call JSON inside content stays text (PROVIDER-RULES 18).
+            # Tool-call JSON inside content stays text (docs/design/providers.md §4).
             self._budget.charge(content)
             self._text.append(content)
             out.append(TextDelta(text=content))
@@ -302,7 +302,7 @@ class ChatStreamParser(StreamParser):
         return out
 
     def _tool_fragment(self, frag: dict[str, Any]) -> list[StreamEvent]:
-        """Route one tool-call fragment to its slot (PROVIDER-RULES 14)."""
+        """Route one tool-call fragment to its slot (docs/design/providers.md §4)."""
         raw_index = frag.get("index")
         index = (
             raw_index if isinstance(raw_index, int) and not isinstance(raw_index, bool) else None
@@ -366,11 +366,11 @@ class ChatStreamParser(StreamParser):
         text = "".join(self._text)
         reasoning = "".join(self._reasoning)
         if finish_raw is None and not (text or reasoning or self._calls):
-            # [DONE] with no finish_reason and no output (PROVIDER-RULES 5).
+            # [DONE] with no finish_reason and no output (docs/design/providers.md §4).
             raise ProviderError("server", detail="stream ended with no output and no finish_reason")
         mapped = _FINISH.get(finish_raw, "other") if finish_raw is not None else "stop"
         calls = self._assembled(length_cut=mapped == "length")
-        finish: FinishReason = "tool_calls" if calls else mapped  # PROVIDER-RULES 15
+        finish: FinishReason = "tool_calls" if calls else mapped  # docs/design/providers.md §4
         if finish == "tool_calls" and not calls:
             finish = "other"
         usage = self._usage_top or self._usage_groq or Usage()
@@ -384,7 +384,7 @@ class ChatStreamParser(StreamParser):
 
     def finish(self, *, transport_cut: bool) -> StreamDone:
         # EOF after a finish_reason is a clean end; without one it is a
-        # truncation. [DONE] is not required (PROVIDER-RULES 19).
+        # truncation. [DONE] is not required (docs/design/providers.md §4).
         if self._finish_raw is None:
             raise ProviderError("stream_cut", detail="EOF before finish_reason or [DONE]")
         self._done = True

@@ -4,7 +4,7 @@ Request: ``POST {base}/responses``. Reasoning items come back with
 ``encrypted_content`` and are carried in ``AssistantMessage.provider_items``
 (provider ``"openai-responses"``) to be re-sent before the item that followed
 them. Response: SSE ``response.*`` events (or one JSON response object),
-parsed by :class:`ResponsesStreamParser` (PROVIDER-RULES 21).
+parsed by :class:`ResponsesStreamParser` (docs/design/providers.md §6).
 
 Body shape (:func:`build_body`)::
 
@@ -105,7 +105,7 @@ def _assistant_items(msg: AssistantMessage) -> list[dict[str, Any]]:
 
 
 def call_id_rule(base_url: str) -> CallIdRule:
-    """The call-id rule of the server at ``base_url`` (PROVIDER-RULES 22).
+    """The call-id rule of the server at ``base_url`` (docs/design/providers.md §8).
 
     OpenAI's 64-character ``call_id`` limit on OpenAI's hosts
     (:func:`is_openai_host`); none for compatible servers (vLLM, Ollama, LM
@@ -202,7 +202,7 @@ def _summary_text(item: dict[str, Any]) -> str:
 
 
 class ResponsesStreamParser(StreamParser):
-    """Assembles one Responses stream or JSON body (PROVIDER-RULES 21).
+    """Assembles one Responses stream or JSON body (docs/design/providers.md §6).
 
     Text comes from ``*.delta`` events; ``*.done`` events only confirm (their
     text is used only for an item that had no deltas).
@@ -396,7 +396,7 @@ class ResponsesStreamParser(StreamParser):
         elif kind == "error" or ("type" not in payload and is_error_payload(payload)):
             # untyped: a compatible server's chat-style {"error": ...} (rule 23)
             raise error_event(payload, api_key=self._api_key, url=self._url)
-        # Unknown event types are ignored (PROVIDER-RULES 21).
+        # Unknown event types are ignored (docs/design/providers.md §6).
         return out
 
     def _terminal(self, response: dict[str, Any], kind: str) -> list[StreamEvent]:

@@ -5,9 +5,9 @@ the transport delivered (:meth:`SSEDecoder.feed`) and calls
 :meth:`SSEDecoder.finish` at EOF. No I/O, no clocks.
 
 Why not ``httpx-sse`` 0.4: it does not flush a pending event at EOF
-(PROVIDER-RULES 3; the Anthropic fixture ``stream_max_tokens_mid_tool_json``
+(docs/design/providers.md §2; the Anthropic fixture ``stream_max_tokens_mid_tool_json``
 ends without the final blank line) and it dispatches blocks that carry no
-``data:`` once an ``id:`` was ever seen (PROVIDER-RULES 2). Everything else it
+``data:`` once an ``id:`` was ever seen (docs/design/providers.md §2). Everything else it
 did well is reproduced here and tested directly in ``tests/shell/test_sse.py``.
 
 Shapes::
@@ -35,9 +35,9 @@ class SSEEvent:
         data: the ``data:`` lines joined with ``"\\n"``.
         id: the last ``id:`` field seen so far (SSE keeps it across events).
         error: a non-standard ``error:`` field (old llama.cpp,
-            PROVIDER-RULES 5); "" when absent.
+            docs/design/providers.md §2); "" when absent.
         at_eof: True when the event was flushed at EOF without its
-            terminating blank line (PROVIDER-RULES 3); its data may be torn.
+            terminating blank line (docs/design/providers.md §2); its data may be torn.
     """
 
     event: str
@@ -50,7 +50,7 @@ class SSEEvent:
 class SSEDecoder:
     """Incremental SSE parser (WHATWG event-stream interpretation, lenient).
 
-    Implements PROVIDER-RULES 1 (CRLF / LF / lone CR line ends, a CR/LF pair
+    Implements docs/design/providers.md §2 (CRLF / LF / lone CR line ends, a CR/LF pair
     split across reads, incremental UTF-8 across reads), 2 (comments; no
     dispatch of a block without ``data:``), 3 (at most one optional space
     after the colon, multi-line data, flush at EOF), 5 (keep a non-standard
@@ -63,7 +63,7 @@ class SSEDecoder:
         max_event_chars: the most characters one event may hold while it is
             assembled (its pending line plus its ``data:`` lines); ``None``
             for no cap. Memory stays bounded however the server frames its
-            bytes (issue #8 item 5: one endless line must not grow without end).
+            bytes (docs/design/providers.md §1: one endless line must not grow without end).
 
     Raises:
         ProviderError: ``output_limit`` from :meth:`feed` / :meth:`finish`
@@ -101,7 +101,7 @@ class SSEDecoder:
 
         Returns:
             At most one event, marked ``at_eof=True`` when it lacked its
-            blank line (PROVIDER-RULES 3).
+            blank line (docs/design/providers.md §2).
         """
         out = self._feed_text(self._utf8.decode(b"", final=True))
         if self._partial:
@@ -126,7 +126,7 @@ class SSEDecoder:
                 text = text[1:]
         if self._skip_lf:
             # A CR ended the previous read; a LF opening this one is its pair
-            # (PROVIDER-RULES 1), not an empty line.
+            # (docs/design/providers.md §2), not an empty line.
             self._skip_lf = False
             if text.startswith("\n"):
                 text = text[1:]
@@ -165,10 +165,10 @@ class SSEDecoder:
         if not line:
             return self._dispatch(at_eof=False)
         if line.startswith(":"):
-            return None  # comment, including a lone ":" (PROVIDER-RULES 2)
+            return None  # comment, including a lone ":" (docs/design/providers.md §2)
         name, colon, value = line.partition(":")
         if colon and value.startswith(" "):
-            value = value[1:]  # at most one optional space (PROVIDER-RULES 3)
+            value = value[1:]  # at most one optional space (docs/design/providers.md §2)
         if name == "data":
             self._data.append(value)
             self._has_data = True
@@ -181,7 +181,7 @@ class SSEDecoder:
             if "\0" not in value:
                 self._last_id = value
         elif name == "error":
-            self._error = value  # non-standard llama.cpp field (PROVIDER-RULES 5)
+            self._error = value  # non-standard llama.cpp field (docs/design/providers.md §2)
         # "retry" and unknown fields are ignored.
         return None
 

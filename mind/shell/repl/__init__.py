@@ -1,4 +1,4 @@
-"""The interactive ``mind`` REPL (DESIGN §7, issue 3 §5), one module per job.
+"""The interactive ``mind`` REPL (README.md), one module per job.
 
 One prompt_toolkit prompt stays on screen for the whole life of the REPL;
 ``patch_stdout(raw=True)`` makes everything printed while it is active appear

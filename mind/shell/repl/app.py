@@ -55,7 +55,7 @@ class Repl:
     inbox (see the module docstring). Switching sessions (``/new``,
     ``/resume``, the ``/sessions`` picker) parks the shown one: its turn keeps
     running in this process and its events keep being consumed, muted; a
-    one-line notice says when a parked session's turn ends (seed 002 §2).
+    one-line notice says when a parked session's turn ends (docs/design/mounts.md §1).
 
     Args:
         runtime: the open runtime hosting the sessions.

@@ -3,9 +3,9 @@
 Switching sessions (``/new``, ``/resume``, the ``/sessions`` picker) parks
 the shown one: its turn keeps running in this process and its events keep
 being consumed, muted (:mod:`mind.shell.repl.feed`); a one-line notice says
-when a parked session's turn ends (seed 002 §2). Entering a session another
+when a parked session's turn ends (docs/design/mounts.md §1). Entering a session another
 live process holds is refused with the runtime's wording; a session whose
-journal refused a write is opened afresh (issue #8 item 6).
+journal refused a write is opened afresh (docs/design/recovery.md §2).
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ class Hosting:
         shown session is parked; its turn keeps running).
 
         Entry of a session another live process holds is refused with the
-        runtime's wording (``occupied by pid N``, seed 002 §3.5, §6.8); the
+        runtime's wording (``occupied by pid N``, docs/design/mounts.md §6); the
         picker's pre-check only says it earlier, the runtime decides.
 
         Returns:
@@ -201,7 +201,7 @@ class Hosting:
         """Open afresh a hosted session whose journal refuses appends (a write
         failed: disk full, quota, I/O error) and show it: the runtime closes
         the broken handle and opens the session by its open rules (the failed
-        turn closed, accepted input waiting, issue #8 item 6).
+        turn closed, accepted input waiting, docs/design/recovery.md §2).
 
         Args:
             hosted: the session's REPL state (attached or parked).

@@ -1,4 +1,4 @@
-"""Starting and ending the REPL process: ``run_repl`` (DESIGN §7).
+"""Starting and ending the REPL process: ``run_repl`` (README.md).
 
 Owns what surrounds one :class:`~mind.shell.repl.app.Repl` run: the terminal
 check, the input-history file, holding SIGHUP/SIGTERM until the REPL handles
@@ -105,7 +105,7 @@ async def run_repl(
     hangups = {signal.SIGHUP, signal.SIGTERM}
     # Held from here until the REPL handles them, so that a terminal closed
     # during start-up still ends like /exit instead of killing mind before it
-    # can remove the session it just created (issue 7 item 10).
+    # can remove the session it just created.
     signal.pthread_sigmask(signal.SIG_BLOCK, hangups)
     _release_when_handled(hangups, time.monotonic() + HANGUP_HOLD_MAX_S)
     try:
@@ -128,9 +128,8 @@ async def run_repl(
                     code = await repl.run()
             finally:
                 # Also when the run ended by an error, e.g. EIO from a closed
-                # terminal: a session nothing was sent to is never left behind
-                # (issue 7 item 10). A second SIGHUP (the terminal's, then its
-                # owner's) waits until this cleanup is done.
+                # terminal: a session nothing was sent to is never left behind. A second SIGHUP (the
+                # terminal's, then its owner's) waits until this cleanup is done.
                 signal.pthread_sigmask(signal.SIG_BLOCK, hangups)
                 dropped = [s for s in repl.hosted if s.session_id in repl.created and s.untouched]
                 for s in dropped:

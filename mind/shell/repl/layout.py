@@ -101,7 +101,7 @@ class StatusArea:
         cursor up by the rows it drew *above* the cursor, then erasing down.
         A terminal that re-wraps lines on resize (VTE, iTerm2, kitty) turns a
         narrowed line above the cursor into two rows, so that erase would
-        start one row too low and leave a stale row (issue 7 §3); rows under
+        start one row too low and leave a stale row; rows under
         the cursor are cleared by the erase-down whatever the re-wrap.
 
         The input window stops stretching; a filler after the area takes the

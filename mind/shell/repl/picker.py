@@ -2,7 +2,7 @@
 
 The rows say, for every session this process hosts and every listed one,
 whether it is attached, parked, occupied by another process or free, with
-the runtime's wording (seed 002 §3.5). While shown, the rows are re-read on
+the runtime's wording (docs/design/mounts.md §1). While shown, the rows are re-read on
 the REPL's tick, never from a snapshot taken at render time.
 """
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 PICKER_REFRESH_S: Final = 2.0
 """While the session picker is shown, occupancy and the list are re-read this often
-(seed 002 §3.5, §4: the screen's own tick, never a snapshot taken at render time)."""
+(docs/design/mounts.md §7: the screen's own tick, never a snapshot taken at render time)."""
 
 PICKER_ROWS: Final = 12
 """Sessions shown at once in the picker; the window scrolls with the focus."""

@@ -2,7 +2,7 @@
 
 :class:`ToolRunner` runs one already-checked tool call in a session's
 working directory and returns a :class:`ToolOutcome`; failures are outcomes,
-never exceptions (DESIGN §6). Only cancellation propagates, after a running
+never exceptions (docs/design/boundary.md §1). Only cancellation propagates, after a running
 command's process group has been killed.
 """
 

@@ -44,7 +44,7 @@ class ToolOutcome(msgspec.Struct, frozen=True, kw_only=True):
 class ToolRunner:
     """Runs built-in tools in one session's working directory and environment.
 
-    Decisions (DESIGN §6):
+    Decisions (docs/design/boundary.md §2):
 
     - ``shell``: a nonzero exit, a kill by signal, a timeout, or a failure to
       start is ``status="error"``; the output always ends with the exit
