@@ -2,7 +2,7 @@
 # Do not edit: change the spec and regenerate; `make codegen-check` fails on drift.
 """SessionStartup statechart, compiled from ``specs/statecharts/session_startup.yaml``.
 
-Opening one session - claim mount, lease, journal, repairs in the seed-000 order, then ready; a failure part-way releases what was taken, in reverse.
+Opening one session - claim mount, lease, journal, repairs in the startup order, then ready; a failure part-way releases what was taken, in reverse.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def _to(
 
 
 class SessionStartupChart(StateChart[SessionStartupModel]):
-    """Opening one session - claim mount, lease, journal, repairs in the seed-000 order, then ready; a failure part-way releases what was taken, in reverse.
+    """Opening one session - claim mount, lease, journal, repairs in the startup order, then ready; a failure part-way releases what was taken, in reverse.
 
     Compiled from ``specs/statecharts/session_startup.yaml``. A disallowed event raises
     ``TransitionNotAllowed``; an exception in a guard or action propagates.
