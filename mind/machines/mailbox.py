@@ -502,8 +502,10 @@ class Mailbox:
         """The turn ended: settle what it claimed and give up the box (``-> no_owner``).
 
         Claimed messages become ``acknowledged`` (``acknowledge=True``: the
-        turn completed) or ``returned`` (abort, interrupt, transient failure:
-        claimed again by the next turn, docs/design/mailbox.md §5). Steering still
+        turn's terminal acknowledges its inputs: completed, interrupted, a
+        failure a replay would meet again) or ``returned`` (aborted, a
+        transient failure: claimed again by the next turn,
+        docs/design/mailbox.md §5). Steering still
         ``queued`` (arrived but never drained) becomes ``next_turn``.
 
         Args:
@@ -577,7 +579,7 @@ class Mailbox:
         assert slot.chart is not None
         if "drop" not in {e.id for e in slot.chart.allowed_events}:
             why = {
-                "claimed": "the running turn has already taken it (interrupt the turn first)",
+                "claimed": "the running turn has already taken it as its input",
                 "acknowledged": "a turn has already consumed it",
             }.get(slot.current, f"it is {slot.current}")
             raise DropNotAllowed(
