@@ -6,6 +6,11 @@ every branch a turn takes; the shell (``mind.shell.turn_driver``) sends facts
 as events with data and performs the effects an event returns (h11's rule:
 the machine takes events and returns effect descriptions). It never does I/O.
 
+Size: over 500 lines because the guards, the effect types and the event
+methods are one table read together (an event's data, the guard that reads
+it, the effect it names); the pure guards are the part to move to
+``turn_rules`` if the chart grows again.
+
 Shape of a turn::
 
     accepted --start--> active{ sampling{requesting -> streaming}

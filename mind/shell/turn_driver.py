@@ -1,5 +1,11 @@
 """The turn loop: model rounds, tool calls, retries, drain-or-seal, and the
-one terminal record of a turn."""
+one terminal record of a turn.
+
+Size: over 500 lines because the loop performs every effect the turn chart
+names, and those share the turn's durable-record order (docs/design/turn.md
+§2); one tool call already lives in ``tool_calls``; sampling one round
+(``_sample``, the frozen request) is the part to move next.
+"""
 
 from __future__ import annotations
 
