@@ -88,6 +88,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 def fill(disk: Path) -> Path:
     """Write a ballast file until ENOSPC, then free ``FREE_PAGES`` pages of it."""
     ballast = disk / "ballast"
+    # Every fill starts from no ballast, the same way (a second fill once met
+    # ENOSPC opening the first one's file while the index thread was writing).
+    ballast.unlink(missing_ok=True)
     with ballast.open("wb") as f:
         block = b"\0" * 65536
         try:
@@ -258,6 +261,7 @@ def test_a_broken_session_reopens_in_the_same_runtime_with_nothing_lost(
                 with pytest.raises(InputRefused) as refused:
                     broken.send("second question")
                 assert "open_session" in refused.value.message  # how to go on
+                assert rt.store.index.flush()  # the index's writer thread is done writing
                 ballast = _fill_completely(small_disk)
                 with pytest.raises(StorageError):  # still full: a typed refusal, retryable
                     await rt.open_session(sid, config=config)
