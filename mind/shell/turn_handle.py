@@ -26,7 +26,25 @@ if TYPE_CHECKING:
 DELTA_SLACK: Final = 64
 """Items an :class:`EventChannel` holds before it starts coalescing deltas."""
 
+_Delta = ev.MessageDeltaEvent | ev.ReasoningDeltaEvent
 _DELTAS: Final = (ev.MessageDeltaEvent, ev.ReasoningDeltaEvent)
+
+
+class _Run:
+    """Queued deltas of one kind and turn merged into one: the pieces are
+    joined when taken, so merging costs O(1) per delta (not a copy of the
+    text so far)."""
+
+    __slots__ = ("first", "pieces")
+
+    def __init__(self, first: _Delta) -> None:
+        self.first = first
+        self.pieces = [first.text]
+
+    def event(self) -> _Delta:
+        if len(self.pieces) == 1:
+            return self.first
+        return type(self.first)(turn_id=self.first.turn_id, text="".join(self.pieces))
 
 
 class EventChannel:
@@ -36,36 +54,54 @@ class EventChannel:
     The bound: lifecycle events (every event but ``message.delta`` and
     ``reasoning.delta``) are always queued and never dropped — a turn has as
     many as its rounds and tool calls make. Deltas are queued one per event
-    while fewer than :data:`DELTA_SLACK` items wait; past that a delta is
-    merged into the last queued item when that is a delta of the same kind
-    and turn (text appended), so a slow consumer gets fewer, longer deltas
-    carrying the same text, in the same order relative to the lifecycle
-    events. Queued deltas are thus at most :data:`DELTA_SLACK` plus two per
-    queued lifecycle event.
+    while fewer than ``slack`` items wait; past that a delta is merged into
+    the newest queued delta of the same kind and turn *since the last queued
+    lifecycle event* (text appended), so a slow consumer gets fewer, longer
+    deltas carrying the same text. Queued deltas are thus at most ``slack``
+    plus two (one per kind) per queued lifecycle event, however the kinds
+    alternate.
+
+    The order kept: lifecycle events keep their order, and a delta never
+    moves across one (the text before a lifecycle event is exactly what was
+    sent before it). Within a run of deltas between two lifecycle events the
+    text of each kind is complete and in order; how message and reasoning
+    text interleaved inside the run may be lost once it coalesces.
     """
 
-    def __init__(self) -> None:
-        self._items: deque[ev.Event] = deque()
+    def __init__(self, *, slack: int = DELTA_SLACK) -> None:
+        """``slack``: items queued before deltas coalesce (0: from the first)."""
+        self._items: deque[ev.Event | _Run] = deque()
+        # The open runs: the newest queued delta per (kind, turn) since the
+        # last lifecycle event; a lifecycle event closes them all.
+        self._open: dict[tuple[type, str], _Run] = {}
         self._wakeup = anyio.Event()
         self.closed = False
+        self.slack = slack
+        """Items queued before deltas coalesce; may be raised once a reader comes."""
 
     def __len__(self) -> int:
-        """Events queued and not yet taken."""
+        """Events queued and not yet taken (a merged run counts once)."""
         return len(self._items)
 
     def put(self, event: ev.Event) -> None:
         """Queue ``event`` (coalescing a delta past the slack); never blocks."""
-        if isinstance(event, _DELTAS) and len(self._items) >= DELTA_SLACK and self._items:
-            last = self._items[-1]
-            if type(last) is type(event) and last.turn_id == event.turn_id:
-                self._items[-1] = type(event)(turn_id=event.turn_id, text=last.text + event.text)
+        if isinstance(event, _DELTAS):
+            key = (type(event), event.turn_id)
+            run = self._open.get(key)
+            if run is not None and len(self._items) >= self.slack:
+                run.pieces.append(event.text)
                 return
-        self._items.append(event)
+            run = self._open[key] = _Run(event)
+            self._items.append(run)
+        else:
+            self._open.clear()
+            self._items.append(event)
         self._wakeup.set()
 
     def clear(self) -> None:
         """Forget every queued event (nobody is reading them)."""
         self._items.clear()
+        self._open.clear()
 
     def close(self) -> None:
         """No more events: :meth:`get` returns ``None`` once the queue is empty."""
@@ -79,7 +115,13 @@ class EventChannel:
                 return None
             await self._wakeup.wait()
             self._wakeup = anyio.Event()
-        return self._items.popleft()
+        item = self._items.popleft()
+        if not isinstance(item, _Run):
+            return item
+        key = (type(item.first), item.first.turn_id)
+        if self._open.get(key) is item:
+            del self._open[key]  # taken: later deltas start a new run
+        return item.event()
 
 
 @final
@@ -111,7 +153,9 @@ class Turn:
     """A running turn: async-iterate its events; decide approvals; interrupt.
 
     Iteration yields :data:`mind.generated.events.Event` structs in order and
-    ends after the ``turn.completed`` event. Created by :meth:`Session.submit`.
+    ends after the ``turn.completed`` event; it may start late and still gets
+    every event from the turn's start (deltas sent before it started arrive
+    coalesced, see :class:`EventChannel`). Created by :meth:`Session.submit`.
     """
 
     def __init__(self, session: Session, turn_id: str, inputs: list[MailboxMessage]) -> None:
@@ -119,7 +163,11 @@ class Turn:
         self.turn_id = turn_id
         self.inputs = inputs
         """The inputs the turn claimed when it opened, in order."""
-        self._events = EventChannel()
+        # Until someone iterates the turn (a caller that reads
+        # ``session.events()`` never does) its deltas coalesce from the first:
+        # the channel keeps the turn's text, in about one delta per kind per
+        # lifecycle event, for an iteration that may still come.
+        self._events = EventChannel(slack=0)
         self._scope = anyio.CancelScope()
         self._interrupt_requested = False
         self._send_pending = True
@@ -145,6 +193,7 @@ class Turn:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[ev.Event]:
+        self._events.slack = DELTA_SLACK  # a reader: deltas one by one again
         while (event := await self._events.get()) is not None:
             yield event
 

@@ -4,6 +4,8 @@ not pile up across turns."""
 
 from __future__ import annotations
 
+import json
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import mind
 from mind.generated import events as ev
 from mind.shell.turn_handle import DELTA_SLACK, EventChannel
 from tests.support.fake_model import FakeModel
+from tests.support.loopback import LoopbackServer, OwnedServer
 
 
 def _config(tmp_path: Path, replies: list[dict[str, Any]]) -> mind.ResolvedConfig:
@@ -132,6 +135,59 @@ def test_deltas_coalesce_past_the_slack_and_keep_their_text_and_order() -> None:
         assert text(before_got, ev.MessageDeltaEvent) == text(before_sent, ev.MessageDeltaEvent)
 
 
+def test_alternating_kinds_coalesce_per_run_and_no_delta_crosses_a_lifecycle_event() -> None:
+    """Reasoning and text alternating one character at a time, with a tool
+    call every 5 000 deltas and a consumer that takes a few events now and
+    then: the queue never exceeds the slack plus two per queued lifecycle
+    event, and in every run between two lifecycle events each kind's text is
+    exactly what was sent in that run."""
+    channel = EventChannel()
+    sent: list[ev.Event] = []
+    taken: list[ev.Event] = []
+
+    async def take(count: int) -> None:
+        for _ in range(count):
+            event = await channel.get()
+            assert event is not None
+            taken.append(event)
+
+    for i in range(50_000):
+        kind = ev.ReasoningDeltaEvent if i % 2 else ev.MessageDeltaEvent
+        sent.append(kind(turn_id="t", text=chr(ord("a") + i % 26)))
+        channel.put(sent[-1])
+        if i % 5_000 == 4_999:
+            sent.append(ev.ToolCallEvent(turn_id="t", call_id=f"c{i}", name="shell", arguments={}))
+            channel.put(sent[-1])
+        lifecycle = sum(1 for e in channel._items if isinstance(e, ev.ToolCallEvent))
+        assert len(channel) <= DELTA_SLACK + 2 * (lifecycle + 1)
+        if i % 7_000 == 6_999:
+            anyio.run(take, 3)
+    channel.close()
+
+    async def drain() -> None:
+        taken.extend([e async for e in _iterate(channel)])
+
+    anyio.run(drain)
+
+    def runs(events: list[ev.Event]) -> list[tuple[str, str]]:
+        out, message, reasoning = [], "", ""
+        for e in [*events, None]:
+            if isinstance(e, ev.MessageDeltaEvent):
+                message += e.text
+            elif isinstance(e, ev.ReasoningDeltaEvent):
+                reasoning += e.text
+            else:
+                out.append((message, reasoning))
+                message = reasoning = ""
+        return out
+
+    assert len(taken) < len(sent) // 100  # it did coalesce
+    assert runs(taken) == runs(sent)
+    assert [e for e in taken if isinstance(e, ev.ToolCallEvent)] == [
+        e for e in sent if isinstance(e, ev.ToolCallEvent)
+    ]
+
+
 def test_every_claim_of_a_turn_is_announced(tmp_path: Path) -> None:
     """``input.claimed`` at the turn's start, at the boundary after a tool
     result, and when draining after the final answer (steering sent while
@@ -201,3 +257,108 @@ def test_busy_and_known_ids_are_the_mailboxs_facts(tmp_path: Path) -> None:
             return [(r.disposition, r.duplicate) for r in again], s.busy
 
     assert anyio.run(second) == ([("started", True), ("started", True)], False)
+
+
+class _AlternatingHandler(BaseHTTPRequestHandler):
+    """Streams one chat reply whose deltas alternate one character of
+    ``reasoning_content`` and one of ``content`` (as reasoning models do)."""
+
+    protocol_version = "HTTP/1.1"
+    server: OwnedServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silence the default stderr access log."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        body = self.server.owner.body
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        self.wfile.write(body)
+
+
+class _AlternatingModel(LoopbackServer):
+    handler = _AlternatingHandler
+    thread_name = "alternating-model"
+
+    def __init__(self, text: str, reasoning: str) -> None:
+        super().__init__()
+        frames = []
+        for r, t in zip(reasoning, text, strict=True):
+            for delta in ({"reasoning_content": r}, {"content": t}):
+                chunk = {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+                frames.append(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        last = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        frames.append(b"data: " + json.dumps(last).encode() + b"\n\ndata: [DONE]\n\n")
+        self.body = b"".join(frames)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+
+def test_alternating_deltas_stay_bounded_for_a_consumer_that_reads_only_at_the_end(
+    tmp_path: Path,
+) -> None:
+    """50 000 one-character deltas alternating reasoning and text, read only
+    after the turn ended: the session's channel and the turn's own (which
+    nobody iterates) each hold a bounded number of items, and what the
+    consumer gets is every lifecycle event once, in order, with the text and
+    the reasoning exactly as sent."""
+    n = 25_000
+    text = "".join(chr(ord("a") + i % 26) for i in range(n))
+    reasoning = "".join(chr(ord("A") + i % 26) for i in range(n))
+    with _AlternatingModel(text, reasoning) as model:
+        config = mind.resolve_config(
+            provider="openai-chat",
+            base_url=model.base_url,
+            model="fake",
+            env={"MIND_HOME": str(tmp_path / "home")},
+        )
+
+        async def main() -> tuple[int, int, list[ev.Event], list[ev.Event]]:
+            async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+                s = await rt.create_session(cwd=tmp_path, config=config)
+                turn = s.submit("think aloud")
+                outcome = await turn.wait()
+                assert outcome.status == "completed", outcome.event
+                queued = (len(s._events), len(turn._events))
+                from_session = [e async for e in s.events()]
+                return *queued, from_session, [e async for e in turn]
+
+        session_queued, turn_queued, got, late = anyio.run(main)
+    assert session_queued <= DELTA_SLACK + 2 * 5, session_queued
+    # Nobody iterated the turn while it ran: its deltas coalesced from the first.
+    assert turn_queued <= 2 * 5, turn_queued
+    turn_text = "".join(e.text for e in late if isinstance(e, ev.MessageDeltaEvent))
+    assert turn_text == text
+    assert [type(e) for e in late if not isinstance(e, _DELTA_TYPES)] == [
+        ev.TurnStartedEvent,
+        ev.InputClaimedEvent,
+        ev.MessageCompletedEvent,
+        ev.TurnCompletedEvent,
+    ]
+    assert "".join(e.text for e in got if isinstance(e, ev.MessageDeltaEvent)) == text
+    assert "".join(e.text for e in got if isinstance(e, ev.ReasoningDeltaEvent)) == reasoning
+    lifecycle = [type(e).__name__ for e in got if not isinstance(e, _DELTA_TYPES)]
+    assert lifecycle == [
+        "InputAcceptedEvent",
+        "TurnStartedEvent",
+        "InputClaimedEvent",
+        "MessageCompletedEvent",
+        "TurnCompletedEvent",
+    ]
+    # No delta moved across a lifecycle event: all of them sit between the
+    # claim and the completed message.
+    kinds = [isinstance(e, _DELTA_TYPES) for e in got]
+    first, last = kinds.index(True), len(kinds) - 1 - kinds[::-1].index(True)
+    assert all(kinds[first : last + 1])
+    assert type(got[first - 1]).__name__ == "InputClaimedEvent"
+    assert type(got[last + 1]).__name__ == "MessageCompletedEvent"
+
+
+_DELTA_TYPES = (ev.MessageDeltaEvent, ev.ReasoningDeltaEvent)
