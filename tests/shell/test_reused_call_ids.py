@@ -1,7 +1,8 @@
 """Servers that reuse tool-call ids (``call_0`` every turn, or one id twice in
-a round): a crash before a call ran still gives that call its own durable
-"never ran" result (docs/design/recovery.md §5: pairing is per turn and per
-occurrence). Real ``mind exec`` subprocesses, killed by ``MIND_CRASH_AT``."""
+a round): a crash or an interrupt before a call ran still gives that call its
+own durable "never ran" result (docs/design/recovery.md §5: pairing is per
+turn and per occurrence). Crashes: real ``mind exec`` subprocesses killed by
+``MIND_CRASH_AT``; interrupts: the library runtime."""
 
 from __future__ import annotations
 
@@ -11,11 +12,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
+import pytest
 import yaml
 
+import mind
+from mind.generated import events as ev
 from mind.generated import journal as jr
+from mind.shell.approvals import PendingApprovals
 from mind.shell.journal import read_records
-from mind.shell.recovery import CRASHED_UNSTARTED_OUTPUT
+from mind.shell.recovery import (
+    CRASHED_UNSTARTED_OUTPUT,
+    INTERRUPTED_UNAPPROVED_OUTPUT,
+    INTERRUPTED_UNSTARTED_OUTPUT,
+)
 from tests.support.child_env import without_prefixes
 
 SESSION = "reused-ids"
@@ -100,3 +110,45 @@ def test_an_id_repeated_in_one_round_closes_the_call_that_never_ran(tmp_path: Pa
     (closed,) = _synthetic(tmp_path)
     assert (closed.call_id, closed.output) == ("dup1", CRASHED_UNSTARTED_OUTPUT)
     assert (tmp_path / "cwd" / "fx.log").read_text().split() == ["A"]
+
+
+def test_an_interrupt_while_asking_marks_only_the_asked_occurrence_unapproved(
+    tmp_path: Path,
+) -> None:
+    """Two ``dup1`` calls; interrupted while the first waits for its approval:
+    the first was asked and never approved, the second never started."""
+    script = tmp_path / "s.yaml"
+    calls = [{"id": "dup1", "name": "shell", "arguments": {"command": f"touch {n}"}} for n in "ab"]
+    script.write_text(yaml.safe_dump([{"tool_calls": calls}, {"text": "ok"}]), encoding="utf-8")
+    config = mind.resolve_config(
+        provider="scripted", script=str(script), approval="untrusted", env={}
+    )
+    results: list[ev.ToolResultEvent] = []
+
+    async def main() -> None:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = await rt.create_session(cwd=tmp_path, config=config, interactive=True)
+            turn = s.submit("go")
+            async for event in turn:
+                if isinstance(event, ev.ApprovalRequestedEvent):
+                    turn.interrupt()
+                elif isinstance(event, ev.ToolResultEvent):
+                    results.append(event)
+
+    anyio.run(main)
+    assert [(r.call_id, r.output) for r in results] == [
+        ("dup1", INTERRUPTED_UNAPPROVED_OUTPUT),
+        ("dup1", INTERRUPTED_UNSTARTED_OUTPUT),
+    ]
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_a_second_open_request_with_the_same_id_is_refused() -> None:
+    """``decide(call_id)`` must name one request: two open at once are refused."""
+    approvals = PendingApprovals()
+    approvals.open("dup1")
+    with pytest.raises(ValueError, match="already waiting"):
+        approvals.open("dup1")
+    approvals.decide("dup1", "no")
+    approvals.open("dup1")  # answered: the next call with the id may be asked
+    assert approvals.pending() == ["dup1"]
