@@ -20,10 +20,12 @@ Rules, in journal order:
   alone is rejected by the Responses API); whitespace-only text of a round
   with tool calls becomes ``""``. It is followed *immediately* by one
   :class:`~mind.conversation.ToolResultMessage` per call, in call order.
-- ``tool_result`` → the result of the earliest unanswered call with the same
-  ``call_id`` recorded *before* it; it is placed after that call's round, not
-  where it appears in the journal. A second result for an answered call, or
-  a result for a call that does not precede it, is dropped.
+- ``tool_result`` → the result of the earliest unanswered call of its turn
+  with the same ``call_id`` recorded *before* it (per turn and per occurrence:
+  :func:`mind.call_pairing.pair_calls`; servers reuse ids such as ``call_0``);
+  it is placed after that call's round, not where it appears in the journal.
+  A second result for an answered call, or a result for a call that does not
+  precede it, is dropped.
 - A call without a result gets a synthetic error result whose output is
   exactly :data:`SYNTHETIC_INTERRUPTED_OUTPUT` (docs/design/recovery.md §5 startup repair).
 - Other record types produce no message.
@@ -53,13 +55,13 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 import msgspec
 
+from mind.call_pairing import pair_calls
 from mind.conversation import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
 from mind.generated import journal as jr
 
@@ -73,7 +75,7 @@ __all__ = [
     "build_messages",
     "conform_call_ids",
     "pending_tool_calls",
-    "unstarted_calls",
+    "records_starts",
 ]
 
 
@@ -207,13 +209,14 @@ def conform_call_ids(messages: Sequence[Message], rule: CallIdRule) -> list[Mess
 
 
 def _match(records: Sequence[jr.JournalRecord]) -> list[jr.UserMessage | _Round]:
-    """Pair tool results with calls; keep user messages and rounds in order."""
+    """Pair tool results with calls (:func:`mind.call_pairing.pair_calls`: per
+    turn and per occurrence); keep user messages and rounds in order."""
     items: list[jr.UserMessage | _Round] = []
-    unanswered: dict[str, deque[_Slot]] = {}
+    paired = {(p.round_at, p.index): p for p in pair_calls(records)}
     used: set[str] = set()
     # Dropped inputs count as seen from the start: none of their records is sent.
     seen_inputs = {r.message_id for r in records if isinstance(r, jr.InputDropped)}
-    for record in records:
+    for at, record in enumerate(records):
         if isinstance(record, jr.UserMessage):
             # An input replayed after a crash is journaled again by the turn
             # that replays it; the model sees it once, where it first
@@ -224,17 +227,13 @@ def _match(records: Sequence[jr.JournalRecord]) -> list[jr.UserMessage | _Round]
             items.append(record)
         elif isinstance(record, jr.ModelRound):
             slots: list[_Slot] = []
-            for call in record.tool_calls:
+            for index, call in enumerate(record.tool_calls):
                 out_id = _conform_id(call.call_id, COMPATIBLE_CALL_IDS, used)
                 used.add(out_id)
                 slot = _Slot(call, out_id, record.turn_id)
+                slot.result = paired[(at, index)].result
                 slots.append(slot)
-                unanswered.setdefault(call.call_id, deque()).append(slot)
             items.append(_Round(record, slots))
-        elif isinstance(record, jr.ToolResult):
-            waiting = unanswered.get(record.call_id)
-            if waiting:
-                waiting.popleft().result = record
     return items
 
 
@@ -316,8 +315,8 @@ def pending_tool_calls(
 ) -> list[tuple[str, jr.RecordedToolCall]]:
     """Tool calls that no ``tool_result`` answers (recovery closes them).
 
-    Matching is the same as in :func:`build_messages`: a result answers the
-    earliest unanswered call with its ``call_id`` recorded before it.
+    Matching is the same as in :func:`build_messages`
+    (:func:`mind.call_pairing.pair_calls`: per turn and per occurrence).
 
     Args:
         records: journal records in ``seq`` order.
@@ -336,31 +335,16 @@ def pending_tool_calls(
     ]
 
 
-def unstarted_calls(records: Sequence[jr.JournalRecord], turn_id: str) -> frozenset[str]:
-    """Call ids of ``turn_id`` that provably never started.
+def records_starts(records: Sequence[jr.JournalRecord], turn_id: str) -> bool:
+    """Whether ``turn_id`` records a ``tool_started`` before each tool runs.
 
-    A turn whose ``turn_started`` says ``tool_starts`` fsyncs a
-    ``tool_started`` record before each tool runs, so its calls without one
-    never ran. A turn from an older journal records no starts: absence proves
-    nothing and the answer is empty (fail closed: "may have run").
-
-    Args:
-        records: journal records in ``seq`` order.
-        turn_id: the turn looked at.
-
-    Returns:
-        The ids of the turn's calls with no ``tool_started`` record.
+    A turn whose ``turn_started`` says ``tool_starts`` fsyncs that record
+    before each tool runs, so its calls without one
+    (:attr:`mind.call_pairing.PairedCall.started` False) provably never ran.
+    A turn from an older journal records no starts: absence proves nothing
+    (fail closed: "may have run").
     """
-    if not any(
+    return any(
         isinstance(r, jr.TurnStarted) and r.turn_id == turn_id and r.tool_starts is True
         for r in records
-    ):
-        return frozenset()
-    started = {r.call_id for r in records if isinstance(r, jr.ToolStarted) and r.turn_id == turn_id}
-    return frozenset(
-        call.call_id
-        for r in records
-        if isinstance(r, jr.ModelRound) and r.turn_id == turn_id
-        for call in r.tool_calls
-        if call.call_id not in started
     )

@@ -18,7 +18,8 @@ text                        was given)
 no text                     record of the turn shows the driver went on
                             (last: nothing was answered)
 ``tool_result`` (the last   ``tools_done``
-of its round's calls)
+of its round's calls,
+counted per occurrence)
 ``user_message`` while      ``steering_claimed`` (claimed at drain-or-seal;
 draining                    elsewhere an input changes no state)
 ==========================  ==============================================
@@ -81,7 +82,9 @@ def replayed_turn(records: Iterable[jr.JournalRecord], turn_id: str) -> TurnMach
         ``aborted`` when the chart refused a step of the replay.
     """
     machine = TurnMachine(retry=_NO_RETRY, max_rounds=_REPLAY_MAX_ROUNDS)
-    pending: set[str] = set()
+    # The round's unanswered call ids, one entry per call: an id may repeat
+    # (per occurrence, docs/design/recovery.md §5).
+    pending: list[str] = []
     empty_round = False  # an empty answer: final only if the turn went on after it
     try:
         for record in records:
@@ -98,13 +101,13 @@ def replayed_turn(records: Iterable[jr.JournalRecord], turn_id: str) -> TurnMach
                     machine.round_done(
                         tool_calls=len(record.tool_calls), output_bytes=0, output_limit=1
                     )
-                    pending = {c.call_id for c in record.tool_calls}
+                    pending = [c.call_id for c in record.tool_calls]
                 elif record.text.strip():
                     machine.round_done(tool_calls=0, output_bytes=0, output_limit=1)
                 else:
                     empty_round = True
             elif isinstance(record, jr.ToolResult) and record.call_id in pending:
-                pending.discard(record.call_id)
+                pending.remove(record.call_id)
                 if not pending:
                     machine.tools_done()
             elif isinstance(record, jr.UserMessage) and "draining" in machine.configuration:

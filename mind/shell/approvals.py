@@ -42,7 +42,20 @@ class PendingApprovals:
     def open(self, call_id: str) -> None:
         """A request for ``call_id`` is published; it waits for its own answer
         (a call asked twice — run, then re-run outside the sandbox — forgets
-        the first answer)."""
+        the first answer).
+
+        Requests are keyed by call id, and an id may repeat within a round
+        (servers reuse ids): that stays unambiguous because a round's calls
+        run one by one, so a second call with the id is asked only after the
+        first one's request was answered.
+
+        Raises:
+            ValueError: a request for ``call_id`` is still unanswered (two
+                open requests with one id would make ``decide`` ambiguous;
+                refused rather than guessed).
+        """
+        if call_id in self._waiters and call_id not in self._answers:
+            raise ValueError(f"an approval request for {call_id!r} is already waiting")
         self._answers.pop(call_id, None)
         self._waiters.pop(call_id, None)
         self._waiters[call_id] = anyio.Event()

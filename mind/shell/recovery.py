@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from mind.call_pairing import pair_calls
 from mind.generated import journal as jr
-from mind.history import unstarted_calls
+from mind.history import records_starts
 from mind.machines.turn_replay import recovered_closing
 from mind.shell.journal import Journal
 
@@ -29,7 +30,8 @@ CRASHED_OUTPUT = (
 CRASHED_UNSTARTED_OUTPUT = "[mind stopped before this call started: it never ran]"
 """Outputs of synthetic tool results (the model reads them; never a re-run).
 The ``*_UNSTARTED`` / ``UNAPPROVED`` texts are used only when the journal
-proves the call never started (:func:`mind.history.unstarted_calls`)."""
+proves the call never started (:func:`mind.history.records_starts` and
+:func:`mind.call_pairing.pair_calls`)."""
 
 
 def close_open_calls(
@@ -38,43 +40,49 @@ def close_open_calls(
     """Give every unanswered tool call of ``turn_id`` a durable synthetic
     ``interrupted`` result (never re-running it).
 
+    Which calls are answered is decided per turn and per occurrence
+    (:func:`mind.call_pairing.pair_calls`): a server that reuses ``call_0``
+    every turn, or one id twice in a round, still gets one result per call.
+    The synthetic results are written in call order under the call's own id,
+    so they pair with exactly the calls they close.
+
     Args:
         journal: the session's journal (appended to).
         turn_id: the turn whose calls are closed.
         output: the result text, or ``output(call_id, started)`` where
             ``started`` is False only when the journal proves the call never
-            started (no ``tool_started`` record in a turn that records them).
+            started (no ``tool_started`` pairs with it in a turn that records
+            them: :func:`mind.history.records_starts`); called once per
+            closed call, in call order.
 
     Returns:
         The records written, in call order.
     """
-    unstarted = unstarted_calls(journal.records, turn_id)
-    answered = {r.call_id for r in journal.records if isinstance(r, jr.ToolResult)}
+    records = list(journal.records)
+    starts = records_starts(records, turn_id)
     written: list[jr.ToolResult] = []
-    for rec in list(journal.records):
-        if isinstance(rec, jr.ModelRound) and rec.turn_id == turn_id:
-            for call in rec.tool_calls:
-                if call.call_id in answered:
-                    continue
-                answered.add(call.call_id)
-                result = journal.append(
-                    jr.ToolResult(
-                        seq=0,
-                        recorded_at_ms=0,
-                        turn_id=turn_id,
-                        call_id=call.call_id,
-                        name=call.name,
-                        status=jr.ToolStatus.interrupted,
-                        output=(
-                            output
-                            if isinstance(output, str)
-                            else output(call.call_id, call.call_id not in unstarted)
-                        ),
-                        synthetic=True,
-                    )
-                )
-                assert isinstance(result, jr.ToolResult)
-                written.append(result)
+    for paired in pair_calls(records, turn_id):
+        if paired.result is not None:
+            continue
+        call = paired.call
+        result = journal.append(
+            jr.ToolResult(
+                seq=0,
+                recorded_at_ms=0,
+                turn_id=turn_id,
+                call_id=call.call_id,
+                name=call.name,
+                status=jr.ToolStatus.interrupted,
+                output=(
+                    output
+                    if isinstance(output, str)
+                    else output(call.call_id, paired.started or not starts)
+                ),
+                synthetic=True,
+            )
+        )
+        assert isinstance(result, jr.ToolResult)
+        written.append(result)
     return written
 
 

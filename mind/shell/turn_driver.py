@@ -517,12 +517,18 @@ class TurnDriver:
                 still waiting for its approval gets
                 :data:`INTERRUPTED_UNAPPROVED_OUTPUT` instead.
         """
+        # Calls run one by one in call order, so the call waiting for its
+        # approval is the first unanswered one with its id: only that
+        # occurrence was asked (an id may repeat in a round).
         asked = set(turn.approvals.pending())
 
         def text(call_id: str, started: bool) -> str:
             if started:
                 return output
-            return INTERRUPTED_UNAPPROVED_OUTPUT if call_id in asked else unstarted
+            if call_id in asked:
+                asked.discard(call_id)
+                return INTERRUPTED_UNAPPROVED_OUTPUT
+            return unstarted
 
         for result in close_open_calls(self.session.journal, turn.turn_id, text):
             turn._emit(

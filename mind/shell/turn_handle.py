@@ -200,6 +200,10 @@ class Turn:
     def decide(self, call_id: str, decision: Decision) -> None:
         """Answer the approval request of ``call_id``. The first decision wins.
 
+        An id that repeats within a round names one request at a time: the
+        calls run in order, so the next call with it is asked only after this
+        answer (:meth:`mind.shell.approvals.PendingApprovals.open`).
+
         Raises:
             ValueError: ``decision`` is not ``yes`` | ``no`` | ``always``, or
                 ``call_id`` has no approval request in this turn (misuse; an

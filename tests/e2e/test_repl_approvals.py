@@ -308,3 +308,37 @@ def test_a_lone_esc_then_typing_a_moment_later_is_esc_and_the_typed_keys(
     child.send("/status" + ENTER)
     child.expect(words("state idle"))  # the command ran: "/" was not eaten as Alt+/
     assert "Nothing was sent" in exit_cleanly(child)  # "status" never went to the model
+
+
+def test_viewing_one_call_never_counts_for_a_later_call_with_the_same_id(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    """A server that repeats ``dup1`` in one round: the second call's hidden
+    text must be viewed before y approves it (the first call's ``v`` is not it)."""
+    filler = "x" * 6000
+    calls = [
+        {
+            "id": "dup1",
+            "name": "shell",
+            "arguments": {"command": f": {filler} {m} {filler}; touch {m}"},
+        }
+        for m in ("FIRST-MARK", "SECOND-MARK")
+    ]
+    child = spawn([{"tool_calls": calls}, {"text": "Ran."}], "--approval", "untrusted")
+    child.send("go" + ENTER)
+    child.expect(words("Allow shell?"))
+    child.send("v")
+    child.expect("FIRST-MARK")
+    child.send("y")
+    child.expect(words("approved once"))
+    child.expect(words("touch SECOND-MARK"))
+    child.expect(words("Allow shell?"))
+    child.send("y")
+    child.expect(words("Not approved:"))
+    child.send("v")
+    child.expect("SECOND-MARK")
+    child.send("y")
+    child.expect(words("Ran."))
+    child.expect(words("── completed"))
+    exit_cleanly(child)
+    assert (tmp_path / "FIRST-MARK").exists() and (tmp_path / "SECOND-MARK").exists()

@@ -109,3 +109,9 @@ def test_a_sequence_the_chart_refuses_fails_safe_as_aborted() -> None:
     records = [started(), round_("done"), started()]
     assert replayed_turn(records, T).state == "aborted"
     assert recovered_closing(records, T) == ABORTED
+
+
+def test_a_repeated_call_id_is_counted_per_occurrence() -> None:
+    dup = [started(), round_(calls=("dup1", "dup1")), result("dup1")]
+    assert replayed_turn(dup, T).state == "executing"
+    assert replayed_turn([*dup, result("dup1")], T).state == "requesting"

@@ -115,6 +115,7 @@ def test_json_and_replies_key_forms(tmp_path: Path) -> None:
         ("- {tool_calls: [{arguments: {}}]}", "tool call 1: 'name'"),
         ("- {tool_calls: [{name: f, arguments: '{bad'}]}", "not valid JSON"),
         ("- {tool_calls: [{name: f, arguments: [1]}]}", "object or a JSON string"),
+        ("- {tool_calls: [{name: f, id: ''}]}", "tool call 1: 'id' must be a non-empty string"),
     ],
 )
 def test_malformed_scripts_raise_script_error_with_path(

@@ -16,7 +16,9 @@ Script format (YAML or JSON)::
       pause: gate.sock                        # optional, any reply (for tests)
     # or the same list under a top-level key:  {replies: [...]}
 
-Call ids are ``call_<reply>_<call>`` (both 1-based), e.g. ``call_2_1``.
+Call ids are ``call_<reply>_<call>`` (both 1-based), e.g. ``call_2_1``; a
+call's optional ``id: X`` plays ``X`` instead (servers that reuse ids, such
+as ``call_0`` every turn or twice in one round, are reproduced so).
 
 ``pause: PATH`` holds the reply after its last delta (reasoning, text and
 tool-call starts), before the round's final event: the provider connects to
@@ -63,6 +65,8 @@ class ScriptedCall(msgspec.Struct, frozen=True, kw_only=True):
 
     name: str
     arguments: str
+    call_id: str | None = None
+    """The id played (``id:`` in the script); None: ``call_<reply>_<call>``."""
 
 
 class ScriptedReply(msgspec.Struct, frozen=True, kw_only=True):
@@ -100,7 +104,7 @@ def _parse_reply(path: Path, n: int, raw: Any) -> ScriptedReply:
         cwhere = f"{where}, tool call {i}"
         if not isinstance(call, dict):
             raise ScriptError(path, f"{cwhere}: expected a mapping")
-        unknown = set(call) - {"name", "arguments"}
+        unknown = set(call) - {"name", "arguments", "id"}
         if unknown:
             raise ScriptError(path, f"{cwhere}: unknown keys {sorted(map(str, unknown))}")
         name = call.get("name")
@@ -117,7 +121,12 @@ def _parse_reply(path: Path, n: int, raw: Any) -> ScriptedReply:
             arguments = json.dumps(without_lone_surrogates(args), ensure_ascii=False)
         else:
             raise ScriptError(path, f"{cwhere}: 'arguments' must be an object or a JSON string")
-        calls.append(ScriptedCall(name=replace_lone_surrogates(name), arguments=arguments))
+        call_id = call.get("id")
+        if call_id is not None and (not isinstance(call_id, str) or not call_id):
+            raise ScriptError(path, f"{cwhere}: 'id' must be a non-empty string")
+        calls.append(
+            ScriptedCall(name=replace_lone_surrogates(name), arguments=arguments, call_id=call_id)
+        )
     pause = raw.get("pause")
     if pause is not None and (not isinstance(pause, str) or not pause):
         raise ScriptError(path, f"{where}: 'pause' must be the path of a gate (a Unix socket)")
@@ -217,7 +226,7 @@ class ScriptedProvider:
         for piece in _pieces(reply.text):
             yield TextDelta(text=piece)
         calls = [
-            ToolCall(call_id=f"call_{n + 1}_{i}", name=c.name, arguments=c.arguments)
+            ToolCall(call_id=c.call_id or f"call_{n + 1}_{i}", name=c.name, arguments=c.arguments)
             for i, c in enumerate(reply.tool_calls, start=1)
         ]
         for call in calls:

@@ -83,6 +83,9 @@ class EventFeed:
         if isinstance(event, ev.InputClaimedEvent):
             self._echo_claimed(h, event)
         elif isinstance(event, ev.ApprovalRequestedEvent):
+            # A new request starts unviewed: ids repeat (servers reuse them),
+            # and a ``v`` of an earlier call's text never approves this one.
+            h.viewed.discard(event.call_id)
             h.view.show_approval(event)
             h.asked[(event.turn_id, event.call_id)] = event
             if not shown:

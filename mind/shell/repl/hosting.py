@@ -53,8 +53,9 @@ class Hosted:
     says (screen state). Whether one still waits is the turn's to say
     (:meth:`questions`)."""
     viewed: set[str] = field(default_factory=set)
-    """Call ids whose whole approval text was shown (``v``): only those, and
-    calls whose text was never cut, can be approved."""
+    """Call ids whose open approval request's whole text was shown (``v``):
+    only those, and requests whose text was never cut, can be approved. A new
+    request with the id starts unviewed (an id may repeat in a round)."""
     recovered: set[str] = field(default_factory=set)
     """Ids of inputs recovered when the session was opened (echoed as such)."""
     tokens: ev.Usage = field(default_factory=_no_usage)

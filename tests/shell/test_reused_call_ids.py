@@ -1,0 +1,154 @@
+"""Servers that reuse tool-call ids (``call_0`` every turn, or one id twice in
+a round): a crash or an interrupt before a call ran still gives that call its
+own durable "never ran" result (docs/design/recovery.md §5: pairing is per
+turn and per occurrence). Crashes: real ``mind exec`` subprocesses killed by
+``MIND_CRASH_AT``; interrupts: the library runtime."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+
+import mind
+from mind.generated import events as ev
+from mind.generated import journal as jr
+from mind.shell.approvals import PendingApprovals
+from mind.shell.journal import read_records
+from mind.shell.recovery import (
+    CRASHED_UNSTARTED_OUTPUT,
+    INTERRUPTED_UNAPPROVED_OUTPUT,
+    INTERRUPTED_UNSTARTED_OUTPUT,
+)
+from tests.support.child_env import without_prefixes
+
+SESSION = "reused-ids"
+
+
+def _shell(call_id: str, marker: str) -> dict[str, Any]:
+    return {"id": call_id, "name": "shell", "arguments": {"command": f"echo {marker} >> fx.log"}}
+
+
+def _exec(tmp: Path, prompt: str | None, *, new: bool = False, crash_at: str = "") -> list[Any]:
+    env = without_prefixes("MIND_", "OPENAI_", "ANTHROPIC_")
+    env.update(MIND_HOME=str(tmp / "home"), MIND_STATE_HOME=str(tmp / "state"))
+    if crash_at:
+        env["MIND_CRASH_AT"] = crash_at
+    argv = [sys.executable, "-m", "mind.shell.cli", "exec", "--script", str(tmp / "s.yaml")]
+    argv += ["--approval", "never", "--cwd", str(tmp / "cwd"), "--json"]
+    argv += ["--new-session" if new else "--session", SESSION]
+    proc = subprocess.run(
+        argv + ([prompt] if prompt is not None else []),
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == (-9 if crash_at else 0), proc.stderr[-800:]
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def _setup(tmp: Path, replies: list[dict[str, Any]]) -> None:
+    for d in ("home", "state", "cwd"):
+        (tmp / d).mkdir()
+    (tmp / "s.yaml").write_text(yaml.safe_dump(replies), encoding="utf-8")
+
+
+def _recovered(events: list[Any]) -> dict[str, Any]:
+    found = [e for e in events if e.get("type") == "session.recovered"]
+    assert len(found) == 1, events
+    return dict(found[0])
+
+
+def _synthetic(tmp: Path) -> list[jr.ToolResult]:
+    records, _ = read_records(tmp / "state" / "sessions" / SESSION / "journal.jsonl")
+    return [r for r in records if isinstance(r, jr.ToolResult) and r.synthetic]
+
+
+def test_an_id_reused_across_turns_gets_its_own_never_ran_result(tmp_path: Path) -> None:
+    """Turns 1 and 2 answered ``call_0``; turn 3's ``call_0`` is killed before it runs."""
+    _setup(
+        tmp_path,
+        [
+            {"tool_calls": [_shell("call_0", "T1")]},
+            {"text": "one done"},
+            {"tool_calls": [_shell("call_0", "T2")]},
+            {"text": "two done"},
+            {"tool_calls": [_shell("call_0", "T3")]},
+            {"text": "three done"},
+        ],
+    )
+    _exec(tmp_path, "one", new=True)
+    _exec(tmp_path, "two")
+    _exec(tmp_path, "three", crash_at="after_tool_call")
+    events = _exec(tmp_path, None)
+    assert _recovered(events)["synthetic_results"] == 1
+    (closed,) = _synthetic(tmp_path)
+    assert (closed.call_id, closed.output) == ("call_0", CRASHED_UNSTARTED_OUTPUT)
+    assert (tmp_path / "cwd" / "fx.log").read_text().split() == ["T1", "T2"]
+
+
+def test_an_id_repeated_in_one_round_closes_the_call_that_never_ran(tmp_path: Path) -> None:
+    """Two ``dup1`` calls in one round; killed after the first ran, before the second."""
+    _setup(
+        tmp_path,
+        [
+            {"tool_calls": [_shell("dup1", "A"), _shell("dup1", "B")]},
+            {"text": "done"},
+        ],
+    )
+    _exec(tmp_path, "go", new=True, crash_at="after_tool_call:2")
+    events = _exec(tmp_path, None)
+    assert _recovered(events)["synthetic_results"] == 1
+    (closed,) = _synthetic(tmp_path)
+    assert (closed.call_id, closed.output) == ("dup1", CRASHED_UNSTARTED_OUTPUT)
+    assert (tmp_path / "cwd" / "fx.log").read_text().split() == ["A"]
+
+
+def test_an_interrupt_while_asking_marks_only_the_asked_occurrence_unapproved(
+    tmp_path: Path,
+) -> None:
+    """Two ``dup1`` calls; interrupted while the first waits for its approval:
+    the first was asked and never approved, the second never started."""
+    script = tmp_path / "s.yaml"
+    calls = [{"id": "dup1", "name": "shell", "arguments": {"command": f"touch {n}"}} for n in "ab"]
+    script.write_text(yaml.safe_dump([{"tool_calls": calls}, {"text": "ok"}]), encoding="utf-8")
+    config = mind.resolve_config(
+        provider="scripted", script=str(script), approval="untrusted", env={}
+    )
+    results: list[ev.ToolResultEvent] = []
+
+    async def main() -> None:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = await rt.create_session(cwd=tmp_path, config=config, interactive=True)
+            turn = s.submit("go")
+            async for event in turn:
+                if isinstance(event, ev.ApprovalRequestedEvent):
+                    turn.interrupt()
+                elif isinstance(event, ev.ToolResultEvent):
+                    results.append(event)
+
+    anyio.run(main)
+    assert [(r.call_id, r.output) for r in results] == [
+        ("dup1", INTERRUPTED_UNAPPROVED_OUTPUT),
+        ("dup1", INTERRUPTED_UNSTARTED_OUTPUT),
+    ]
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_a_second_open_request_with_the_same_id_is_refused() -> None:
+    """``decide(call_id)`` must name one request: two open at once are refused."""
+    approvals = PendingApprovals()
+    approvals.open("dup1")
+    with pytest.raises(ValueError, match="already waiting"):
+        approvals.open("dup1")
+    approvals.decide("dup1", "no")
+    approvals.open("dup1")  # answered: the next call with the id may be asked
+    assert approvals.pending() == ["dup1"]
