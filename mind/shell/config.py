@@ -22,6 +22,7 @@ provider kind), never from the journal, logs or ``mind config``.
     sandbox_network = "off"         # "on" lets sandboxed commands use the network
     add_dirs = ["/srv/data"]        # more writable roots for sandboxed commands
     max_retries = 4                 # retries of a transient model failure per turn
+    max_rounds = 200                # model rounds per turn before it fails (env MIND_MAX_ROUNDS)
     max_retry_seconds = 300         # total retry time of a turn (env MIND_MAX_RETRY_SECONDS)
     stream_idle_timeout = 300       # seconds without a byte from the model before the
                                     # attempt fails as `network` (env MIND_STREAM_IDLE_TIMEOUT)
@@ -195,6 +196,15 @@ SETTINGS: tuple[Setting, ...] = (
         maximum=100,
     ),
     Setting(
+        key="max_rounds",
+        help="model rounds one turn may take before it fails (default 200; a tool loop "
+        "that never ends stops there)",
+        env=("MIND_MAX_ROUNDS",),
+        type="int",
+        minimum=1,
+        maximum=100_000,
+    ),
+    Setting(
         key="max_retry_seconds",
         help="total time (s) in which a turn's retries may start, from its first failure "
         "(default 300; 0: no retries)",
@@ -228,6 +238,7 @@ DEFAULTS: dict[str, str | int | float] = {
     "sandbox_network": "off",
     "add_dirs": "none",  # as `mind config` shows an empty list
     "max_retries": 4,
+    "max_rounds": 200,
     "max_retry_seconds": 300.0,
     "stream_idle_timeout": 300.0,
     "max_output_mib": 8,
@@ -260,6 +271,7 @@ class ConfigFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     add_dirs: tuple[str, ...] | None = None
     script: str | None = None
     max_retries: int | None = None
+    max_rounds: int | None = None
     max_retry_seconds: float | None = None
     """Seconds (a TOML integer or float)."""
     stream_idle_timeout: float | None = None
@@ -323,6 +335,9 @@ class ResolvedConfig(msgspec.Struct, frozen=True, kw_only=True):
     max_retries: int = 4
     """Retries of a transient model-request failure per turn (``max_retries`` in
     config.toml, env ``MIND_MAX_RETRIES``)."""
+    max_rounds: int = 200
+    """Model rounds one turn may take (``max_rounds``, env ``MIND_MAX_ROUNDS``);
+    past them the turn fails ``internal`` (the turn chart's ``within_round_limit``)."""
     max_retry_s: float = 300.0
     """Total retry time of a turn in seconds (``max_retry_seconds``, env
     ``MIND_MAX_RETRY_SECONDS``; see ``RetryPolicy.within_time``)."""
@@ -625,6 +640,8 @@ def _resolve(
         note("script", script, found[1])
     retries, source = src.pick("max_retries") or (DEFAULTS["max_retries"], "default")
     note("max_retries", retries, source)
+    rounds, source = src.pick("max_rounds") or (DEFAULTS["max_rounds"], "default")
+    note("max_rounds", rounds, source)
     api_key: str | None = None
     if kind != "scripted":
         api_key, source = _api_key(kind, env)
@@ -667,6 +684,7 @@ def _resolve(
         sandbox_network=network == "on",
         add_dirs=tuple(d for d in str(add_dirs).split(os.pathsep) if d),
         max_retries=int(retries),
+        max_rounds=int(rounds),
         shell_environment=shell_env,
         max_retry_s=float(retry_s),
         stream_idle_timeout_s=float(idle_s),

@@ -99,7 +99,9 @@ class TurnDriver:
         claimed included) are not acknowledged and replay on the next start
         — and the chart, state and event are logged.
         """
-        machine = TurnMachine(retry=self.session.retry_policy)
+        machine = TurnMachine(
+            retry=self.session.retry_policy, max_rounds=self.session.config.max_rounds
+        )
         for observer in self.session.turn_observers:
             machine.observe(observer)
         terminal: WriteTerminal
