@@ -19,6 +19,7 @@ ORDER = [
     "add_dirs",
     "script",
     "max_retries",
+    "max_rounds",
     "max_retry_seconds",
     "stream_idle_timeout",
     "max_output_mib",
