@@ -34,6 +34,11 @@ Errors: an event the chart does not allow raises
 :class:`~mind.errors.IllegalTransition` (``chart="mount"``; a ``RuntimeError``:
 caller misuse; never retried); the machine is unchanged.
 Pure: no I/O, no clock, no randomness (jitter is an argument).
+
+Size: just over 500 lines because the machine and the ledger's pure rules
+change together (a claim's outcome is what ``holders_of`` and
+``with_own_record`` say); the rules are the part to move to
+``mount_rules`` if the ledger protocol grows.
 """
 
 from __future__ import annotations

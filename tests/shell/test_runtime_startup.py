@@ -23,6 +23,7 @@ from mind.shell.inbox import Inbox
 from mind.shell.journal import Journal
 from mind.shell.lease import read_holder
 from mind.shell.mounts import MountLedger
+from tests.support import records as rec
 
 
 def _config(tmp_path: Path, replies: list[dict[str, Any]]) -> mind.ResolvedConfig:
@@ -92,44 +93,10 @@ def test_steering_claimed_after_the_final_answer_replays_after_a_crash(tmp_path:
         )
     with Journal.open(directory / "journal.jsonl", session_id=sid) as journal:
         for record in (
-            jr.TurnStarted(
-                seq=0,
-                recorded_at_ms=0,
-                turn_id="t1",
-                provider="scripted",
-                model="m",
-                approval=jr.Approval.never,
-                tool_starts=True,
-            ),
-            jr.UserMessage(
-                seq=0,
-                recorded_at_ms=0,
-                turn_id="t1",
-                message_id="m1",
-                text="m1",
-                kind=jr.Kind.prompt,
-            ),
-            jr.ModelRound(
-                seq=0,
-                recorded_at_ms=0,
-                turn_id="t1",
-                round=0,
-                text="the answer to m1",
-                reasoning="",
-                tool_calls=[],
-                finish=jr.Finish.stop,
-                usage=jr.Usage(input_tokens=1, output_tokens=1),
-                provider="scripted",
-                provider_items=[],
-            ),
-            jr.UserMessage(
-                seq=0,
-                recorded_at_ms=0,
-                turn_id="t1",
-                message_id="m2",
-                text="m2",
-                kind=jr.Kind.steer,
-            ),
+            rec.turn_started("t1"),
+            rec.user_message("t1", "m1", "m1", jr.Kind.prompt),
+            rec.model_round("t1", "the answer to m1"),
+            rec.user_message("t1", "m2", "m2", jr.Kind.steer),
         ):
             journal.append(record, sync=True)
 

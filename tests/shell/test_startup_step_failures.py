@@ -31,6 +31,7 @@ from mind.shell.journal import Journal
 from mind.shell.lease import read_holder
 from mind.shell.mounts import MountLedger
 from mind.shell.recovery import CRASHED_UNSTARTED_OUTPUT
+from tests.support import records as rec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,23 +74,8 @@ def _crashed_session(
         )
     )
     records: list[jr.JournalRecord] = [
-        jr.TurnStarted(
-            seq=0,
-            recorded_at_ms=0,
-            turn_id="t1",
-            provider="scripted",
-            model="m",
-            approval=jr.Approval.never,
-            tool_starts=True,
-        ),
-        jr.UserMessage(
-            seq=0,
-            recorded_at_ms=0,
-            turn_id="t1",
-            message_id="m1",
-            text=prompt,
-            kind=jr.Kind.prompt,
-        ),
+        rec.turn_started("t1"),
+        rec.user_message("t1", "m1", prompt, jr.Kind.prompt),
     ]
     if with_call:
         records.append(
@@ -310,36 +296,9 @@ def test_a_turn_whose_records_precede_its_start_is_closed_aborted_acknowledging_
     )
     with Journal.open(directory / "journal.jsonl", session_id=sid) as journal:
         for record in (
-            jr.ModelRound(
-                seq=0,
-                recorded_at_ms=0,
-                turn_id="t1",
-                round=0,
-                text="an answer before its turn started",
-                reasoning="",
-                tool_calls=[],
-                finish=jr.Finish.stop,
-                usage=jr.Usage(input_tokens=1, output_tokens=1),
-                provider="scripted",
-                provider_items=[],
-            ),
-            jr.TurnStarted(
-                seq=0,
-                recorded_at_ms=0,
-                turn_id="t1",
-                provider="scripted",
-                model="m",
-                approval=jr.Approval.never,
-                tool_starts=True,
-            ),
-            jr.UserMessage(
-                seq=0,
-                recorded_at_ms=0,
-                turn_id="t1",
-                message_id="m1",
-                text="m1",
-                kind=jr.Kind.prompt,
-            ),
+            rec.model_round("t1", "an answer before its turn started"),
+            rec.turn_started("t1"),
+            rec.user_message("t1", "m1", "m1", jr.Kind.prompt),
         ):
             journal.append(record, sync=True)
 
