@@ -29,6 +29,9 @@ class PairedCall:
         turn_id: the turn whose ``model_round`` holds the call.
         round_at: the position of that ``model_round`` in the records given.
         index: the call's 0-based position among the round's calls.
+        occurrence: how many earlier calls of the same turn have the same
+            ``call_id`` (0 for the first): with ``turn_id`` and ``call_id``
+            it names the call for good (``mind.effects.identity``).
         call: the recorded call, unchanged (its original ``call_id``).
         started: a ``tool_started`` record pairs with it.
         result: the ``tool_result`` that answers it, or None.
@@ -37,6 +40,7 @@ class PairedCall:
     turn_id: str
     round_at: int
     index: int
+    occurrence: int
     call: jr.RecordedToolCall
     started: bool = False
     result: jr.ToolResult | None = None
@@ -56,14 +60,17 @@ def pair_calls(records: Sequence[jr.JournalRecord], turn_id: str | None = None) 
     """
     calls: list[PairedCall] = []
     open_calls: dict[tuple[str, str], deque[PairedCall]] = {}
+    seen: dict[tuple[str, str], int] = {}
     for at, record in enumerate(records):
         if turn_id is not None and getattr(record, "turn_id", None) != turn_id:
             continue
         if isinstance(record, jr.ModelRound):
             for index, call in enumerate(record.tool_calls):
-                paired = PairedCall(record.turn_id, at, index, call)
+                key = (record.turn_id, call.call_id)
+                paired = PairedCall(record.turn_id, at, index, seen.get(key, 0), call)
+                seen[key] = paired.occurrence + 1
                 calls.append(paired)
-                open_calls.setdefault((record.turn_id, call.call_id), deque()).append(paired)
+                open_calls.setdefault(key, deque()).append(paired)
         elif isinstance(record, jr.ToolResult):
             waiting = open_calls.get((record.turn_id, record.call_id))
             if waiting:
