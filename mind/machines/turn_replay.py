@@ -20,9 +20,17 @@ no text                     record of the turn shows the driver went on
 ``tool_result`` (the last   ``tools_done``
 of its round's calls,
 counted per occurrence)
-``user_message`` while      ``steering_claimed`` (claimed at drain-or-seal;
-draining                    elsewhere an input changes no state)
+``user_message`` while      ``steering_claimed`` with its id (claimed at
+draining                    drain-or-seal)
+``user_message``, any       ``inputs_claimed`` with its id (the turn's first
+other state                 inputs, or steering drained after the tool
+                            results; the chart takes it only while
+                            ``requesting``)
 ==========================  ==============================================
+
+The ids join the machine's input list exactly as the live driver's events
+did, so the receipt acknowledges what the live terminal would have: one rule,
+owned by the turn machine (``WriteTerminal.acknowledged``).
 
 Fails safe: a record sequence the chart refuses (a damaged or foreign
 journal) stops the replay and the turn is ``abort``-ed — its inputs replay,
@@ -36,7 +44,7 @@ from typing import Final, NamedTuple
 
 from mind.errors import IllegalTransition
 from mind.generated import journal as jr
-from mind.machines.turn import TurnMachine, acknowledges
+from mind.machines.turn import TurnMachine
 
 __all__ = ["RecoveredClosing", "recovered_closing", "replayed_turn"]
 
@@ -68,10 +76,13 @@ class RecoveredClosing(NamedTuple):
         status: ``"completed"`` or ``"aborted"``.
         acknowledges: whether the receipt acknowledges the turn's inputs
             (:func:`mind.machines.turn.acknowledges` of that status).
+        acknowledged: the ids it acknowledges, in claim order (the turn's
+            ``user_message`` ids when ``acknowledges``, else none).
     """
 
     status: str
     acknowledges: bool
+    acknowledged: tuple[str, ...] = ()
 
 
 def replayed_turn(records: Iterable[jr.JournalRecord], turn_id: str) -> TurnMachine:
@@ -110,10 +121,13 @@ def replayed_turn(records: Iterable[jr.JournalRecord], turn_id: str) -> TurnMach
                 pending.remove(record.call_id)
                 if not pending:
                     machine.tools_done()
-            elif isinstance(record, jr.UserMessage) and "draining" in machine.configuration:
-                machine.steering_claimed()
+            elif isinstance(record, jr.UserMessage):
+                if "draining" in machine.configuration:
+                    machine.steering_claimed([record.message_id])
+                else:
+                    machine.inputs_claimed([record.message_id])
     except IllegalTransition:
-        machine.abort()  # fail safe: nothing acknowledged, the inputs replay
+        machine.fail_safe()  # nothing acknowledged, the inputs replay
     return machine
 
 
@@ -128,6 +142,6 @@ def recovered_closing(records: Iterable[jr.JournalRecord], turn_id: str) -> Reco
     machine = replayed_turn(records, turn_id)
     if not machine.is_terminal:
         machine.recover()
-    status = machine.status
-    assert status is not None
-    return RecoveredClosing(status, acknowledges(status, None))
+    terminal = machine.terminal
+    assert terminal is not None
+    return RecoveredClosing(terminal.status, terminal.acknowledge, terminal.acknowledged)

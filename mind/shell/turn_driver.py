@@ -44,6 +44,7 @@ from mind.machines.turn import (
     FAIL_SAFE,
     AnnounceWaiting,
     DrainOrSeal,
+    DrainSteering,
     Effect,
     RunTools,
     StartBackoff,
@@ -124,6 +125,7 @@ class TurnDriver:
         try:
             self._begin(turn)
             machine.start()
+            machine.inputs_claimed(m.message_id for m in turn.inputs)
             with turn._scope:
                 return await self._loop(turn, machine)
         except (anyio.get_cancelled_exc_class(), IllegalTransition):
@@ -232,10 +234,10 @@ class TurnDriver:
         inbox, then publish ``turn.completed``, then do what the machine says
         about the input that waits (start the next turn, or announce it).
 
-        ``terminal.acknowledge`` (the rule is
-        :func:`mind.machines.turn.acknowledges`) says whether the record
-        acknowledges the inputs the turn claimed — the mailbox's
-        ``claimed()`` — or leaves them to replay.
+        ``terminal.acknowledged`` names the ids the record acknowledges: the
+        turn machine's inputs when the ending acknowledges them
+        (:func:`mind.machines.turn.acknowledges`), the same rule recovery
+        replays (``turn_replay``), else none: they replay.
         """
         usage = turn._usage
         status = ev.TurnStatus(terminal.status)
@@ -245,11 +247,8 @@ class TurnDriver:
             else None
         )
         faults.boundary("before_terminal")
-        # The ids the record will acknowledge, in order; the mailbox settles
-        # only once the record is durable (a failed write acknowledges nothing).
-        acknowledged = (
-            [m.message_id for m in self.session.mailbox.claimed()] if terminal.acknowledge else []
-        )
+        # The mailbox settles only once the record is durable.
+        acknowledged = list(terminal.acknowledged)
         extra: dict[str, Any] = {}
         if failure is not None:
             extra["failure"] = jr.Failure(
@@ -323,13 +322,6 @@ class TurnDriver:
         """
         output_used = 0  # bytes of model output in this turn's rounds
         while True:
-            if machine.rounds_done > 0:
-                # A model-request boundary after the tool results: steering
-                # sent meanwhile reaches the model now, never between a call
-                # and its result.
-                claimed = self.session.mailbox.drain()
-                self._journal_inputs(turn, claimed, sync=False)
-                self._announce_claim(turn, claimed, ev.ClaimPoint.boundary)
             # Built once per round: every retry of the round sends this same
             # request (docs/design/providers.md §8); input that arrives meanwhile waits for the
             # next round boundary.
@@ -384,7 +376,14 @@ class TurnDriver:
                 if isinstance(effect, RunTools):
                     for call in done.tool_calls:
                         await self.calls.run(turn, machine, call)
-                    machine.tools_done()
+                    if any(isinstance(e, DrainSteering) for e in machine.tools_done()):
+                        # The model-request boundary after the tool results:
+                        # steering sent meanwhile reaches the model now, never
+                        # between a call and its result.
+                        claimed = self.session.mailbox.drain()
+                        self._journal_inputs(turn, claimed, sync=False)
+                        self._announce_claim(turn, claimed, ev.ClaimPoint.boundary)
+                        machine.inputs_claimed(m.message_id for m in claimed)
                 elif isinstance(effect, DrainOrSeal):
                     # One step with no await inside: either the steering that
                     # arrived is claimed (another round answers it) or the
@@ -394,7 +393,7 @@ class TurnDriver:
                     if steering:
                         self._journal_inputs(turn, steering, sync=False)
                         self._announce_claim(turn, steering, ev.ClaimPoint.drain)
-                        machine.steering_claimed()
+                        machine.steering_claimed(m.message_id for m in steering)
                     else:
                         machine.seal()
             if machine.terminal is not None:
