@@ -145,26 +145,22 @@ class TurnDriver:
         return _terminal(machine, machine.interrupt(send_pending=turn._send_pending))
 
     def _abort(self, turn: Turn, machine: TurnMachine) -> WriteTerminal:
-        """Close the turn's open calls as aborted and send ``abort``; returns
-        the terminal to write (the machine's own if it already has one)."""
-        if machine.terminal is not None:
-            return machine.terminal
-        # A broken journal: recovery closes the calls when the session reopens.
-        with contextlib.suppress(StorageError):
-            self._close_open_calls(turn, ABORTED_OUTPUT, ABORTED_UNSTARTED_OUTPUT)
-        try:
-            return _terminal(machine, machine.abort())
-        except IllegalTransition as exc:
-            # Even the fail-safe was refused: write ``aborted`` anyway
-            # (acknowledging nothing), the one ending that loses no input.
+        """Close the turn's open calls as aborted, then end it as the machine's
+        :meth:`~mind.machines.turn.TurnMachine.fail_safe` says; returns the
+        terminal to write."""
+        if machine.terminal is None:
+            # A broken journal: recovery closes the calls when the session reopens.
+            with contextlib.suppress(StorageError):
+                self._close_open_calls(turn, ABORTED_OUTPUT, ABORTED_UNSTARTED_OUTPUT)
+        terminal = machine.fail_safe()
+        if terminal is FAIL_SAFE:
             log.error(
-                "turn %s of session %s: the Turn chart refused %r in state %s too",
+                "turn %s of session %s: the Turn chart refused 'abort' in state %s too",
                 turn.turn_id,
                 self.session.session_id,
-                exc.event,
                 machine.state,
             )
-            return FAIL_SAFE
+        return terminal
 
     def _refused(self, turn: Turn, machine: TurnMachine, exc: IllegalTransition) -> WriteTerminal:
         """Fail safe after a refused transition: log it, end the turn ``aborted``."""
