@@ -52,6 +52,7 @@ from mind.machines.turn import (
     TurnMachine,
     WriteTerminal,
 )
+from mind.machines.turn_replay import recovered_closing
 from mind.shell import faults
 from mind.shell.recovery import (
     ABORTED_OUTPUT,
@@ -267,29 +268,19 @@ class TurnDriver:
                 sync=True,
             )
         except (StorageError, JournalError) as exc:
-            # No durable terminal: the turn stays open on disk and recovery
-            # closes it when the session is reopened (docs/design/turn.md §2). A
-            # journal replaced or removed underneath (JournalError) is the
-            # same: the record cannot be made durable, nothing is acknowledged.
             written = False
-            status, acknowledged = ev.TurnStatus.failed, []
-            if isinstance(exc, StorageError):
-                turn._storage_error = turn._storage_error or exc
-                failure = failure if failure and failure.kind.value == "storage" else None
-                failure = failure or storage_failure(exc, self.session.session_id)
-            else:
-                text = redact(f"could not write the terminal record: {exc}", self.session.secrets)
-                failure = ev.Failure(kind=ev.FailureKind.internal, message=text)
-        self.session.mailbox.end_turn(acknowledge=bool(acknowledged))
+            status, acknowledged, failure = self._unwritten(turn, exc)
+        self.session.mailbox.end_turn(acknowledge=bool(acknowledged), only=acknowledged)
         faults.boundary("after_terminal")
         self.session.runtime.store.index.note(self.session.session_id, status=status.value)
-        try:
-            self.session.inbox.remove(acknowledged)
-        except StorageError as exc:
-            # The terminal record is durable, so the inputs are consumed; the
-            # stale entries are filtered out when the session is next opened.
-            log.warning("%s", exc)
-        self.session.mailbox.forget(acknowledged)
+        if written:  # inbox.json keeps an input until a durable record acknowledges it
+            try:
+                self.session.inbox.remove(acknowledged)
+            except StorageError as exc:
+                # The terminal record is durable, so the inputs are consumed; the
+                # stale entries are filtered out when the session is next opened.
+                log.warning("%s", exc)
+            self.session.mailbox.forget(acknowledged)
         done = ev.TurnCompletedEvent(
             turn_id=turn.turn_id,
             status=status,
@@ -310,6 +301,33 @@ class TurnDriver:
             # Input stays waiting after this turn: say so, with how to drop
             # it, or it goes silently into the next turn (docs/design/turn.md §6).
             self.session._events.put(self.session.waiting_event())
+
+    def _unwritten(
+        self, turn: Turn, exc: StorageError | JournalError
+    ) -> tuple[ev.TurnStatus, list[str], ev.Failure]:
+        """The terminal record could not be made durable (a full disk, a journal
+        replaced underneath): the turn is what its durable records say, and the
+        chart decides it as the next open will — they are replayed into a fresh
+        turn machine that is sent ``recover``
+        (:func:`mind.machines.turn_replay.recovered_closing`) — so this process
+        reports what that open writes (docs/design/turn.md §2).
+
+        Returns:
+            The status, the ids the reopen's receipt will acknowledge (settled
+            in the mailbox now, left in ``inbox.json`` until then) and the
+            failure to report (``storage``, or ``internal`` for a replaced journal).
+        """
+        closing = recovered_closing(self.session.journal.records, turn.turn_id)
+        acknowledged = list(closing.acknowledged)
+        cause = turn._storage_error or (exc if isinstance(exc, StorageError) else None)
+        if cause is not None:
+            turn._storage_error = cause
+            kept = any(m.message_id not in acknowledged for m in self.session.mailbox.claimed())
+            failure = storage_failure(cause, self.session.session_id, kept=kept)
+        else:
+            text = redact(f"could not write the terminal record: {exc}", self.session.secrets)
+            failure = ev.Failure(kind=ev.FailureKind.internal, message=text)
+        return ev.TurnStatus(closing.status), acknowledged, failure
 
     async def _loop(self, turn: Turn, machine: TurnMachine) -> WriteTerminal:
         """Model rounds and tool calls until the machine names the terminal.
@@ -580,14 +598,16 @@ def _terminal(machine: TurnMachine, effects: list[Effect]) -> WriteTerminal:
     )
 
 
-def storage_failure(exc: StorageError, session_id: str) -> ev.Failure:
+def storage_failure(exc: StorageError, session_id: str, *, kept: bool = True) -> ev.Failure:
     """The ``storage`` failure of a turn whose journal write failed: one line
-    naming the file and the errno, and how to go on."""
+    naming the file and the errno, whether input is kept (it replays), and
+    how to go on."""
     why = exc.errno_name or "I/O error"
     return ev.Failure(
         kind=ev.FailureKind.storage,
-        message=f"could not write {exc.path} ({why}); the input is kept: free space, "
-        f"then resume session {session_id}",
+        message=f"could not write {exc.path} ({why}); "
+        + ("the input is kept: " if kept else "")
+        + f"free space, then resume session {session_id}",
     )
 
 
