@@ -29,14 +29,12 @@ repeated here in minimal form rather than imported.
 from __future__ import annotations
 
 import ctypes
-import errno
 import fcntl
-import json
+import math
 import os
-import selectors
+import select
 import signal
 import stat
-import subprocess
 import sys
 import time
 
@@ -129,6 +127,32 @@ class _Directory:
             os.close(fd)
         os.replace(tmp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
         os.fsync(self.fd)
+
+
+def _json(value: object) -> str:
+    """``value`` (None, bool, int, finite float, str, dict of those) as JSON.
+    Not the ``json`` module: it imports ``re``, a fifth of the start."""
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        out = ['"']
+        for char in value:
+            code = ord(char)
+            if char in '"\\':
+                out.append("\\" + char)
+            elif 0x20 <= code < 0x7F:
+                out.append(char)
+            elif code > 0xFFFF:
+                code -= 0x10000
+                out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+            else:
+                out.append(f"\\u{code:04x}")
+        return "".join(out) + '"'
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_json(str(k))}:{_json(v)}" for k, v in value.items()) + "}"
+    raise TypeError(type(value).__name__)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -248,11 +272,12 @@ class _Supervisor:
         self.killed = False
         self.timed_out = False
         self.leftovers = 0
-        self.selector = selectors.DefaultSelector()
+        self.poller = select.poll()
+        self.sinks: dict[int, _Sink] = {}
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.wake_r = wake_r
         signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
-        self.selector.register(wake_r, selectors.EVENT_READ, None)
+        self.poller.register(wake_r, select.POLLIN)
 
     def reap(self, block: bool = False) -> bool:
         """Reap every ended child (orphans come here as subreaper); True while
@@ -268,35 +293,35 @@ class _Supervisor:
                 self.status = status
             block = False
 
-    def pump(self, timeout_s: float | None) -> None:
+    def pump(self, timeout_s: float) -> None:
         """Wait up to ``timeout_s`` for output or a signal; feed what came."""
-        for key, _ in self.selector.select(timeout_s):
-            if key.data is None:
+        for fd, _ in self.poller.poll(max(0, math.ceil(timeout_s * 1000))):
+            if fd == self.wake_r:
                 try:
                     while os.read(self.wake_r, 512):
                         pass
                 except BlockingIOError:
                     pass
                 continue
-            sink: _Sink = key.data
-            fd = key.fd
             try:
                 data = os.read(fd, _READ_CHUNK_BYTES)
             except BlockingIOError:
                 continue
             if data:
-                sink.feed(data)
+                self.sinks[fd].feed(data)
             else:
-                self.selector.unregister(fd)
+                self.poller.unregister(fd)
+                del self.sinks[fd]
                 os.close(fd)
 
     def open_pipes(self) -> bool:
-        return len(self.selector.get_map()) > 1
+        return bool(self.sinks)
 
     def run(self, sinks: tuple[_Sink, _Sink], reads: tuple[int, int]) -> None:
         for fd, sink in zip(reads, sinks, strict=True):
             os.set_blocking(fd, False)
-            self.selector.register(fd, selectors.EVENT_READ, sink)
+            self.sinks[fd] = sink
+            self.poller.register(fd, select.POLLIN)
         kill_at: float | None = None
         while self.status is None:
             now = time.monotonic()
@@ -409,7 +434,7 @@ def main(args: list[str]) -> int:
         "timeout_s": timeout_s,
         "max_output_bytes": max_bytes,
     }
-    directory.write_atomic(SUPERVISOR_FILE, json.dumps(record).encode())
+    directory.write_atomic(SUPERVISOR_FILE, _json(record).encode())
     sinks = (
         _Sink(directory.create(STDOUT_FILE), max_bytes),
         _Sink(directory.create(STDERR_FILE), max_bytes),
@@ -448,7 +473,7 @@ def main(args: list[str]) -> int:
             "stderr": sinks[1].finish(),
         }
     )
-    directory.write_atomic(EXIT_FILE, json.dumps(outcome).encode())
+    directory.write_atomic(EXIT_FILE, _json(outcome).encode())
     return 0
 
 
@@ -460,41 +485,74 @@ def _run(
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
     try:
-        # Popen is safe here (this process has one thread); its reaping is
-        # never used: every child is reaped by _Supervisor.reap.
-        child = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=out_w,
-            stderr=err_w,
-            cwd=cwd,
-            pass_fds=fds,
-            close_fds=True,
-        )
+        leader = _spawn(argv, cwd, fds, out_w, err_w)
     except OSError as exc:
-        for fd in (out_r, out_w, err_r, err_w):
+        for fd in (out_r, err_r):
             os.close(fd)
-        chdir = exc.filename == cwd and not os.path.isdir(cwd)
         problem = {
             "errno": exc.errno or 0,
             "message": exc.strerror or str(exc),
-            "cwd": cwd if chdir else None,
+            "cwd": cwd if exc.filename == cwd else None,
             "program": argv[0],
         }
         return {"start_error": problem}
     finally:
+        os.close(out_w)
+        os.close(err_w)
         for fd in fds:
             try:
                 os.close(fd)  # the command has it; a copy here would only leak
-            except OSError as exc:
-                if exc.errno != errno.EBADF:
-                    raise
-    os.close(out_w)
-    os.close(err_w)
-    supervisor.leader = child.pid
-    child.returncode = 0  # tells Popen it is reaped (by us): it never waits on it
+            except OSError:
+                continue
+    supervisor.leader = leader
     supervisor.run(sinks, (out_r, err_r))
-    return {"pid": child.pid}
+    return {"pid": leader}
+
+
+def _spawn(argv: list[str], cwd: str, fds: list[int], out_w: int, err_w: int) -> int:
+    """fork + exec of the command (stdin ``/dev/null``, the pipes as stdout and
+    stderr, ``fds`` inherited). Not ``subprocess``: importing it would double
+    the supervisor's start, paid by every command; forking is safe here (one
+    thread).
+
+    Raises:
+        OSError: ``chdir`` (``filename`` = ``cwd``) or ``exec`` (``filename``
+            = the program) failed in the child; the child is reaped.
+    """
+    report_r, report_w = os.pipe2(os.O_CLOEXEC)
+    devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:  # the child: only async-signal-safe-minded steps, then exec
+        stage = "exec"
+        try:
+            os.dup2(devnull, 0)
+            os.dup2(out_w, 1)
+            os.dup2(err_w, 2)
+            for fd in fds:
+                os.set_inheritable(fd, True)
+            # Ignored dispositions survive exec: the command gets the defaults.
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+            signal.set_wakeup_fd(-1)
+            stage = "chdir"
+            os.chdir(cwd)
+            stage = "exec"
+            os.execvp(argv[0], argv)
+        except OSError as exc:
+            os.write(report_w, f"{stage}:{exc.errno or 0}".encode())
+        finally:
+            os._exit(127)
+    os.close(report_w)
+    os.close(devnull)
+    report = b""
+    while chunk := os.read(report_r, 64):
+        report += chunk
+    os.close(report_r)
+    if not report:
+        return pid  # exec succeeded: the report pipe closed on exec
+    os.waitpid(pid, 0)
+    stage, _, number = report.decode().partition(":")
+    code = int(number) if number.isdecimal() else 0
+    raise OSError(code, os.strerror(code), cwd if stage == "chdir" else argv[0])
 
 
 if __name__ == "__main__":
