@@ -252,3 +252,44 @@ async def test_a_damaged_exit_record_is_refused_with_its_path(tmp_path: Path, ma
         supervision.inspect(directory)
     assert caught.value.path == exit_file
     assert str(exit_file) in str(caught.value)
+
+
+# ---- the shell tool's effect directory ------------------------------------------------
+
+
+async def test_a_command_runs_in_its_effect_directory_which_goes_once_delivered(
+    tmp_path: Path, marker: str
+) -> None:
+    """docs/design/processes.md §1, §7: ``effects_dir/<effect id>`` holds the
+    supervisor's files while the command runs; the command sees the id as
+    ``MIND_EFFECT_ID``; the raw output is removed once the result is back."""
+    effects = tmp_path / "effects"
+    runner = ToolRunner(tmp_path, env=_env(marker), effects_dir=effects)
+    command = f"echo $MIND_EFFECT_ID; ls {effects}; ls {effects}/ef_abc"
+    outcome = await runner.run("shell", {"command": command}, effect_id="ef_abc")
+    assert outcome == ToolOutcome(
+        status="ok",
+        output="ef_abc\nef_abc\nstderr\nstdout\nsupervisor.json\nsupervisor.log\nexit code: 0",
+    )
+    assert list(effects.iterdir()) == []
+
+
+async def test_output_files_stay_bounded_keeping_head_and_tail(tmp_path: Path, marker: str) -> None:
+    """§3: however much a command prints, each file holds at most twice
+    ``max_output_bytes`` (head + tail), and exit.json counts what was cut."""
+    directory = tmp_path / "ef_7"
+    handle = await supervision.start(
+        directory,
+        ["seq", "1", "200000"],
+        cwd=tmp_path,
+        env=_env(marker),
+        timeout_s=60,
+        max_output_bytes=1000,
+    )
+    result = await supervision.wait(handle)
+    full = "".join(f"{n}\n" for n in range(1, 200_001)).encode()
+    assert (directory / "stdout").read_bytes() == full[:1000] + full[-1000:]
+    account = json.loads((directory / "exit.json").read_text())["stdout"]
+    assert account == {"total_bytes": len(full), "head_bytes": 1000, "cut_bytes": len(full) - 2000}
+    assert result.text.startswith(full[:500].decode())
+    assert result.text.endswith(full[-500:].decode() + "exit code: 0")
