@@ -42,6 +42,7 @@ __all__ = [
     "ProcessResult",
     "Running",
     "State",
+    "handle_of",
     "inspect",
     "kill_tree",
     "start",

@@ -204,14 +204,21 @@ def test_kill_9_of_the_starter_neither_kills_the_command_nor_loses_its_result(
         mind.wait()
         assert isinstance(supervision.inspect(directory), supervision.Running)
         go.touch()
-        assert anyio.run(_until, (directory / "exit.json").exists)
+        # A restarted mind is not the supervisor's parent: it waits on the lock.
+        handle = supervision.handle_of(directory)
+        assert handle is not None
+
+        async def collect() -> supervision.ProcessResult:
+            with anyio.fail_after(DEADLINE_S):
+                return await supervision.wait(handle)
+
+        result = anyio.run(collect)
     finally:
         mind.kill()
         mind.wait()
-    state = supervision.inspect(directory)
-    assert state == supervision.Finished(
-        supervision.ProcessResult("first\n[stderr]\nsecond\nexit code: 7", False)
-    )
+    expected = supervision.ProcessResult("first\n[stderr]\nsecond\nexit code: 7", False)
+    assert result == expected
+    assert supervision.inspect(directory) == supervision.Finished(expected)
     assert anyio.run(_until, lambda: _marked(marker) == [])
 
 
