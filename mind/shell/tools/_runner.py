@@ -158,7 +158,7 @@ class ToolRunner:
 
         Raises:
             anyio.get_cancelled_exc_class(): the caller's scope was
-                cancelled; a running command's process group is killed
+                cancelled; a running command's whole process tree is killed
                 first. File tools finish their current (short) step before
                 the cancellation is delivered, so a patch is never half
                 written.
