@@ -92,8 +92,9 @@ class _Directory:
         # The working directory is the effect directory (mind started us there).
         self.fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         info = os.fstat(self.fd)
-        if info.st_uid != os.geteuid() or stat.S_IMODE(info.st_mode) & 0o077:
-            raise _Refused("the effect directory is not private (0700, owned by this user)")
+        # private_files.check_owned's rule: owned by this user, not group/world-writable.
+        if info.st_uid != os.geteuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise _Refused("the effect directory is not private (owned by this user, 0700)")
 
     def lock(self) -> None:
         try:

@@ -21,7 +21,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mind.errors import SupervisorRecordError
+from mind.errors import PrivateStateError, SupervisorRecordError
 from mind.shell import supervision
 from mind.shell.tools import ToolOutcome, ToolRunner
 
@@ -300,3 +300,53 @@ async def test_output_files_stay_bounded_keeping_head_and_tail(tmp_path: Path, m
     assert account == {"total_bytes": len(full), "head_bytes": 1000, "cut_bytes": len(full) - 2000}
     assert result.text.startswith(full[:500].decode())
     assert result.text.endswith(full[-500:].decode() + "exit code: 0")
+
+
+async def test_a_stop_reaches_descendants_that_ignore_sigterm(tmp_path: Path, marker: str) -> None:
+    """§4: SIGTERM to every descendant, then SIGKILL after the grace."""
+    directory = tmp_path / "ef_8"
+    handle = await supervision.start(
+        directory,
+        ["bash", "-c", f"trap '' TERM; {TREE}; wait"],
+        cwd=tmp_path,
+        env=_env(marker),
+        timeout_s=60,
+        max_output_bytes=1000,
+        kill_grace_s=0.2,
+    )
+    assert await _until(lambda: len(_marked(marker, "sleep")) == 3)
+    assert supervision.kill_tree(directory)
+    result = await supervision.wait(handle)
+    assert result.text == "stopped: the command and every process it started were killed"
+    assert await _until(lambda: _marked(marker) == [])
+    assert sorted(p.name for p in directory.iterdir() if p.name.startswith(".")) == []
+
+
+def test_a_directory_others_may_write_is_refused(tmp_path: Path) -> None:
+    """§2.2, fail closed: nothing runs in a directory another user could
+    plant files in — refused by the client, and by the supervisor itself."""
+    directory = tmp_path / "ef_9"
+    directory.mkdir()
+    directory.chmod(0o777)
+
+    async def run() -> supervision.ProcessResult:
+        handle = await supervision.start(
+            directory, ["touch", "ran"], cwd=tmp_path, env=None, timeout_s=5, max_output_bytes=100
+        )
+        return await supervision.wait(handle)
+
+    with pytest.raises(PrivateStateError):
+        anyio.run(run)
+    program = [sys.executable, "-I", "-S", supervision.SUPERVISOR]
+    options = ["--cwd", str(tmp_path), "--timeout", "5", "--max-output", "100", "--grace", "1"]
+    refused = subprocess.run(
+        [*program, *options, "--", "touch", "ran"],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert refused.returncode == supervision.REFUSED_EXIT
+    assert "not private" in refused.stderr
+    assert not (tmp_path / "ran").exists()
+    assert sorted(p.name for p in directory.iterdir()) == []
