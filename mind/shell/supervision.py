@@ -46,6 +46,7 @@ __all__ = [
     "inspect",
     "kill_tree",
     "start",
+    "stop",
     "wait",
 ]
 
@@ -222,7 +223,7 @@ async def wait(handle: Handle) -> ProcessResult:
             await _wait_unlocked(handle.directory)
     except BaseException:
         with anyio.CancelScope(shield=True):
-            await _stop(handle)
+            await stop(handle)
         raise
     state = inspect(handle.directory)
     if isinstance(state, Finished):
@@ -239,8 +240,10 @@ async def wait(handle: Handle) -> ProcessResult:
     )
 
 
-async def _stop(handle: Handle) -> None:
-    """SIGTERM the supervisor (it stops the tree) and wait for it to end."""
+async def stop(handle: Handle) -> None:
+    """Stop the command's whole tree and wait for its supervisor to end
+    (SIGTERM to the supervisor, which stops every descendant, §4; its
+    ``exit.json`` then says ``killed``). Run it shielded from cancellation."""
     if handle._process is not None:
         with contextlib.suppress(ProcessLookupError):
             handle._process.send_signal(signal.SIGTERM)

@@ -350,3 +350,33 @@ def test_a_directory_others_may_write_is_refused(tmp_path: Path) -> None:
     assert "not private" in refused.stderr
     assert not (tmp_path / "ran").exists()
     assert sorted(p.name for p in directory.iterdir()) == []
+
+
+async def test_the_caller_learns_the_supervisor_before_the_command_ends(
+    tmp_path: Path, marker: str
+) -> None:
+    """The effect record's evidence (pid + start identity) is handed over
+    while the command runs, so it can be made durable before the outcome."""
+    seen: list[supervision.Handle] = []
+
+    async def started(handle: supervision.Handle) -> None:
+        seen.append(handle)
+
+    runner = ToolRunner(tmp_path, env=_env(marker), effects_dir=tmp_path / "effects")
+    outcome = await runner.run("shell", {"command": "echo $PPID"}, on_started=started)
+    (handle,) = seen
+    assert outcome.output == f"{handle.pid}\nexit code: 0"
+    assert handle.start_identity
+
+
+async def test_a_failing_start_hook_stops_the_tree_and_propagates(
+    tmp_path: Path, marker: str
+) -> None:
+    async def started(handle: supervision.Handle) -> None:
+        assert await _until(lambda: len(_marked(marker, "sleep")) == 3)
+        raise OSError(28, "No space left on device")
+
+    runner = ToolRunner(tmp_path, env=_env(marker))
+    with pytest.raises(OSError, match="No space left"):
+        await runner.run("shell", {"command": ["bash", "-c", TREE]}, on_started=started)
+    assert await _until(lambda: _marked(marker) == [])

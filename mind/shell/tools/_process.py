@@ -5,18 +5,29 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+
+import anyio
 
 from mind.errors import PrivateStateError
 from mind.shell import supervision
 from mind.shell.supervision import ProcessResult
 
-__all__ = ["KILL_GRACE_S", "ProcessResult", "run_command"]
+__all__ = ["KILL_GRACE_S", "ProcessResult", "StartHook", "run_command"]
 
 KILL_GRACE_S = supervision.KILL_GRACE_S
 """Seconds between SIGTERM and SIGKILL to every process of the command's tree
 (read at each call, so a test may shorten it)."""
+
+
+StartHook = Callable[[supervision.Handle], Awaitable[None]]
+"""Called with the supervisor's handle once it runs, before the command's end."""
+
+
+class _HookFailed(Exception):
+    """Carries a start hook's failure past the runner's net for tool bugs
+    (the hook is the caller's: a journal write, not the tool)."""
 
 
 async def run_command(
@@ -28,6 +39,7 @@ async def run_command(
     max_output_bytes: int,
     pass_fds: Sequence[int] = (),
     directory: Path | None = None,
+    on_started: StartHook | None = None,
 ) -> ProcessResult:
     """Run one command to completion, timeout or cancellation, supervised.
 
@@ -51,6 +63,10 @@ async def run_command(
             what a crash of mind leaves there is collected at the next start
             (:func:`mind.shell.supervision.inspect`); None: a private temp
             directory. Either is removed once the result is returned (§7).
+        on_started: awaited with the handle (pid + start identity) while the
+            command runs — where the effect record makes them durable. If it
+            raises, the tree is stopped (shielded) and the error propagates
+            (wrapped in ``_HookFailed``; the runner unwraps it).
 
     Returns:
         The result; a command that cannot be started (missing program, bad
@@ -76,6 +92,15 @@ async def run_command(
             )
         except (OSError, PrivateStateError) as exc:
             return ProcessResult(f"cannot start the command's supervisor: {exc}", False)
+        if on_started is not None:
+            try:
+                await on_started(handle)
+            except BaseException as exc:
+                with anyio.CancelScope(shield=True):
+                    await supervision.stop(handle)
+                if isinstance(exc, Exception):
+                    raise _HookFailed() from exc
+                raise
         return await supervision.wait(handle)
     finally:
         # Delivered (or the caller gave up): the raw output, which may hold
