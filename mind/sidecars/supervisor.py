@@ -58,6 +58,7 @@ so "never started" stays true (§6)."""
 STDOUT_FILE = "stdout"
 STDERR_FILE = "stderr"
 
+_PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _READ_CHUNK_BYTES = 65536
 _OPEN_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
@@ -522,10 +523,17 @@ def _spawn(argv: list[str], cwd: str, fds: list[int], out_w: int, err_w: int) ->
     """
     report_r, report_w = os.pipe2(os.O_CLOEXEC)
     devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    libc = ctypes.CDLL(None, use_errno=True)
+    supervisor = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: only async-signal-safe-minded steps, then exec
         stage = "exec"
         try:
+            # A supervisor SIGKILLed takes the leader along (§2.5): a command
+            # nothing supervises must not go on unseen.
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != supervisor:
+                os._exit(127)  # it died before the signal was armed
             os.dup2(devnull, 0)
             os.dup2(out_w, 1)
             os.dup2(err_w, 2)

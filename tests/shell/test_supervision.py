@@ -238,7 +238,9 @@ def test_an_untouched_directory_never_started_and_never_will(tmp_path: Path) -> 
     assert not (directory / "stdout").exists()
 
 
-async def test_a_supervisor_killed_outright_is_lost(tmp_path: Path, marker: str) -> None:
+async def test_a_supervisor_killed_outright_is_lost_and_takes_the_leader(
+    tmp_path: Path, marker: str
+) -> None:
     directory = tmp_path / "ef_5"
     handle = await _start(directory, "sleep 300", marker)
     assert await _until(lambda: len(_marked(marker, "sleep")) == 1)
@@ -246,8 +248,8 @@ async def test_a_supervisor_killed_outright_is_lost(tmp_path: Path, marker: str)
     result = await supervision.wait(handle)
     assert "outcome is unknown" in result.text
     assert supervision.inspect(directory) == supervision.Lost(handle.pid)
-    for pid in _marked(marker):  # the orphaned command: nothing is left to kill it
-        os.kill(pid, signal.SIGKILL)
+    # The leader's death signal (§2.5) takes it along: it goes on unseen never.
+    assert await _until(lambda: _marked(marker) == [])
 
 
 async def test_a_damaged_exit_record_is_refused_with_its_path(tmp_path: Path, marker: str) -> None:
