@@ -13,6 +13,7 @@ job with the standard library, in the same process and run, and prints
     repl.render.fence   REPL (pty) showing a 20k-token code fence   vs  the same stream written raw
     repl.render.md      REPL (pty) showing 20k tokens of markdown   vs  the same stream written raw
                         (``/list`` rows: vs the deltas written from a list; see repl_render)
+    shell.true.supervised  shell tool running `true` supervised   vs  the direct spawn it replaced
     sandbox.true.*      shell tool running `true` in the sandbox      vs  the same tool unsandboxed
     cli.version         `mind --version`, spawn to exit (≤ 3×)     vs  `python -c pass`
     exec.first_request  `mind exec`, spawn to first request (≤ 1.5×) vs  a bare httpx.post script
@@ -33,6 +34,7 @@ from benchmarks.cli_start import bench_cli_start
 from benchmarks.mount_claims import bench_mount_claims
 from benchmarks.repl_render import TOKENS, bench_repl_render
 from benchmarks.sandbox_start import bench_sandbox_start
+from benchmarks.shell_supervised import bench_shell_supervised
 from mind.generated import journal as jr
 from mind.history import build_messages
 from mind.shell.journal import Journal
@@ -273,6 +275,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         rows.append(bench_mount_claims(Path(tmp)))
     rows += bench_repl_render()
+    with tempfile.TemporaryDirectory() as tmp:
+        rows.append(bench_shell_supervised(Path(tmp)))
     with tempfile.TemporaryDirectory() as tmp:
         rows += bench_sandbox_start(Path(tmp))
     with tempfile.TemporaryDirectory() as tmp:

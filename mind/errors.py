@@ -22,6 +22,7 @@ branch grows past a screen of classes.
     ├── ScriptError                   a scripted-provider script is malformed; path and detail
     ├── InputRefused                  input empty or over a mailbox/inbox limit; reason code
     ├── InboxCorruptError             inbox.json damaged or over 8 MiB; path (fail closed)
+    ├── SupervisorRecordError         a supervised command's file is damaged; path (fail closed)
     ├── IllegalTransition             a chart refused an event (also RuntimeError: misuse);
     │                                 chart, state, configuration, event
     ├── DropNotAllowed                the mailbox cannot give a message back; message_id, state
@@ -499,6 +500,25 @@ class InboxCorruptError(MindError):
 
     def __init__(self, path: Path, detail: str) -> None:
         super().__init__(f"{path}: damaged inbox, left untouched: {detail}")
+        self.path = path
+        self.detail = detail
+
+
+class SupervisorRecordError(MindError):
+    """A file of a supervised command's effect directory cannot be trusted:
+    ``supervisor.json`` or ``exit.json`` is not the JSON object its version
+    describes, or an output file is missing, shorter or longer than
+    ``exit.json`` says (``docs/design/processes.md`` §6). Raised by
+    ``mind.shell.supervision.inspect`` / ``wait``; the file is left untouched
+    for inspection and no outcome is guessed from it (fail closed).
+
+    Attributes:
+        path: the damaged file.
+        detail: what is wrong with it.
+    """
+
+    def __init__(self, path: Path, detail: str) -> None:
+        super().__init__(f"{path}: damaged supervisor record, left untouched: {detail}")
         self.path = path
         self.detail = detail
 

@@ -77,8 +77,9 @@ _SHELL = ToolSpec(
         "may be the sandbox: then ask with `sandbox: escalated` and a `justification`. "
         "stdout is returned first, then stderr after a '[stderr]' line, then 'exit code: N'; "
         "a nonzero exit is reported as an error result. Long output keeps its beginning and end. "
-        f"The command is killed (with its whole process group) after `timeout_s` seconds "
-        f"(default {SHELL_DEFAULT_TIMEOUT_S:g}, at most {SHELL_MAX_TIMEOUT_S:g})."
+        f"The command is killed (with every process it started) after `timeout_s` seconds "
+        f"(default {SHELL_DEFAULT_TIMEOUT_S:g}, at most {SHELL_MAX_TIMEOUT_S:g}); background "
+        "processes still running when it exits are killed too, so nothing outlives it."
     ),
     parameters=_object(
         {

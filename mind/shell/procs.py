@@ -29,12 +29,11 @@ from typing import Final
 
 import psutil
 
-__all__ = ["group_has_live_member", "is_alive", "same_process", "start_identity", "started_at_ms"]
+__all__ = ["is_alive", "same_process", "start_identity", "started_at_ms"]
 
 _LINUX: Final = sys.platform.startswith("linux")
 _BOOT_ID: Final = Path("/proc/sys/kernel/random/boot_id")
 """A kernel value, not a process table read: psutil has no boot id."""
-_GONE: Final = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
 
 
 def _boot_id() -> str:
@@ -106,18 +105,3 @@ def same_process(pid: int, identity: str) -> bool:
         return True
     current = start_identity(pid)
     return current == "" or current == identity
-
-
-def group_has_live_member(pgid: int) -> bool:
-    """Whether process group ``pgid`` still has a member that is not a zombie.
-
-    Zombies do not count: orphaned ones wait for init to reap them and must
-    not hold up a kill. A process whose group cannot be read is skipped.
-    """
-    for proc in psutil.process_iter():
-        try:
-            if os.getpgid(proc.pid) == pgid and proc.status() not in _GONE:
-                return True
-        except (psutil.Error, OSError):
-            continue
-    return False

@@ -50,6 +50,7 @@ from mind.errors import (
 from mind.machines.session_startup import SessionStartup
 from mind.shell.config import ResolvedConfig
 from mind.shell.ids import new_session_id
+from mind.shell.keyed_mutex import KeyedMutex
 from mind.shell.mounts import PUBLISH_INTERVAL_S, MountLedger
 from mind.shell.providers import Provider
 from mind.shell.recovery import (
@@ -85,6 +86,10 @@ class Runtime:
         self.store = store
         self._tg = tg
         self._sessions: dict[str, Session] = {}
+        self._opening: KeyedMutex[str] = KeyedMutex()
+        """Serialises opens of one session id (docs/design/processes.md §8): a
+        second open waits and finds the first's handle instead of racing
+        its claim, lease and journal."""
         self.closing = False
         self.mounts = MountLedger(store.root)
         """This process's record in ``session-mounts.json`` (docs/design/mounts.md): which
@@ -225,7 +230,8 @@ class Runtime:
         — what remains in the inbox is recovered input that replays, in
         order, with the next turn (:meth:`Session.resume_pending` or the next
         :meth:`Session.send`). A failure part-way gives back what was taken,
-        in reverse. Re-opening a session this runtime already hosts returns
+        in reverse. Opens of one id are serialised (docs/design/processes.md
+        §8). Re-opening a session this runtime already hosts returns
         the same handle — unless its journal is broken (a write failed: disk
         full, quota, I/O error) and no turn runs: then that handle is closed
         (journal, lease, mount claim given back, in that order) and the
@@ -243,26 +249,27 @@ class Runtime:
             JournalCorruptError: the journal is damaged (path and line named).
             InboxCorruptError: the inbox is damaged or oversized (path named).
         """
-        hosted = self._sessions.get(session_id)
-        opening = Opening(
-            self,
-            session_id,
-            config,
-            interactive,
-            cwd or Path.cwd(),
-            provider=provider,
-            hosted=hosted,
-        )
-        machine = SessionStartup()
-        machine.open(
-            already_hosted=hosted is not None,
-            broken=hosted is not None and hosted.journal.broken is not None,
-            busy=hosted is not None and hosted.busy,
-            journal_exists=opening.journal_path.exists(),
-            may_create=create,
-            directory_existed=os.path.lexists(opening.directory),
-        )
-        return await self._started(opening, machine)
+        async with self._opening.hold(session_id):
+            hosted = self._sessions.get(session_id)
+            opening = Opening(
+                self,
+                session_id,
+                config,
+                interactive,
+                cwd or Path.cwd(),
+                provider=provider,
+                hosted=hosted,
+            )
+            machine = SessionStartup()
+            machine.open(
+                already_hosted=hosted is not None,
+                broken=hosted is not None and hosted.journal.broken is not None,
+                busy=hosted is not None and hosted.busy,
+                journal_exists=opening.journal_path.exists(),
+                may_create=create,
+                directory_existed=os.path.lexists(opening.directory),
+            )
+            return await self._started(opening, machine)
 
     async def _started(self, opening: Opening, machine: SessionStartup) -> Session:
         session = await run_startup(opening, machine)

@@ -124,6 +124,7 @@ class Session:
             cwd,
             env=tool_environment(os.environ, config.shell_environment),
             sandbox=self.sandbox,
+            effects_dir=runtime.store.session_dir(session_id) / "effects",
         )
         self.secrets = (
             config.provider.api_key,

@@ -42,3 +42,15 @@ def test_no_shipped_module_defines_the_transition_coverage_tooling() -> None:
         if defined:
             offenders.append(f"{path.relative_to(ROOT)}: {sorted(defined)}")
     assert offenders == []
+
+
+def test_the_programs_mind_runs_by_path_ship_in_the_wheel() -> None:
+    """The supervisor and the sandbox launcher are started as files
+    (``python -I -S PATH``), never imported: a wheel without them would
+    refuse every shell command (docs/design/processes.md §1)."""
+    from mind.shell import supervision
+    from mind.shell.sandbox import command
+
+    shipped = set(_shipped_modules())
+    assert Path(supervision.SUPERVISOR) in shipped
+    assert Path(command._LAUNCHER) in shipped

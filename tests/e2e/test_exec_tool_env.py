@@ -139,7 +139,9 @@ def test_minds_own_environ_read_through_proc_never_reaches_the_journal(
     into a tool result, the journal or the next request."""
     script = tmp_path / "s.yaml"
     command = (
-        "tr '\\0' '\\n' < /proc/$PPID/environ | grep API_KEY; "
+        # The command's parent is its supervisor; mind is the supervisor's parent.
+        "mind=$(cut -d' ' -f4 /proc/$PPID/stat); "
+        "tr '\\0' '\\n' < /proc/$mind/environ | grep API_KEY; "
         "grep -a -h -o 'sk-MA[R]KER[A-Za-z0-9]*' /proc/[0-9]*/environ | sort -u"
     )
     script.write_text(

@@ -103,6 +103,13 @@ def test_process_identity_is_read_in_one_place() -> None:
         if re.search(r"""["']/proc/(\{|stat\b|sys/kernel)""", path.read_text())
         or 'Path("/proc")' in path.read_text()
     ]
-    # The sandbox reads /proc for Linux-only kernel mechanisms (landlock rules, its init).
-    allowed = {"shell/procs.py", "shell/sandbox/launch.py", "shell/sandbox/landlock.py"}
+    # The sandbox reads /proc for Linux-only kernel mechanisms (landlock rules, its init);
+    # the supervisor, a stdlib-only program that cannot import procs.py, walks its
+    # subreaper's tree and writes its own start identity in procs.py's format.
+    allowed = {
+        "shell/procs.py",
+        "shell/sandbox/launch.py",
+        "shell/sandbox/landlock.py",
+        "sidecars/supervisor.py",
+    }
     assert set(readers) <= allowed, readers

@@ -187,7 +187,9 @@ class Sandbox:
             list(plan.files),
             network=b.network,
             hidden=hidden,
-            parent=os.getpid(),
+            # No --parent: the launcher's parent is the command's supervisor
+            # (docs/design/processes.md §1), whose pid is not known here; its
+            # death signal is armed against the supervisor all the same.
         )
         wrapped = [sys.executable, "-I", "-S", _LAUNCHER, *options, "--", *argv]
         return Confined(argv=wrapped, env=command_env, tmpdir=tmpdir)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, final
+from typing import TYPE_CHECKING, Any, Literal, final
 
 import anyio.to_thread
 import msgspec
@@ -21,9 +22,23 @@ from mind.effects.tools import (
     SHELL_MAX_TIMEOUT_S,
 )
 from mind.errors import SandboxRefused
+from mind.shell.ids import new_id
 from mind.shell.sandbox.command import Sandbox, release
 from mind.shell.tools import _workspace
 from mind.shell.tools._beneath import session_boundary
+
+if TYPE_CHECKING:
+    from mind.shell.tools._process import StartHook
+
+
+@dataclass(frozen=True, slots=True)
+class _Shell:
+    """How one ``shell`` call runs (the arguments of :meth:`ToolRunner.run` it needs)."""
+
+    sandboxed: bool
+    mode: SandboxMode | None
+    effect_id: str | None
+    on_started: StartHook | None
 
 
 class ToolOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -74,6 +89,7 @@ class ToolRunner:
         max_output_bytes: int = 32_000,
         boundary: Boundary | None = None,
         sandbox: Sandbox | None = None,
+        effects_dir: Path | None = None,
     ) -> None:
         """Create a runner.
 
@@ -90,6 +106,10 @@ class ToolRunner:
             sandbox: where ``shell`` commands run (``docs/design/boundary.md``
                 "Sandbox"); None runs them unconfined (tests of the runner
                 itself; the runtime always passes one).
+            effects_dir: where each ``shell`` command's effect directory is
+                made (``<session dir>/effects``: its supervisor's record,
+                output and exit status outlive mind, docs/design/processes.md);
+                None: a private temp directory per command, removed after.
 
         Raises:
             ValueError: ``max_output_bytes`` is not positive (misuse).
@@ -100,6 +120,7 @@ class ToolRunner:
         self.env: Mapping[str, str] | None = dict(env) if env is not None else None
         self.max_output_bytes = max_output_bytes
         self.sandbox = sandbox
+        self.effects_dir = effects_dir
         if boundary is None:
             boundary = (
                 sandbox.boundary if sandbox is not None else session_boundary(self.cwd, os.environ)
@@ -123,6 +144,8 @@ class ToolRunner:
         consent: bool = False,
         sandboxed: bool = True,
         sandbox_mode: SandboxMode | None = None,
+        effect_id: str | None = None,
+        on_started: StartHook | None = None,
     ) -> ToolOutcome:
         """Run one tool call.
 
@@ -140,19 +163,33 @@ class ToolRunner:
             sandbox_mode: the mode a sandboxed ``shell`` command runs in
                 (:attr:`mind.effects.policy.ShellDecision.mode`); None: the
                 session's.
+            effect_id: the call's effect id (:func:`mind.effects.identity.effect_id`):
+                a ``shell`` command's effect directory is
+                ``effects_dir/<effect_id>`` and the command sees it as
+                ``MIND_EFFECT_ID``; None: a fresh directory name, no variable.
+            on_started: for ``shell``, awaited with the supervisor's handle
+                (pid + start identity) while the command runs
+                (:func:`mind.shell.tools._process.run_command`); its error
+                stops the command's tree and propagates.
 
         Returns:
             The outcome; every failure is ``status="error"`` with a message.
 
         Raises:
             anyio.get_cancelled_exc_class(): the caller's scope was
-                cancelled; a running command's process group is killed
+                cancelled; a running command's whole process tree is killed
                 first. File tools finish their current (short) step before
                 the cancellation is delivered, so a patch is never half
                 written.
         """
+        from mind.shell.tools._process import _HookFailed
+
+        shell = _Shell(sandboxed, sandbox_mode, effect_id, on_started)
         try:
-            ok, text = await self._dispatch(name, args, approved, consent, sandboxed, sandbox_mode)
+            ok, text = await self._dispatch(name, args, approved, consent, shell)
+        except _HookFailed as exc:  # the caller's own failure, not the tool's
+            assert exc.__cause__ is not None
+            raise exc.__cause__ from None
         except Exception as exc:  # a bug in a tool must not end the turn
             return ToolOutcome(status="error", output=f"internal error in tool {name!r}: {exc!r}")
         # The one exit of tool text: whatever a tool missed (an OS error naming a
@@ -174,35 +211,42 @@ class ToolRunner:
         call = functools.partial(_files.preview_changes, self.workspace, name, args)
         return await anyio.to_thread.run_sync(call)
 
-    async def _shell(
-        self, args: dict[str, Any], sandboxed: bool, mode: SandboxMode | None
-    ) -> tuple[bool, str]:
+    async def _shell(self, args: dict[str, Any], shell: _Shell) -> tuple[bool, str]:
         from mind.shell.tools._process import run_command  # the first command pays
 
         timeout_s = min(float(args.get("timeout_s", SHELL_DEFAULT_TIMEOUT_S)), SHELL_MAX_TIMEOUT_S)
         command = args["command"]
         argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+        env = dict(self.env) if self.env is not None else dict(os.environ)
+        if shell.effect_id is not None:
+            env["MIND_EFFECT_ID"] = shell.effect_id
+        directory = None
+        if self.effects_dir is not None:
+            directory = self.effects_dir / (shell.effect_id or new_id("ef"))
         sandbox = self.sandbox
-        if sandbox is not None and mode is not None:
-            sandbox = sandbox.in_mode(mode)
-        if sandbox is None or not sandboxed or sandbox.boundary.mode == "danger-full-access":
+        if sandbox is not None and shell.mode is not None:
+            sandbox = sandbox.in_mode(shell.mode)
+        if sandbox is None or not shell.sandboxed or sandbox.boundary.mode == "danger-full-access":
             result = await run_command(
                 argv,
                 cwd=self.cwd,
-                env=self.env,
+                env=env,
                 timeout_s=timeout_s,
                 max_output_bytes=self.max_output_bytes,
+                directory=directory,
+                on_started=shell.on_started,
             )
             return result.ok, result.text
         refused = sandbox.refusal()
         if refused is not None:
             return False, refused
-        env = dict(self.env) if self.env is not None else dict(os.environ)
         try:
             confined = sandbox.confine(argv, cwd=self.cwd, env=env)
         except SandboxRefused as exc:
             return False, str(exc)
         try:
+            # The sandbox's argv runs under the supervisor like any other
+            # (docs/design/processes.md §1): it owns bwrap's or the launcher's tree.
             result = await run_command(
                 confined.argv,
                 cwd=self.cwd,
@@ -210,7 +254,8 @@ class ToolRunner:
                 timeout_s=timeout_s,
                 max_output_bytes=self.max_output_bytes,
                 pass_fds=confined.pass_fds,
-                orphans_after_leader=sandbox.backend == "bwrap",
+                directory=directory,
+                on_started=shell.on_started,
             )
         finally:
             release(confined)
@@ -222,14 +267,13 @@ class ToolRunner:
         args: dict[str, Any],
         approved: Sequence[FileChange] | None,
         consent: bool,
-        sandboxed: bool,
-        sandbox_mode: SandboxMode | None = None,
+        shell: _Shell,
     ) -> tuple[bool, str]:
         from mind.shell.tools import _files  # the first tool call pays, not the start
 
         limit = self.max_output_bytes
         if name == "shell":
-            return await self._shell(args, sandboxed, sandbox_mode)
+            return await self._shell(args, shell)
         if name == "read_file":
             call = functools.partial(
                 _files.read_file,

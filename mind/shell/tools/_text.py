@@ -47,6 +47,14 @@ class StreamText:
         """Flush the decoder at end of stream (a dangling partial character becomes U+FFFD)."""
         self._keep(self._decoder.decode(b"", final=True))
 
+    def skip(self, cut_bytes: int) -> None:
+        """Count ``cut_bytes`` the writer dropped between the head and tail it
+        kept (the supervisor's bounded files, ``docs/design/processes.md``
+        §3): they were never seen, so the decoder restarts after them."""
+        self.finish()
+        self._decoder.reset()
+        self.total_bytes += cut_bytes
+
     def _keep(self, text: str) -> None:
         if not text:
             return

@@ -1,0 +1,494 @@
+"""Tool commands run under the supervisor, and what its files say afterwards.
+
+The client of :mod:`mind.sidecars.supervisor` (rules: ``docs/design/processes.md``):
+:func:`start` makes the effect directory and starts the supervisor beside
+mind (§1), :func:`wait` gives the command's :class:`ProcessResult` once it
+ends (a cancellation stops the whole tree first, §4), :func:`inspect` reads
+a directory any process left — after a crash too — as :class:`Finished`,
+:class:`Running`, :class:`NeverStarted` or :class:`Lost` (§6), and
+:func:`kill_tree` stops a running one (§4).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, TypeAlias
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+
+from mind.errors import SupervisorRecordError
+from mind.shell import private_files, procs
+from mind.shell.tools._text import StreamText, split_budget
+
+__all__ = [
+    "KILL_GRACE_S",
+    "Finished",
+    "Handle",
+    "Lost",
+    "NeverStarted",
+    "ProcessResult",
+    "Running",
+    "State",
+    "handle_of",
+    "inspect",
+    "kill_tree",
+    "start",
+    "stop",
+    "wait",
+]
+
+KILL_GRACE_S: Final = 2.0
+"""Seconds between SIGTERM and SIGKILL to every process of the tree (§4)."""
+
+SUPERVISOR: Final = str(Path(__file__).resolve().parent.parent / "sidecars" / "supervisor.py")
+"""The supervisor program, run by path (it imports nothing from mind)."""
+
+SUPERVISOR_FILE: Final = "supervisor.json"
+EXIT_FILE: Final = "exit.json"
+NEVER_STARTED_FILE: Final = "never_started"
+LOG_FILE: Final = "supervisor.log"
+STREAM_FILES: Final = ("stdout", "stderr")
+REFUSED_EXIT: Final = 125
+"""The supervisor's exit status when it refused (``supervisor.log`` says why)."""
+
+_RECORD_MAX_BYTES: Final = 64 * 1024
+_LOG_MAX_BYTES: Final = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessResult:
+    """How one command ended and what it printed.
+
+    Attributes:
+        text: the output for the model: stdout, then ``[stderr]`` and stderr,
+            then a final status line (``exit code: N``, ``killed by signal``,
+            ``timed out`` or ``stopped``).
+        ok: True only for exit code 0 within the timeout.
+    """
+
+    text: str
+    ok: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Handle:
+    """A started supervisor.
+
+    Attributes:
+        directory: its effect directory.
+        pid: the supervisor's pid (its process group and session id too).
+        start_identity: its start identity (:func:`mind.shell.procs.start_identity`);
+            with ``pid`` what the effect record keeps.
+    """
+
+    directory: Path
+    pid: int
+    start_identity: str
+    _process: anyio.abc.Process | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """``exit.json`` is durable: the command ended with ``result``."""
+
+    result: ProcessResult
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    """The supervisor holds the directory's lock; ``pid`` is None in its first
+    milliseconds, before ``supervisor.json`` is written."""
+
+    pid: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class NeverStarted:
+    """No supervisor ran the command, and none ever will (§6)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lost:
+    """A supervisor ran (``supervisor.json``) but ended without ``exit.json``
+    (it was SIGKILLed, or the machine went down): the outcome is unknown."""
+
+    pid: int
+
+
+State: TypeAlias = Finished | Running | NeverStarted | Lost
+
+
+async def start(
+    directory: Path,
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str] | None,
+    timeout_s: float,
+    max_output_bytes: int,
+    pass_fds: Sequence[int] = (),
+    kill_grace_s: float = KILL_GRACE_S,
+) -> Handle:
+    """Start ``argv`` under a supervisor working in ``directory`` (§1, §2).
+
+    ``directory`` is created 0700 (parents too); it must not have been used
+    by another command. The supervisor runs in its own session with stdin
+    and stdout ``/dev/null`` and stderr ``supervisor.log`` — no pipe to
+    mind, so it outlives mind's death unharmed.
+
+    Args:
+        directory: the effect directory (``<session dir>/effects/<id>``).
+        argv: the command (non-empty), possibly a sandbox wrapper's argv.
+        cwd: the command's working directory (a missing one is a start
+            failure in the result, not an error here).
+        env: the command's whole environment, or None for mind's.
+        timeout_s: seconds after which the supervisor stops the tree (> 0).
+        max_output_bytes: bytes of head and of tail kept per stream (> 0).
+        pass_fds: descriptors the command inherits (the seccomp program).
+        kill_grace_s: seconds between SIGTERM and SIGKILL (§4).
+
+    Returns:
+        The handle (pid and start identity: the effect record's evidence).
+
+    Raises:
+        PrivateStateError: ``directory`` or its log is not private and owned.
+        OSError: the directory cannot be made or the supervisor not started.
+    """
+    private_files.private_dir(directory)
+    log_fd = private_files.open_file(directory / LOG_FILE, os.O_WRONLY | os.O_APPEND, create=True)
+    args = [
+        sys.executable,
+        "-I",
+        "-S",
+        SUPERVISOR,
+        "--cwd",
+        str(cwd),
+        "--timeout",
+        repr(float(timeout_s)),
+        "--max-output",
+        str(max_output_bytes),
+        "--grace",
+        repr(float(kill_grace_s)),
+    ]
+    for fd in pass_fds:
+        args += ["--fd", str(fd)]
+    args += ["--", *argv]
+    try:
+        # Shielded: a cancellation while it starts would leave it unseen;
+        # delivered at the next checkpoint, inside wait(), which stops it.
+        with anyio.CancelScope(shield=True):
+            process = await anyio.open_process(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log_fd,
+                cwd=directory,
+                env=dict(env) if env is not None else None,
+                start_new_session=True,
+                pass_fds=pass_fds,
+            )
+    finally:
+        os.close(log_fd)
+    return Handle(directory, process.pid, procs.start_identity(process.pid), process)
+
+
+async def wait(handle: Handle) -> ProcessResult:
+    """The command's result once its supervisor has ended (§5).
+
+    A handle from :func:`start` waits for the supervisor process; one built
+    from a record (after a restart) waits for the directory's lock.
+
+    Raises:
+        anyio.get_cancelled_exc_class(): the caller was cancelled; the whole
+            tree was stopped first (SIGTERM, grace, SIGKILL; shielded).
+        SupervisorRecordError: a file of the directory is damaged.
+    """
+    try:
+        if handle._process is not None:
+            await handle._process.wait()
+        else:
+            await _wait_unlocked(handle.directory)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await stop(handle)
+        raise
+    state = inspect(handle.directory)
+    if isinstance(state, Finished):
+        return state.result
+    code = handle._process.returncode if handle._process is not None else None
+    if code == REFUSED_EXIT:
+        log = private_files.read_file(handle.directory / LOG_FILE, _LOG_MAX_BYTES) or b""
+        why = log.decode("utf-8", errors="replace").strip() or "no reason given"
+        return ProcessResult(f"cannot start: {why}", False)
+    return ProcessResult(
+        f"the command's supervisor ended without recording its end (exit status {code}); "
+        "its outcome is unknown",
+        False,
+    )
+
+
+async def stop(handle: Handle) -> None:
+    """Stop the command's whole tree and wait for its supervisor to end
+    (SIGTERM to the supervisor, which stops every descendant, §4; its
+    ``exit.json`` then says ``killed``). Run it shielded from cancellation."""
+    if handle._process is not None:
+        with contextlib.suppress(ProcessLookupError):
+            handle._process.send_signal(signal.SIGTERM)
+        await handle._process.wait()
+        return
+    if kill_tree(handle.directory):
+        await _wait_unlocked(handle.directory)
+
+
+async def _wait_unlocked(directory: Path) -> None:
+    """Until no supervisor holds ``directory``'s lock (a blocking shared
+    ``flock`` in a worker thread: the kernel wakes it when the holder dies)."""
+
+    def block() -> None:
+        fd = private_files.open_dir(directory)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        finally:
+            os.close(fd)
+
+    await anyio.to_thread.run_sync(block, abandon_on_cancel=True)
+
+
+def handle_of(directory: Path) -> Handle | None:
+    """A handle to the supervisor ``supervisor.json`` names (for :func:`wait`
+    after a restart), or None when the directory has no such record.
+
+    Raises:
+        SupervisorRecordError: ``supervisor.json`` is damaged.
+    """
+    record = _record(directory / SUPERVISOR_FILE)
+    if record is None:
+        return None
+    pid, identity = _identity(directory / SUPERVISOR_FILE, record)
+    return Handle(directory, pid, identity)
+
+
+def kill_tree(directory: Path) -> bool:
+    """Ask the supervisor of ``directory`` to stop its whole tree (SIGTERM;
+    it kills every descendant, §4, and records ``killed``); returns without
+    waiting (:func:`wait` on :func:`handle_of` does).
+
+    Returns:
+        True when a live supervisor, the very process ``supervisor.json``
+        names (pid + start identity), was signalled; False when none runs.
+
+    Raises:
+        SupervisorRecordError: ``supervisor.json`` is damaged.
+    """
+    handle = handle_of(directory)
+    if handle is None or not procs.same_process(handle.pid, handle.start_identity):
+        return False
+    try:
+        os.kill(handle.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def inspect(directory: Path) -> State:
+    """What ``directory`` says about its command, now (§6).
+
+    ``exit.json`` present: :class:`Finished`. Else the lock held:
+    :class:`Running`. Else ``supervisor.json`` present: :class:`Lost`.
+    Else (or no directory at all) :class:`NeverStarted` — made final by a
+    ``never_started`` marker written under the lock, which a supervisor
+    starting late sees and refuses on.
+
+    Raises:
+        SupervisorRecordError: ``exit.json``, ``supervisor.json`` or an
+            output file is damaged (the path says which).
+        PrivateStateError: something not private or owned is in their place.
+    """
+    if not os.path.lexists(directory):
+        return NeverStarted()
+    finished = _finished(directory)
+    if finished is not None:
+        return finished
+    lock = private_files.lock_dir(directory)
+    if lock is None:
+        record = _record(directory / SUPERVISOR_FILE)
+        pid = _identity(directory / SUPERVISOR_FILE, record)[0] if record is not None else None
+        return Running(pid)
+    try:
+        finished = _finished(directory)  # ended between the first look and the lock
+        if finished is not None:
+            return finished
+        record = _record(directory / SUPERVISOR_FILE)
+        if record is not None:
+            return Lost(_identity(directory / SUPERVISOR_FILE, record)[0])
+        private_files.write_atomic(directory / NEVER_STARTED_FILE, b"")
+        return NeverStarted()
+    finally:
+        os.close(lock)
+
+
+def _record(path: Path) -> dict[str, Any] | None:
+    raw = private_files.read_file(path, _RECORD_MAX_BYTES)
+    if raw is None:
+        return None
+    if len(raw) > _RECORD_MAX_BYTES:
+        raise SupervisorRecordError(path, f"larger than {_RECORD_MAX_BYTES} bytes")
+    try:
+        record = json.loads(raw)
+    except ValueError as exc:  # UnicodeDecodeError too
+        raise SupervisorRecordError(path, f"not JSON ({exc})") from None
+    if not isinstance(record, dict) or record.get("version") != 1:
+        raise SupervisorRecordError(path, "not a version 1 record")
+    return record
+
+
+def _field(path: Path, record: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
+    value = record.get(name)
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, float)):
+        raise SupervisorRecordError(path, f"field {name!r} is missing or mistyped")
+    return value
+
+
+def _identity(path: Path, record: Mapping[str, Any]) -> tuple[int, str]:
+    return _field(path, record, "pid", int), _field(path, record, "start_identity", str)
+
+
+def _finished(directory: Path) -> Finished | None:
+    path = directory / EXIT_FILE
+    record = _record(path)
+    if record is None:
+        return None
+    problem = record.get("start_error")
+    if problem is not None:
+        if not isinstance(problem, dict):
+            raise SupervisorRecordError(path, "field 'start_error' is mistyped")
+        return Finished(ProcessResult(_start_failure(path, problem), False))
+    code = record.get("exit_code")
+    signum = record.get("signal")
+    timed_out = _field(path, record, "timed_out", bool)
+    killed = _field(path, record, "killed", bool)
+    leftovers = _field(path, record, "leftovers_killed", int)
+    timeout_s = _field(path, record, "timeout_s", (int, float))
+    max_bytes = _field(path, record, "max_output_bytes", int)
+    captures = [_capture(directory / name, record, name, max_bytes) for name in STREAM_FILES]
+    if code is not None and not isinstance(code, int):
+        raise SupervisorRecordError(path, "field 'exit_code' is mistyped")
+    if signum is not None and not isinstance(signum, int):
+        raise SupervisorRecordError(path, "field 'signal' is mistyped")
+    status = _status_line(code, signum, timed_out=timed_out, killed=killed, timeout_s=timeout_s)
+    ok = code == 0 and not timed_out and not killed
+    return Finished(ProcessResult(_text(captures, max_bytes, leftovers, status), ok))
+
+
+def _capture(path: Path, record: Mapping[str, Any], name: str, max_bytes: int) -> StreamText:
+    """One stream's file read back as :class:`StreamText` (§3): head, the
+    count cut from the middle, tail — each cut on a character boundary."""
+    exit_path = path.with_name(EXIT_FILE)
+    account = _field(exit_path, record, name, dict)
+    total = _field(exit_path, account, "total_bytes", int)
+    head_n = _field(exit_path, account, "head_bytes", int)
+    cut = _field(exit_path, account, "cut_bytes", int)
+    data = private_files.read_file(path, 2 * max_bytes)
+    if data is None or len(data) != total - cut or head_n > len(data) or cut < 0:
+        raise SupervisorRecordError(path, f"does not hold the {total - cut} bytes exit.json says")
+    capture = StreamText(max_bytes)
+    if cut == 0:
+        capture.feed(data)
+        capture.finish()
+        return capture
+    head, tail = data[:head_n], data[head_n:]
+    whole_head = _whole_prefix(head)
+    whole_tail = _whole_suffix(tail)
+    capture.feed(whole_head)
+    capture.skip(cut + len(head) - len(whole_head) + len(tail) - len(whole_tail))
+    capture.feed(whole_tail)
+    capture.finish()
+    return capture
+
+
+def _whole_prefix(data: bytes) -> bytes:
+    """``data`` without a UTF-8 character cut at its end."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 == 0x80:
+            continue  # a continuation byte: look further back for its lead
+        need = 1 if byte < 0x80 else 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4
+        return data if need <= back else data[:-back]
+    return data
+
+
+def _whole_suffix(data: bytes) -> bytes:
+    """``data`` without the continuation bytes of a character cut at its start."""
+    start = 0
+    while start < min(3, len(data)) and data[start] & 0xC0 == 0x80:
+        start += 1
+    return data[start:]
+
+
+def _text(captures: Sequence[StreamText], max_bytes: int, leftovers: int, status: str) -> str:
+    out, err = captures
+    out_budget, err_budget = split_budget(out.total_bytes, err.total_bytes, max_bytes)
+    parts: list[str] = []
+    stdout = out.render(out_budget)
+    if stdout:
+        parts.append(stdout if stdout.endswith("\n") else stdout + "\n")
+    stderr = err.render(err_budget)
+    if stderr:
+        parts.append("[stderr]\n" + (stderr if stderr.endswith("\n") else stderr + "\n"))
+    if leftovers:
+        noun = "process" if leftovers == 1 else "processes"
+        parts.append(
+            f"[{leftovers} background {noun} still running when the command exited "
+            f"{'was' if leftovers == 1 else 'were'} killed]\n"
+        )
+    parts.append(status)
+    return "".join(parts)
+
+
+def _status_line(
+    code: int | None, signum: int | None, *, timed_out: bool, killed: bool, timeout_s: float
+) -> str:
+    if timed_out:
+        return (
+            f"timed out after {_seconds(timeout_s)} s; the command and every process "
+            "it started were killed"
+        )
+    if killed:
+        return "stopped: the command and every process it started were killed"
+    if signum is not None:
+        return f"killed by signal {signum} ({_signal_name(signum)})"
+    return f"exit code: {code}"
+
+
+def _start_failure(path: Path, problem: Mapping[str, Any]) -> str:
+    program = _field(path, problem, "program", str)
+    cwd = problem.get("cwd")
+    if isinstance(cwd, str):
+        return f"cannot start: working directory {cwd} does not exist"
+    if problem.get("errno") == errno.ENOENT:
+        return f"cannot start: command not found: {program}"
+    return f"cannot start {program!r}: {_field(path, problem, 'message', str)}"
+
+
+def _seconds(value: float) -> str:
+    return str(int(value)) if math.isclose(value, round(value)) else f"{value:g}"
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return "unknown signal"

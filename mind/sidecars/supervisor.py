@@ -1,0 +1,568 @@
+"""The process supervisor of one tool command (``docs/design/processes.md``).
+
+``python -I -S supervisor.py --cwd DIR --timeout S --max-output N --grace S
+[--fd N]... -- PROGRAM ARGS...``, started by mind with its working directory
+being the command's effect directory (0700, made by
+:func:`mind.shell.supervision.start`), in its own session, stdin and stdout
+``/dev/null`` and stderr the directory's ``supervisor.log``: nothing ties it
+to mind, so mind's ``kill -9`` neither kills nor SIGPIPEs it (§1).
+
+What it does, in order (§2): take ``flock`` on the directory for its whole
+life; refuse a directory a supervisor or an inspection already used; become a
+child subreaper (``PR_SET_CHILD_SUBREAPER``: every orphaned descendant,
+``setsid`` or double-forked, is reparented to it); write ``supervisor.json``
+(its pid and start identity) before the command starts; run the command with
+its stdout and stderr read here and kept bounded in the files ``stdout`` and
+``stderr`` (§3); enforce the timeout itself; on SIGTERM/SIGINT/SIGHUP, or
+at the timeout, stop the whole tree (SIGTERM to every descendant, then
+SIGKILL after the grace, §4); when the command's leader exits, SIGKILL what
+it left (§4); write ``exit.json`` atomically (tmp + fsync + rename + fsync
+of the directory, §5) and exit 0.
+
+Standard library only, and loaded by path: it must start fast and must not
+depend on mind's package (the import-linter contract "the supervisor imports
+nothing from mind"). So the few file rules of ``mind/shell/private_files.py``
+it needs (no-follow, owner and mode checks, 0600 files, atomic replace) are
+repeated here in minimal form rather than imported.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import math
+import os
+import select
+import signal
+import stat
+import sys
+import time
+
+REFUSED_EXIT = 125
+"""Exit status when the supervisor refused to run (bad arguments, a directory
+not private, already used or locked); the reason is in ``supervisor.log``."""
+
+FORMAT_VERSION = 1
+"""``version`` of ``supervisor.json`` and ``exit.json``."""
+
+DRAIN_AFTER_EXIT_S = 2.0
+"""Seconds to keep reading the pipes after every descendant is gone: only a
+process outside the tree that was handed the pipe could keep them open."""
+
+SUPERVISOR_FILE = "supervisor.json"
+EXIT_FILE = "exit.json"
+NEVER_STARTED_FILE = "never_started"
+"""Written by an inspection that found the directory unlocked and unused
+(:func:`mind.shell.supervision.inspect`): a supervisor starting later refuses,
+so "never started" stays true (§6)."""
+STDOUT_FILE = "stdout"
+STDERR_FILE = "stderr"
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+_READ_CHUNK_BYTES = 65536
+_OPEN_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
+
+
+class _Refused(Exception):
+    """The supervisor cannot run; the message goes to ``supervisor.log``."""
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def start_identity(pid: int) -> str:
+    """``"<boot id>:<start ticks>"`` of ``pid`` (``/proc/PID/stat`` field 22),
+    the format of ``mind.shell.procs.start_identity``; "" when unreadable."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as boot:
+            boot_id = boot.read().strip()
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as proc_stat:
+            fields = proc_stat.read().rpartition(")")[2].split()
+    except OSError:
+        return ""
+    return f"{boot_id}:{fields[19]}" if len(fields) > 19 else ""
+
+
+class _Directory:
+    """The effect directory, open as ``dir_fd``: every file is reached
+    through it without following links (``private_files`` rules, §5)."""
+
+    def __init__(self) -> None:
+        # The working directory is the effect directory (mind started us there).
+        self.fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        info = os.fstat(self.fd)
+        # private_files.check_owned's rule: owned by this user, not group/world-writable.
+        if info.st_uid != os.geteuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise _Refused("the effect directory is not private (owned by this user, 0700)")
+
+    def lock(self) -> None:
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise _Refused("the effect directory is locked by another process") from None
+
+    def exists(self, name: str) -> bool:
+        try:
+            os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def create(self, name: str) -> int:
+        """A new private file (0600, ``O_EXCL``: never an existing one)."""
+        fd = os.open(
+            name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _OPEN_FLAGS, 0o600, dir_fd=self.fd
+        )
+        os.fchmod(fd, 0o600)  # the umask only narrows a mode
+        return fd
+
+    def write_atomic(self, name: str, data: bytes) -> None:
+        """tmp + write + fsync + rename + fsync of the directory (§5)."""
+        tmp = f".{name}.{os.getpid()}.tmp"
+        fd = self.create(tmp)
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+        os.fsync(self.fd)
+
+
+def _json(value: object) -> str:
+    """``value`` (None, bool, int, finite float, str, dict of those) as JSON.
+    Not the ``json`` module: it imports ``re``, a fifth of the start."""
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        out = ['"']
+        for char in value:
+            code = ord(char)
+            if char in '"\\':
+                out.append("\\" + char)
+            elif 0x20 <= code < 0x7F:
+                out.append(char)
+            elif code > 0xFFFF:
+                code -= 0x10000
+                out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+            else:
+                out.append(f"\\u{code:04x}")
+        return "".join(out) + '"'
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_json(str(k))}:{_json(v)}" for k, v in value.items()) + "}"
+    raise TypeError(type(value).__name__)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+class _Sink:
+    """One output stream kept bounded (§3): the first ``max_bytes`` go to the
+    file as they come; the last ``max_bytes`` are held here and appended at the
+    end; what lies between is only counted (``cut``)."""
+
+    def __init__(self, fd: int, max_bytes: int) -> None:
+        self.fd = fd
+        self.max_bytes = max_bytes
+        self.total = 0
+        self.head = 0
+        self.tail = bytearray()
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.max_bytes - self.head
+        if room > 0:
+            _write_all(self.fd, data[:room])
+            self.head += min(room, len(data))
+            data = data[room:]
+        if data:
+            self.tail += data
+            excess = len(self.tail) - self.max_bytes
+            if excess > 0:
+                del self.tail[:excess]
+
+    def finish(self) -> dict[str, int]:
+        """Append the tail, fsync, and give ``exit.json``'s account of the stream."""
+        _write_all(self.fd, bytes(self.tail))
+        os.fsync(self.fd)
+        os.close(self.fd)
+        return {
+            "total_bytes": self.total,
+            "head_bytes": self.head,
+            "cut_bytes": self.total - self.head - len(self.tail),
+        }
+
+
+def _children(pid: int) -> list[int]:
+    """``pid``'s children from ``/proc/PID/task/*/children``; [] once it is gone."""
+    out: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as listing:
+                out += [int(word) for word in listing.read().split()]
+        except OSError:
+            continue  # the thread or process ended meanwhile
+    return out
+
+
+def _parents() -> dict[int, int]:
+    """pid → ppid of every process (the fallback without ``CONFIG_PROC_CHILDREN``)."""
+    table: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdecimal():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as proc_stat:
+                fields = proc_stat.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if len(fields) >= 2:
+            table[int(name)] = int(fields[1])
+    return table
+
+
+_HAS_CHILDREN_FILE = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+
+
+def descendants() -> list[int]:
+    """Every descendant of this process (children first), zombies included."""
+    found: list[int] = []
+    frontier = [os.getpid()]
+    table = None if _HAS_CHILDREN_FILE else _parents()
+    while frontier:
+        if table is None:
+            level = [child for pid in frontier for child in _children(pid)]
+        else:
+            level = [pid for pid, ppid in table.items() if ppid in frontier]
+        found += level
+        frontier = level
+    return found
+
+
+def _signal(pids: list[int], signum: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            continue  # gone, or no longer ours (setuid): nothing to signal
+
+
+class _Supervisor:
+    """The command's run: its pipes, its leader, its end (§2-§4)."""
+
+    def __init__(
+        self, directory: _Directory, timeout_s: float, max_bytes: int, grace_s: float
+    ) -> None:
+        self.directory = directory
+        self.deadline = time.monotonic() + timeout_s
+        self.grace_s = grace_s
+        self.max_bytes = max_bytes
+        self.leader = 0
+        self.status: int | None = None
+        self.stop_asked = False
+        self.killed = False
+        self.timed_out = False
+        self.leftovers = 0
+        self.poller = select.poll()
+        self.sinks: dict[int, _Sink] = {}
+        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self.wake_r = wake_r
+        signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        self.poller.register(wake_r, select.POLLIN)
+
+    def reap(self, block: bool = False) -> bool:
+        """Reap every ended child (orphans come here as subreaper); True while
+        children remain."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, 0 if block else os.WNOHANG)
+            except ChildProcessError:
+                return False
+            if pid == 0:
+                return True
+            if pid == self.leader:
+                self.status = status
+            block = False
+
+    def pump(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for output or a signal; feed what came."""
+        for fd, _ in self.poller.poll(max(0, math.ceil(timeout_s * 1000))):
+            if fd == self.wake_r:
+                try:
+                    while os.read(self.wake_r, 512):
+                        pass
+                except BlockingIOError:
+                    pass
+                continue
+            try:
+                data = os.read(fd, _READ_CHUNK_BYTES)
+            except BlockingIOError:
+                continue
+            if data:
+                self.sinks[fd].feed(data)
+            else:
+                self.poller.unregister(fd)
+                del self.sinks[fd]
+                os.close(fd)
+
+    def open_pipes(self) -> bool:
+        return bool(self.sinks)
+
+    def run(self, sinks: tuple[_Sink, _Sink], reads: tuple[int, int]) -> None:
+        for fd, sink in zip(reads, sinks, strict=True):
+            os.set_blocking(fd, False)
+            self.sinks[fd] = sink
+            self.poller.register(fd, select.POLLIN)
+        kill_at: float | None = None
+        while self.status is None:
+            now = time.monotonic()
+            if kill_at is None and (self.stop_asked or now >= self.deadline):
+                self.killed = self.stop_asked
+                self.timed_out = not self.stop_asked
+                _signal(descendants(), signal.SIGTERM)
+                kill_at = now + self.grace_s
+            if kill_at is not None and now >= kill_at:
+                break
+            until = kill_at if kill_at is not None else self.deadline
+            self.pump(max(0.0, until - now))
+            self.reap()
+        self.kill_leftovers(counting=kill_at is None)
+        drain_until = time.monotonic() + DRAIN_AFTER_EXIT_S
+        while self.open_pipes() and time.monotonic() < drain_until:
+            self.pump(drain_until - time.monotonic())
+
+    def kill_leftovers(self, *, counting: bool) -> None:
+        """SIGKILL every descendant, reap, repeat until none is left (a killed
+        process's children are reparented here and taken in the next round)."""
+        first = True
+        while True:
+            found = descendants()
+            if first and counting:
+                self.leftovers = sum(1 for pid in found if not _is_zombie(pid))
+            first = False
+            _signal(found, signal.SIGKILL)
+            if not self.reap(block=bool(found)) and not found:
+                return
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as proc_stat:
+            fields = proc_stat.read().rpartition(")")[2].split()
+    except OSError:
+        return True
+    return not fields or fields[0] in ("Z", "X")
+
+
+def _parse(args: list[str]) -> tuple[str, float, int, float, list[int], list[str]]:
+    cwd: str | None = None
+    timeout_s: float | None = None
+    max_bytes: int | None = None
+    grace_s: float | None = None
+    fds: list[int] = []
+    rest = list(args)
+    try:
+        while len(rest) >= 2 and rest[0] != "--":
+            option, value = rest[0], rest[1]
+            rest = rest[2:]
+            if option == "--cwd":
+                cwd = value
+            elif option == "--timeout":
+                timeout_s = float(value)
+            elif option == "--max-output":
+                max_bytes = int(value)
+            elif option == "--grace":
+                grace_s = float(value)
+            elif option == "--fd":
+                fds.append(int(value))
+            else:
+                raise ValueError(option)
+    except ValueError as exc:
+        raise _Refused(f"bad option {exc}") from None
+    if cwd is None or timeout_s is None or max_bytes is None or grace_s is None:
+        raise _Refused("missing --cwd, --timeout, --max-output or --grace")
+    if len(rest) < 2 or rest[0] != "--" or timeout_s <= 0 or max_bytes <= 0 or grace_s < 0:
+        raise _Refused(
+            "usage: supervisor.py --cwd DIR --timeout S --max-output N --grace S -- PROGRAM ARGS..."
+        )
+    return cwd, timeout_s, max_bytes, grace_s, fds, rest[1:]
+
+
+def main(args: list[str]) -> int:
+    """Run one command under supervision (module docstring); 0 once
+    ``exit.json`` is durable, :data:`REFUSED_EXIT` when refused."""
+    supervisor: _Supervisor | None = None
+
+    def ask_stop(_signum: int, _frame: object) -> None:
+        if supervisor is not None:
+            supervisor.stop_asked = True
+
+    # First of all: a stop asked while starting is honoured, never a silent death.
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, ask_stop)
+    signal.signal(signal.SIGCHLD, lambda _s, _f: None)  # wakes select via the wakeup fd
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    try:
+        cwd, timeout_s, max_bytes, grace_s, fds, argv = _parse(args)
+        directory = _Directory()
+        directory.lock()
+        for used in (SUPERVISOR_FILE, EXIT_FILE, NEVER_STARTED_FILE, STDOUT_FILE):
+            if directory.exists(used):
+                raise _Refused(f"the effect directory was already used ({used} exists)")
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            raise _Refused(f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(ctypes.get_errno())}")
+    except (_Refused, OSError) as exc:
+        print(f"mind supervisor: refused: {exc}", file=sys.stderr)
+        return REFUSED_EXIT
+    supervisor = _Supervisor(directory, timeout_s, max_bytes, grace_s)
+    started_at_ms = _now_ms()
+    record = {
+        "version": FORMAT_VERSION,
+        "pid": os.getpid(),
+        "start_identity": start_identity(os.getpid()),
+        "started_at_ms": started_at_ms,
+        "timeout_s": timeout_s,
+        "max_output_bytes": max_bytes,
+    }
+    directory.write_atomic(SUPERVISOR_FILE, _json(record).encode())
+    sinks = (
+        _Sink(directory.create(STDOUT_FILE), max_bytes),
+        _Sink(directory.create(STDERR_FILE), max_bytes),
+    )
+    outcome: dict[str, object] = {"start_error": None}
+    if supervisor.stop_asked:
+        supervisor.killed = True
+        outcome["start_error"] = {
+            "errno": 0,
+            "message": "stopped before the command started",
+            "cwd": None,
+            "program": argv[0],
+        }
+    else:
+        outcome.update(_run(supervisor, sinks, cwd, fds, argv))
+    status = supervisor.status
+    exit_code = signal_number = None
+    if status is not None:
+        if os.WIFSIGNALED(status):
+            signal_number = os.WTERMSIG(status)
+        else:
+            exit_code = os.waitstatus_to_exitcode(status)
+    outcome.update(
+        {
+            "version": FORMAT_VERSION,
+            "exit_code": exit_code,
+            "signal": signal_number,
+            "timed_out": supervisor.timed_out,
+            "timeout_s": timeout_s,
+            "max_output_bytes": max_bytes,
+            "killed": supervisor.killed,
+            "leftovers_killed": supervisor.leftovers,
+            "started_at_ms": started_at_ms,
+            "ended_at_ms": _now_ms(),
+            "stdout": sinks[0].finish(),
+            "stderr": sinks[1].finish(),
+        }
+    )
+    directory.write_atomic(EXIT_FILE, _json(outcome).encode())
+    return 0
+
+
+def _run(
+    supervisor: _Supervisor, sinks: tuple[_Sink, _Sink], cwd: str, fds: list[int], argv: list[str]
+) -> dict[str, object]:
+    """Start the command and supervise it to its end; a start failure is
+    ``start_error`` (errno, message, whether the cwd was the cause)."""
+    out_r, out_w = os.pipe2(os.O_CLOEXEC)
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    try:
+        leader = _spawn(argv, cwd, fds, out_w, err_w)
+    except OSError as exc:
+        for fd in (out_r, err_r):
+            os.close(fd)
+        problem = {
+            "errno": exc.errno or 0,
+            "message": exc.strerror or str(exc),
+            "cwd": cwd if exc.filename == cwd else None,
+            "program": argv[0],
+        }
+        return {"start_error": problem}
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+        for fd in fds:
+            try:
+                os.close(fd)  # the command has it; a copy here would only leak
+            except OSError:
+                continue
+    supervisor.leader = leader
+    supervisor.run(sinks, (out_r, err_r))
+    return {"pid": leader}
+
+
+def _spawn(argv: list[str], cwd: str, fds: list[int], out_w: int, err_w: int) -> int:
+    """fork + exec of the command (stdin ``/dev/null``, the pipes as stdout and
+    stderr, ``fds`` inherited). Not ``subprocess``: importing it would double
+    the supervisor's start, paid by every command; forking is safe here (one
+    thread).
+
+    Raises:
+        OSError: ``chdir`` (``filename`` = ``cwd``) or ``exec`` (``filename``
+            = the program) failed in the child; the child is reaped.
+    """
+    report_r, report_w = os.pipe2(os.O_CLOEXEC)
+    devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    libc = ctypes.CDLL(None, use_errno=True)
+    supervisor = os.getpid()
+    pid = os.fork()
+    if pid == 0:  # the child: only async-signal-safe-minded steps, then exec
+        stage = "exec"
+        try:
+            # A supervisor SIGKILLed takes the leader along (§2.5): a command
+            # nothing supervises must not go on unseen.
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != supervisor:
+                os._exit(127)  # it died before the signal was armed
+            os.dup2(devnull, 0)
+            os.dup2(out_w, 1)
+            os.dup2(err_w, 2)
+            for fd in fds:
+                os.set_inheritable(fd, True)
+            # Ignored dispositions survive exec: the command gets the defaults.
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+            signal.set_wakeup_fd(-1)
+            stage = "chdir"
+            os.chdir(cwd)
+            stage = "exec"
+            os.execvp(argv[0], argv)
+        except OSError as exc:
+            os.write(report_w, f"{stage}:{exc.errno or 0}".encode())
+        finally:
+            os._exit(127)
+    os.close(report_w)
+    os.close(devnull)
+    report = b""
+    while chunk := os.read(report_r, 64):
+        report += chunk
+    os.close(report_r)
+    if not report:
+        return pid  # exec succeeded: the report pipe closed on exec
+    os.waitpid(pid, 0)
+    stage, _, number = report.decode().partition(":")
+    code = int(number) if number.isdecimal() else 0
+    raise OSError(code, os.strerror(code), cwd if stage == "chdir" else argv[0])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,384 @@
+"""Tool commands under the supervisor, with real process trees
+(docs/design/processes.md; mind.sidecars.supervisor, mind.shell.supervision).
+
+Every test marks its command's processes with a unique environment variable
+and finds them through ``/proc/*/environ``: "zero descendants left" is
+"no live process carries the marker", checked under a bounded deadline
+(never a sleep for timing).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import pytest
+
+from mind.errors import PrivateStateError, SupervisorRecordError
+from mind.shell import supervision
+from mind.shell.tools import ToolOutcome, ToolRunner
+
+pytestmark = pytest.mark.anyio
+
+DEADLINE_S = 10.0
+"""Generous bound for waiting on the system (never a timing assertion)."""
+
+TREE = "sleep 300 & setsid sleep 300 & sleep 300"
+"""The issue's tree: a background child, a setsid escapee, a foreground child."""
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _marked(marker: str, comm: str | None = None) -> list[int]:
+    """Live (non-zombie) processes whose environment holds ``marker``."""
+    needle = marker.encode()
+    found: list[int] = []
+    for name in os.listdir("/proc"):
+        if not name.isdecimal():
+            continue
+        try:
+            environ = Path(f"/proc/{name}/environ").read_bytes()
+            stat = Path(f"/proc/{name}/stat").read_text()
+        except OSError:
+            continue
+        state = stat.rpartition(")")[2].split()[0]
+        name_of = stat[stat.index("(") + 1 : stat.rindex(")")]
+        if needle in environ and state not in ("Z", "X") and comm in (None, name_of):
+            found.append(int(name))
+    return found
+
+
+async def _until(condition: Callable[[], bool]) -> bool:
+    """Poll ``condition`` until true or :data:`DEADLINE_S`; its last value."""
+    with anyio.move_on_after(DEADLINE_S):
+        while not condition():  # noqa: ASYNC110 - no event tells when a process is gone
+            await anyio.sleep(0.01)
+    return condition()
+
+
+def _env(marker: str) -> dict[str, str]:
+    return {"PATH": os.environ["PATH"], "MIND_TREE_MARKER": marker}
+
+
+@pytest.fixture
+def marker() -> str:
+    return f"mind-tree-{uuid.uuid4().hex}"
+
+
+# ---- the issue's tree: interrupt, timeout ------------------------------------------
+
+
+async def test_interrupt_leaves_no_descendant_of_a_setsid_tree(tmp_path: Path, marker: str) -> None:
+    runner = ToolRunner(tmp_path, env=_env(marker))
+    seen: list[str] = []
+
+    async def call() -> None:
+        try:
+            await runner.run("shell", {"command": ["bash", "-c", TREE]})
+        except anyio.get_cancelled_exc_class():
+            seen.append("cancelled")
+            raise
+
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as group:
+            group.start_soon(call)
+            assert await _until(lambda: len(_marked(marker, "sleep")) == 3)
+            scope.cancel()
+    assert seen == ["cancelled"]
+    assert await _until(lambda: _marked(marker) == [])
+
+
+async def test_timeout_leaves_no_descendant_of_a_setsid_tree(tmp_path: Path, marker: str) -> None:
+    runner = ToolRunner(tmp_path, env=_env(marker))
+    started = tmp_path / "started"
+    command = f"{TREE} & touch {started}; wait"
+    outcome = await runner.run("shell", {"command": ["bash", "-c", command], "timeout_s": 1})
+    assert started.exists()
+    assert outcome == ToolOutcome(
+        status="error",
+        output="timed out after 1 s; the command and every process it started were killed",
+    )
+    assert await _until(lambda: _marked(marker) == [])
+
+
+async def test_a_double_forked_daemon_is_killed_when_the_command_exits(
+    tmp_path: Path, marker: str
+) -> None:
+    started = tmp_path / "started"
+    daemon = f"setsid bash -c 'sleep 300 & touch {started}; exec sleep 301' </dev/null"
+    command = f"( {daemon} & ); while [ ! -e {started} ]; do :; done; echo parent-done"
+    runner = ToolRunner(tmp_path, env=_env(marker))
+    outcome = await runner.run("shell", {"command": ["bash", "-c", command]})
+    assert outcome.status == "ok", outcome.output
+    assert outcome.output.startswith("parent-done\n[2 background processes")
+    assert await _until(lambda: _marked(marker) == [])
+
+
+# ---- kill_tree, inspect ---------------------------------------------------------------
+
+
+async def _start(
+    directory: Path, command: str, marker: str, *, timeout_s: float = 60
+) -> supervision.Handle:
+    return await supervision.start(
+        directory,
+        ["bash", "-c", command],
+        cwd=directory.parent,
+        env=_env(marker),
+        timeout_s=timeout_s,
+        max_output_bytes=4096,
+    )
+
+
+async def test_kill_tree_of_a_running_command_leaves_no_descendant(
+    tmp_path: Path, marker: str
+) -> None:
+    directory = tmp_path / "effects" / "ef_1"
+    handle = await _start(directory, f"echo hello; {TREE}", marker)
+    assert await _until(lambda: len(_marked(marker, "sleep")) == 3)
+    state = supervision.inspect(directory)
+    assert state == supervision.Running(handle.pid)
+    assert supervision.kill_tree(directory)
+    result = await supervision.wait(handle)
+    assert result == supervision.ProcessResult(
+        "hello\nstopped: the command and every process it started were killed", False
+    )
+    assert await _until(lambda: _marked(marker) == [])
+    assert supervision.inspect(directory) == supervision.Finished(result)
+    assert not supervision.kill_tree(directory)  # nothing runs any more
+
+
+async def test_the_record_names_the_supervisor_before_the_command_runs(
+    tmp_path: Path, marker: str
+) -> None:
+    directory = tmp_path / "ef_2"
+    seen = tmp_path / "seen"
+    handle = await _start(directory, f"cat {directory}/supervisor.json > {seen}", marker)
+    result = await supervision.wait(handle)
+    assert result.ok, result.text
+    record = json.loads(seen.read_text())
+    assert (record["pid"], record["start_identity"]) == (handle.pid, handle.start_identity)
+    assert handle.start_identity
+    modes = {p.name: p.stat().st_mode & 0o777 for p in directory.iterdir()}
+    assert directory.stat().st_mode & 0o777 == 0o700
+    assert set(modes.values()) == {0o600}, modes
+    assert {"supervisor.json", "exit.json", "stdout", "stderr"} <= set(modes)
+
+
+def test_kill_9_of_the_starter_neither_kills_the_command_nor_loses_its_result(
+    tmp_path: Path, marker: str
+) -> None:
+    """A stand-in for mind starts a supervised command and is SIGKILLed; the
+    command goes on, ends, and exit.json has its real status and output."""
+    directory = tmp_path / "effects" / "ef_3"
+    go, began = tmp_path / "go", tmp_path / "began"
+    command = (
+        f"echo first; touch {began}; while [ ! -e {go} ]; do sleep 0.01; done; "
+        "echo second >&2; exit 7"
+    )
+    starter = (
+        "import anyio, sys\n"
+        "from pathlib import Path\n"
+        "from mind.shell import supervision\n"
+        "async def main():\n"
+        f"    h = await supervision.start(Path({str(directory)!r}), ['bash', '-c', sys.argv[1]],"
+        f" cwd=Path({str(tmp_path)!r}), env={_env(marker)!r}, timeout_s=60,"
+        " max_output_bytes=4096)\n"
+        "    await supervision.wait(h)\n"
+        "anyio.run(main)\n"
+    )
+    mind = subprocess.Popen([sys.executable, "-c", starter, command])
+    try:
+        assert anyio.run(_until, began.exists), "the command did not start"
+        mind.kill()
+        mind.wait()
+        assert isinstance(supervision.inspect(directory), supervision.Running)
+        go.touch()
+        # A restarted mind is not the supervisor's parent: it waits on the lock.
+        handle = supervision.handle_of(directory)
+        assert handle is not None
+
+        async def collect() -> supervision.ProcessResult:
+            with anyio.fail_after(DEADLINE_S):
+                return await supervision.wait(handle)
+
+        result = anyio.run(collect)
+    finally:
+        mind.kill()
+        mind.wait()
+    expected = supervision.ProcessResult("first\n[stderr]\nsecond\nexit code: 7", False)
+    assert result == expected
+    assert supervision.inspect(directory) == supervision.Finished(expected)
+    assert anyio.run(_until, lambda: _marked(marker) == [])
+
+
+def test_an_untouched_directory_never_started_and_never_will(tmp_path: Path) -> None:
+    assert supervision.inspect(tmp_path / "absent") == supervision.NeverStarted()
+    directory = tmp_path / "ef_4"
+    directory.mkdir(mode=0o700)
+    assert supervision.inspect(directory) == supervision.NeverStarted()
+
+    async def late_start() -> supervision.ProcessResult:
+        handle = await _start(directory, "echo ran", "late")
+        return await supervision.wait(handle)
+
+    result = anyio.run(late_start)
+    assert not result.ok
+    assert "already used (never_started exists)" in result.text
+    assert not (directory / "stdout").exists()
+
+
+async def test_a_supervisor_killed_outright_is_lost_and_takes_the_leader(
+    tmp_path: Path, marker: str
+) -> None:
+    directory = tmp_path / "ef_5"
+    handle = await _start(directory, "sleep 300", marker)
+    assert await _until(lambda: len(_marked(marker, "sleep")) == 1)
+    os.kill(handle.pid, signal.SIGKILL)
+    result = await supervision.wait(handle)
+    assert "outcome is unknown" in result.text
+    assert supervision.inspect(directory) == supervision.Lost(handle.pid)
+    # The leader's death signal (§2.5) takes it along: it goes on unseen never.
+    assert await _until(lambda: _marked(marker) == [])
+
+
+async def test_a_damaged_exit_record_is_refused_with_its_path(tmp_path: Path, marker: str) -> None:
+    directory = tmp_path / "ef_6"
+    assert (await supervision.wait(await _start(directory, "true", marker))).ok
+    exit_file = directory / "exit.json"
+    exit_file.write_text('{"version": 1, "exit_code": "zero"')
+    with pytest.raises(SupervisorRecordError) as caught:
+        supervision.inspect(directory)
+    assert caught.value.path == exit_file
+    assert str(exit_file) in str(caught.value)
+
+
+# ---- the shell tool's effect directory ------------------------------------------------
+
+
+async def test_a_command_runs_in_its_effect_directory_which_goes_once_delivered(
+    tmp_path: Path, marker: str
+) -> None:
+    """docs/design/processes.md §1, §7: ``effects_dir/<effect id>`` holds the
+    supervisor's files while the command runs; the command sees the id as
+    ``MIND_EFFECT_ID``; the raw output is removed once the result is back."""
+    effects = tmp_path / "effects"
+    runner = ToolRunner(tmp_path, env=_env(marker), effects_dir=effects)
+    command = f"echo $MIND_EFFECT_ID; ls {effects}; ls {effects}/ef_abc"
+    outcome = await runner.run("shell", {"command": command}, effect_id="ef_abc")
+    assert outcome == ToolOutcome(
+        status="ok",
+        output="ef_abc\nef_abc\nstderr\nstdout\nsupervisor.json\nsupervisor.log\nexit code: 0",
+    )
+    assert list(effects.iterdir()) == []
+
+
+async def test_output_files_stay_bounded_keeping_head_and_tail(tmp_path: Path, marker: str) -> None:
+    """§3: however much a command prints, each file holds at most twice
+    ``max_output_bytes`` (head + tail), and exit.json counts what was cut."""
+    directory = tmp_path / "ef_7"
+    handle = await supervision.start(
+        directory,
+        ["seq", "1", "200000"],
+        cwd=tmp_path,
+        env=_env(marker),
+        timeout_s=60,
+        max_output_bytes=1000,
+    )
+    result = await supervision.wait(handle)
+    full = "".join(f"{n}\n" for n in range(1, 200_001)).encode()
+    assert (directory / "stdout").read_bytes() == full[:1000] + full[-1000:]
+    account = json.loads((directory / "exit.json").read_text())["stdout"]
+    assert account == {"total_bytes": len(full), "head_bytes": 1000, "cut_bytes": len(full) - 2000}
+    assert result.text.startswith(full[:500].decode())
+    assert result.text.endswith(full[-500:].decode() + "exit code: 0")
+
+
+async def test_a_stop_reaches_descendants_that_ignore_sigterm(tmp_path: Path, marker: str) -> None:
+    """§4: SIGTERM to every descendant, then SIGKILL after the grace."""
+    directory = tmp_path / "ef_8"
+    handle = await supervision.start(
+        directory,
+        ["bash", "-c", f"trap '' TERM; {TREE}; wait"],
+        cwd=tmp_path,
+        env=_env(marker),
+        timeout_s=60,
+        max_output_bytes=1000,
+        kill_grace_s=0.2,
+    )
+    assert await _until(lambda: len(_marked(marker, "sleep")) == 3)
+    assert supervision.kill_tree(directory)
+    result = await supervision.wait(handle)
+    assert result.text == "stopped: the command and every process it started were killed"
+    assert await _until(lambda: _marked(marker) == [])
+    assert sorted(p.name for p in directory.iterdir() if p.name.startswith(".")) == []
+
+
+def test_a_directory_others_may_write_is_refused(tmp_path: Path) -> None:
+    """§2.2, fail closed: nothing runs in a directory another user could
+    plant files in — refused by the client, and by the supervisor itself."""
+    directory = tmp_path / "ef_9"
+    directory.mkdir()
+    directory.chmod(0o777)
+
+    async def run() -> supervision.ProcessResult:
+        handle = await supervision.start(
+            directory, ["touch", "ran"], cwd=tmp_path, env=None, timeout_s=5, max_output_bytes=100
+        )
+        return await supervision.wait(handle)
+
+    with pytest.raises(PrivateStateError):
+        anyio.run(run)
+    program = [sys.executable, "-I", "-S", supervision.SUPERVISOR]
+    options = ["--cwd", str(tmp_path), "--timeout", "5", "--max-output", "100", "--grace", "1"]
+    refused = subprocess.run(
+        [*program, *options, "--", "touch", "ran"],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert refused.returncode == supervision.REFUSED_EXIT
+    assert "not private" in refused.stderr
+    assert not (tmp_path / "ran").exists()
+    assert sorted(p.name for p in directory.iterdir()) == []
+
+
+async def test_the_caller_learns_the_supervisor_before_the_command_ends(
+    tmp_path: Path, marker: str
+) -> None:
+    """The effect record's evidence (pid + start identity) is handed over
+    while the command runs, so it can be made durable before the outcome."""
+    seen: list[supervision.Handle] = []
+
+    async def started(handle: supervision.Handle) -> None:
+        seen.append(handle)
+
+    runner = ToolRunner(tmp_path, env=_env(marker), effects_dir=tmp_path / "effects")
+    outcome = await runner.run("shell", {"command": "echo $PPID"}, on_started=started)
+    (handle,) = seen
+    assert outcome.output == f"{handle.pid}\nexit code: 0"
+    assert handle.start_identity
+
+
+async def test_a_failing_start_hook_stops_the_tree_and_propagates(
+    tmp_path: Path, marker: str
+) -> None:
+    async def started(handle: supervision.Handle) -> None:
+        assert await _until(lambda: len(_marked(marker, "sleep")) == 3)
+        raise OSError(28, "No space left on device")
+
+    runner = ToolRunner(tmp_path, env=_env(marker))
+    with pytest.raises(OSError, match="No space left"):
+        await runner.run("shell", {"command": ["bash", "-c", TREE]}, on_started=started)
+    assert await _until(lambda: _marked(marker) == [])
