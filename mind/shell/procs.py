@@ -18,6 +18,9 @@ records and compared for equality later, so its format is fixed:
   table): then only liveness counts.
 
 All functions are thread-safe and may be called from worker threads.
+psutil (~15 ms to import) is imported by the first function that reads a
+process, not with this module: the lease, the ledger and the store import it
+on paths (``mind --version``, ``Runtime.open``) that read none.
 """
 
 from __future__ import annotations
@@ -27,14 +30,11 @@ import sys
 from pathlib import Path
 from typing import Final
 
-import psutil
-
 __all__ = ["group_has_live_member", "is_alive", "same_process", "start_identity", "started_at_ms"]
 
 _LINUX: Final = sys.platform.startswith("linux")
 _BOOT_ID: Final = Path("/proc/sys/kernel/random/boot_id")
 """A kernel value, not a process table read: psutil has no boot id."""
-_GONE: Final = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
 
 
 def _boot_id() -> str:
@@ -48,6 +48,8 @@ def _create_time_s(pid: int) -> float | None:
     """psutil's start time of ``pid``, s since the epoch; None when unknown."""
     if pid <= 0:
         return None
+    import psutil  # here, not at import: see the module docstring
+
     try:
         return psutil.Process(pid).create_time()
     except (psutil.Error, OSError):
@@ -62,6 +64,8 @@ def start_identity(pid: int) -> str:
         return ""
     if not _LINUX:
         return f"start:{round(created * 1_000_000)}"
+    import psutil
+
     try:
         since_boot_s = created - psutil.boot_time()
     except (psutil.Error, OSError, RuntimeError):
@@ -82,6 +86,8 @@ def started_at_ms(pid: int, *, fallback_ms: int) -> int:
 def is_alive(pid: int) -> bool:
     """Whether ``pid`` exists: a process of another user counts (EPERM on
     signal 0 is alive), a zombie (exited, not yet reaped) is dead."""
+    import psutil  # here, not at import: see the module docstring
+
     if pid <= 0 or not psutil.pid_exists(pid):
         return False
     try:
@@ -114,9 +120,12 @@ def group_has_live_member(pgid: int) -> bool:
     Zombies do not count: orphaned ones wait for init to reap them and must
     not hold up a kill. A process whose group cannot be read is skipped.
     """
+    import psutil  # here, not at import: see the module docstring
+
+    gone = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
     for proc in psutil.process_iter():
         try:
-            if os.getpgid(proc.pid) == pgid and proc.status() not in _GONE:
+            if os.getpgid(proc.pid) == pgid and proc.status() not in gone:
                 return True
         except (psutil.Error, OSError):
             continue
