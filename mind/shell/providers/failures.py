@@ -489,6 +489,18 @@ def protocol_error(provider: str, answered: str, *, looks_like: str | None = Non
     return ProviderError("protocol", detail=detail, status=200)
 
 
+def malformed_event(data: str) -> ProviderError:
+    """A stream data event that is not JSON, before the stream's end:
+    ``protocol`` — the server breaks the event format, so the same request
+    gets the same answer and is never retried (docs/design/providers.md §7).
+    A torn *last* event at EOF is not this: the end-of-stream rules decide it.
+
+    Args:
+        data: the event's data (its first 200 characters are quoted).
+    """
+    return ProviderError("protocol", detail=f"a stream event is not JSON: {data[:200]}", status=200)
+
+
 def error_from_http(
     status: int,
     body: bytes,

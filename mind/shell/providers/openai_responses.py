@@ -51,7 +51,12 @@ from mind.history import (
 )
 from mind.shell.base_url import is_openai_host
 from mind.shell.providers._http import HttpProvider, StreamParser, error_event
-from mind.shell.providers.failures import guess_api, is_error_payload, protocol_error
+from mind.shell.providers.failures import (
+    guess_api,
+    is_error_payload,
+    malformed_event,
+    protocol_error,
+)
 from mind.shell.providers.output_budget import OutputBudget
 from mind.shell.providers.sequencing import provider_items_of, sequence_messages
 from mind.shell.providers.server_json import as_int, load_json
@@ -331,7 +336,7 @@ class ResponsesStreamParser(StreamParser):
         except ValueError:
             if event.at_eof:
                 return []
-            raise ProviderError("server", detail=f"malformed stream event: {data[:200]}") from None
+            raise malformed_event(data) from None
         if not isinstance(payload, dict):
             return []
         other = guess_api(payload)
