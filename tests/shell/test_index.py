@@ -32,6 +32,7 @@ from mind.shell.index import IndexEntry, SessionIndex, format_age
 from mind.shell.index.writer import WriteQueue
 from mind.shell.journal import Journal, read_records
 from mind.shell.store import SessionSummary, Store, listing_lines
+from tests.support import records as rec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,20 +90,7 @@ def append_turns(j: Journal, turns: Sequence[tuple[str, str | None]], *, padding
         j.append(
             jr.UserMessage(**z, turn_id=tid, message_id=f"m{n}", text=prompt, kind=jr.Kind.prompt)
         )
-        j.append(
-            jr.ModelRound(
-                **z,
-                turn_id=tid,
-                round=0,
-                text="x" * padding,
-                reasoning="",
-                tool_calls=[],
-                finish=jr.Finish.stop,
-                usage=jr.Usage(input_tokens=1, output_tokens=1),
-                provider="p",
-                provider_items=[],
-            )
-        )
+        j.append(rec.model_round(tid, "x" * padding, provider="p"))
         if status is not None:
             j.append(
                 jr.TurnCompleted(
