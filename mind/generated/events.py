@@ -154,6 +154,19 @@ class ToolResultEvent(Struct, kw_only=True, tag_field='type', tag='tool.result',
     output: str
 
 
+class WarningKind(StrEnum):
+    output_truncated = 'output_truncated'
+    content_filtered = 'content_filtered'
+
+
+class TurnWarningEvent(Struct, kw_only=True, tag_field='type', tag='turn.warning', frozen=True):
+    """A model round ended short of a whole answer without failing (docs/design/providers.md §9): `output_truncated` when it stopped at the output token limit (finish `length`), `content_filtered` when the provider's filter stopped it (finish `content_filter`). The round's text so far is kept and journaled with that finish; message is one line for a person."""
+
+    turn_id: str
+    kind: Annotated[WarningKind, Meta(title='WarningKind')]
+    message: str
+
+
 class SessionRecoveredEvent(Struct, kw_only=True, tag_field='type', tag='session.recovered', frozen=True):
     """Startup recovery finished (docs/design/recovery.md §2): what a crash left open was closed, and unacknowledged inputs will replay."""
 
@@ -295,7 +308,7 @@ class TurnCompletedEvent(Struct, kw_only=True, tag_field='type', tag='turn.compl
 
 
 Event: TypeAlias = Annotated[
-    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | InputClaimedEvent | TurnStartedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | ApprovalRequestedEvent | ToolResultEvent | TurnRetryingEvent | TurnCompletedEvent | ExecFailedEvent | InputWaitingEvent,
+    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | InputClaimedEvent | TurnStartedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | ApprovalRequestedEvent | ToolResultEvent | TurnRetryingEvent | TurnWarningEvent | TurnCompletedEvent | ExecFailedEvent | InputWaitingEvent,
     Meta(
         description="One event of a session: the library's typed events and `mind exec --json` lines (tagged union on `type`).",
         title='Event',

@@ -24,22 +24,10 @@ import functools
 import os
 import sys
 import time
-import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from mind._version import __version__
-from mind.errors import (
-    ConfigError,
-    MindError,
-    MountRefused,
-    NotConfiguredError,
-    ScriptError,
-    SessionLookupError,
-    SessionOccupiedError,
-    StateDirError,
-    StorageError,
-)
 
 if TYPE_CHECKING:
     from mind.generated import events as ev
@@ -242,6 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not json_mode or not isinstance(leaf, Exception):
                 raise
             # A traceback quotes exception text, which may carry a key or a URL.
+            import traceback  # only for a bug: `mind --version` must not pay for it
+
             trace = "".join(traceback.format_exception(leaf))
             print(redact(trace, _secrets(args)), end="", file=sys.stderr)
             failure = (EXIT_FAILED, "internal")
@@ -254,6 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"mind: {message}", file=sys.stderr)
         if json_mode:
             _emit_failure(code, kind, message)
+        from mind.errors import NotConfiguredError
+
         if isinstance(leaf, NotConfiguredError) and args.unconfigured_ok:
             return EXIT_OK  # mind just explained how to configure a model
         return code
@@ -295,23 +287,38 @@ class _Parser(argparse.ArgumentParser):
         return super().format_help()
 
 
-_FAILURES: tuple[tuple[type[BaseException], int, str], ...] = (
-    (ConfigError, EXIT_USAGE, "usage"),
-    (SessionLookupError, EXIT_USAGE, "usage"),  # a typed id naming no session, or several
-    (ScriptError, EXIT_USAGE, "usage"),  # the offline script is part of the configuration
-    (SessionOccupiedError, EXIT_OCCUPIED, "occupied"),
-    (StateDirError, EXIT_FAILED, "state_dir"),
-    (StorageError, EXIT_STORAGE, "storage"),
-    (MindError, EXIT_FAILED, "session"),
-)
-"""Exception type → (exit code, ``exec.failed`` kind); the first match wins."""
+def _failures() -> tuple[tuple[type[BaseException], int, str], ...]:
+    """Exception type → (exit code, ``exec.failed`` kind); the first match wins.
+    (Imported when a run ends in an error: ``mind --version`` must not pay
+    for the error tree's dataclasses and pathlib, ~10 ms.)"""
+    from mind.errors import (
+        ConfigError,
+        MindError,
+        ScriptError,
+        SessionLookupError,
+        SessionOccupiedError,
+        StateDirError,
+        StorageError,
+    )
+
+    return (
+        (ConfigError, EXIT_USAGE, "usage"),
+        (SessionLookupError, EXIT_USAGE, "usage"),  # a typed id naming no session, or several
+        (ScriptError, EXIT_USAGE, "usage"),  # the offline script is part of the configuration
+        (SessionOccupiedError, EXIT_OCCUPIED, "occupied"),
+        (StateDirError, EXIT_FAILED, "state_dir"),
+        (StorageError, EXIT_STORAGE, "storage"),
+        (MindError, EXIT_FAILED, "session"),
+    )
 
 
 def _classify(exc: BaseException) -> tuple[int, str] | None:
     """Exit code and failure kind of an error that ends a run; None for a bug."""
+    from mind.errors import MountRefused
+
     if isinstance(exc, MountRefused):
         return (EXIT_OCCUPIED, "occupied") if exc.kind == "occupied" else (EXIT_FAILED, "session")
-    for kind_type, code, kind in _FAILURES:
+    for kind_type, code, kind in _failures():
         if isinstance(exc, kind_type):
             return code, kind
     return None
@@ -423,6 +430,7 @@ def _config(args: argparse.Namespace) -> int:
 
 
 async def _sessions(args: argparse.Namespace) -> int:
+    from mind.errors import StateDirError
     from mind.shell.runtime import Runtime
     from mind.shell.store import listing_lines
 

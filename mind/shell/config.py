@@ -53,7 +53,8 @@ from mind.effects.boundary import SANDBOX_MODES, SandboxMode
 from mind.effects.policy import ApprovalPolicy
 from mind.errors import ConfigError, NotConfiguredError
 from mind.shell import private_files
-from mind.shell.provider_values import check_api_key, check_base_url
+from mind.shell.base_url import check_base_url
+from mind.shell.provider_values import check_api_key
 from mind.shell.providers import ProviderKind, ProviderSettings
 from mind.shell.redact import redact_url, url_secrets
 from mind.shell.tool_env import ShellEnvironment

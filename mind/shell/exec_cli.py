@@ -321,6 +321,9 @@ def _emit_json_ordered(
 
 
 def _human_progress(event: ev.Event) -> None:
+    if isinstance(event, ev.TurnWarningEvent):
+        print(f"mind: warning: {event.message}", file=sys.stderr)
+        return
     if not isinstance(event, ev.ToolCallEvent | ev.ToolResultEvent | ev.TurnRetryingEvent):
         return
     # render (rich, ~50 ms) is imported at the first progress line, after the

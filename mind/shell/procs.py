@@ -18,6 +18,9 @@ records and compared for equality later, so its format is fixed:
   table): then only liveness counts.
 
 All functions are thread-safe and may be called from worker threads.
+psutil (~15 ms to import) is imported by the first function that reads a
+process, not with this module: the lease, the ledger and the store import it
+on paths (``mind --version``, ``Runtime.open``) that read none.
 """
 
 from __future__ import annotations
@@ -26,8 +29,6 @@ import os
 import sys
 from pathlib import Path
 from typing import Final
-
-import psutil
 
 __all__ = ["is_alive", "same_process", "start_identity", "started_at_ms"]
 
@@ -47,6 +48,8 @@ def _create_time_s(pid: int) -> float | None:
     """psutil's start time of ``pid``, s since the epoch; None when unknown."""
     if pid <= 0:
         return None
+    import psutil  # here, not at import: see the module docstring
+
     try:
         return psutil.Process(pid).create_time()
     except (psutil.Error, OSError):
@@ -61,6 +64,8 @@ def start_identity(pid: int) -> str:
         return ""
     if not _LINUX:
         return f"start:{round(created * 1_000_000)}"
+    import psutil
+
     try:
         since_boot_s = created - psutil.boot_time()
     except (psutil.Error, OSError, RuntimeError):
@@ -81,6 +86,8 @@ def started_at_ms(pid: int, *, fallback_ms: int) -> int:
 def is_alive(pid: int) -> bool:
     """Whether ``pid`` exists: a process of another user counts (EPERM on
     signal 0 is alive), a zombie (exited, not yet reaped) is dead."""
+    import psutil  # here, not at import: see the module docstring
+
     if pid <= 0 or not psutil.pid_exists(pid):
         return False
     try:

@@ -547,6 +547,9 @@ class TurnView:
                     style="yellow",
                 )
             )
+        elif isinstance(event, ev.TurnWarningEvent):
+            self.flush_text()
+            self.print(Text(f"⚠ {event.message}.", style="yellow"), kind="note")
         elif isinstance(event, ev.TurnCompletedEvent):
             self.flush_text()
             self._show_end(event, failure_detail)

@@ -121,15 +121,25 @@ class Runtime:
         for s in rt._sessions.values():
             with anyio.CancelScope(shield=True):
                 await s.provider.aclose()
-            s.journal.close()
-            s.lease.release()
-        try:
-            rt.mounts.close()  # normal exit clears this process's record (docs/design/mounts.md §7)
-        except MountRefused as exc:  # a dead pid's record is ignored by readers anyway
-            log.warning("could not clear this process's session mounts: %s", exc)
-        store.close()
+        with anyio.CancelScope(shield=True):  # leaving always gives back what was taken
+            await anyio.to_thread.run_sync(rt._give_back_all)
         if body_error is not None:
             raise body_error
+
+    def _give_back_all(self) -> None:
+        """On leaving: close every journal, then release the leases, this
+        process's ledger record and the index — in that order (no write may
+        follow a claim's release, docs/design/mounts.md §5). Blocking (the
+        ledger rewrite backs off up to ~1 s while another process holds its
+        lock, the index writer is joined): called in a worker thread."""
+        for s in self._sessions.values():
+            s.journal.close()
+            s.lease.release()
+        # Normal exit clears this record (docs/design/mounts.md §7); when the
+        # rewrite is refused, readers ignore a dead pid's record anyway.
+        if not self.mounts.close():
+            log.warning("could not clear this process's session mounts")
+        self.store.close()
 
     async def _close_broken(self, session: Session) -> None:
         """Stop hosting a session whose journal refuses appends, so it can be

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, final
 
@@ -39,13 +39,12 @@ from mind.shell.journal import Journal
 from mind.shell.lease import SessionLease
 from mind.shell.mounts import MountHandle
 from mind.shell.providers import Provider, make_provider
-from mind.shell.recovery import settled_inputs
 from mind.shell.redact import url_secrets
 from mind.shell.sandbox.command import session_sandbox
 from mind.shell.tool_env import tool_environment
 from mind.shell.tools import ToolRunner, session_boundary
 from mind.shell.turn_driver import TurnDriver
-from mind.shell.turn_handle import EventChannel, Turn, TurnOutcome
+from mind.shell.turn_handle import EventChannel, EventFanOut, Turn, TurnOutcome
 
 if TYPE_CHECKING:
     from mind.shell.runtime import Runtime
@@ -83,7 +82,10 @@ class Session:
     """One session: its journal, inbox, settings and at most one running turn.
 
     Create with :meth:`Runtime.create_session` or :meth:`Runtime.open_session`;
-    the session holds its lease until the runtime closes.
+    the session holds its lease until the runtime closes. ``settled`` are
+    the input ids no turn may take again (acknowledged by a terminal record
+    or dropped), as startup found them in the journal
+    (:func:`mind.shell.recovery.settled_inputs`, computed once there).
     """
 
     def __init__(
@@ -99,6 +101,7 @@ class Session:
         interactive: bool,
         provider: Provider | None = None,
         mount: MountHandle | None = None,
+        settled: Collection[str] = (),
     ) -> None:
         self.runtime = runtime
         self.mount = mount if mount is not None else runtime.mounts.claim(session_id)
@@ -148,12 +151,19 @@ class Session:
         # dropped): from here on the mailbox alone answers for them.
         self.mailbox.restore(
             [(e.message_id, e.text, e.kind.value) for e in inbox.entries],
-            acknowledged=settled_inputs(journal.records),
+            acknowledged=settled,
         )
         self.recovery: ev.SessionRecoveredEvent | None = None
         """What opening the session repaired (None for a new session)."""
-        self._events = EventChannel()
-        """The ``events()`` consumer's channel (bounded, see :class:`EventChannel`)."""
+        self.fanout = EventFanOut()
+        """Where this session's turns publish their events, once per event."""
+        self._events = self.fanout.subscribe(EventChannel())
+        """The ``events()`` consumer's channel (bounded, see :class:`EventChannel`);
+        session-level events (``input.accepted``, ``input.waiting``) go into it alone."""
+        self._inputs: dict[str, jr.UserMessage] = {}
+        """Journaled inputs by id, the last journaled of each (for :meth:`claimed_inputs`)."""
+        self._inputs_indexed = 0
+        """How many journal records :attr:`_inputs` accounts for (the journal only grows)."""
         self._consuming = False
 
     @property
@@ -201,17 +211,16 @@ class Session:
 
         A claim is journaled before it is announced, so every id of an
         ``input.claimed`` event is found; an input claimed again after
-        recovery is found as last journaled.
+        recovery is found as last journaled. Incremental: each journal record
+        is read once over the session's life, whatever the number of look-ups.
         """
-        wanted = set(message_ids)
-        found: dict[str, jr.UserMessage] = {}
-        for record in reversed(self.journal.records):
-            if not wanted:
-                break
-            if isinstance(record, jr.UserMessage) and record.message_id in wanted:
-                found[record.message_id] = record
-                wanted.discard(record.message_id)
-        return [found[m] for m in message_ids if m in found]
+        records = self.journal.records
+        if self._inputs_indexed < len(records):
+            for record in records[self._inputs_indexed :]:
+                if isinstance(record, jr.UserMessage):
+                    self._inputs[record.message_id] = record
+            self._inputs_indexed = len(records)
+        return [self._inputs[m] for m in message_ids if m in self._inputs]
 
     def history(self) -> list[jr.JournalRecord]:
         """The session's journal records in order (read-only: a copy), for
@@ -471,6 +480,9 @@ class Session:
             # Nobody reads events(): keep this turn's events for a consumer
             # that may still come, not every earlier turn's (one bound).
             self._events.clear()
+        if self.current is not None:
+            # A turn that never reached its end must not see the next one's events.
+            self.fanout.unsubscribe(self.current._events)
         # Claiming happens here, synchronously, so input sent right after
         # this call already sees an open mailbox.
         turn = Turn(self, new_id("turn"), self.mailbox.open_turn())

@@ -58,6 +58,8 @@ class Opening:
         cwd: the working directory of a new session (absolute once created).
         provider: the provider to use (``None``: made from ``config``).
         hosted: the handle this runtime already holds (reused or closed).
+        settled: input ids the journal settles (acknowledged or dropped),
+            found once by ``open_inbox`` and handed to the session.
     """
 
     runtime: Runtime
@@ -73,6 +75,7 @@ class Opening:
     inbox: Inbox | None = None
     synthetic: int = 0
     closed: ClosedTurns = field(default_factory=ClosedTurns)
+    settled: frozenset[str] = frozenset()
     session: Session | None = None
 
     @property
@@ -161,6 +164,7 @@ class Opening:
     def _open_inbox(self, _machine: SessionStartup) -> None:
         assert self.journal is not None
         acknowledged = settled_inputs(self.journal.records)
+        self.settled = frozenset(acknowledged)  # computed once: the session gets it too
         inbox = Inbox.open(self.directory / "inbox.json", acknowledged=acknowledged)
         # The file too: a crash after the terminal record, before the
         # cleanup, left acknowledged input in it (docs/design/mailbox.md §3).
@@ -195,6 +199,7 @@ class Opening:
             interactive=self.interactive,
             provider=self.provider,
             mount=self.mount,
+            settled=self.settled | set(self.closed.acknowledged),
         )
         if not machine.new_session:
             session.recovery = ev.SessionRecoveredEvent(

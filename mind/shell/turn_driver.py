@@ -63,6 +63,7 @@ from mind.shell.recovery import (
     close_open_calls,
 )
 from mind.shell.redact import redact, redact_round
+from mind.shell.round_warnings import finish_warning
 from mind.shell.tool_calls import ToolCalls
 from mind.shell.turn_handle import Turn, TurnOutcome
 
@@ -385,6 +386,8 @@ class TurnDriver:
             if done.text:
                 turn._final_text = done.text
                 turn._emit(ev.MessageCompletedEvent(turn_id=turn.turn_id, text=done.text))
+            if (warning := finish_warning(turn.turn_id, done.finish)) is not None:
+                turn._emit(warning)  # a cut answer is kept, and said to be cut
             faults.boundary("after_model_round")
             for effect in effects:
                 if isinstance(effect, RunTools):

@@ -125,6 +125,33 @@ class EventChannel:
 
 
 @final
+class EventFanOut:
+    """Where a session's turn events are published: each event once, into
+    the bounded channel of every consumer subscribed now (the session's
+    ``events()`` channel, the running turn's own) — one put per consumer,
+    no copy kept here. A consumer's bound and coalescing are its channel's
+    (:class:`EventChannel`)."""
+
+    def __init__(self) -> None:
+        self._channels: list[EventChannel] = []
+
+    def subscribe(self, channel: EventChannel) -> EventChannel:
+        """Give ``channel`` every event published from now on; returns it."""
+        self._channels.append(channel)
+        return channel
+
+    def unsubscribe(self, channel: EventChannel) -> None:
+        """Stop giving ``channel`` events (idempotent)."""
+        if channel in self._channels:
+            self._channels.remove(channel)
+
+    def publish(self, event: ev.Event) -> None:
+        """Put ``event`` into every subscribed channel; never blocks."""
+        for channel in self._channels:
+            channel.put(event)
+
+
+@final
 class TurnOutcome(msgspec.Struct, frozen=True, kw_only=True):
     """How a turn ended: the terminal event plus the final answer text.
 
@@ -168,7 +195,7 @@ class Turn:
         # ``session.events()`` never does) its deltas coalesce from the first:
         # the channel keeps the turn's text, in about one delta per kind per
         # lifecycle event, for an iteration that may still come.
-        self._events = EventChannel(slack=0)
+        self._events = session.fanout.subscribe(EventChannel(slack=0))
         self._scope = anyio.CancelScope()
         self._interrupt_requested = False
         self._send_pending = True
@@ -257,11 +284,11 @@ class Turn:
     # ---- producer side -----------------------------------------------------
 
     def _emit(self, event: ev.Event) -> None:
-        self._events.put(event)
-        self.session._events.put(event)
+        self.session.fanout.publish(event)
 
     def _finish(self, outcome: TurnOutcome) -> None:
         self._outcome = outcome
         self._emit(outcome.event)
+        self.session.fanout.unsubscribe(self._events)
         self._events.close()
         self._done.set()

@@ -110,6 +110,17 @@ def test_cli_without_work_loads_no_heavy_library(argv: list[str]) -> None:
     assert not loaded & set(CLI_HEAVY), f"mind {' '.join(argv)} loaded {loaded & set(CLI_HEAVY)}"
 
 
+def test_cli_version_loads_neither_the_error_tree_nor_traceback() -> None:
+    """``mind --version`` imports what printing the version needs: the error
+    tree (dataclasses, pathlib, inspect: ~10 ms) and traceback (~4 ms) only
+    when a run ends in an error."""
+    loaded = _loaded_after("from mind.shell.cli import main; raise SystemExit(main(['--version']))")
+    assert "mind.shell.cli" in loaded
+    assert not loaded & {"mind.errors", "traceback", "dataclasses"}, sorted(
+        loaded & {"mind.errors", "traceback", "dataclasses"}
+    )
+
+
 def test_exec_with_a_text_answer_loads_no_renderer(tmp_path: Path) -> None:
     """``mind exec`` needs httpx and the runtime, not the REPL's renderer or
     prompt_toolkit: its plain output imports the renderer only to describe a
@@ -166,3 +177,30 @@ def test_make_provider_imports_only_the_adapter_it_builds(
     names = set(proc.stdout.split())
     assert module in names
     assert not names & set(others), f"{kind} also imported {sorted(names & set(others))}"
+
+
+def test_psutil_is_imported_only_when_a_process_is_read(tmp_path: Path) -> None:
+    """Importing the lease, the ledger and the store and constructing the
+    ledger (what ``Runtime.open`` does on the event loop) read no process:
+    psutil (~15 ms) is first imported by the claim, in its worker thread."""
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        from mind.shell.lease import SessionLease
+        from mind.shell.mounts import MountLedger
+        from mind.shell.store import Store
+        root = Path({str(tmp_path / "state")!r})
+        store = Store(root)
+        ledger = MountLedger(store.root)
+        print("psutil" in sys.modules)
+        ledger.claim("0190a0a0-0000-7000-8000-000000000001").release()
+        ledger.close()
+        store.close()
+        print("psutil" in sys.modules)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert proc.stdout.split() == ["False", "True"]

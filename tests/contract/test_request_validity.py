@@ -30,6 +30,7 @@ from mind.generated import journal as jr
 from mind.history import OPENAI_CHAT_CALL_IDS, OPENAI_RESPONSES_CALL_IDS, build_messages
 from mind.shell.journal import Journal
 from mind.shell.providers import anthropic, openai_chat, openai_responses
+from tests.support import records as rec
 from tests.support.provider_rules import (
     validate_anthropic,
     validate_openai_chat,
@@ -367,18 +368,14 @@ def journals(draw: st.DrawFn) -> list[jr.JournalRecord]:
             text = draw(_round_text)
             n_visible = len(calls) + (1 if text.strip() else 0)
             records.append(
-                jr.ModelRound(
-                    seq=0,
-                    recorded_at_ms=0,
-                    turn_id=tid,
-                    round=r,
-                    text=text,
-                    reasoning="",
-                    tool_calls=calls,
-                    finish="tool_calls" if calls else "stop",
-                    usage=USAGE,
+                rec.model_round(
+                    tid,
+                    text,
+                    calls,
+                    r,
                     provider="p",
-                    provider_items=_provider_items(draw, n_visible),
+                    usage=USAGE,
+                    items=_provider_items(draw, n_visible),
                 )
             )
             after: list[Any] = []

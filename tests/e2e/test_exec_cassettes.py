@@ -128,6 +128,7 @@ def _check_events_are_well_formed(r: MindResult) -> None:
         "tool.call",
         "tool.result",
         "turn.retrying",
+        "turn.warning",
         "turn.completed",
     }
 
@@ -151,6 +152,9 @@ def test_case_through_mind_exec(case: Case, split: str, tmp_path: Path, run_mind
         assert len(server.requests) == 1  # MIND_MAX_RETRIES=0: no retry
         return
     assert (done["status"], r.returncode) == ("completed", 0), r.stderr
+    # An answer cut at the token limit or by a filter says so (docs/design/providers.md §9).
+    warned = {"length": ["output_truncated"], "content_filter": ["content_filtered"]}
+    assert [w["kind"] for w in r.of_type("turn.warning")] == warned.get(exp.finish, [])
     calls = r.of_type("tool.call")
     assert [(c["name"], c["arguments"]) for c in calls] == [list(x) for x in exp.tool_calls] or [
         (c["name"], c["arguments"]) for c in calls

@@ -99,6 +99,20 @@ def test_bidi_and_zero_width_characters_are_shown_not_obeyed() -> None:
     assert "⏺ Calling sh⟨U+202E⟩ll" in out.getvalue()
 
 
+def test_a_turn_warning_is_shown_after_the_text_it_is_about() -> None:
+    out = io.StringIO()
+    view = TurnView(Console(file=out, width=100))
+    view.show(ev.MessageDeltaEvent(turn_id="t", text="Partial ans"))
+    view.show(ev.MessageCompletedEvent(turn_id="t", text="Partial ans"))
+    message = "the answer was cut off at the model's output token limit"
+    view.show(
+        ev.TurnWarningEvent(turn_id="t", kind=ev.WarningKind.output_truncated, message=message)
+    )
+    shown = out.getvalue()
+    assert f"⚠ {message}." in shown
+    assert shown.index("Partial ans") < shown.index("⚠")
+
+
 # ---- streaming cost and open fences ------------------------------------
 
 _WATCHED = (

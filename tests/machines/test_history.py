@@ -23,6 +23,7 @@ from mind.history import (
     conform_call_ids,
     pending_tool_calls,
 )
+from tests.support import records as rec
 
 USAGE = jr.Usage(input_tokens=0, output_tokens=0)
 
@@ -47,18 +48,8 @@ def round_(
     turn: str = "t1",
     items: Sequence[dict[str, Any]] = (),
 ) -> jr.JournalRecord:
-    return jr.ModelRound(
-        seq=0,
-        recorded_at_ms=0,
-        turn_id=turn,
-        round=0,
-        text=text,
-        reasoning="",
-        tool_calls=list(calls),
-        finish="tool_calls" if calls else "stop",
-        usage=USAGE,
-        provider="openai-chat",
-        provider_items=list(items),
+    return rec.model_round(
+        turn, text, list(calls), provider="openai-chat", usage=USAGE, items=items
     )
 
 

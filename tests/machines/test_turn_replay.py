@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from mind.generated import journal as jr
 from mind.machines.turn_replay import RecoveredClosing, recovered_closing, replayed_turn
+from tests.support import records as rec
 
 T = "turn-1"
 
@@ -25,19 +26,7 @@ def message(mid: str, kind: jr.Kind = jr.Kind.prompt) -> jr.UserMessage:
 
 
 def round_(text: str = "", calls: tuple[str, ...] = (), turn_id: str = T) -> jr.ModelRound:
-    return jr.ModelRound(
-        seq=0,
-        recorded_at_ms=0,
-        turn_id=turn_id,
-        round=0,
-        text=text,
-        reasoning="",
-        tool_calls=[jr.RecordedToolCall(call_id=c, name="shell", arguments="{}") for c in calls],
-        finish=jr.Finish.tool_calls if calls else jr.Finish.stop,
-        usage=jr.Usage(input_tokens=1, output_tokens=1),
-        provider="scripted",
-        provider_items=[],
-    )
+    return rec.model_round(turn_id, text, [rec.call(c) for c in calls])
 
 
 def result(call_id: str) -> jr.ToolResult:

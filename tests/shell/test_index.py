@@ -32,6 +32,7 @@ from mind.shell.index import IndexEntry, SessionIndex, format_age
 from mind.shell.index.writer import WriteQueue
 from mind.shell.journal import Journal, read_records
 from mind.shell.store import SessionSummary, Store, listing_lines
+from tests.support import records as rec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,20 +90,7 @@ def append_turns(j: Journal, turns: Sequence[tuple[str, str | None]], *, padding
         j.append(
             jr.UserMessage(**z, turn_id=tid, message_id=f"m{n}", text=prompt, kind=jr.Kind.prompt)
         )
-        j.append(
-            jr.ModelRound(
-                **z,
-                turn_id=tid,
-                round=0,
-                text="x" * padding,
-                reasoning="",
-                tool_calls=[],
-                finish=jr.Finish.stop,
-                usage=jr.Usage(input_tokens=1, output_tokens=1),
-                provider="p",
-                provider_items=[],
-            )
-        )
+        j.append(rec.model_round(tid, "x" * padding, provider="p"))
         if status is not None:
             j.append(
                 jr.TurnCompleted(
@@ -353,12 +341,12 @@ def test_a_garbage_index_is_rebuilt_from_the_journals(
     first.close()
     db = tmp_path / "state" / "index.db"
     db.write_bytes(b"this is not a database " * 500)
-    with caplog.at_level(logging.WARNING, logger="mind.index"):
-        second = Store(tmp_path / "state")
-    assert "is damaged" in caplog.text
+    second = Store(tmp_path / "state")
     try:
         expected = {sid: expected_entry(p) for sid, p in paths.items()}
-        assert second.index.entries() == expected
+        with caplog.at_level(logging.WARNING, logger="mind.index"):
+            assert second.index.entries() == expected  # opened (and rebuilt) on first use
+        assert "is damaged" in caplog.text
         assert all(s.indexed for s in second.summaries())
     finally:
         second.close()
@@ -387,6 +375,7 @@ def test_an_index_damaged_while_open_is_rebuilt_on_the_next_listing(
 def test_an_index_of_another_schema_version_is_rebuilt(tmp_path: Path) -> None:
     first = Store(tmp_path / "state")
     paths = populate(first)
+    first.rebuild_index()
     first.close()
     con = apsw.Connection(str(tmp_path / "state" / "index.db"))
     con.execute("DROP TABLE sessions; CREATE TABLE sessions(x); PRAGMA user_version = 99")
@@ -561,6 +550,7 @@ def test_note_never_raises_for_index_trouble(store: Store) -> None:
 
 def test_the_index_is_a_private_wal_database(store: Store) -> None:
     store.index.note("s", cwd="/w")
+    assert store.index.flush()  # the writer thread opened the file for the note
     assert (store.index.path.stat().st_mode & 0o777) == 0o600
     con = apsw.Connection(str(store.index.path), flags=apsw.SQLITE_OPEN_READONLY)
     try:
@@ -882,3 +872,46 @@ def test_the_write_queue_is_bounded_and_refuses_when_full_or_closed() -> None:
     assert done == [1, 2]
     assert queue.close(timeout_s=10)
     assert not queue.submit(lambda: done.append(4))
+
+
+_LAZY_OPEN = """
+import sys, threading
+from pathlib import Path
+
+opened_by = []
+
+def hook(event, args):
+    if event == "open" and str(args[0]).endswith("index.db"):
+        opened_by.append(threading.current_thread().name)
+
+sys.addaudithook(hook)
+from mind.shell.store import Store
+
+root = Path(sys.argv[1])
+store = Store(root)
+sid = "0190a0a0-0000-7000-8000-000000000001"
+store.session_dir(sid).mkdir(mode=0o700)
+store.journal_path(sid).write_bytes(b"")
+before = (root / "index.db").exists()
+assert store.index.note(sid, cwd="/w", status="running")
+assert store.index.flush()
+print(before, sorted(set(opened_by)), sorted(store.index.entries()))
+store.close()
+"""
+
+
+def test_the_index_is_opened_by_its_writer_thread_on_the_first_note(tmp_path: Path) -> None:
+    """``Store()`` opens no ``index.db`` (``mind exec`` pays nothing for it
+    before its first request); the first note opens it on the writer thread."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _LAZY_OPEN, str(tmp_path / "state")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split(" ", 1) == [
+        "False",
+        "['mind-index-writer'] ['0190a0a0-0000-7000-8000-000000000001']\n",
+    ]

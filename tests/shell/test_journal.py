@@ -20,6 +20,7 @@ import pytest
 from mind.errors import JournalCorruptError, JournalError
 from mind.generated import journal as jr
 from mind.shell.journal import MAX_LINE_BYTES, Journal, JournalOpenReport, read_records
+from tests.support import records as rec
 
 CLEAN = JournalOpenReport(torn_tail_dropped=False, torn_tail_bytes=0, records=0)
 
@@ -36,22 +37,10 @@ def _user(text: str = "hello", message_id: str = "m") -> jr.UserMessage:
 
 
 def _round(items: list[dict[str, object]] | None = None) -> jr.ModelRound:
-    return jr.ModelRound(
-        seq=0,
-        recorded_at_ms=0,
-        turn_id="t1",
-        round=0,
-        text="ok",
-        reasoning="",
-        tool_calls=[
-            jr.RecordedToolCall(
-                call_id="call_1", name="shell", arguments='{"cmd":"ls"}', provider_fields={"x": 1}
-            )
-        ],
-        finish="tool_calls",
-        usage=jr.Usage(input_tokens=3, output_tokens=4),
-        provider="openai-chat",
-        provider_items=items or [],
+    call = rec.call("call_1", arguments='{"cmd":"ls"}', provider_fields={"x": 1})
+    usage = jr.Usage(input_tokens=3, output_tokens=4)
+    return rec.model_round(
+        "t1", "ok", [call], provider="openai-chat", usage=usage, items=items or []
     )
 
 

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from mind.errors import JournalCorruptError
 from mind.generated import journal as jr
 from mind.shell.journal import Journal, JournalOpenReport, read_records
+from tests.support import records as builders
 
 SETTINGS = settings(
     derandomize=True,
@@ -57,18 +58,13 @@ def _result(text: str) -> jr.JournalRecord:
 
 
 def _round(text: str) -> jr.JournalRecord:
-    return jr.ModelRound(
-        seq=0,
-        recorded_at_ms=0,
-        turn_id="t",
-        round=0,
-        text=text,
-        reasoning="",
-        tool_calls=[jr.RecordedToolCall(call_id="c", name="shell", arguments="{}")],
-        finish="tool_calls",
-        usage=jr.Usage(input_tokens=1, output_tokens=2),
+    return builders.model_round(
+        "t",
+        text,
+        [builders.call("c")],
         provider="p",
-        provider_items=[{"type": "reasoning", "crc32": "00000000", "torn": {"bytes": 1}}],
+        usage=jr.Usage(input_tokens=1, output_tokens=2),
+        items=[{"type": "reasoning", "crc32": "00000000", "torn": {"bytes": 1}}],
     )
 
 

@@ -124,8 +124,10 @@ def attempt(target: str, home: Path, root: Path) -> str:
                 ledger.close()
         elif target == "index.db":
             store = Store(root)
-            store.close()
-            return store.index.unavailable
+            try:
+                return store.index.unavailable  # opened on first use
+            finally:
+                store.close()
         elif target == "config.toml":
             load_config_file(home / target)
         elif target == "history":

@@ -25,9 +25,9 @@ from mind.conversation import (
     UserMessage,
 )
 from mind.shell.providers import anthropic, openai_chat, openai_responses
-from mind.shell.providers._common import SYNTHETIC_RESULT
 from mind.shell.providers.anthropic import AnthropicStreamParser
 from mind.shell.providers.openai_responses import ResponsesStreamParser
+from mind.shell.providers.sequencing import SYNTHETIC_RESULT
 from mind.shell.providers.sse import SSEDecoder
 from tests.support.replay_server import fixtures_dir
 

@@ -24,6 +24,7 @@ from mind.history import (
     build_messages,
 )
 from mind.shell.providers import ProviderSettings, make_provider, openai_chat, openai_responses
+from tests.support import records as rec
 from tests.support.replay_server import ReplayServer, Reply
 
 KIMI = "functions.shell:0"  # the chat template parses tool name and index from it
@@ -119,21 +120,12 @@ async def _two_rounds(kind: str, url: str) -> StreamDone:
         done = [e async for e in provider.stream(first)][-1]
         assert isinstance(done, StreamDone)
         records: list[jr.JournalRecord] = [
-            jr.ModelRound(
-                seq=0,
-                recorded_at_ms=0,
-                turn_id="t1",
-                round=0,
-                text="",
-                reasoning="",
-                tool_calls=[
-                    jr.RecordedToolCall(call_id=c.call_id, name=c.name, arguments=c.arguments)
-                    for c in done.tool_calls
-                ],
-                finish="tool_calls",
-                usage=USAGE,
+            rec.model_round(
+                "t1",
+                "",
+                [rec.call(c.call_id, c.name, c.arguments) for c in done.tool_calls],
                 provider=kind,
-                provider_items=[],
+                usage=USAGE,
             ),
             *[
                 jr.ToolResult(
@@ -185,19 +177,7 @@ def test_openai_length_limits_apply_to_openai_hosts_only() -> None:
     assert openai_responses.call_id_rule("https://api.openai.com/v1") == OPENAI_RESPONSES_CALL_IDS
     assert openai_responses.call_id_rule("http://localhost:11434/v1") == COMPATIBLE_CALL_IDS
     records: list[jr.JournalRecord] = [
-        jr.ModelRound(
-            seq=0,
-            recorded_at_ms=0,
-            turn_id="t1",
-            round=0,
-            text="",
-            reasoning="",
-            tool_calls=[jr.RecordedToolCall(call_id=VLLM, name="shell", arguments="{}")],
-            finish="tool_calls",
-            usage=USAGE,
-            provider="openai-chat",
-            provider_items=[],
-        )
+        rec.model_round("t1", "", [rec.call(VLLM)], provider="openai-chat", usage=USAGE)
     ]
     request = ModelRequest(model="m", system="", messages=build_messages(records))
     body = openai_chat.build_body(request, call_ids=OPENAI_CHAT_CALL_IDS)

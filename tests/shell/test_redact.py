@@ -8,8 +8,8 @@ import msgspec
 import pytest
 
 from mind.conversation import StreamDone, ToolCall, Usage
+from mind.shell.base_url import endpoint_url, split_userinfo
 from mind.shell.providers import ProviderSettings, make_provider
-from mind.shell.providers._common import endpoint_url, split_userinfo
 from mind.shell.providers._http import HttpProvider
 from mind.shell.redact import (
     WORD_MASK,

@@ -19,6 +19,7 @@ from mind.generated import journal as jr
 from mind.history import build_messages
 from mind.shell.journal import Journal
 from mind.shell.tool_env import tool_environment
+from tests.support import records as rec
 
 
 def _config(
@@ -175,22 +176,7 @@ def test_open_closes_a_crashed_turn_without_rerunning_its_tool(tmp_path: Path) -
             jr.UserMessage(**z, turn_id="t1", message_id="m1", text="make it", kind=jr.Kind.prompt)
         )
         j.append(
-            jr.ModelRound(
-                **z,
-                turn_id="t1",
-                round=0,
-                text="",
-                reasoning="",
-                tool_calls=[
-                    jr.RecordedToolCall(
-                        call_id="c1", name="shell", arguments='{"command": "touch x"}'
-                    )
-                ],
-                finish=jr.Finish.tool_calls,
-                usage=jr.Usage(input_tokens=1, output_tokens=1),
-                provider="scripted",
-                provider_items=[],
-            ),
+            rec.model_round("t1", "", [rec.call("c1", arguments='{"command": "touch x"}')]),
             sync=True,
         )
 

@@ -14,7 +14,7 @@ import yaml
 
 import mind
 from mind.generated import events as ev
-from mind.shell.turn_handle import DELTA_SLACK, EventChannel
+from mind.shell.turn_handle import DELTA_SLACK, EventChannel, EventFanOut
 from tests.support.fake_model import FakeModel
 from tests.support.loopback import LoopbackServer, OwnedServer
 
@@ -362,3 +362,33 @@ def test_alternating_deltas_stay_bounded_for_a_consumer_that_reads_only_at_the_e
 
 
 _DELTA_TYPES = (ev.MessageDeltaEvent, ev.ReasoningDeltaEvent)
+
+
+def test_one_fan_out_gives_each_subscribed_channel_every_event_once() -> None:
+    """A session publishes each event once; every subscribed consumer's own
+    bounded channel gets it (a turn's channel coalescing from the first
+    delta, the session's past its slack), and a channel given back gets no
+    more."""
+    fanout = EventFanOut()
+    session = fanout.subscribe(EventChannel())
+    turn = fanout.subscribe(EventChannel(slack=0))
+    sent: list[ev.Event] = [ev.TurnStartedEvent(turn_id="t")]
+    sent += [ev.MessageDeltaEvent(turn_id="t", text=f"{i},") for i in range(10)]
+    sent.append(ev.MessageCompletedEvent(turn_id="t", text="done"))
+    for event in sent:
+        fanout.publish(event)
+    fanout.unsubscribe(turn)
+    fanout.publish(ev.TurnStartedEvent(turn_id="u"))
+    session.close()
+    turn.close()
+
+    async def drain(channel: EventChannel) -> list[ev.Event]:
+        return [e async for e in _iterate(channel)]
+
+    assert anyio.run(drain, session) == [*sent, ev.TurnStartedEvent(turn_id="u")]
+    text = "".join(f"{i}," for i in range(10))
+    assert anyio.run(drain, turn) == [
+        sent[0],
+        ev.MessageDeltaEvent(turn_id="t", text=text),
+        sent[-1],
+    ]

@@ -21,6 +21,7 @@ from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.shell.journal import Journal
 from mind.shell.runtime import CRASHED_OUTPUT, CRASHED_UNSTARTED_OUTPUT
+from tests.support import records as rec
 
 
 def _config(tmp_path: Path, replies: list[dict[str, Any]], approval: str) -> mind.ResolvedConfig:
@@ -95,20 +96,7 @@ def _crashed_journal(path: Path, *, started: bool, records_starts: bool = True) 
             )
         )
         j.append(jr.UserMessage(**z, turn_id="t1", message_id="m1", text="go", kind=jr.Kind.prompt))
-        j.append(
-            jr.ModelRound(
-                **z,
-                turn_id="t1",
-                round=0,
-                text="",
-                reasoning="",
-                tool_calls=[jr.RecordedToolCall(call_id="c1", name="shell", arguments="{}")],
-                finish=jr.Finish.tool_calls,
-                usage=jr.Usage(input_tokens=1, output_tokens=1),
-                provider="scripted",
-                provider_items=[],
-            )
-        )
+        j.append(rec.model_round("t1", "", [rec.call("c1")]))
         if started:
             j.append(jr.ToolStarted(**z, turn_id="t1", call_id="c1", name="shell"))
 

@@ -65,3 +65,93 @@ def test_claimed_inputs_name_the_text_and_kind_of_each_claim(tmp_path: Path) -> 
         (ev.ClaimPoint.start, [("first", jr.Kind.prompt)]),
         (ev.ClaimPoint.boundary, [("also this", jr.Kind.steer)]),
     ]
+
+
+class _CountingRecords(list[jr.JournalRecord]):
+    """A journal's record list that counts the records handed out by
+    iteration, reversed iteration and indexing (what a scan reads)."""
+
+    read = 0
+
+    def __iter__(self) -> Any:
+        for record in super().__iter__():
+            self.read += 1
+            yield record
+
+    def __reversed__(self) -> Any:
+        for record in super().__reversed__():
+            self.read += 1
+            yield record
+
+    def __getitem__(self, at: Any) -> Any:
+        got = super().__getitem__(at)
+        self.read += len(got) if isinstance(at, slice) else 1
+        return got
+
+
+def test_claimed_inputs_read_each_journal_record_once_over_many_claims(tmp_path: Path) -> None:
+    """The claims a REPL looks up are found without rescanning the journal:
+    ids that were never journaled (the worst case) cost nothing after the
+    first look-up, and inputs journaled later are still found."""
+    config = _config(tmp_path, [{"text": "one"}, {"text": "two"}])
+
+    async def main() -> tuple[int, int, list[str], list[str]]:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = await rt.create_session(cwd=tmp_path, config=config)
+            first = s.submit("first")
+            await first.wait()
+            records = _CountingRecords(s.journal.records)
+            s.journal.records = records
+            for _ in range(50):
+                assert s.claimed_inputs(["no-such-id"]) == []
+            after_misses = records.read
+            second = s.submit("second")
+            await second.wait()
+            found = s.claimed_inputs([m.message_id for m in second.inputs + first.inputs])
+            return (
+                after_misses,
+                len(records),
+                [m.text for m in found],
+                [m.text for m in s.claimed_inputs([first.inputs[0].message_id])],
+            )
+
+    after_misses, total, found, again = anyio.run(main)
+    assert after_misses <= total  # at most one pass, not one per look-up
+    assert found == ["second", "first"]
+    assert again == ["first"]
+
+
+def test_opening_a_session_computes_its_settled_inputs_once(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Startup filters the inbox by the journal's settled ids and hands them
+    to the session; the session does not scan the journal for them again."""
+    from mind.shell import recovery, startup
+    from mind.shell import session as session_module
+
+    config = _config(tmp_path, [{"text": "one"}])
+    calls: list[int] = []
+    real = recovery.settled_inputs
+
+    def counted(records: Any) -> set[str]:
+        calls.append(1)
+        return real(records)
+
+    async def create() -> str:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = await rt.create_session(cwd=tmp_path, config=config)
+            await s.submit("first").wait()
+            return s.session_id
+
+    sid = anyio.run(create)
+    for module in (recovery, startup, session_module):
+        if hasattr(module, "settled_inputs"):
+            monkeypatch.setattr(module, "settled_inputs", counted)
+
+    async def reopen() -> list[str]:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = await rt.open_session(sid, config=config)
+            return [m.message_id for m in s.waiting]
+
+    assert anyio.run(reopen) == []
+    assert len(calls) == 1

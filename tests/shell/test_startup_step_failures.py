@@ -78,21 +78,7 @@ def _crashed_session(
         rec.user_message("t1", "m1", prompt, jr.Kind.prompt),
     ]
     if with_call:
-        records.append(
-            jr.ModelRound(
-                seq=0,
-                recorded_at_ms=0,
-                turn_id="t1",
-                round=0,
-                text="",
-                reasoning="",
-                tool_calls=[jr.RecordedToolCall(call_id="c1", name="shell", arguments="{}")],
-                finish=jr.Finish.tool_calls,
-                usage=jr.Usage(input_tokens=1, output_tokens=1),
-                provider="scripted",
-                provider_items=[],
-            )
-        )
+        records.append(rec.model_round("t1", "", [rec.call("c1")]))
     with Journal.open(directory / "journal.jsonl", session_id=sid) as journal:
         for record in records:
             journal.append(record, sync=True)

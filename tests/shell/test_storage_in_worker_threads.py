@@ -20,6 +20,7 @@ from typing import TypeVar
 import anyio
 import pytest
 
+import mind
 from mind.shell.lease import SessionLease
 from mind.shell.mounts import LOCK_NAME, MountHandle, MountLedger
 
@@ -140,3 +141,48 @@ async def test_a_mount_claim_backing_off_in_a_worker_thread_leaves_the_loop_free
         assert longest < _STALL_BOUND_S, f"the loop stalled {longest * 1000:.0f} ms"
     finally:
         ledger.close()
+
+
+async def test_leaving_the_runtime_while_a_peer_holds_the_ledger_lock_leaves_the_loop_free(
+    tmp_path: Path,
+) -> None:
+    """Exit gives back journals, leases and this process's ledger record: the
+    ledger rewrite backs off while a live peer holds the lock, on a worker
+    thread, so a loop task keeps ticking until the test frees the lock."""
+    script = tmp_path / "script.yaml"
+    script.write_text("- text: hi\n", encoding="utf-8")
+    config = mind.resolve_config(provider="scripted", script=str(script), env={})
+    leaving = anyio.Event()
+    left = anyio.Event()
+    ticks_while_leaving = 0
+    longest = 0.0
+
+    async def ticker(lock: Path) -> None:
+        nonlocal ticks_while_leaving, longest
+        await leaving.wait()
+        last = time.monotonic()
+        deadline = last + 5
+        while not left.is_set():
+            await anyio.sleep(0.005)
+            now = time.monotonic()
+            longest = max(longest, now - last)
+            last = now
+            assert now < deadline, "leaving the runtime never finished"
+            ticks_while_leaving += 1
+            if ticks_while_leaving == 10:  # the exit has had many ticks' time to back off
+                lock.unlink()
+
+    async with anyio.create_task_group() as tg:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            session = await rt.create_session(cwd=tmp_path, config=config)
+            lease_path = session.lease.path
+            ledger_path = rt.mounts.ledger_path
+            tg.start_soon(ticker, rt.mounts.lock_path)
+            rt.mounts.lock_path.write_bytes(f"{os.getppid()}-peer".encode())  # a live peer
+            leaving.set()
+        left.set()
+
+    assert ticks_while_leaving >= 10  # it did wait for the peer
+    assert longest < _STALL_BOUND_S, f"the loop stalled {longest * 1000:.0f} ms"
+    assert not lease_path.exists()
+    assert str(os.getpid()) not in ledger_path.read_text(encoding="utf-8")

@@ -17,7 +17,8 @@ from mind.conversation import REPLACEMENT_CHARACTER, replace_lone_surrogates
 from mind.errors import InputRefused
 from mind.generated.inbox import InboxEntry, InboxKind
 from mind.shell.inbox import Inbox, check_fits_alone, encode_inbox
-from mind.shell.providers._common import finalize_arguments, load_json
+from mind.shell.providers.server_json import load_json
+from mind.shell.providers.tool_arguments import finalize_arguments
 
 ESCAPED = '"a \\ud800 b"'  # what a server sends: JSON text escaping a lone surrogate
 

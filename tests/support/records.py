@@ -1,8 +1,11 @@
-"""Journal records for tests that write a crashed session by hand: one
+"""Journal records for tests that build journals or histories by hand: one
 builder per record type, with the defaults those tests share (``seq`` and
-``recorded_at_ms`` are set by ``Journal.append``)."""
+``recorded_at_ms`` are 0: ``Journal.append`` sets them)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 from mind.generated import journal as jr
 
@@ -27,20 +30,44 @@ def user_message(turn_id: str, message_id: str, text: str, kind: jr.Kind) -> jr.
     )
 
 
+def call(
+    call_id: str,
+    name: str = "shell",
+    arguments: str = "{}",
+    provider_fields: dict[str, object] | None = None,
+) -> jr.RecordedToolCall:
+    """One tool call as a ``model_round`` records it (raw argument text)."""
+    if provider_fields is None:
+        return jr.RecordedToolCall(call_id=call_id, name=name, arguments=arguments)
+    return jr.RecordedToolCall(
+        call_id=call_id, name=name, arguments=arguments, provider_fields=provider_fields
+    )
+
+
 def model_round(
-    turn_id: str, text: str, calls: list[jr.RecordedToolCall] | None = None, index: int = 0
+    turn_id: str,
+    text: str = "",
+    calls: Sequence[jr.RecordedToolCall] | None = None,
+    index: int = 0,
+    *,
+    provider: str = "scripted",
+    usage: jr.Usage | None = None,
+    items: Sequence[dict[str, Any]] = (),
+    reasoning: str = "",
 ) -> jr.ModelRound:
-    """A finished round of ``turn_id``: its answer ``text`` and tool ``calls``."""
+    """A finished round ``index`` of ``turn_id``: its answer ``text`` and tool
+    ``calls`` (finish ``tool_calls`` with calls, else ``stop``), its opaque
+    provider ``items``; usage 1 in, 1 out unless given."""
     return jr.ModelRound(
         seq=0,
         recorded_at_ms=0,
         turn_id=turn_id,
         round=index,
         text=text,
-        reasoning="",
+        reasoning=reasoning,
         tool_calls=list(calls or []),
         finish=jr.Finish.tool_calls if calls else jr.Finish.stop,
-        usage=jr.Usage(input_tokens=1, output_tokens=1),
-        provider="scripted",
-        provider_items=[],
+        usage=usage if usage is not None else jr.Usage(input_tokens=1, output_tokens=1),
+        provider=provider,
+        provider_items=list(items),
     )

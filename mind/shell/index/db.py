@@ -255,10 +255,13 @@ class SessionIndex:
     :meth:`store_caught_up` do nothing, and listing falls back to the
     session directories (:meth:`~mind.shell.store.Store.summaries`).
 
+    The file is opened lazily, on first use: by the writer thread for the
+    first :meth:`note`, by the caller for a read — so ``Store()`` costs a
+    command that only runs a turn (``mind exec``) no SQLite work before its
+    first request.
+
     Attributes:
         path: the ``index.db`` file.
-        unavailable: why the index cannot be used in this process ("" while
-            it can).
     """
 
     def __init__(
@@ -273,12 +276,39 @@ class SessionIndex:
         self.path = path
         self._con = con
         self._source = source
-        self.unavailable = unavailable
+        self._unavailable = unavailable
+        self._opened = con is not None or bool(unavailable)
+        self._closed = False
         self._lock = threading.RLock()  # guards _con: apsw refuses concurrent use
         self._writer = WriteQueue(name="mind-index-writer")
 
     @classmethod
     def open(cls, source: SessionSource) -> SessionIndex:
+        """The index ``<source.root>/index.db``, opened on first use (no I/O
+        here): :meth:`_ensure_open` then opens it by these rules.
+
+        Args:
+            source: the store whose state root holds the index and whose
+                journals a rebuild reads.
+        """
+        return cls(source.root / INDEX_FILE, None, source)
+
+    @property
+    def unavailable(self) -> str:
+        """Why the index cannot be used in this process ("" while it can).
+        Opens the file first when it was not yet used."""
+        self._ensure_open()
+        return self._unavailable
+
+    def _ensure_open(self) -> None:
+        """Open the file if not yet done (and not closed); thread-safe."""
+        with self._lock:
+            if self._opened or self._closed:
+                return
+            self._opened = True
+            self._open_now()
+
+    def _open_now(self) -> None:
         """Open ``<source.root>/index.db``, creating it (0600) when missing.
 
         A new file starts empty (sessions without a row are listed from their
@@ -291,50 +321,39 @@ class SessionIndex:
         full, a lock held by another process past :data:`QUICK_BUSY_TIMEOUT_MS`)
         gives an index whose :attr:`unavailable` says why (logged once). No
         other location is tried.
-
-        Args:
-            source: the store whose state root holds the index and whose
-                journals a rebuild reads.
         """
-        path = source.root / INDEX_FILE
+        path = self.path
         try:
             try:
-                con, outcome = cls._connect(path)
+                con, outcome = self._connect(path)
             except _DAMAGED as exc:
                 log.warning("%s is damaged (%s); rebuilding it from the journals", path, exc)
                 _remove_files(path)
-                con, _ = cls._connect(path)
+                con, _ = self._connect(path)
                 outcome = "rebuild"
         except _UNUSABLE as exc:
-            return cls._given_up(path, source, str(exc))
+            return self._give_up(str(exc))
         except _DAMAGED as exc:
-            return cls._given_up(path, source, f"stays damaged: {exc}")
+            return self._give_up(f"stays damaged: {exc}")
         except OSError as exc:
-            return cls._given_up(path, source, str(exc.strerror or exc))
-        index = cls(path, con, source)
+            return self._give_up(str(exc.strerror or exc))
+        self._con = con
         if outcome == "rebuild":
             try:
-                index.rebuild(source)
+                self._rebuild(self._source)
             except StateDirError as exc:
-                index._give_up(exc.detail)
-        return index
-
-    @classmethod
-    def _given_up(cls, path: Path, source: SessionSource, detail: str) -> SessionIndex:
-        index = cls(path, None, source)
-        index._give_up(detail)
-        return index
+                self._give_up(exc.detail)
 
     def _give_up(self, detail: str) -> None:
         """Stop using the file in this process; say so once."""
         with self._lock:
-            if self.unavailable:
+            if self._unavailable:
                 return
-            self.unavailable = detail or "unknown error"
+            self._unavailable = detail or "unknown error"
             log.warning(
                 "%s cannot be used (%s); sessions are listed from their directories",
                 self.path,
-                self.unavailable,
+                self._unavailable,
             )
             con, self._con = self._con, None
             if con is not None:
@@ -384,6 +403,7 @@ class SessionIndex:
         connection. Idempotent; later notes return False."""
         self._writer.close(FLUSH_TIMEOUT_S)
         with self._lock:
+            self._closed = True
             con, self._con = self._con, None
             if con is not None:
                 con.close()
@@ -445,7 +465,7 @@ class SessionIndex:
             authority and the next listing or rebuild repairs the row).
         """
         at = _now_ms() if updated_at_ms is None else updated_at_ms
-        if self._con is None:
+        if self._closed or self._unavailable:
             return False
         try:
             path = self._source.journal_path(session_id)
@@ -462,7 +482,7 @@ class SessionIndex:
         )
         if self._writer.submit(write):
             return True
-        if self._con is not None:  # else closed meanwhile: nothing to say
+        if not self._closed:  # else closed meanwhile: nothing to say
             log.warning("index note for session %s dropped: too many queued", session_id)
         return False
 
@@ -477,8 +497,9 @@ class SessionIndex:
         status: str | None,
         at: int,
     ) -> None:
-        """Perform one :meth:`note` (on the writer thread)."""
+        """Perform one :meth:`note` (on the writer thread, which opens the file first)."""
         with self._lock:
+            self._ensure_open()
             con = self._con
             if con is None:
                 return
@@ -529,6 +550,7 @@ class SessionIndex:
         """
         self.flush()
         with self._lock:
+            self._ensure_open()
             return self._entries()
 
     def _entries(self) -> dict[str, IndexEntry]:
@@ -603,16 +625,18 @@ class SessionIndex:
                 :attr:`unavailable` in this process (``detail`` says why).
         """
         self.flush()  # this process's notes first: the rows replace them
+        self._ensure_open()
         return self._rebuild(source)
 
     def _rebuild(self, source: SessionSource) -> int:
         if self._con is None:
-            raise StateDirError(source.root, f"{INDEX_FILE} cannot be used: {self.unavailable}")
+            raise StateDirError(source.root, f"{INDEX_FILE} cannot be used: {self._unavailable}")
         rows = list(self._scan_all(source))
         with self._lock:
             con = self._con
             if con is None:
-                raise StateDirError(source.root, f"{INDEX_FILE} cannot be used: {self.unavailable}")
+                detail = f"{INDEX_FILE} cannot be used: {self._unavailable}"
+                raise StateDirError(source.root, detail)
             try:
                 with _write_transaction(con):
                     con.execute("DELETE FROM sessions")
@@ -650,6 +674,7 @@ class SessionIndex:
             never raised).
         """
         with self._lock:
+            self._ensure_open()
             return self._store_caught_up(list(entries), list(rescanned))
 
     def _store_caught_up(self, entries: list[IndexEntry], rescanned: list[IndexEntry]) -> bool:

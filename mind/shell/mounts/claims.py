@@ -22,6 +22,7 @@ thread (``anyio.to_thread.run_sync``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import random
@@ -119,27 +120,41 @@ class MountLedger:
         self.ledger_path = root / LEDGER_NAME
         self.lock_path = root / LOCK_NAME
         self.pid = pid if pid is not None else os.getpid()
-        self.started_at_ms = procs.started_at_ms(self.pid, fallback_ms=int(clock_s() * 1000))
-        self.start_identity = procs.start_identity(self.pid)
         self._alive = alive
         self._clock_s = clock_s
         self._sleep_s = sleep_s
+        self._stale_lock_s = stale_lock_s
         self._rng = rng if rng is not None else random.Random()
-        self.lock = LedgerLock(
-            root,
-            pid=self.pid,
-            start_identity=self.start_identity,
-            alive=alive,
-            clock_s=clock_s,
-            stale_lock_s=stale_lock_s,
-        )
-        """``session-mounts.lock`` as this ledger takes it."""
         self._mutex = threading.RLock()
         self._handles: dict[str, MountHandle] = {}
         self._on_disk: frozenset[str] = frozenset()  # our record as last written
         self._seq = 0
         self._closed = False
         self._observers: list[object] = []
+
+    # This process's identity is read on first use — by a claim, in its worker
+    # thread — not when the runtime opens on the event loop (psutil, ~15 ms).
+    @functools.cached_property
+    def started_at_ms(self) -> int:
+        """When this process started, Unix epoch milliseconds (the record's ``startedAt``)."""
+        return procs.started_at_ms(self.pid, fallback_ms=int(self._clock_s() * 1000))
+
+    @functools.cached_property
+    def start_identity(self) -> str:
+        """This process's start identity (:func:`mind.shell.procs.start_identity`)."""
+        return procs.start_identity(self.pid)
+
+    @functools.cached_property
+    def lock(self) -> LedgerLock:
+        """``session-mounts.lock`` as this ledger takes it."""
+        return LedgerLock(
+            self.root,
+            pid=self.pid,
+            start_identity=self.start_identity,
+            alive=self._alive,
+            clock_s=self._clock_s,
+            stale_lock_s=self._stale_lock_s,
+        )
 
     def __repr__(self) -> str:
         return f"MountLedger({str(self.root)!r}, pid={self.pid}, hosted={sorted(self.hosted())})"

@@ -20,7 +20,7 @@ import msgspec
 
 from mind.conversation import ModelRequest, ReasoningDelta, StreamDone, StreamEvent, TextDelta
 from mind.errors import ProviderError
-from mind.shell.providers._common import OutputBudget, endpoint_url, load_json, split_userinfo
+from mind.shell.base_url import endpoint_url, split_userinfo
 from mind.shell.providers.failures import (
     MAX_DETAIL_CHARS,
     error_from_http,
@@ -29,6 +29,8 @@ from mind.shell.providers.failures import (
     is_error_payload,
     protocol_error,
 )
+from mind.shell.providers.output_budget import OutputBudget
+from mind.shell.providers.server_json import load_json
 from mind.shell.providers.sse import SSEDecoder, SSEEvent
 from mind.shell.redact import (
     StreamMask,

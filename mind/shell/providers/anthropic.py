@@ -41,18 +41,18 @@ from mind.conversation import (
 )
 from mind.errors import ProviderError
 from mind.history import ANTHROPIC_CALL_IDS, conform_call_ids
-from mind.shell.providers._common import (
-    CallSlot,
-    OutputBudget,
-    as_int,
-    finalize_arguments,
-    load_json,
-    provider_items_of,
-    sequence_messages,
-)
 from mind.shell.providers._http import HttpProvider, StreamParser, error_event
-from mind.shell.providers.failures import guess_api, is_error_payload, protocol_error
+from mind.shell.providers.failures import (
+    guess_api,
+    is_error_payload,
+    malformed_event,
+    protocol_error,
+)
+from mind.shell.providers.output_budget import OutputBudget
+from mind.shell.providers.sequencing import provider_items_of, sequence_messages
+from mind.shell.providers.server_json import as_int, load_json
 from mind.shell.providers.sse import SSEEvent
+from mind.shell.providers.tool_arguments import CallSlot, finalize_arguments
 
 PROVIDER = "anthropic"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -308,7 +308,7 @@ class AnthropicStreamParser(StreamParser):
         except ValueError:
             if event.at_eof:
                 return []
-            raise ProviderError("server", detail=f"malformed stream event: {data[:200]}") from None
+            raise malformed_event(data) from None
         if not isinstance(payload, dict):
             return []
         other = guess_api(payload)

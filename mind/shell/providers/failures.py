@@ -35,12 +35,12 @@ import ssl
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
-from urllib.parse import urlsplit
 
 import httpx
 
 from mind.errors import FailureKind, ProviderError
-from mind.shell.providers._common import load_json
+from mind.shell.base_url import endpoint_path, origin
+from mind.shell.providers.server_json import load_json
 from mind.shell.redact import redact
 
 CONTEXT_OVERFLOW_PATTERNS: Final[tuple[tuple[str, str], ...]] = (
@@ -296,15 +296,11 @@ def endpoint_hint(url: str) -> str:
     --base-url / --provider"``; when the path has no version segment
     (``/v1``, ``/v1beta``) the hint asks whether ``--base-url`` needs ``/v1``.
     """
-    parts = urlsplit(url)
-    path = parts.path or "/"
+    path = endpoint_path(url)
     check = "--base-url"
     if not re.search(r"/v\d+[a-z0-9]*/", path):
         check = "--base-url (does it need /v1?)"
-    return (
-        f"the server at {parts.scheme}://{parts.netloc} does not serve {path}"
-        f" — check {check} / --provider"
-    )
+    return f"the server at {origin(url)} does not serve {path} — check {check} / --provider"
 
 
 def _about_model(code: str | int | None, message: str) -> bool:
@@ -493,6 +489,18 @@ def protocol_error(provider: str, answered: str, *, looks_like: str | None = Non
     return ProviderError("protocol", detail=detail, status=200)
 
 
+def malformed_event(data: str) -> ProviderError:
+    """A stream data event that is not JSON, before the stream's end:
+    ``protocol`` — the server breaks the event format, so the same request
+    gets the same answer and is never retried (docs/design/providers.md §7).
+    A torn *last* event at EOF is not this: the end-of-stream rules decide it.
+
+    Args:
+        data: the event's data (its first 200 characters are quoted).
+    """
+    return ProviderError("protocol", detail=f"a stream event is not JSON: {data[:200]}", status=200)
+
+
 def error_from_http(
     status: int,
     body: bytes,
@@ -615,14 +623,13 @@ def error_from_transport(
     cause: BaseException | None = exc
     while cause is not None:
         if isinstance(cause, ssl.SSLError):
-            parts = urlsplit(url)
-            origin = f"{parts.scheme}://{parts.netloc}"
+            server = origin(url)
             if isinstance(cause, ssl.SSLCertVerificationError):
                 reason = cause.verify_message or cause.reason or "rejected"
-                detail = f"the certificate of the server at {origin} was not accepted: {reason}"
+                detail = f"the certificate of the server at {server} was not accepted: {reason}"
             elif not isinstance(cause, _TLS_MISMATCH_EXEMPT):
-                plain = f"http://{parts.netloc}"
-                hint = f"the server at {origin} does not speak TLS — try {plain} in --base-url"
+                plain = "http://" + server.partition("://")[2]
+                hint = f"the server at {server} does not speak TLS — try {plain} in --base-url"
                 return ProviderError("protocol", detail=f"{hint}; {detail}")
             break
         cause = cause.__cause__ or cause.__context__

@@ -16,6 +16,7 @@ Body shape (:func:`build_body`)::
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from mind.conversation import (
@@ -38,19 +39,21 @@ from mind.history import (
     CallIdRule,
     conform_call_ids,
 )
-from mind.shell.providers._common import (
-    CallSlot,
-    OutputBudget,
-    as_int,
-    finalize_arguments,
-    is_openai_host,
-    load_json,
-    parses_as_json,
-    sequence_messages,
-)
+from mind.shell.base_url import is_openai_host
 from mind.shell.providers._http import HttpProvider, StreamParser, error_event
-from mind.shell.providers.failures import guess_api, is_error_payload, protocol_error
+from mind.shell.providers.failures import (
+    guess_api,
+    is_error_payload,
+    malformed_event,
+    protocol_error,
+)
+from mind.shell.providers.output_budget import OutputBudget
+from mind.shell.providers.sequencing import sequence_messages
+from mind.shell.providers.server_json import as_int, load_json
 from mind.shell.providers.sse import SSEEvent
+from mind.shell.providers.tool_arguments import CallSlot, finalize_arguments, parses_as_json
+
+log = logging.getLogger("mind.providers")
 
 PROVIDER = "openai-chat"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -225,7 +228,7 @@ class ChatStreamParser(StreamParser):
         except ValueError:
             if event.at_eof:
                 return []  # torn last event: EOF logic decides (rule 19)
-            raise ProviderError("server", detail=f"malformed stream event: {data[:200]}") from None
+            raise malformed_event(data) from None
         if event.event == "error":
             raise error_event(chunk, api_key=self._api_key, url=self._url)
         return self._chunk(chunk)
@@ -267,9 +270,11 @@ class ChatStreamParser(StreamParser):
             if not isinstance(choice, dict) or choice.get("index", 0) not in (0, None):
                 continue
             delta = choice.get("delta")
-            out.extend(
-                self._delta(delta if isinstance(delta, dict) else {})
-            )  # delta before finish_reason (rule 13)
+            delta = delta if isinstance(delta, dict) else {}
+            if self._finish_raw is None:
+                out.extend(self._delta(delta))  # delta before finish_reason (rule 13)
+            else:
+                _ignore_after_finish(delta, self._finish_raw)
             self._note_finish(choice.get("finish_reason"))
         return out
 
@@ -422,6 +427,24 @@ class ChatStreamParser(StreamParser):
         self._done = True
         out.append(self._finish_clean())
         return out
+
+
+def _ignore_after_finish(delta: dict[str, Any], finish_raw: str) -> None:
+    """Output in a chunk after the finish reason is not part of the answer
+    (docs/design/providers.md §4 rule 9): the answer ended, so text, reasoning
+    or tool-call fragments arriving later (a server repeating its tail) are
+    dropped, never appended — and the log says how much was dropped."""
+    dropped = len(_text(delta.get("content"))) + len(_text(delta.get("reasoning_content")))
+    dropped += len(_text(delta.get("reasoning")))
+    calls = delta.get("tool_calls")
+    for frag in calls if isinstance(calls, list) else ():
+        fn = frag.get("function") if isinstance(frag, dict) else None
+        args = fn.get("arguments") if isinstance(fn, dict) else None
+        dropped += len(args) if isinstance(args, str) else 0
+    if dropped:
+        log.warning(
+            "ignored %d characters of model output after finish_reason %r", dropped, finish_raw
+        )
 
 
 def _maybe_json(text: str) -> Any:

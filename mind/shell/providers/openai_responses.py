@@ -49,20 +49,19 @@ from mind.history import (
     CallIdRule,
     conform_call_ids,
 )
-from mind.shell.providers._common import (
-    CallSlot,
-    OutputBudget,
-    as_int,
-    finalize_arguments,
-    is_openai_host,
-    load_json,
-    parses_as_json,
-    provider_items_of,
-    sequence_messages,
-)
+from mind.shell.base_url import is_openai_host
 from mind.shell.providers._http import HttpProvider, StreamParser, error_event
-from mind.shell.providers.failures import guess_api, is_error_payload, protocol_error
+from mind.shell.providers.failures import (
+    guess_api,
+    is_error_payload,
+    malformed_event,
+    protocol_error,
+)
+from mind.shell.providers.output_budget import OutputBudget
+from mind.shell.providers.sequencing import provider_items_of, sequence_messages
+from mind.shell.providers.server_json import as_int, load_json
 from mind.shell.providers.sse import SSEEvent
+from mind.shell.providers.tool_arguments import CallSlot, finalize_arguments, parses_as_json
 
 PROVIDER = "openai-responses"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -337,7 +336,7 @@ class ResponsesStreamParser(StreamParser):
         except ValueError:
             if event.at_eof:
                 return []
-            raise ProviderError("server", detail=f"malformed stream event: {data[:200]}") from None
+            raise malformed_event(data) from None
         if not isinstance(payload, dict):
             return []
         other = guess_api(payload)
