@@ -8,11 +8,14 @@ mode, or outside it) and:
   leading subcommand words (``git commit`` of ``git commit -m x``; ``ls`` of
   ``ls -la``). A later command is covered when its argv starts with the
   prefix and is itself judgeable;
+- for a ``shell`` command without a judgeable prefix: that exact command
+  (the text the card showed), nothing else;
 - for ``write_file`` / ``apply_patch``: the workspace paths it patched. A
   later call is covered when every path it writes is one of them.
 
-Fail closed: a command whose scope cannot be judged safely gets no grant
-and is asked again every time (:func:`shell_prefix` returns None) — a
+Fail closed: a command whose prefix cannot be judged safely grants only
+itself — any other command is asked again (:func:`shell_prefix` returns
+None) — a
 string with any shell metacharacter (``; | & < > $ ` ( ) { } * ? [ ] ~``,
 newlines, quotes that do not split), a leading environment assignment
 (``FOO=1 cmd``), a program given by path, a wrapper that runs another
@@ -34,6 +37,7 @@ __all__ = [
     "NO_SESSION_GRANT",
     "WRAPPERS",
     "GrantScope",
+    "command_text",
     "covers",
     "grant_scope",
     "shell_prefix",
@@ -74,18 +78,21 @@ class GrantScope:
 
     Attributes:
         tool: the tool's name.
-        scope: ``program`` (shell prefix) or ``paths`` (file tools).
+        scope: ``program`` (shell prefix), ``command`` (one exact shell
+            command) or ``paths`` (file tools).
         sandbox: where covered shell commands run (``read-only`` |
             ``workspace-write`` | ``outside``); None for file tools.
         prefix: scope ``program``: the argv words a covered command starts with.
+        command: scope ``command``: the exact command text.
         paths: scope ``paths``: the workspace-relative paths covered (normalised).
     """
 
     tool: str
-    scope: Literal["program", "paths"]
+    scope: Literal["program", "command", "paths"]
     sandbox: str | None = None
     prefix: tuple[str, ...] = ()
     paths: tuple[str, ...] = ()
+    command: str | None = None
 
 
 def shell_prefix(command: object) -> tuple[str, ...] | None:
@@ -139,9 +146,14 @@ def grant_scope(
     if crossed:
         return None
     if name == "shell":
-        prefix = shell_prefix(args.get("command"))
-        if prefix is None or sandbox is None:
+        if sandbox is None:
             return None
+        prefix = shell_prefix(args.get("command"))
+        if prefix is None:
+            text = command_text(args.get("command"))
+            if text is None:
+                return None
+            return GrantScope(name, "command", sandbox=sandbox, command=text)
         return GrantScope(name, "program", sandbox=sandbox, prefix=prefix)
     if name in ("write_file", "apply_patch"):
         paths = _paths(written)
@@ -168,10 +180,11 @@ def covers(
     if crossed:
         return None
     argv: list[str] | None = None
+    text: str | None = None
     if name == "shell":
-        if shell_prefix(args.get("command")) is None:
-            return None
-        argv = _argv(args.get("command"))
+        text = command_text(args.get("command"))
+        if shell_prefix(args.get("command")) is not None:
+            argv = _argv(args.get("command"))
     paths = _paths(written) if name in ("write_file", "apply_patch") else None
     for grant in grants:
         if grant.tool != name:
@@ -183,8 +196,20 @@ def covers(
             and tuple(argv[: len(grant.prefix)]) == grant.prefix
         ):
             return grant
+        if grant.scope == "command" and grant.sandbox == sandbox and grant.command == text:
+            return grant
         if grant.scope == "paths" and paths is not None and set(paths) <= set(grant.paths):
             return grant
+    return None
+
+
+def command_text(command: object) -> str | None:
+    """A shell command as one exact text (an argv shell-quoted, as the card
+    shows it), or None when it is neither a string nor a list of strings."""
+    if isinstance(command, str) and command:
+        return command
+    if isinstance(command, list) and command and all(isinstance(a, str) for a in command):
+        return shlex.join(command)
     return None
 
 

@@ -347,12 +347,12 @@ class InteractionResolved(Struct, kw_only=True, tag_field='type', tag='interacti
 
 class Scope(StrEnum):
     """
-    What the grant matches: a shell command's program prefix, a file tool's paths, or the whole tool.
+    What the grant matches: a shell command's program prefix, one exact shell command (when no prefix can be judged safely), or a file tool's paths.
     """
 
     program = 'program'
+    command = 'command'
     paths = 'paths'
-    tool = 'tool'
 
 
 class Sandbox1(StrEnum):
@@ -381,7 +381,7 @@ class PermissionGranted(Struct, kw_only=True, tag_field='type', tag='permission_
     scope: Annotated[
         Scope,
         Meta(
-            description="What the grant matches: a shell command's program prefix, a file tool's paths, or the whole tool."
+            description="What the grant matches: a shell command's program prefix, one exact shell command (when no prefix can be judged safely), or a file tool's paths."
         ),
     ]
     sandbox: (
@@ -399,6 +399,12 @@ class PermissionGranted(Struct, kw_only=True, tag_field='type', tag='permission_
     ) = UNSET
     paths: (
         Annotated[list[str], Meta(description='scope paths: the workspace paths covered.')]
+        | UnsetType
+    ) = UNSET
+    command: (
+        Annotated[
+            str, Meta(description='scope command: the exact command text (as shown on the card).')
+        ]
         | UnsetType
     ) = UNSET
 

@@ -54,12 +54,27 @@ def test_the_prefix_is_the_program_and_its_leading_subcommands(
         42,
     ],
 )
-def test_a_scope_that_cannot_be_judged_safely_gets_no_grant(command: object) -> None:
+def test_a_prefix_that_cannot_be_judged_safely_grants_only_the_exact_command(
+    command: object,
+) -> None:
     assert shell_prefix(command) is None
     scope = grant_scope(
         "shell", {"command": command}, sandbox="outside", written=None, crossed=False
     )
-    assert scope is None
+    if not isinstance(command, str | list) or not command:
+        assert scope is None
+        return
+    assert scope is not None and scope.scope == "command" and scope.prefix == ()
+
+    def covered(other: object) -> bool:
+        found = covers(
+            [scope], "shell", {"command": other}, sandbox="outside", written=None, crossed=False
+        )
+        return found is not None
+
+    assert covered(command)
+    assert not covered(f"{command} x" if isinstance(command, str) else [*command, "x"])
+    assert not covered("make")
 
 
 def test_a_grant_covers_its_prefix_in_the_same_place_only() -> None:

@@ -214,7 +214,7 @@ class SlashCommands:
         waiting = len(s.waiting)
         if repl.approving:
             state = "waiting for approval"
-        allowed = ", ".join(sorted(s.always_allowed)) or "none"
+        allowed = str(len(s.interactions.grants())) + " (see /permissions)"
         pairs = [
             ("session", s.session_id),
             ("provider", s.provider.label),
