@@ -30,8 +30,8 @@ InteractionEventName = Literal[
     "request",
     "recorded",
     "show",
-    "cancel",
     "answer",
+    "cancel",
     "apply",
 ]
 """Every event id of the chart, in order of first appearance."""
@@ -52,8 +52,8 @@ INTERACTION_EVENTS: Final[tuple[InteractionEventName, ...]] = (
     "request",
     "recorded",
     "show",
-    "cancel",
     "answer",
+    "cancel",
     "apply",
 )
 INTERACTION_STATES: Final[tuple[InteractionStateId, ...]] = (
@@ -149,13 +149,10 @@ class InteractionChart(StateChart[InteractionModel]):
         _to(requested, shown, cond='can_answer', on=['show_request'])
         | _to(requested, declined, unless='can_answer', on=['journal_declined'])
     )
-    cancel = (
-        _to(requested, cancelled, on=['journal_cancel'])
-        | _to(shown, cancelled, on=['journal_cancel'])
-    )
     answer = (
         _to(shown, answered, cond='fits', on=['journal_answer'])
         | _to(shown, shown, unless='fits', on=['refuse_answer'])
         | _to(answered, answered, on=['ignore_answer'])
     )
+    cancel = _to(shown, cancelled, on=['journal_cancel'])
     apply = _to(answered, applied, on=['apply_decision'])

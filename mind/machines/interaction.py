@@ -11,7 +11,7 @@ named, which the shell (:mod:`mind.shell.interactions`) performs::
     shown --answer[fits]--> answered --apply--> applied
     proposed --request[not fits]--> refused           requested --show[not can_answer]--> declined
     proposed --recorded[resolved?]--> answered | requested (replayed from the journal)
-    requested | shown --cancel--> cancelled;  shown --answer[not fits]--> shown (refused answer)
+    shown --cancel--> cancelled;  shown --answer[not fits]--> shown (refused answer)
     answered --answer--> answered; a final state's answer -> AnswerIgnored (no-op)
 
 Beside it the pure rules: :func:`fits` (the 128 KiB bound of a request and

@@ -244,6 +244,7 @@ class _Live:
 
     request: jr.InteractionRequested
     machine: InteractionMachine
+    resolved: Callable[[jr.InteractionResolved], None]
     answered: anyio.Event = field(default_factory=anyio.Event)
     resolution: jr.InteractionResolved | None = None
 
@@ -318,7 +319,7 @@ class Interactions:
         if iid in self._live:
             raise ValueError(f"interaction {iid} is already being asked")
         machine = InteractionMachine()
-        live = _Live(request, machine)
+        live = _Live(request, machine, resolved)
         earlier = self.log.requested.get(iid)
         if earlier is not None:
             live.request = earlier
@@ -357,7 +358,6 @@ class Interactions:
         *,
         reason: str | None = None,
         by: jr.InteractionBy = jr.InteractionBy.person,
-        resolved: Callable[[jr.InteractionResolved], None] | None = None,
     ) -> AnswerResult:
         """Answer a question by id. The first decision wins (§3).
 
@@ -374,7 +374,7 @@ class Interactions:
         if live is None:
             return self._not_live(interaction_id)
         effects = live.machine.answer(decision, reason=reason, by=by)
-        self._perform(live, effects, resolved or (lambda _r: None))
+        self._perform(live, effects, live.resolved)
         for effect in effects:
             if isinstance(effect, AnswerRefused):
                 return NotTaken(

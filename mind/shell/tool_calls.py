@@ -9,6 +9,8 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, final
 
+import anyio
+import anyio.lowlevel
 import msgspec
 
 from mind.call_pairing import pair_calls
@@ -212,6 +214,12 @@ class ToolCalls:
         finally:
             if can_answer:
                 machine.approval_answered()
+        if resolution.decision == jr.InteractionDecision.abort:
+            # The person stopped the turn here: the interrupt ends it now (its
+            # open calls get their "never approved" results), not after
+            # another model round.
+            turn.interrupt(send_pending=False)
+            await anyio.lowlevel.checkpoint()
         return self._applied(turn, resolution, asking, scope)
 
     def _applied(
@@ -232,9 +240,6 @@ class ToolCalls:
                 "Do not retry it; tell the user what you wanted to run. "
                 f"{asking.remedy or ''}"
             ).rstrip()
-        if resolution.decision == d.abort:
-            turn.interrupt(send_pending=False)  # the person stopped the turn
-            return "The user stopped the turn at this call; it was not run."
         if resolution.decision == d.cancelled:
             return "The turn was stopped while this call waited for approval; it was not run."
         said = f" Their reason: {resolution.reason}" if resolution.reason else ""

@@ -224,9 +224,7 @@ class Turn:
             if asked:
                 return  # answered before: the first decision stands
             raise ValueError(f"turn {self.turn_id}: no approval request for {call_id!r}")
-        result = interactions.answer(
-            waiting[0].interaction_id, chosen, reason=reason, resolved=None
-        )
+        result = interactions.answer(waiting[0].interaction_id, chosen, reason=reason)
         if isinstance(result, NotTaken) and result.why == "too_large":
             raise ValueError(f"turn {self.turn_id}: {result.message}")
 
@@ -237,16 +235,17 @@ class Turn:
 
     @property
     def unanswered_approvals(self) -> list[str]:
-        """Call ids of this turn's approval requests that never got a yes or
-        no: still waiting, or cancelled when the turn stopped (their calls
-        never ran: an interrupt's results say so)."""
+        """Call ids of this turn's approval requests that were never
+        approved or refused: still waiting, cancelled when the turn stopped,
+        or answered "abort" (their calls never ran: an interrupt's results
+        say so)."""
         log = self.session.interactions.log
         out: list[str] = []
         for iid, request in log.requested.items():
             if request.turn_id != self.turn_id:
                 continue
             resolution = log.resolved.get(iid)
-            if resolution is None or resolution.decision.value == "cancelled":
+            if resolution is None or resolution.decision.value in ("cancelled", "abort"):
                 out.append(request.call_id)
         return out
 
