@@ -30,7 +30,7 @@ import anyio
 import msgspec
 
 from mind.effects.grants import GrantScope
-from mind.errors import InteractionTooLarge
+from mind.errors import InteractionTooLarge, JournalError
 from mind.generated import journal as jr
 from mind.machines.interaction import (
     MAX_INTERACTION_BYTES,
@@ -247,6 +247,9 @@ class _Live:
     resolved: Callable[[jr.InteractionResolved], None]
     answered: anyio.Event = field(default_factory=anyio.Event)
     resolution: jr.InteractionResolved | None = None
+    failure: JournalError | None = None
+    """Set when the resolution could not be made durable: the waiting call
+    fails with it (fail closed: an answer not on disk never takes effect)."""
 
 
 @final
@@ -338,6 +341,8 @@ class Interactions:
                     show(live.request, earlier is not None)
                     try:
                         await live.answered.wait()
+                        if live.failure is not None:
+                            raise live.failure
                     except anyio.get_cancelled_exc_class():
                         if explicit_stop() and machine.state == "shown":
                             self._perform(live, machine.cancel(), resolved)
@@ -367,14 +372,20 @@ class Interactions:
             id, a reason over 128 KiB — never an exception for those.
 
         Raises:
-            JournalWriteError: the answer could not be made durable (it did
-                not take effect; the question still waits).
+            JournalError: the answer could not be made durable (a
+                ``JournalWriteError``: disk full, I/O error…): it did not take
+                effect, and the waiting call fails with the same error.
         """
         live = self._live.get(interaction_id)
         if live is None:
             return self._not_live(interaction_id)
         effects = live.machine.answer(decision, reason=reason, by=by)
-        self._perform(live, effects, live.resolved)
+        try:
+            self._perform(live, effects, live.resolved)
+        except JournalError as exc:
+            live.failure = exc
+            live.answered.set()
+            raise
         for effect in effects:
             if isinstance(effect, AnswerRefused):
                 return NotTaken(

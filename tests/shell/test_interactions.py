@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from mind.effects.grants import GrantScope
-from mind.errors import InteractionTooLarge
+from mind.errors import InteractionTooLarge, JournalError
 from mind.generated import journal as jr
 from mind.shell.interactions import Answered, Interactions, NotTaken, Resolution
 from mind.shell.journal import Journal, read_records
@@ -273,3 +273,29 @@ def test_the_same_id_cannot_be_asked_twice_at_once(tmp_path: Path) -> None:
 
     anyio.run(main)
     assert errors == ["interaction ia_1 is already being asked"]
+
+
+def test_an_answer_that_cannot_be_made_durable_fails_the_ask_instead_of_hanging(
+    tmp_path: Path,
+) -> None:
+    """The resolution's fsync failed: the answer did not take effect, and the
+    waiting call gets the storage error (its turn fails closed), never a hang
+    and never a run on an answer that is not on disk."""
+    journal = _journal(tmp_path / "journal.jsonl")
+    service = Interactions(journal)
+    raised: list[BaseException] = []
+
+    def on_show(request: Any, _again: bool) -> None:
+        journal.close()  # every later append fails
+        with pytest.raises(JournalError):
+            service.answer(request.interaction_id, D.approve_once)
+
+    async def main() -> None:
+        with anyio.fail_after(5):
+            try:
+                await _ask(service, _request(), on_show)
+            except JournalError as exc:
+                raised.append(exc)
+
+    anyio.run(main)
+    assert len(raised) == 1
