@@ -34,7 +34,7 @@ from mind.effects.tools import parse_arguments
 from mind.errors import InteractionTooLarge, ToolArgumentsError
 from mind.generated import events as ev
 from mind.generated import journal as jr
-from mind.machines.turn import RefuseCall, TurnMachine
+from mind.machines.turn import RefuseCall, RunGranted, TurnMachine
 from mind.shell import faults
 from mind.shell.interactions import APPROVAL_CHOICES, Resolution
 from mind.shell.redact import redact
@@ -103,7 +103,12 @@ class ToolCalls:
             sandbox_available=self.session.sandbox.backend != "none",
         )
         if decision.action == "refuse":
-            return "denied", decision.reason or "refused"
+            # Every branch passes through the turn chart (issue #9): an
+            # outright refusal is its call_refused event.
+            refused = machine.call_refused(
+                call_id=call.call_id, reason=decision.reason or "refused"
+            )
+            return "denied", next(e.reason for e in refused if isinstance(e, RefuseCall))
         reason = decision.reason if decision.action == "ask" else None
         sandboxed = call.name == "shell" and decision.sandboxed
         run_mode: SandboxMode | None = decision.mode if call.name == "shell" else None
@@ -186,19 +191,23 @@ class ToolCalls:
         where = self._where(call.name, asking.sandboxed)
         written = written_paths(call.name, args)
         interactions = self.session.interactions
-        if covers(
+        granted = covers(
             [g.scope for g in interactions.grants()],
             call.name,
             args,
             sandbox=where,
             written=written,
             crossed=asking.crossed,
-        ):
+        )
+        asked = machine.approval_needed(
+            call_id=call.call_id,
+            can_ask=self.session.interactive,
+            reason=asking.reason,
+            granted=granted is not None,
+        )
+        if any(isinstance(e, RunGranted) for e in asked):
             return None  # approved for this session (a durable grant)
         scope = grant_scope(call.name, args, sandbox=where, written=written, crossed=asking.crossed)
-        asked = machine.approval_needed(
-            call_id=call.call_id, can_ask=self.session.interactive, reason=asking.reason
-        )
         can_answer = not any(isinstance(e, RefuseCall) for e in asked)
         request = self._request(turn, call, args, asking, where, changes, problem, scope)
         try:
