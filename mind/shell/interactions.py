@@ -192,6 +192,9 @@ class InteractionLog:
         self.requested: dict[str, jr.InteractionRequested] = {}
         self.resolved: dict[str, jr.InteractionResolved] = {}
         self.grants: dict[str, Grant] = {}
+        self.ended_turns: set[str] = set()
+        """Turns with a ``turn_completed`` record: their questions can never
+        be offered again."""
 
     @classmethod
     def of(cls, records: Iterable[jr.JournalRecord]) -> InteractionLog:
@@ -213,14 +216,19 @@ class InteractionLog:
             )
         elif isinstance(record, jr.PermissionRevoked):
             self.grants.pop(record.grant_id, None)
+        elif isinstance(record, jr.TurnCompleted):
+            self.ended_turns.add(record.turn_id)
 
     def recoverable(self, turn_id: str | None = None) -> list[jr.InteractionRequested]:
-        """Requested and never resolved (offered again with the same id), in
+        """Requested, never resolved, and of a turn that has not ended
+        (offered again with the same id when the turn is re-driven), in
         journal order; of one turn when ``turn_id`` is given."""
         return [
             r
             for iid, r in self.requested.items()
-            if iid not in self.resolved and (turn_id is None or r.turn_id == turn_id)
+            if iid not in self.resolved
+            and r.turn_id not in self.ended_turns
+            and (turn_id is None or r.turn_id == turn_id)
         ]
 
 
@@ -402,7 +410,14 @@ class Interactions:
         done = self.log.resolved.get(interaction_id)
         if done is not None:
             return _already(interaction_id, done.decision)
-        if interaction_id in self.log.requested:
+        asked = self.log.requested.get(interaction_id)
+        if asked is not None and asked.turn_id in self.log.ended_turns:
+            return NotTaken(
+                interaction_id,
+                "stale",
+                f"{interaction_id} was never answered and its turn ended; it is not asked again.",
+            )
+        if asked is not None:
             return NotTaken(
                 interaction_id,
                 "stale",

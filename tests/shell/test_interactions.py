@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 
 from mind.effects.grants import GrantScope
@@ -299,3 +300,30 @@ def test_an_answer_that_cannot_be_made_durable_fails_the_ask_instead_of_hanging(
 
     anyio.run(main)
     assert len(raised) == 1
+
+
+def test_a_question_whose_turn_was_closed_is_not_recoverable(tmp_path: Path) -> None:
+    """Startup closed the crashed turn (today's closing, not a resume): its
+    unanswered question can never be re-offered, so it is not recoverable
+    and an answer to it says its turn ended."""
+    path = tmp_path / "journal.jsonl"
+    journal = _journal(path)
+    journal.append(_request("ia_closed"), sync=True)
+    journal.append(_request("ia_open", call_id="c2"), sync=True)
+    journal.append(
+        jr.TurnCompleted(
+            seq=0,
+            recorded_at_ms=0,
+            turn_id="t1",
+            status=jr.TurnStatus.aborted,
+            usage=jr.Usage(input_tokens=0, output_tokens=0),
+            acknowledged=[],
+        ),
+        sync=True,
+    )
+    open_turn = msgspec.structs.replace(_request("ia_other", call_id="c3"), turn_id="t2")
+    journal.append(open_turn, sync=True)
+    service = Interactions(journal)
+    assert [r.interaction_id for r in service.log.recoverable()] == ["ia_other"]
+    late = service.answer("ia_closed", D.approve_once)
+    assert isinstance(late, NotTaken) and late.why == "stale" and "turn ended" in late.message
