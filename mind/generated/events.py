@@ -336,6 +336,35 @@ class InteractionResolvedEvent(Struct, kw_only=True, tag_field='type', tag='inte
     reason: str | UnsetType = UNSET
 
 
+class Kind(StrEnum):
+    approval = 'approval'
+    reconcile = 'reconcile'
+
+
+class Purpose(StrEnum):
+    run = 'run'
+    rerun_outside = 'rerun_outside'
+    unknown_outcome = 'unknown_outcome'
+
+
+class InteractionRequestedEvent(Struct, kw_only=True, tag_field='type', tag='interaction.requested', frozen=True):
+    """A question about a tool call was journaled (fsync) - before any card is shown and whether or not anyone can answer it (docs/design/interactions.md §2). Where someone can answer, `approval.requested` follows with the card; where nobody can (exec), `interaction.resolved` follows with `declined`."""
+
+    turn_id: str
+    call_id: str
+    interaction_id: str
+    kind: Kind
+    purpose: Purpose
+    name: str
+    reason: str
+    cwd: str
+    choices: list[Choice]
+    offered_again: Annotated[
+        bool,
+        Meta(description='Journaled before by a process that stopped; offered again with its id.'),
+    ]
+
+
 class Failure(Struct, kw_only=True, frozen=True):
     """A turn failure: closed kind plus its canonical message (no provider text)."""
 
@@ -362,7 +391,7 @@ class TurnCompletedEvent(Struct, kw_only=True, tag_field='type', tag='turn.compl
 
 
 Event: TypeAlias = Annotated[
-    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | InputClaimedEvent | TurnStartedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | ApprovalRequestedEvent | InteractionResolvedEvent | ToolResultEvent | TurnRetryingEvent | TurnCompletedEvent | ExecFailedEvent | InputWaitingEvent,
+    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | InputClaimedEvent | TurnStartedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | InteractionRequestedEvent | ApprovalRequestedEvent | InteractionResolvedEvent | ToolResultEvent | TurnRetryingEvent | TurnCompletedEvent | ExecFailedEvent | InputWaitingEvent,
     Meta(
         description="One event of a session: the library's typed events and `mind exec --json` lines (tagged union on `type`).",
         title='Event',

@@ -301,6 +301,7 @@ class Interactions:
         show: Callable[[jr.InteractionRequested, bool], None],
         resolved: Callable[[jr.InteractionResolved], None],
         explicit_stop: Callable[[], bool],
+        announce: Callable[[jr.InteractionRequested, bool], None] = lambda _r, _again: None,
     ) -> Resolution:
         """Ask one question and wait for its resolution (docs/design/interactions.md §2).
 
@@ -312,8 +313,11 @@ class Interactions:
             request: the record to journal (``seq``/``recorded_at_ms`` 0).
             can_answer: a person or handler can answer; else the question is
                 ``declined`` (durable, by ``headless``), never accepted.
-            show: publishes the durable request (called after the fsync);
-                its second argument says it was offered again.
+            show: publishes the durable request as a card (called after the
+                fsync, when someone can answer); its second argument says it
+                was offered again.
+            announce: publishes that the request is durable (before ``show``
+                or the ``declined`` resolution; not for one already resolved).
             resolved: publishes a resolution once it is durable.
             explicit_stop: asked when the wait is cancelled: True when the
                 person stopped the turn (the question is then cancelled,
@@ -344,6 +348,7 @@ class Interactions:
         self._live[iid] = live
         try:
             if machine.state == "requested":
+                announce(live.request, earlier is not None)
                 self._perform(live, machine.show(can_answer=can_answer), resolved)
                 if machine.state in ("shown",):  # (`in`: re-read after the event)
                     show(live.request, earlier is not None)

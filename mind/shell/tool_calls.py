@@ -216,6 +216,7 @@ class ToolCalls:
                 can_answer=can_answer,
                 show=lambda r, again: self._show(turn, call, r, again),
                 resolved=lambda r: self._resolved(turn, call, r),
+                announce=lambda r, again: self._announce(turn, r, again),
                 explicit_stop=lambda: turn._interrupt_requested,
             )
         except InteractionTooLarge as exc:
@@ -352,6 +353,23 @@ class ToolCalls:
                 interaction_id=request.interaction_id,
                 choices=[ev.Choice(c.value) for c in request.choices],
                 cwd=request.cwd,
+                offered_again=again,
+            )
+        )
+
+    def _announce(self, turn: Turn, request: jr.InteractionRequested, again: bool) -> None:
+        """Publish that a request is durable (``interaction.requested``)."""
+        turn._emit(
+            ev.InteractionRequestedEvent(
+                turn_id=turn.turn_id,
+                call_id=request.call_id,
+                interaction_id=request.interaction_id,
+                kind=ev.Kind(request.kind.value),
+                purpose=ev.Purpose(request.purpose.value),
+                name=request.name,
+                reason=request.reason,
+                cwd=request.cwd,
+                choices=[ev.Choice(c.value) for c in request.choices],
                 offered_again=again,
             )
         )

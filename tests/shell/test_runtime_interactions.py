@@ -78,6 +78,7 @@ def test_request_journaled_before_shown_answer_before_run_resolved_event_after(
 
             events, status = await _turn(s, "go", on_ask)
             kinds = [type(e).__name__ for e in events]
+            assert kinds.index("InteractionRequestedEvent") < kinds.index("ApprovalRequestedEvent")
             checks.append(
                 kinds.index("ApprovalRequestedEvent") < kinds.index("InteractionResolvedEvent")
             )
