@@ -18,6 +18,10 @@ Two parts:
 An answer to an unknown, stale or already resolved id is an explicit no-op
 (:class:`NotTaken` with a message), never an exception a client must catch.
 Single task: every method runs on the runtime's event loop thread.
+
+Size: just over 500 lines because the projector and the service change
+together (what ``ask`` re-offers is what ``recoverable`` says); the
+projector is the part to move to ``interaction_log`` if either grows.
 """
 
 from __future__ import annotations
