@@ -6,6 +6,8 @@ The public API (everything else is internal)::
     Session            send/steer/queue(text) -> InputReceipt; submit(text) -> Turn;
                        events() over every turn; resume_pending() after a crash;
                        waiting / drop(id) for input no turn has taken yet
+                       pending_interactions() / answer(interaction_id, decision,
+                       reason=None) -> Answered | NotTaken (a no-op with a message)
     Turn               async-iterate typed events; decide(call_id, ...); interrupt()
     TurnOutcome        the terminal event, the final answer text, and ``error``: the
                        StorageError (path, errno) when mind's state could not be written
@@ -34,10 +36,12 @@ if TYPE_CHECKING:
     from mind.generated import events
     from mind.shell.config import ResolvedConfig, resolve_config
     from mind.shell.runtime import (
+        Answered,
         Decision,
         Disposition,
         InputKind,
         InputReceipt,
+        NotTaken,
         Runtime,
         Session,
         Turn,
@@ -45,10 +49,12 @@ if TYPE_CHECKING:
     )
 
 _LAZY: dict[str, tuple[str, str | None]] = {
+    "Answered": ("mind.shell.runtime", "Answered"),
     "Decision": ("mind.shell.runtime", "Decision"),
     "Disposition": ("mind.shell.runtime", "Disposition"),
     "InputKind": ("mind.shell.runtime", "InputKind"),
     "InputReceipt": ("mind.shell.runtime", "InputReceipt"),
+    "NotTaken": ("mind.shell.runtime", "NotTaken"),
     "ResolvedConfig": ("mind.shell.config", "ResolvedConfig"),
     "Runtime": ("mind.shell.runtime", "Runtime"),
     "Session": ("mind.shell.runtime", "Session"),
@@ -85,10 +91,12 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "Answered",
     "Decision",
     "Disposition",
     "InputKind",
     "InputReceipt",
+    "NotTaken",
     "ResolvedConfig",
     "Runtime",
     "Session",

@@ -20,6 +20,7 @@ branch grows past a screen of classes.
     ├── PathRefused                   a file tool path crosses the workspace boundary; path, reason
     ├── SandboxRefused                a sandboxed command cannot be confined safely; path, reason
     ├── ScriptError                   a scripted-provider script is malformed; path and detail
+    ├── InteractionTooLarge           a question or answer over 128 KiB (nothing shown); ids, size
     ├── InputRefused                  input empty or over a mailbox/inbox limit; reason code
     ├── InboxCorruptError             inbox.json damaged or over 8 MiB; path (fail closed)
     ├── SupervisorRecordError         a supervised command's file is damaged; path (fail closed)
@@ -330,6 +331,35 @@ class PatchError(MindError):
     turns it into an error tool result the model sees. Never retried; nothing
     was written when it is raised.
     """
+
+
+class InteractionTooLarge(MindError):
+    """A question to the person (its ``interaction_requested`` record) or an
+    answer's reason is over the 128 KiB limit (docs/design/interactions.md §4).
+
+    Raised by :mod:`mind.shell.interactions` before anything is journaled or
+    shown; the tool call is then denied with this message (the model sees
+    it). Not retried.
+
+    Attributes:
+        interaction_id: the interaction's id (``ia_…``).
+        call_id: the tool call it asks about.
+        size_bytes: the encoded size.
+        limit_bytes: the limit.
+    """
+
+    def __init__(
+        self, interaction_id: str, call_id: str, size_bytes: int, limit_bytes: int
+    ) -> None:
+        super().__init__(
+            f"The approval request for tool call {call_id!r} ({interaction_id}) is "
+            f"{size_bytes} bytes, over the {limit_bytes}-byte limit: it was not shown and "
+            "the call did not run. Make the call smaller (a shorter command, a smaller patch)."
+        )
+        self.interaction_id = interaction_id
+        self.call_id = call_id
+        self.size_bytes = size_bytes
+        self.limit_bytes = limit_bytes
 
 
 class PathRefused(MindError):

@@ -543,6 +543,17 @@ def _is_print_range(script: str) -> bool:
     return 1 <= len(parts) <= 2 and all(p.isdecimal() and p.isascii() for p in parts)
 
 
+def written_paths(name: str, args: dict[str, Any]) -> list[str] | None:
+    """The paths a ``write_file`` / ``apply_patch`` call writes or unlinks, as
+    the model gave them, in order; None for other tools or when they cannot
+    be told (a malformed patch). What a session grant of the call covers
+    (mind.effects.grants)."""
+    if name not in ("write_file", "apply_patch"):
+        return None
+    found = _written_paths(name, args)
+    return None if found is None else [path for path, _access in found]
+
+
 def _written_paths(name: str, args: dict[str, Any]) -> list[tuple[str, Access]] | None:
     """Paths a file tool writes or unlinks, in order, without repeats (a path
     both written and unlinked counts as written), or None when they cannot

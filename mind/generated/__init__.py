@@ -3,6 +3,7 @@
 """Code generated from ``specs/`` by ``codegen``; never edited by hand.
 
 - inbox_message_chart: InboxMessageChart (specs/statecharts/inbox_message.yaml)
+- interaction_chart: InteractionChart (specs/statecharts/interaction.yaml)
 - mailbox_chart: MailboxChart (specs/statecharts/mailbox.yaml)
 - mount_chart: MountChart (specs/statecharts/mount.yaml)
 - session_startup_chart: SessionStartupChart (specs/statecharts/session_startup.yaml)

@@ -101,6 +101,13 @@ class Sandbox(StrEnum):
     outside = 'outside'
 
 
+class Choice(StrEnum):
+    approve_once = 'approve_once'
+    approve_session = 'approve_session'
+    deny = 'deny'
+    abort = 'abort'
+
+
 class ApprovalRequestedEvent(Struct, kw_only=True, tag_field='type', tag='approval.requested', frozen=True):
     """A tool call waits for the person's decision. `text` is everything the call will do; a display that shows less than all of it must refuse approval until the whole text was viewed (the rule of mind.effects.review)."""
 
@@ -139,6 +146,36 @@ class ApprovalRequestedEvent(Struct, kw_only=True, tag_field='type', tag='approv
             Sandbox,
             Meta(
                 description='Where an approved shell command runs: inside the sandbox of that mode, or `outside` any sandbox (escalation, a re-run after a sandbox denial, danger-full-access). Absent for other tools.'
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    interaction_id: (
+        Annotated[
+            str,
+            Meta(
+                description="The interaction's id (`ia_…`, bound to the invocation): the same after a restart, so a card offered again is recognised; answer it with Session.answer."
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    choices: (
+        Annotated[
+            list[Choice],
+            Meta(
+                description="The decisions offered (approve_session absent when the call's scope cannot be judged: it is asked again each time)."
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    cwd: Annotated[str, Meta(description='The working directory the call runs in.')] | UnsetType = (
+        UNSET
+    )
+    offered_again: (
+        Annotated[
+            bool,
+            Meta(
+                description='True when this request was journaled before (by a process that crashed or stopped) and is offered again with its id.'
             ),
         ]
         | UnsetType
@@ -282,6 +319,65 @@ class InputWaitingEvent(Struct, kw_only=True, tag_field='type', tag='input.waiti
     ]
 
 
+class Decision(StrEnum):
+    approve_once = 'approve_once'
+    approve_session = 'approve_session'
+    deny = 'deny'
+    abort = 'abort'
+    declined = 'declined'
+    cancelled = 'cancelled'
+    rerun = 'rerun'
+    mark_failed = 'mark_failed'
+    tell_model = 'tell_model'
+
+
+class By(StrEnum):
+    person = 'person'
+    headless = 'headless'
+    policy = 'policy'
+    recovery = 'recovery'
+
+
+class InteractionResolvedEvent(Struct, kw_only=True, tag_field='type', tag='interaction.resolved', frozen=True):
+    """An interaction's one resolution, durable (journaled and fsynced) before this event and before it takes effect (docs/design/interactions.md §3)."""
+
+    turn_id: str
+    call_id: str
+    interaction_id: str
+    decision: Decision
+    by: By
+    reason: str | UnsetType = UNSET
+
+
+class Kind(StrEnum):
+    approval = 'approval'
+    reconcile = 'reconcile'
+
+
+class Purpose(StrEnum):
+    run = 'run'
+    rerun_outside = 'rerun_outside'
+    unknown_outcome = 'unknown_outcome'
+
+
+class InteractionRequestedEvent(Struct, kw_only=True, tag_field='type', tag='interaction.requested', frozen=True):
+    """A question about a tool call was journaled (fsync) - before any card is shown and whether or not anyone can answer it (docs/design/interactions.md §2). Where someone can answer, `approval.requested` follows with the card; where nobody can (exec), `interaction.resolved` follows with `declined`."""
+
+    turn_id: str
+    call_id: str
+    interaction_id: str
+    kind: Kind
+    purpose: Purpose
+    name: str
+    reason: str
+    cwd: str
+    choices: list[Choice]
+    offered_again: Annotated[
+        bool,
+        Meta(description='Journaled before by a process that stopped; offered again with its id.'),
+    ]
+
+
 class Failure(Struct, kw_only=True, frozen=True):
     """A turn failure: closed kind plus its canonical message (no provider text)."""
 
@@ -308,7 +404,7 @@ class TurnCompletedEvent(Struct, kw_only=True, tag_field='type', tag='turn.compl
 
 
 Event: TypeAlias = Annotated[
-    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | InputClaimedEvent | TurnStartedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | ApprovalRequestedEvent | ToolResultEvent | TurnRetryingEvent | TurnWarningEvent | TurnCompletedEvent | ExecFailedEvent | InputWaitingEvent,
+    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | InputClaimedEvent | TurnStartedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | InteractionRequestedEvent | ApprovalRequestedEvent | InteractionResolvedEvent | ToolResultEvent | TurnRetryingEvent | TurnWarningEvent | TurnCompletedEvent | ExecFailedEvent | InputWaitingEvent,
     Meta(
         description="One event of a session: the library's typed events and `mind exec --json` lines (tagged union on `type`).",
         title='Event',

@@ -219,6 +219,209 @@ class InputDropped(Struct, kw_only=True, tag_field='type', tag='input_dropped', 
     message_id: str
 
 
+class InteractionKind(StrEnum):
+    """
+    What an interaction asks: approve a tool call, or decide about an effect whose outcome is unknown.
+    """
+
+    approval = 'approval'
+    reconcile = 'reconcile'
+
+
+class InteractionDecision(StrEnum):
+    """
+    The resolution of an interaction (docs/design/interactions.md §3): approvals approve_once | approve_session | deny | abort; nobody could answer: declined; the turn ended first: cancelled; reconcile: rerun | mark_failed | tell_model.
+    """
+
+    approve_once = 'approve_once'
+    approve_session = 'approve_session'
+    deny = 'deny'
+    abort = 'abort'
+    declined = 'declined'
+    cancelled = 'cancelled'
+    rerun = 'rerun'
+    mark_failed = 'mark_failed'
+    tell_model = 'tell_model'
+
+
+class InteractionBy(StrEnum):
+    """
+    Who resolved an interaction: the person, nobody could (headless), a session grant (policy), or startup (recovery).
+    """
+
+    person = 'person'
+    headless = 'headless'
+    policy = 'policy'
+    recovery = 'recovery'
+
+
+class Purpose(StrEnum):
+    """
+    Which question about the invocation (mind.effects.identity.Purpose).
+    """
+
+    run = 'run'
+    rerun_outside = 'rerun_outside'
+    unknown_outcome = 'unknown_outcome'
+
+
+class TextFormat(StrEnum):
+    command = 'command'
+    diff = 'diff'
+    arguments = 'arguments'
+
+
+class Sandbox(StrEnum):
+    """
+    Where an approved shell command runs; absent for other tools.
+    """
+
+    read_only = 'read-only'
+    workspace_write = 'workspace-write'
+    outside = 'outside'
+
+
+class InteractionRequested(Struct, kw_only=True, tag_field='type', tag='interaction_requested', frozen=True):
+    """A question to the person, durable (fsync) before it is shown (docs/design/interactions.md §2). Its id is bound to the invocation (mind.effects.identity.interaction_id), so after a crash the same request is offered again with the same id."""
+
+    seq: Annotated[
+        int, Meta(description='Monotonic record number within the journal, from 0.', ge=0)
+    ]
+    recorded_at_ms: Annotated[
+        int,
+        Meta(description='Wall-clock time the record was written, Unix epoch milliseconds.', ge=0),
+    ]
+    interaction_id: str
+    turn_id: str
+    call_id: str
+    effect_id: str
+    kind: InteractionKind
+    purpose: Annotated[
+        Purpose,
+        Meta(description='Which question about the invocation (mind.effects.identity.Purpose).'),
+    ]
+    name: Annotated[str, Meta(description="The tool's name.")]
+    reason: Annotated[str, Meta(description="Why it is asked (the policy's words).")]
+    text: Annotated[
+        str, Meta(description="The full text shown (as the approval.requested event's `text`).")
+    ]
+    text_format: TextFormat
+    head_chars: Annotated[int, Meta(ge=0)]
+    tail_chars: Annotated[int, Meta(ge=0)]
+    hidden_chars: Annotated[int, Meta(ge=0)]
+    hidden_lines: Annotated[int, Meta(ge=0)]
+    cwd: Annotated[str, Meta(description='The working directory the call runs in.')]
+    choices: Annotated[list[InteractionDecision], Meta(description='The decisions offered.')]
+    sandbox: (
+        Annotated[
+            Sandbox,
+            Meta(description='Where an approved shell command runs; absent for other tools.'),
+        ]
+        | UnsetType
+    ) = UNSET
+
+
+class InteractionResolved(Struct, kw_only=True, tag_field='type', tag='interaction_resolved', frozen=True):
+    """The one resolution of an interaction, durable (fsync) before it takes effect; the first one in the journal wins, later ones are never written (docs/design/interactions.md §3)."""
+
+    seq: Annotated[
+        int, Meta(description='Monotonic record number within the journal, from 0.', ge=0)
+    ]
+    recorded_at_ms: Annotated[
+        int,
+        Meta(description='Wall-clock time the record was written, Unix epoch milliseconds.', ge=0),
+    ]
+    interaction_id: str
+    decision: InteractionDecision
+    by: InteractionBy
+    reason: (
+        Annotated[
+            str,
+            Meta(
+                description="The person's words (on deny: what the model sees); at most 128 KiB encoded."
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+
+
+class Scope(StrEnum):
+    """
+    What the grant matches: a shell command's program prefix, one exact shell command (when no prefix can be judged safely), or a file tool's paths.
+    """
+
+    program = 'program'
+    command = 'command'
+    paths = 'paths'
+
+
+class Sandbox1(StrEnum):
+    """
+    Where covered shell commands run; absent for other tools.
+    """
+
+    read_only = 'read-only'
+    workspace_write = 'workspace-write'
+    outside = 'outside'
+
+
+class PermissionGranted(Struct, kw_only=True, tag_field='type', tag='permission_granted', frozen=True):
+    """An "approve for this session" answer: what later calls it covers without asking (mind.effects.grants; docs/design/interactions.md §5). Projected on open; honoured after resume until revoked."""
+
+    seq: Annotated[
+        int, Meta(description='Monotonic record number within the journal, from 0.', ge=0)
+    ]
+    recorded_at_ms: Annotated[
+        int,
+        Meta(description='Wall-clock time the record was written, Unix epoch milliseconds.', ge=0),
+    ]
+    grant_id: str
+    interaction_id: str
+    tool: str
+    scope: Annotated[
+        Scope,
+        Meta(
+            description="What the grant matches: a shell command's program prefix, one exact shell command (when no prefix can be judged safely), or a file tool's paths."
+        ),
+    ]
+    sandbox: (
+        Annotated[
+            Sandbox1, Meta(description='Where covered shell commands run; absent for other tools.')
+        ]
+        | UnsetType
+    ) = UNSET
+    prefix: (
+        Annotated[
+            list[str],
+            Meta(description='scope program: the argv words a covered command starts with.'),
+        ]
+        | UnsetType
+    ) = UNSET
+    paths: (
+        Annotated[list[str], Meta(description='scope paths: the workspace paths covered.')]
+        | UnsetType
+    ) = UNSET
+    command: (
+        Annotated[
+            str, Meta(description='scope command: the exact command text (as shown on the card).')
+        ]
+        | UnsetType
+    ) = UNSET
+
+
+class PermissionRevoked(Struct, kw_only=True, tag_field='type', tag='permission_revoked', frozen=True):
+    """A session grant taken back (/permissions); later calls ask again."""
+
+    seq: Annotated[
+        int, Meta(description='Monotonic record number within the journal, from 0.', ge=0)
+    ]
+    recorded_at_ms: Annotated[
+        int,
+        Meta(description='Wall-clock time the record was written, Unix epoch milliseconds.', ge=0),
+    ]
+    grant_id: str
+
+
 class Failure(Struct, kw_only=True, frozen=True):
     """A turn failure: closed kind plus its canonical message (no provider text)."""
 
@@ -246,7 +449,7 @@ class TurnCompleted(Struct, kw_only=True, tag_field='type', tag='turn_completed'
 
 
 JournalRecord: TypeAlias = Annotated[
-    SessionStarted | TurnStarted | UserMessage | ModelRound | ToolStarted | ToolResult | TurnCompleted | InputDropped,
+    SessionStarted | TurnStarted | UserMessage | ModelRound | ToolStarted | ToolResult | TurnCompleted | InputDropped | InteractionRequested | InteractionResolved | PermissionGranted | PermissionRevoked,
     Meta(
         description='One line of sessions/<id>/journal.jsonl (tagged union on `type`).',
         title='JournalRecord',

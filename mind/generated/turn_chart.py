@@ -38,6 +38,7 @@ TurnEventName = Literal[
     "inputs_claimed",
     "tools_done",
     "approval_needed",
+    "call_refused",
     "approval_answered",
     "retry_due",
     "steering_claimed",
@@ -77,6 +78,7 @@ TURN_EVENTS: Final[tuple[TurnEventName, ...]] = (
     "inputs_claimed",
     "tools_done",
     "approval_needed",
+    "call_refused",
     "approval_answered",
     "retry_due",
     "steering_claimed",
@@ -112,6 +114,9 @@ class TurnModel(Protocol):
     def can_retry(self) -> bool: ...
 
     @property
+    def granted(self) -> bool: ...
+
+    @property
     def has_tool_calls(self) -> bool: ...
 
     @property
@@ -133,6 +138,8 @@ class TurnModel(Protocol):
     def note_inputs(self, *args: Any, **kwargs: Any) -> object: ...
 
     def refuse_call(self, *args: Any, **kwargs: Any) -> object: ...
+
+    def run_granted(self, *args: Any, **kwargs: Any) -> object: ...
 
     def run_tools(self, *args: Any, **kwargs: Any) -> object: ...
 
@@ -223,9 +230,11 @@ class TurnChart(StateChart[TurnModel]):
         | _to(active.running_tools, failed, unless='within_round_limit', on=['fail_round_limit'])
     )
     approval_needed = (
-        _to(active.running_tools.executing, active.running_tools.awaiting_approval, cond='can_ask', on=['ask_approval'])
-        | _to(active.running_tools.executing, active.running_tools.executing, unless='can_ask', on=['refuse_call'])
+        _to(active.running_tools.executing, active.running_tools.executing, cond='granted', on=['run_granted'])
+        | _to(active.running_tools.executing, active.running_tools.awaiting_approval, cond='can_ask and not granted', on=['ask_approval'])
+        | _to(active.running_tools.executing, active.running_tools.executing, cond='not can_ask and not granted', on=['refuse_call'])
     )
+    call_refused = _to(active.running_tools.executing, active.running_tools.executing, on=['refuse_call'])
     approval_answered = _to(active.running_tools.awaiting_approval, active.running_tools.executing)
     retry_due = _to(active.retrying, active.sampling)
     steering_claimed = (

@@ -26,8 +26,10 @@ Decisions (guards, pure functions of the event's data):
   (:func:`within_output_cap`) -> ``failed`` ``output_limit``.
 - ``round_failed``: :func:`can_retry` (the retry policy's count, kind and
   total time) -> ``retrying`` (:class:`StartBackoff`), else ``failed``.
-- ``approval_needed``: the session can ask -> ``awaiting_approval``
-  (:class:`AskApproval`), else the call is refused (:class:`RefuseCall`).
+- ``approval_needed``: a session grant covers the call -> it runs
+  (:class:`RunGranted`); else the session can ask -> ``awaiting_approval``
+  (:class:`AskApproval`); else the call is refused (:class:`RefuseCall`).
+  ``call_refused``: the policy refuses it outright (:class:`RefuseCall`).
 - ``tools_done`` / ``steering_claimed``: another round within
   :func:`within_round_limit` -> ``sampling``, else ``failed`` ``internal``;
   after the tool results the boundary drain (:class:`DrainSteering`).
@@ -73,6 +75,7 @@ __all__ = [
     "Effect",
     "RefuseCall",
     "RetryRule",
+    "RunGranted",
     "RunTools",
     "StartBackoff",
     "StartNextTurn",
@@ -268,6 +271,14 @@ class RefuseCall:
 
 
 @dataclass(frozen=True, slots=True)
+class RunGranted:
+    """The call ``call_id`` runs without a question: a durable session grant
+    covers it (docs/design/interactions.md §5)."""
+
+    call_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class RunTools:
     """Run the round's tool calls in order, journal each result, then send ``tools_done``."""
 
@@ -296,7 +307,14 @@ class AnnounceWaiting:
 
 
 Effect: TypeAlias = (
-    WriteTerminal | StartBackoff | AskApproval | RefuseCall | RunTools | DrainOrSeal | DrainSteering
+    WriteTerminal
+    | StartBackoff
+    | AskApproval
+    | RefuseCall
+    | RunGranted
+    | RunTools
+    | DrainOrSeal
+    | DrainSteering
 )
 """What an event asks the shell to do (the return value of every event method)."""
 
@@ -340,6 +358,7 @@ class _TurnData:
     elapsed_s: float = 0.0
     call_id: str = ""
     asking: bool = False
+    grant: bool = False
     reason: str = ""
     state: object = None
 
@@ -364,6 +383,11 @@ class _TurnData:
     def can_ask(self) -> bool:
         """Guard ``can_ask``: the session can ask the person (interactive)."""
         return self.asking
+
+    @property
+    def granted(self) -> bool:
+        """Guard ``granted``: a durable session grant covers the call."""
+        return self.grant
 
     def _delay_s(self) -> float:
         return self.retry.delay_s(self.retries_used + 1, self.retry_after_s)
@@ -414,6 +438,10 @@ class _TurnData:
     def refuse_call(self, *args: Any, **kwargs: Any) -> None:
         """Action ``refuse_call``."""
         self.effects.append(RefuseCall(self.call_id, self.reason))
+
+    def run_granted(self, *args: Any, **kwargs: Any) -> None:
+        """Action ``run_granted``."""
+        self.effects.append(RunGranted(self.call_id))
 
     def fail_output_limit(self, *args: Any, **kwargs: Any) -> None:
         """Action ``fail_output_limit``: the failure a round past the cap ends in."""
@@ -626,15 +654,26 @@ class TurnMachine:
         """``retrying -> sampling``: the backoff elapsed; resend the frozen request."""
         return self._send("retry_due")
 
-    def approval_needed(self, *, call_id: str, can_ask: bool, reason: str = "") -> list[Effect]:
+    def approval_needed(
+        self, *, call_id: str, can_ask: bool, reason: str = "", granted: bool = False
+    ) -> list[Effect]:
         """A tool call needs the person's approval.
 
         Returns:
-            ``[AskApproval(call_id)]`` (now ``awaiting_approval``) when the
-            session can ask, else ``[RefuseCall(call_id, reason)]`` (still
-            ``executing``: the call is denied without running).
+            ``[RunGranted(call_id)]`` (still ``executing``) when a session
+            grant covers it; else ``[AskApproval(call_id)]`` (now
+            ``awaiting_approval``) when the session can ask; else
+            ``[RefuseCall(call_id, reason)]`` (still ``executing``: the call
+            is denied without running).
         """
-        return self._send("approval_needed", call_id=call_id, asking=can_ask, reason=reason)
+        return self._send(
+            "approval_needed", call_id=call_id, asking=can_ask, reason=reason, grant=granted
+        )
+
+    def call_refused(self, *, call_id: str, reason: str) -> list[Effect]:
+        """The policy refuses a call outright (no approval allows it):
+        ``[RefuseCall(call_id, reason)]``, still ``executing``."""
+        return self._send("call_refused", call_id=call_id, reason=reason)
 
     def approval_answered(self) -> list[Effect]:
         """``awaiting_approval -> executing``: the answer is in."""

@@ -706,6 +706,10 @@ class TurnView:
                 plain(event.reason, keep_joiners=False),
             ),
         ]
+        if isinstance(event.cwd, str):
+            lines.append(Text(f"  in {plain(event.cwd, keep_joiners=False)}", style="dim"))
+        if event.offered_again is True:
+            lines.append(Text("  (asked before mind stopped; not answered yet)", style="dim"))
         text, fmt = event.text, event.text_format.value
         if event.hidden_chars and not viewed:
             lines += approval_lines(text[: event.head_chars], fmt)
@@ -741,13 +745,19 @@ class TurnView:
     def show_decision(self, call_id: str, name: str, decision: str) -> None:
         """Echo the answer given to an approval prompt (the call's clock restarts)."""
         text = {
-            "yes": ("  ↳ approved once", "green"),
-            "always": (
-                f"  ↳ approved; the same {name} call will not ask again this session",
+            "approve_once": ("  ↳ approved once", "green"),
+            "approve_session": (
+                f"  ↳ approved; matching {name} calls will not ask again this session "
+                "(/permissions lists and revokes)",
                 "green",
             ),
-            "no": ("  ↳ refused", "yellow"),
-        }[decision]
+            "deny": ("  ↳ refused", "yellow"),
+            "abort": ("  ↳ stopped the turn", "yellow"),
+        }[
+            {"yes": "approve_once", "always": "approve_session", "no": "deny"}.get(
+                decision, decision
+            )
+        ]
         if call_id in self._calls:
             call_name, arguments, _ = self._calls[call_id]
             self._calls[call_id] = (call_name, arguments, self._clock())

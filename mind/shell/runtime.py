@@ -11,8 +11,8 @@ The names of the public API are re-exported here.
         session = await rt.create_session(cwd=Path.cwd(), config=resolved)
         turn = session.submit("fix the failing test")
         async for event in turn:                            # typed mind.generated.events structs
-            if isinstance(event, ApprovalRequestedEvent):
-                turn.decide(event.call_id, "yes")
+            if isinstance(event, ApprovalRequestedEvent):   # journaled before this event
+                session.answer(event.interaction_id, "approve_once")  # -> Answered | NotTaken
         print(turn.outcome.status)
 
 Input (docs/design/mailbox.md): every input — a prompt, steering for the running
@@ -50,6 +50,7 @@ from mind.errors import (
 from mind.machines.session_startup import SessionStartup
 from mind.shell.config import ResolvedConfig
 from mind.shell.ids import new_session_id
+from mind.shell.interactions import Answered, NotTaken
 from mind.shell.keyed_mutex import KeyedMutex
 from mind.shell.mounts import PUBLISH_INTERVAL_S, MountLedger
 from mind.shell.providers import Provider
@@ -295,10 +296,12 @@ __all__ = [
     "INTERRUPTED_OUTPUT",
     "INTERRUPTED_UNAPPROVED_OUTPUT",
     "INTERRUPTED_UNSTARTED_OUTPUT",
+    "Answered",
     "Decision",
     "Disposition",
     "InputKind",
     "InputReceipt",
+    "NotTaken",
     "Runtime",
     "Session",
     "Turn",

@@ -35,6 +35,7 @@ from mind.shell import faults
 from mind.shell.config import ResolvedConfig, known_secrets
 from mind.shell.ids import new_id
 from mind.shell.inbox import Inbox
+from mind.shell.interactions import AnswerResult, Decision, Interactions, as_decision
 from mind.shell.journal import Journal
 from mind.shell.lease import SessionLease
 from mind.shell.mounts import MountHandle
@@ -137,7 +138,9 @@ class Session:
         """What :func:`~mind.shell.redact.redact` masks in this session's
         messages and tool results: the API key, the base URL's secrets and
         every provider key in mind's environment."""
-        self.always_allowed: set[str] = set()
+        self.interactions = Interactions(journal)
+        """The session's questions to the person and its grants (their one
+        owner; projected from the journal, so grants hold after resume)."""
         self.retry_policy = RetryPolicy(
             max_retries=config.max_retries, max_retry_s=config.max_retry_s
         )
@@ -221,6 +224,35 @@ class Session:
                     self._inputs[record.message_id] = record
             self._inputs_indexed = len(records)
         return [self._inputs[m] for m in message_ids if m in self._inputs]
+
+    def pending_interactions(self) -> list[jr.InteractionRequested]:
+        """Questions shown to clients and waiting for an answer, oldest first
+        (each names its ``interaction_id``, ``call_id``, the full ``text``,
+        ``cwd``, ``reason`` and ``choices``; docs/design/interactions.md §7)."""
+        return self.interactions.pending()
+
+    def answer(
+        self, interaction_id: str, decision: Decision, reason: str | None = None
+    ) -> AnswerResult:
+        """Answer a question by its id. The first decision wins.
+
+        Args:
+            interaction_id: the question's ``ia_…`` id (from
+                :meth:`pending_interactions` or the ``approval.requested`` event).
+            decision: ``approve_once`` | ``approve_session`` | ``deny`` |
+                ``abort`` (or ``yes`` | ``no`` | ``always``).
+            reason: on deny, what the model is told (at most 128 KiB).
+
+        Returns:
+            ``Answered`` (durable, fsync, before the call resumes) or
+            ``NotTaken`` with a message: an unknown, stale or already
+            answered id, or a reason over 128 KiB — never an exception for those.
+
+        Raises:
+            ValueError: ``decision`` is not one of the above (misuse).
+            JournalWriteError: the answer could not be made durable.
+        """
+        return self.interactions.answer(interaction_id, as_decision(decision), reason=reason)
 
     def history(self) -> list[jr.JournalRecord]:
         """The session's journal records in order (read-only: a copy), for

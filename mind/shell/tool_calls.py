@@ -1,36 +1,42 @@
 """One tool call of a turn: validate the arguments, apply the approval
-policy, ask the person, run it (sandboxed or not), journal its result."""
+policy, ask the person through the session's interactions (or a standing
+session grant: docs/design/interactions.md §5), run it (sandboxed or not),
+journal its result."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, final
 
+import anyio
+import anyio.lowlevel
 import msgspec
 
+from mind.call_pairing import pair_calls
 from mind.conversation import (
     ToolCall,
     replace_lone_surrogates,
     without_lone_surrogates,
 )
 from mind.effects.boundary import Refusal, SandboxMode
+from mind.effects.grants import GrantScope, covers, grant_scope
+from mind.effects.identity import Purpose, arguments_sha256, effect_id, interaction_id
 from mind.effects.policy import (
     Access,
     crossing_reason,
     rerun_reason,
     tool_decision,
+    written_paths,
 )
 from mind.effects.review import FileChange, approval_text, cut_for_display
 from mind.effects.tools import parse_arguments
-from mind.errors import (
-    ToolArgumentsError,
-)
+from mind.errors import InteractionTooLarge, ToolArgumentsError
 from mind.generated import events as ev
 from mind.generated import journal as jr
-from mind.machines.turn import RefuseCall, TurnMachine
+from mind.machines.turn import RefuseCall, RunGranted, TurnMachine
 from mind.shell import faults
-from mind.shell.approvals import Decision
+from mind.shell.interactions import APPROVAL_CHOICES, Resolution
 from mind.shell.redact import redact
 from mind.shell.tools import ToolOutcome
 from mind.shell.turn_handle import Turn
@@ -97,42 +103,36 @@ class ToolCalls:
             sandbox_available=self.session.sandbox.backend != "none",
         )
         if decision.action == "refuse":
-            return "denied", decision.reason or "refused"
+            # Every branch passes through the turn chart (issue #9): an
+            # outright refusal is its call_refused event.
+            refused = machine.call_refused(
+                call_id=call.call_id, reason=decision.reason or "refused"
+            )
+            return "denied", next(e.reason for e in refused if isinstance(e, RefuseCall))
         reason = decision.reason if decision.action == "ask" else None
         sandboxed = call.name == "shell" and decision.sandboxed
         run_mode: SandboxMode | None = decision.mode if call.name == "shell" else None
         approved: list[FileChange] | None = None
-        key = _always_key(call.name, args, sandboxed)
-        if crossed := crossing_reason(
+        crossed = crossing_reason(
             call.name, args, cwd=str(self.session.cwd), crossing=self._crossing
-        ):
-            key += "|" + crossed  # "always" inside never covers a later boundary crossing
-        if reason is not None and key not in self.session.always_allowed:
-            asked = machine.approval_needed(
-                call_id=call.call_id, can_ask=self.session.interactive, reason=reason
-            )
-            if any(isinstance(e, RefuseCall) for e in asked):
-                # Nobody can be asked. The policy names only flags that
-                # really allow it.
-                return "denied", (
-                    f"Refused without running: this call needs approval ({reason}) and this "
-                    "session cannot ask (non-interactive, approval policy "
-                    f"{self.session.approval}). "
-                    "Do not retry it; tell the user what you wanted to run. "
-                    f"{decision.remedy or ''}"
-                ).rstrip()
+        )
+        if reason is not None:
             # What the person approves, read from the files now: a diff for
             # file tools, never only a path (docs/design/turn.md §7).
             changes, problem = await self.session.tools.preview(call.name, args)
             if changes and problem is None:
                 approved = changes  # what is written must be what was shown
-            decision_text = await self._ask(
-                turn, machine, call, args, reason, changes, problem, sandboxed
+            refusal = await self._approve(
+                turn,
+                machine,
+                call,
+                args,
+                _Asking("run", reason, decision.remedy, sandboxed, crossed is not None),
+                changes,
+                problem,
             )
-            if decision_text != "yes" and decision_text != "always":
-                return "denied", "The user refused this tool call; it was not run."
-            if decision_text == "always":
-                self.session.always_allowed.add(key)
+            if refusal is not None:
+                return "denied", refusal
         # Durable before the tool starts: a call without this record provably
         # never ran (its synthetic result after an interrupt or crash says so).
         self.session.journal.append(
@@ -141,8 +141,9 @@ class ToolCalls:
             ),
             sync=True,
         )
-        # Past this point a call with a reason was approved (now or "always"):
-        # the file tools may then cross the boundary (never into a denied root).
+        # Past this point a call with a reason was approved (now or by a
+        # session grant): the file tools may then cross the boundary (never
+        # into a denied root).
         result: ToolOutcome = await self.session.tools.run(
             call.name,
             args,
@@ -156,87 +157,255 @@ class ToolCalls:
                 self.session.approval, self.session.config.sandbox, result.status, result.output
             )
             if offer is not None:
-                # "always" here covers this exact command outside the sandbox.
-                outside_key = _always_key(call.name, args, sandboxed=False)
-                answer: Decision = "always"
-                if outside_key not in self.session.always_allowed:
-                    asked = machine.approval_needed(
-                        call_id=call.call_id, can_ask=self.session.interactive, reason=offer
-                    )
-                    answer = "no"  # nobody can be asked: the sandboxed result stands
-                    if not any(isinstance(e, RefuseCall) for e in asked):
-                        answer = await self._ask(turn, machine, call, args, offer, [], None, False)
-                if answer == "always":
-                    self.session.always_allowed.add(outside_key)
-                if answer == "yes" or answer == "always":
+                refusal = await self._approve(
+                    turn,
+                    machine,
+                    call,
+                    args,
+                    _Asking("rerun_outside", offer, None, False, False),
+                    [],
+                    None,
+                )
+                if refusal is None:
                     result = await self.session.tools.run(call.name, args, sandboxed=False)
+                # refused or nobody can be asked: the sandboxed result stands
         return result.status, result.output
 
     def _crossing(self, path: str, access: Access) -> Refusal | None:
         """The policy's view of where a file tool path lands (kernel-resolved)."""
         return self.session.tools.boundary_reason(path, access)
 
-    async def _ask(
+    async def _approve(
         self,
         turn: Turn,
         machine: TurnMachine,
         call: ToolCall,
         args: dict[str, Any],
-        reason: str,
+        asking: _Asking,
         changes: list[FileChange],
         problem: str | None,
-        sandboxed: bool,
-    ) -> Decision:
-        """Publish one approval request and wait for the person's answer
-        (the machine named :class:`AskApproval`: it is ``awaiting_approval``).
+    ) -> str | None:
+        """Approve one call through a session grant or an interaction
+        (docs/design/interactions.md §2, §5). Returns None when it may run,
+        else the denial the model sees."""
+        where = self._where(call.name, asking.sandboxed)
+        written = written_paths(call.name, args)
+        interactions = self.session.interactions
+        granted = covers(
+            [g.scope for g in interactions.grants()],
+            call.name,
+            args,
+            sandbox=where,
+            written=written,
+            crossed=asking.crossed,
+        )
+        asked = machine.approval_needed(
+            call_id=call.call_id,
+            can_ask=self.session.interactive,
+            reason=asking.reason,
+            granted=granted is not None,
+        )
+        if any(isinstance(e, RunGranted) for e in asked):
+            return None  # approved for this session (a durable grant)
+        scope = grant_scope(call.name, args, sandbox=where, written=written, crossed=asking.crossed)
+        can_answer = not any(isinstance(e, RefuseCall) for e in asked)
+        request = self._request(turn, call, args, asking, where, changes, problem, scope)
+        try:
+            resolution = await interactions.ask(
+                request,
+                can_answer=can_answer,
+                show=lambda r, again: self._show(turn, call, r, again),
+                resolved=lambda r: self._resolved(turn, call, r),
+                announce=lambda r, again: self._announce(turn, r, again),
+                explicit_stop=lambda: turn._interrupt_requested,
+            )
+        except InteractionTooLarge as exc:
+            return str(exc)
+        finally:
+            if can_answer:
+                machine.approval_answered()
+        if resolution.decision == jr.InteractionDecision.abort:
+            # The person stopped the turn here: the interrupt ends it now (its
+            # open calls get their "never approved" results), not after
+            # another model round.
+            turn.interrupt(send_pending=False)
+            await anyio.lowlevel.checkpoint()
+        return self._applied(turn, resolution, asking, scope)
 
-        The card says where a shell command will run (inside the session's
-        sandbox or OUTSIDE it); the event carries it as ``sandbox``.
-        """
+    def _applied(
+        self, turn: Turn, resolution: Resolution, asking: _Asking, scope: GrantScope | None
+    ) -> str | None:
+        """What a resolution means for the call: None (run), or its denial."""
+        d = jr.InteractionDecision
+        if resolution.decision == d.approve_session and scope is not None:
+            self.session.interactions.grant(resolution.interaction_id, scope)
+        if resolution.decision in (d.approve_once, d.approve_session):
+            return None
+        if resolution.decision == d.declined:
+            # Nobody can be asked. The policy names only flags that really allow it.
+            return (
+                f"Refused without running: this call needs approval ({asking.reason}) and this "
+                "session cannot ask (non-interactive, approval policy "
+                f"{self.session.approval}). "
+                "Do not retry it; tell the user what you wanted to run. "
+                f"{asking.remedy or ''}"
+            ).rstrip()
+        if resolution.decision == d.cancelled:
+            return "The turn was stopped while this call waited for approval; it was not run."
+        said = f" Their reason: {resolution.reason}" if resolution.reason else ""
+        return "The user refused this tool call; it was not run." + said
+
+    def _where(self, name: str, sandboxed: bool) -> str | None:
+        """Where a shell command runs: its sandbox mode, or ``outside``."""
+        if name != "shell":
+            return None
+        mode = self.session.config.sandbox
+        return mode if sandboxed and mode != "danger-full-access" else "outside"
+
+    def _request(
+        self,
+        turn: Turn,
+        call: ToolCall,
+        args: dict[str, Any],
+        asking: _Asking,
+        where: str | None,
+        changes: list[FileChange],
+        problem: str | None,
+        scope: GrantScope | None,
+    ) -> jr.InteractionRequested:
+        """The ``interaction_requested`` record of this question (the card:
+        command or diff, cwd, reason, choices). Its id is bound to the
+        invocation (mind.effects.identity), so it is the same after a restart."""
         text, text_format = approval_text(call.name, args, changes, problem)
         cut = cut_for_display(text)
-        where: ev.Sandbox | msgspec.UnsetType = msgspec.UNSET
-        if call.name == "shell":
-            mode = self.session.config.sandbox
-            if sandboxed and mode != "danger-full-access":
-                where = ev.Sandbox(mode)
-                reason = f"{reason} (runs in the {mode} sandbox)"
-            else:
-                where = ev.Sandbox.outside
-                reason = f"{reason} (runs OUTSIDE the sandbox)"
-        # A call may be asked twice (run, then re-run outside after a sandbox
-        # denial): each request waits for its own answer.
-        turn.approvals.open(call.call_id)
+        reason = asking.reason
+        if where is not None:
+            reason += (
+                " (runs OUTSIDE the sandbox)"
+                if where == "outside"
+                else (f" (runs in the {where} sandbox)")
+            )
+        effect = self._effect_id(turn, call)
+        choices = [c for c in APPROVAL_CHOICES if scope is not None or c.value != "approve_session"]
+        return jr.InteractionRequested(
+            seq=0,
+            recorded_at_ms=0,
+            interaction_id=interaction_id(effect, asking.purpose),
+            turn_id=turn.turn_id,
+            call_id=call.call_id,
+            effect_id=effect,
+            kind=jr.InteractionKind.approval,
+            purpose=jr.Purpose(asking.purpose),
+            name=call.name,
+            reason=reason,
+            text=text,
+            text_format=jr.TextFormat(text_format),
+            head_chars=cut.head_chars,
+            tail_chars=cut.tail_chars,
+            hidden_chars=cut.hidden_chars,
+            hidden_lines=cut.hidden_lines,
+            sandbox=jr.Sandbox(where) if where is not None else msgspec.UNSET,
+            cwd=str(self.session.cwd),
+            choices=choices,
+        )
+
+    def _effect_id(self, turn: Turn, call: ToolCall) -> str:
+        """The invocation's effect id: session, turn, call id, occurrence
+        (the first call with this id still without a result: calls run one
+        by one) and the recorded arguments' hash (docs/design/effects.md §1)."""
+        waiting = [
+            p
+            for p in pair_calls(self.session.journal.records, turn.turn_id)
+            if p.call.call_id == call.call_id and p.result is None
+        ]
+        occurrence, raw = (
+            (waiting[0].occurrence, waiting[0].call.arguments)
+            if waiting
+            else (
+                0,
+                call.arguments,
+            )
+        )
+        return effect_id(
+            self.session.session_id, turn.turn_id, call.call_id, occurrence, arguments_sha256(raw)
+        )
+
+    def _show(
+        self, turn: Turn, call: ToolCall, request: jr.InteractionRequested, again: bool
+    ) -> None:
+        """Publish a durable request (the machine named ``ShowRequest``)."""
+        sandbox = request.sandbox
+        where = ev.Sandbox(sandbox.value) if isinstance(sandbox, jr.Sandbox) else msgspec.UNSET
         turn._emit(
             ev.ApprovalRequestedEvent(
                 turn_id=turn.turn_id,
                 call_id=call.call_id,
                 name=call.name,
                 arguments=_display_arguments(call.arguments),
-                reason=reason,
-                text=text,
-                text_format=ev.TextFormat(text_format),
-                head_chars=cut.head_chars,
-                tail_chars=cut.tail_chars,
-                hidden_chars=cut.hidden_chars,
-                hidden_lines=cut.hidden_lines,
+                reason=request.reason,
+                text=request.text,
+                text_format=ev.TextFormat(request.text_format.value),
+                head_chars=request.head_chars,
+                tail_chars=request.tail_chars,
+                hidden_chars=request.hidden_chars,
+                hidden_lines=request.hidden_lines,
                 sandbox=where,
+                interaction_id=request.interaction_id,
+                choices=[ev.Choice(c.value) for c in request.choices],
+                cwd=request.cwd,
+                offered_again=again,
             )
         )
-        decision = await turn.approvals.wait(call.call_id)
-        machine.approval_answered()
-        return decision
+
+    def _announce(self, turn: Turn, request: jr.InteractionRequested, again: bool) -> None:
+        """Publish that a request is durable (``interaction.requested``)."""
+        turn._emit(
+            ev.InteractionRequestedEvent(
+                turn_id=turn.turn_id,
+                call_id=request.call_id,
+                interaction_id=request.interaction_id,
+                kind=ev.Kind(request.kind.value),
+                purpose=ev.Purpose(request.purpose.value),
+                name=request.name,
+                reason=request.reason,
+                cwd=request.cwd,
+                choices=[ev.Choice(c.value) for c in request.choices],
+                offered_again=again,
+            )
+        )
+
+    def _resolved(self, turn: Turn, call: ToolCall, record: jr.InteractionResolved) -> None:
+        """Publish a durable resolution."""
+        turn._emit(
+            ev.InteractionResolvedEvent(
+                turn_id=turn.turn_id,
+                call_id=call.call_id,
+                interaction_id=record.interaction_id,
+                decision=ev.Decision(record.decision.value),
+                by=ev.By(record.by.value),
+                reason=record.reason,
+            )
+        )
 
 
-def _always_key(name: str, args: Mapping[str, Any], sandboxed: bool = False) -> str:
-    """What an "always" answer covers: the exact command for ``shell``
-    (approving ``rm x`` must not approve ``rm -rf /``) and where it runs
-    (approving it in the sandbox must not approve it outside), the tool
-    otherwise."""
-    if name == "shell":
-        where = "sandboxed" if sandboxed else "outside"
-        return f"shell:{where}:" + json.dumps(args.get("command"), sort_keys=True)
-    return name
+@dataclass(frozen=True)
+class _Asking:
+    """Why one call is asked.
+
+    Attributes:
+        purpose: ``run`` or ``rerun_outside`` (mind.effects.identity.Purpose).
+        reason: the policy's words.
+        remedy: the flags that would let it run without asking (for a
+            session that cannot ask), or None.
+        sandboxed: a shell command runs inside the sandbox.
+        crossed: it crosses the workspace boundary (never covered by a grant).
+    """
+
+    purpose: Purpose
+    reason: str
+    remedy: str | None
+    sandboxed: bool
+    crossed: bool
 
 
 def _display_arguments(raw: str) -> Any:

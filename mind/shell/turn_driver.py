@@ -538,7 +538,7 @@ class TurnDriver:
         # Calls run one by one in call order, so the call waiting for its
         # approval is the first unanswered one with its id: only that
         # occurrence was asked (an id may repeat in a round).
-        asked = set(turn.approvals.pending())
+        asked = set(turn.unanswered_approvals)
 
         def text(call_id: str, started: bool) -> str:
             if started:

@@ -16,8 +16,8 @@ from mind.errors import (
 )
 from mind.generated import events as ev
 from mind.machines.mailbox import MailboxMessage
-from mind.shell.approvals import Decision as Decision  # re-exported: the public name
-from mind.shell.approvals import PendingApprovals
+from mind.shell.interactions import Decision as Decision  # re-exported: the public name
+from mind.shell.interactions import NotTaken, as_decision
 
 if TYPE_CHECKING:
     from mind.shell.session import Session
@@ -199,8 +199,6 @@ class Turn:
         self._scope = anyio.CancelScope()
         self._interrupt_requested = False
         self._send_pending = True
-        self.approvals = PendingApprovals()
-        """The turn's approval requests and answers (their one owner)."""
         self._done = anyio.Event()
         self._outcome: TurnOutcome | None = None
         # Progress kept on the handle so an interrupted turn still reports it.
@@ -225,27 +223,59 @@ class Turn:
         while (event := await self._events.get()) is not None:
             yield event
 
-    def decide(self, call_id: str, decision: Decision) -> None:
-        """Answer the approval request of ``call_id``. The first decision wins.
+    def decide(self, call_id: str, decision: Decision, reason: str | None = None) -> None:
+        """Answer the waiting approval request of ``call_id`` in this turn.
+        The first decision wins; a repeated answer changes nothing.
 
-        An id that repeats within a round names one request at a time: the
-        calls run in order, so the next call with it is asked only after this
-        answer (:meth:`mind.shell.approvals.PendingApprovals.open`).
+        A thin view of :meth:`mind.shell.session.Session.answer` by call id
+        (the session's interactions are the one owner). An id that repeats
+        within a round names one request at a time: the calls run in order.
+
+        Args:
+            decision: ``approve_once`` | ``approve_session`` | ``deny`` |
+                ``abort``, or the words ``yes`` | ``no`` | ``always``.
+            reason: on deny, what the model is told (at most 128 KiB).
 
         Raises:
-            ValueError: ``decision`` is not ``yes`` | ``no`` | ``always``, or
-                ``call_id`` has no approval request in this turn (misuse; an
+            ValueError: ``decision`` is not one of those, or ``call_id`` has
+                no request in this turn that was ever asked (misuse; an
                 approval never fails open).
         """
-        try:
-            self.approvals.decide(call_id, decision)
-        except ValueError as exc:
-            raise ValueError(f"turn {self.turn_id}: {exc}") from None
+        chosen = as_decision(decision)
+        interactions = self.session.interactions
+        waiting = [r for r in interactions.pending(self.turn_id) if r.call_id == call_id]
+        if not waiting:
+            asked = any(
+                r.turn_id == self.turn_id and r.call_id == call_id
+                for r in interactions.log.requested.values()
+            )
+            if asked:
+                return  # answered before: the first decision stands
+            raise ValueError(f"turn {self.turn_id}: no approval request for {call_id!r}")
+        result = interactions.answer(waiting[0].interaction_id, chosen, reason=reason)
+        if isinstance(result, NotTaken) and result.why == "too_large":
+            raise ValueError(f"turn {self.turn_id}: {result.message}")
 
     @property
     def pending_approvals(self) -> list[str]:
         """Call ids whose approval request waits for an answer, in the order asked."""
-        return self.approvals.pending()
+        return [r.call_id for r in self.session.interactions.pending(self.turn_id)]
+
+    @property
+    def unanswered_approvals(self) -> list[str]:
+        """Call ids of this turn's approval requests that were never
+        approved or refused: still waiting, cancelled when the turn stopped,
+        or answered "abort" (their calls never ran: an interrupt's results
+        say so)."""
+        log = self.session.interactions.log
+        out: list[str] = []
+        for iid, request in log.requested.items():
+            if request.turn_id != self.turn_id:
+                continue
+            resolution = log.resolved.get(iid)
+            if resolution is None or resolution.decision.value in ("cancelled", "abort"):
+                out.append(request.call_id)
+        return out
 
     def interrupt(self, *, send_pending: bool = True) -> None:
         """Stop the turn as soon as possible; it ends with status ``interrupted``.

@@ -120,6 +120,15 @@ def test_exec_refuses_a_call_that_needs_approval(tmp_path: Path, run_mind: RunMi
     assert result["status"] == "denied"
     assert "approval" in result["output"]
     assert not (tmp_path / "created-by-tool").exists()
+    # Nobody can answer in exec: the question is declined (durably), never
+    # accepted, and no card is shown (docs/design/interactions.md §2).
+    assert r.of_type("approval.requested") == []
+    (requested,) = r.of_type("interaction.requested")
+    (resolved,) = r.of_type("interaction.resolved")
+    assert requested["interaction_id"] == resolved["interaction_id"]
+    assert requested["cwd"] == str(tmp_path) and requested["kind"] == "approval"
+    assert (resolved["decision"], resolved["by"]) == ("declined", "headless")
+    assert resolved["interaction_id"].startswith("ia_")
 
 
 def test_plain_exec_prints_the_final_answer(tmp_path: Path, run_mind: RunMind) -> None:

@@ -21,6 +21,7 @@ from mind.machines.turn import (
     DrainOrSeal,
     DrainSteering,
     RefuseCall,
+    RunGranted,
     RunTools,
     StartBackoff,
     StartNextTurn,
@@ -131,6 +132,24 @@ def test_a_session_that_cannot_ask_refuses_the_call_and_goes_on_executing() -> N
         RefuseCall("c1", "writes outside")
     ]
     assert snap(m) == ("executing", active("running_tools", "executing"), False, None, 0)
+
+
+def test_a_policy_refusal_and_a_session_grant_are_events_of_the_chart() -> None:
+    """Issue #9's leftover (docs/design/interactions.md §5): a call the policy
+    refuses outright and one a session grant covers pass through the chart
+    too (no branch decided in the shell alone), and only while executing."""
+    m = machine()
+    with pytest.raises(IllegalTransition):
+        m.call_refused(call_id="c0", reason="denied root")
+    m.start()
+    tools(m)
+    assert m.call_refused(call_id="c1", reason="denied root") == [RefuseCall("c1", "denied root")]
+    assert m.approval_needed(call_id="c2", can_ask=False, granted=True) == [RunGranted("c2")]
+    assert m.approval_needed(call_id="c3", can_ask=True, granted=True) == [RunGranted("c3")]
+    assert snap(m) == ("executing", active("running_tools", "executing"), False, None, 0)
+    assert m.approval_needed(call_id="c4", can_ask=True) == [AskApproval("c4")]
+    with pytest.raises(IllegalTransition):
+        m.call_refused(call_id="c5", reason="x")  # awaiting an answer
 
 
 def test_transient_failures_back_off_until_the_budget_is_spent() -> None:

@@ -49,7 +49,7 @@ CI = settings(
 def test_every_turn_edge_is_walked_and_lands_where_the_chart_says(
     request: pytest.FixtureRequest,
 ) -> None:
-    check_every_edge(request, TurnChart, 25)
+    check_every_edge(request, TurnChart, 27)
 
 
 # ------------------------------------------------------------------ reference model
@@ -78,6 +78,7 @@ EVENT_NAMES = [
     "retry_due",
     "approval_needed",
     "approval_answered",
+    "call_refused",
     "tools_done",
     "steering_claimed",
     "seal",
@@ -89,7 +90,7 @@ EVENT_NAMES = [
 DATA_EVENTS = ("round_done", "round_failed", "approval_needed")
 """Events whose data picks the target: ``(a, b)`` booleans drawn per event —
 round_done: (tool calls, within the output cap); round_failed: (transient, -);
-approval_needed: (can ask, -)."""
+approval_needed: (can ask, not granted)."""
 
 
 def reference_step(ref: dict[str, Any], event: str, a: bool = False, b: bool = True) -> str | None:
@@ -130,7 +131,7 @@ def reference_step(ref: dict[str, Any], event: str, a: bool = False, b: bool = T
     if event == "approval_needed":
         if leaf != "executing":
             return None
-        return "awaiting_approval" if a else "executing"
+        return "awaiting_approval" if a and b else "executing"
     if event == "tools_done":
         if group != "running_tools":
             return None
@@ -144,6 +145,7 @@ def reference_step(ref: dict[str, Any], event: str, a: bool = False, b: bool = T
         ("inputs_claimed", "requesting"): "requesting",
         ("retry_due", "retrying"): "requesting",
         ("approval_answered", "awaiting_approval"): "executing",
+        ("call_refused", "executing"): "executing",
         ("seal", "draining"): "completed",
     }
     return simple.get((event, leaf)) or simple.get((event, group))
@@ -156,9 +158,11 @@ def send(machine: TurnMachine, event: str, a: bool, b: bool) -> list[Any]:
     if event == "round_failed":
         return machine.round_failed(kind="server" if a else "auth", message="m")
     if event == "approval_needed":
-        return machine.approval_needed(call_id="c", can_ask=a)
+        return machine.approval_needed(call_id="c", can_ask=a, granted=not b)
     if event == "inputs_claimed":
         return machine.inputs_claimed(["m"])
+    if event == "call_refused":
+        return machine.call_refused(call_id="c", reason="r")
     result: list[Any] = getattr(machine, event)()
     return result
 
@@ -197,6 +201,12 @@ class TurnAgainstReference(RuleBasedStateMachine):
         self._apply("approval_needed", True)
         self._apply("approval_answered")
         self._apply("approval_needed", False)  # cannot ask: the call is refused
+        self._apply("approval_needed", True, False)  # a session grant covers it
+        self._apply("call_refused")  # the policy refuses it outright
+        self._apply("tools_done")
+        self.new_turn(max_retries, 2)  # tools, then another round
+        self._apply("start")
+        self._apply("round_done", True, True)
         self._apply("tools_done")
         # A tool round within the limit, then the boundary drain's claim.
         self.new_turn(max_retries, 2)
@@ -207,6 +217,10 @@ class TurnAgainstReference(RuleBasedStateMachine):
         # A crashed turn, recovered at startup (turn_replay).
         self.new_turn(max_retries, 2)
         for event in ("start", "round_done", "recover"):
+            self._apply(event)
+        # An internal failure while active (the shell's fail).
+        self.new_turn(max_retries, 2)
+        for event in ("start", "fail"):
             self._apply(event)
         self.new_turn(max_retries, max_rounds)
 
@@ -257,7 +271,7 @@ class TurnAgainstReference(RuleBasedStateMachine):
             (event, a, b)
             for event in EVENT_NAMES
             for a in ((False, True) if event in DATA_EVENTS else (False,))
-            for b in ((False, True) if event == "round_done" else (True,))
+            for b in ((False, True) if event in ("round_done", "approval_needed") else (True,))
             if reference_step(dict(self.ref), event, a, b) is not None
         ]
         event, a, b = data.draw(st.sampled_from(enabled), label="event")
@@ -302,6 +316,7 @@ EFFECTFUL = {
     ("round_done", "checking_inbox"),  # DrainOrSeal
     ("round_failed", "backing_off"),  # StartBackoff
     ("tools_done", "requesting"),  # DrainSteering
+    ("call_refused", "executing"),  # RefuseCall
 }
 
 
@@ -325,9 +340,9 @@ def test_report_lists_every_edge_and_flags_missed_ones(tmp_path: Path) -> None:
     machine.round_done(tool_calls=0, output_bytes=0, output_limit=1)
     machine.seal()
     report = coverage.report().splitlines()
-    assert report[0] == "transition coverage TurnChart: 3/25 edges taken"
-    assert len(report) == 1 + 25
-    assert sum("never taken" in line for line in report) == 22
+    assert report[0] == "transition coverage TurnChart: 3/27 edges taken"
+    assert len(report) == 1 + 27
+    assert sum("never taken" in line for line in report) == 24
     other = TransitionCoverage(TurnChart)
     other.merge(coverage)
     other.merge(coverage)

@@ -13,13 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import pytest
 import yaml
 
 import mind
 from mind.generated import events as ev
 from mind.generated import journal as jr
-from mind.shell.approvals import PendingApprovals
 from mind.shell.journal import read_records
 from mind.shell.recovery import (
     CRASHED_UNSTARTED_OUTPUT,
@@ -141,14 +139,3 @@ def test_an_interrupt_while_asking_marks_only_the_asked_occurrence_unapproved(
         ("dup1", INTERRUPTED_UNSTARTED_OUTPUT),
     ]
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
-
-
-def test_a_second_open_request_with_the_same_id_is_refused() -> None:
-    """``decide(call_id)`` must name one request: two open at once are refused."""
-    approvals = PendingApprovals()
-    approvals.open("dup1")
-    with pytest.raises(ValueError, match="already waiting"):
-        approvals.open("dup1")
-    approvals.decide("dup1", "no")
-    approvals.open("dup1")  # answered: the next call with the id may be asked
-    assert approvals.pending() == ["dup1"]

@@ -54,12 +54,14 @@ def test_an_approved_crossing_is_written_and_minds_state_never_is(tmp_path: Path
 
 
 def test_always_for_writes_inside_does_not_cover_a_later_crossing(tmp_path: Path) -> None:
+    """ "always" on a write covers later writes of that path for the session
+    (docs/design/interactions.md §5), never a later boundary crossing."""
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "l").symlink_to(tmp_path)
     calls = [
         {"name": "write_file", "arguments": {"path": "a.txt", "content": "1"}},
-        {"name": "write_file", "arguments": {"path": "b.txt", "content": "2"}},
+        {"name": "write_file", "arguments": {"path": "a.txt", "content": "2"}},
         {"name": "write_file", "arguments": {"path": "l/../escaped", "content": "3"}},
     ]
     script = tmp_path / "script.yaml"

@@ -1,4 +1,9 @@
-"""Answering approval questions: y / n / a, ``v`` to view all, and the question's line.
+"""Answering approval questions: y / n / a / s, ``v`` to view all, and the question's line.
+
+y approves once, n refuses, a approves for this session (a durable grant,
+scoped by mind.effects.grants; refused when the card does not offer it), s
+stops the turn (a durable abort: the question is never offered again).
+Answers go to the session's interactions by the card's interaction id.
 
 Which questions wait is the turn's (``Turn.pending_approvals``, read through
 :meth:`~mind.shell.repl.hosting.Hosted.questions`); the REPL keeps only
@@ -33,7 +38,12 @@ TYPING_GAP_S: Final = 0.5
 of a draft is taken as typing, not as an answer (guards against answering a
 question that appeared mid-word)."""
 
-ANSWER_WORDS: Final[Mapping[str, Decision]] = {"yes": "yes", "no": "no", "always": "always"}
+ANSWER_WORDS: Final[Mapping[str, Decision]] = {
+    "yes": "approve_once",
+    "no": "deny",
+    "always": "approve_session",
+    "stop": "abort",
+}
 """The answers to an approval question. The first letter answers at once; the
 rest of the word (and an Enter) typed right after it belong to the answer and
 are swallowed, so ``yes`` never leaves ``es`` in the draft."""
@@ -71,7 +81,16 @@ class Approvals:
         if not pending or turn is None:
             return
         event = pending[0]
-        if decision != "no" and self.hidden(event):
+        offered = {c.value for c in event.choices} if isinstance(event.choices, list) else None
+        if offered is not None and decision not in offered:
+            repl.view.note(
+                "This call cannot be approved for the whole session (what it covers cannot "
+                "be judged safely): y approves it once, n refuses.",
+                style="yellow",
+            )
+            repl.invalidate()
+            return
+        if decision in ("approve_once", "approve_session") and self.hidden(event):
             repl.view.note(
                 f"Not approved: {event.hidden_chars} characters of this "
                 f"{plain(event.name, keep_joiners=False)} call are hidden. "
@@ -80,7 +99,10 @@ class Approvals:
             )
             repl.invalidate()
             return
-        turn.decide(event.call_id, decision)  # the turn's pending list drops it
+        if isinstance(event.interaction_id, str):
+            repl.session.answer(event.interaction_id, decision)  # the pending list drops it
+        else:
+            turn.decide(event.call_id, decision)
         repl.view.show_decision(event.call_id, plain(event.name, keep_joiners=False), decision)
         repl.invalidate()
 
@@ -158,7 +180,9 @@ class Approvals:
                     ("class:approval.key", " n "),
                     ("", " no  "),
                     ("class:approval.key", " a "),
-                    ("", " always (this session)" if long else " always"),
+                    ("", " always (this session)  " if long else " always  "),
+                    ("class:approval.key", " s "),
+                    ("", " stop the turn" if long else " stop"),
                 ]
                 if keep_draft:
                     parts.append(("class:status.dim", "  (your draft is kept)"))

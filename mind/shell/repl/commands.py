@@ -17,6 +17,7 @@ from rich.text import Text
 
 from mind.errors import MindError, SessionError
 from mind.shell.render import format_tokens
+from mind.shell.repl import permissions
 from mind.shell.store import resolve_session_id
 
 if TYPE_CHECKING:
@@ -96,6 +97,11 @@ class SlashCommands:
             Command("sessions", "pick a session: attached, parked, free, occupied", self._sessions),
             Command("resume", "enter a session by id (or prefix); no id: the picker", self._resume),
             Command("status", "show this session's settings and usage", self._status),
+            Command(
+                "permissions",
+                "list what is approved for this session; revoke N takes one back",
+                lambda rest: permissions.run(self._repl, rest),
+            ),
             Command("exit", "leave mind (the session can be resumed)", self._exit),
             Command("quit", "same as /exit", self._exit),
         ):
@@ -140,7 +146,10 @@ class SlashCommands:
             ("Down on an empty line", "select a waiting message: e edit, d / Del drop, Esc back"),
             ("Ctrl+C", "clear the draft, else interrupt (waiting messages are kept); twice exits"),
             ("Ctrl+D", "exit (on an empty line)"),
-            ("y / n / a", "answer an approval: yes once, no, always (yes / no / always too)"),
+            (
+                "y / n / a / s",
+                "answer an approval: yes once, no, always (this session), stop the turn",
+            ),
             ("v", "at an approval: view the whole text (needed before y when part is hidden)"),
         ]
         out = [Text("Keys", style="bold")]
@@ -214,7 +223,7 @@ class SlashCommands:
         waiting = len(s.waiting)
         if repl.approving:
             state = "waiting for approval"
-        allowed = ", ".join(sorted(s.always_allowed)) or "none"
+        allowed = str(len(s.interactions.grants())) + " (see /permissions)"
         pairs = [
             ("session", s.session_id),
             ("provider", s.provider.label),

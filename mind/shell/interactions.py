@@ -1,0 +1,514 @@
+"""A session's interactions: the one owner of every question to the person
+(docs/design/interactions.md).
+
+Two parts:
+
+- :class:`InteractionLog`, the projector: folds the journal's append-only
+  records (``interaction_requested`` / ``interaction_resolved`` /
+  ``permission_granted`` / ``permission_revoked``) into what is asked, what
+  was answered (first resolution wins, §3), which questions are recoverable
+  (requested, never resolved: offered again with the same id after a crash,
+  §6) and which session grants stand (§5). Pure over the records.
+- :class:`Interactions`, the service: asks (:meth:`~Interactions.ask`),
+  answers (:meth:`~Interactions.answer`), cancels and grants, driving one
+  :class:`~mind.machines.interaction.InteractionMachine` per question and
+  performing the effects it names. Every resolution is journaled (fsync)
+  before it takes effect, every request before it is shown (§2).
+
+An answer to an unknown, stale or already resolved id is an explicit no-op
+(:class:`NotTaken` with a message), never an exception a client must catch.
+Single task: every method runs on the runtime's event loop thread.
+
+Size: just over 500 lines because the projector and the service change
+together (what ``ask`` re-offers is what ``recoverable`` says); the
+projector is the part to move to ``interaction_log`` if either grows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Final, Literal, TypeAlias, final
+
+import anyio
+import msgspec
+
+from mind.effects.grants import GrantScope
+from mind.errors import InteractionTooLarge, JournalError
+from mind.generated import journal as jr
+from mind.machines.interaction import (
+    MAX_INTERACTION_BYTES,
+    AnswerIgnored,
+    AnswerRefused,
+    ApplyDecision,
+    Effect,
+    InteractionMachine,
+    JournalRequest,
+    JournalResolution,
+    RefuseTooLarge,
+    ShowRequest,
+)
+from mind.shell.journal import Journal
+
+__all__ = [
+    "APPROVAL_CHOICES",
+    "LEGACY_DECISIONS",
+    "AnswerResult",
+    "Answered",
+    "Decision",
+    "Grant",
+    "InteractionLog",
+    "Interactions",
+    "NotTaken",
+    "Resolution",
+    "as_decision",
+]
+
+_Decision: TypeAlias = jr.InteractionDecision
+
+Decision = Literal["approve_once", "approve_session", "deny", "abort", "yes", "no", "always"]
+"""An answer to an approval, as clients give it: approve once, approve for
+this session, deny (with an optional reason the model sees), abort the turn;
+``yes`` | ``no`` | ``always`` are the older words for the first three."""
+
+APPROVAL_CHOICES: Final[tuple[_Decision, ...]] = (
+    jr.InteractionDecision.approve_once,
+    jr.InteractionDecision.approve_session,
+    jr.InteractionDecision.deny,
+    jr.InteractionDecision.abort,
+)
+"""The decisions an approval offers (``approve_session`` left out when the
+call's scope cannot be judged, mind.effects.grants)."""
+
+LEGACY_DECISIONS: Final[dict[str, _Decision]] = {
+    "yes": jr.InteractionDecision.approve_once,
+    "no": jr.InteractionDecision.deny,
+    "always": jr.InteractionDecision.approve_session,
+}
+"""The words of ``Turn.decide`` before interactions, and what they mean now."""
+
+
+def as_decision(value: str) -> _Decision:
+    """``value`` as an approval decision: one of :data:`APPROVAL_CHOICES`
+    (by value) or of :data:`LEGACY_DECISIONS`' words.
+
+    Raises:
+        ValueError: neither (misuse; an approval never fails open). Only
+            mind itself resolves ``declined`` / ``cancelled``.
+    """
+    if value in LEGACY_DECISIONS:
+        return LEGACY_DECISIONS[value]
+    for choice in APPROVAL_CHOICES:
+        if value == choice.value:
+            return choice
+    words = "', '".join([*(c.value for c in APPROVAL_CHOICES), *LEGACY_DECISIONS])
+    raise ValueError(f"decision must be '{words}', not {value!r}")
+
+
+# ------------------------------------------------------------------ results
+
+
+@final
+@dataclass(frozen=True)
+class Resolution:
+    """What a question came to, as the asking tool call applies it.
+
+    Attributes:
+        interaction_id: the question's id.
+        decision: the standing decision.
+        reason: its reason (on deny: what the model sees), or None.
+        by: who decided.
+        offered_again: the request was found in the journal (not journaled now).
+    """
+
+    interaction_id: str
+    decision: _Decision
+    reason: str | None
+    by: jr.InteractionBy
+    offered_again: bool = False
+
+
+@final
+@dataclass(frozen=True)
+class Answered:
+    """The answer was taken: journaled (fsync), the waiting call resumes."""
+
+    interaction_id: str
+    decision: _Decision
+
+
+@final
+@dataclass(frozen=True)
+class NotTaken:
+    """The answer changed nothing (an explicit no-op; nothing written).
+
+    Attributes:
+        interaction_id: the id answered.
+        why: ``unknown`` (no such question in this session), ``resolved``
+            (answered before: the first decision stands), ``stale`` (asked
+            by an earlier process and not offered again yet), ``too_large``
+            (the reason is over 128 KiB; the question still waits),
+            ``not_shown`` (not shown yet).
+        message: one sentence for the person.
+        decision: the decision that stands, when there is one.
+    """
+
+    interaction_id: str
+    why: Literal["unknown", "resolved", "stale", "too_large", "not_shown"]
+    message: str
+    decision: _Decision | None = None
+
+
+AnswerResult: TypeAlias = Answered | NotTaken
+
+
+@final
+@dataclass(frozen=True)
+class Grant:
+    """A standing "approve for this session" grant (a ``permission_granted``
+    record not revoked).
+
+    Attributes:
+        grant_id: its id (``gr_`` + the interaction id's hex).
+        interaction_id: the answer that granted it.
+        scope: what it covers (:class:`~mind.effects.grants.GrantScope`).
+    """
+
+    grant_id: str
+    interaction_id: str
+    scope: GrantScope
+
+
+# ------------------------------------------------------------------ projector
+
+
+@final
+class InteractionLog:
+    """The interactions and grants a session's journal records say (pure fold).
+
+    Attributes:
+        requested: ``interaction_requested`` records by id (the first one).
+        resolved: the first ``interaction_resolved`` record per id.
+        grants: standing grants by grant id, in the order granted.
+    """
+
+    def __init__(self) -> None:
+        self.requested: dict[str, jr.InteractionRequested] = {}
+        self.resolved: dict[str, jr.InteractionResolved] = {}
+        self.grants: dict[str, Grant] = {}
+        self.ended_turns: set[str] = set()
+        """Turns with a ``turn_completed`` record: their questions can never
+        be offered again."""
+
+    @classmethod
+    def of(cls, records: Iterable[jr.JournalRecord]) -> InteractionLog:
+        """The projection of ``records`` (journal order)."""
+        log = cls()
+        for record in records:
+            log.add(record)
+        return log
+
+    def add(self, record: jr.JournalRecord) -> None:
+        """Fold one record (others are ignored)."""
+        if isinstance(record, jr.InteractionRequested):
+            self.requested.setdefault(record.interaction_id, record)
+        elif isinstance(record, jr.InteractionResolved):
+            self.resolved.setdefault(record.interaction_id, record)  # first wins (§3)
+        elif isinstance(record, jr.PermissionGranted):
+            self.grants[record.grant_id] = Grant(
+                record.grant_id, record.interaction_id, _scope_of(record)
+            )
+        elif isinstance(record, jr.PermissionRevoked):
+            self.grants.pop(record.grant_id, None)
+        elif isinstance(record, jr.TurnCompleted):
+            self.ended_turns.add(record.turn_id)
+
+    def recoverable(self, turn_id: str | None = None) -> list[jr.InteractionRequested]:
+        """Requested, never resolved, and of a turn that has not ended
+        (offered again with the same id when the turn is re-driven), in
+        journal order; of one turn when ``turn_id`` is given."""
+        return [
+            r
+            for iid, r in self.requested.items()
+            if iid not in self.resolved
+            and r.turn_id not in self.ended_turns
+            and (turn_id is None or r.turn_id == turn_id)
+        ]
+
+
+def _scope_of(record: jr.PermissionGranted) -> GrantScope:
+    sandbox = record.sandbox.value if isinstance(record.sandbox, jr.Sandbox1) else None
+    prefix = tuple(record.prefix) if isinstance(record.prefix, list) else ()
+    paths = tuple(record.paths) if isinstance(record.paths, list) else ()
+    command = record.command if isinstance(record.command, str) else None
+    scope: Literal["program", "command", "paths"] = record.scope.value
+    return GrantScope(
+        record.tool, scope, sandbox=sandbox, prefix=prefix, paths=paths, command=command
+    )
+
+
+# ------------------------------------------------------------------ service
+
+
+@dataclass(eq=False)
+class _Live:
+    """One question this process is asking."""
+
+    request: jr.InteractionRequested
+    machine: InteractionMachine
+    resolved: Callable[[jr.InteractionResolved], None]
+    answered: anyio.Event = field(default_factory=anyio.Event)
+    resolution: jr.InteractionResolved | None = None
+    failure: JournalError | None = None
+    """Set when the resolution could not be made durable: the waiting call
+    fails with it (fail closed: an answer not on disk never takes effect)."""
+
+
+@final
+class Interactions:
+    """The service of one session's interactions (module docstring).
+
+    Args:
+        journal: the session's open journal; its records are projected now
+            and every record the service appends is folded in as written.
+    """
+
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+        self.log = InteractionLog.of(journal.records)
+        """The projection (requested, resolved, grants)."""
+        self._live: dict[str, _Live] = {}
+
+    # ---- reading
+
+    def pending(self, turn_id: str | None = None) -> list[jr.InteractionRequested]:
+        """Questions shown and waiting for an answer, in the order asked (of
+        one turn when ``turn_id`` is given)."""
+        return [
+            live.request
+            for live in self._live.values()
+            if live.machine.state == "shown"
+            and (turn_id is None or live.request.turn_id == turn_id)
+        ]
+
+    def grants(self) -> list[Grant]:
+        """The standing session grants, oldest first (honoured after resume)."""
+        return list(self.log.grants.values())
+
+    # ---- asking
+
+    async def ask(
+        self,
+        request: jr.InteractionRequested,
+        *,
+        can_answer: bool,
+        show: Callable[[jr.InteractionRequested, bool], None],
+        resolved: Callable[[jr.InteractionResolved], None],
+        explicit_stop: Callable[[], bool],
+        announce: Callable[[jr.InteractionRequested, bool], None] = lambda _r, _again: None,
+    ) -> Resolution:
+        """Ask one question and wait for its resolution (docs/design/interactions.md §2).
+
+        Idempotent over the journal (§6): a request already journaled under
+        this id is offered again (not journaled twice); one already resolved
+        is applied without asking.
+
+        Args:
+            request: the record to journal (``seq``/``recorded_at_ms`` 0).
+            can_answer: a person or handler can answer; else the question is
+                ``declined`` (durable, by ``headless``), never accepted.
+            show: publishes the durable request as a card (called after the
+                fsync, when someone can answer); its second argument says it
+                was offered again.
+            announce: publishes that the request is durable (before ``show``
+                or the ``declined`` resolution; not for one already resolved).
+            resolved: publishes a resolution once it is durable.
+            explicit_stop: asked when the wait is cancelled: True when the
+                person stopped the turn (the question is then cancelled,
+                durably, never offered again); False when the process is
+                stopping (it stays recoverable).
+
+        Raises:
+            InteractionTooLarge: the encoded request is over 128 KiB; nothing
+                was journaled or shown.
+            JournalWriteError: the request or resolution could not be made
+                durable (nothing shown / nothing applied).
+        """
+        iid = request.interaction_id
+        if iid in self._live:
+            raise ValueError(f"interaction {iid} is already being asked")
+        machine = InteractionMachine()
+        live = _Live(request, machine, resolved)
+        earlier = self.log.requested.get(iid)
+        if earlier is not None:
+            live.request = earlier
+            live.resolution = self.log.resolved.get(iid)
+            self._perform(live, machine.recorded(live.resolution), resolved)
+        else:
+            size = len(msgspec.json.encode(request))
+            self._perform(live, machine.request(size_bytes=size), resolved)
+            if machine.state == "refused":
+                raise InteractionTooLarge(iid, request.call_id, size, MAX_INTERACTION_BYTES)
+        self._live[iid] = live
+        try:
+            if machine.state == "requested":
+                announce(live.request, earlier is not None)
+                self._perform(live, machine.show(can_answer=can_answer), resolved)
+                if machine.state in ("shown",):  # (`in`: re-read after the event)
+                    show(live.request, earlier is not None)
+                    try:
+                        await live.answered.wait()
+                        if live.failure is not None:
+                            raise live.failure
+                    except anyio.get_cancelled_exc_class():
+                        if explicit_stop() and machine.state == "shown":
+                            self._perform(live, machine.cancel(), resolved)
+                        raise
+            if machine.state in ("answered",):  # declined is final: nothing to apply
+                self._perform(live, machine.apply(), resolved)
+        finally:
+            del self._live[iid]
+        assert live.resolution is not None and machine.decision is not None
+        return Resolution(
+            iid, machine.decision, machine.reason, live.resolution.by, earlier is not None
+        )
+
+    def answer(
+        self,
+        interaction_id: str,
+        decision: _Decision,
+        *,
+        reason: str | None = None,
+        by: jr.InteractionBy = jr.InteractionBy.person,
+    ) -> AnswerResult:
+        """Answer a question by id. The first decision wins (§3).
+
+        Returns:
+            :class:`Answered` (journaled, fsync, before the call resumes) or
+            :class:`NotTaken` with the reason — an unknown, stale or resolved
+            id, a reason over 128 KiB — never an exception for those.
+
+        Raises:
+            JournalError: the answer could not be made durable (a
+                ``JournalWriteError``: disk full, I/O error…): it did not take
+                effect, and the waiting call fails with the same error.
+        """
+        live = self._live.get(interaction_id)
+        if live is None:
+            return self._not_live(interaction_id)
+        effects = live.machine.answer(decision, reason=reason, by=by)
+        try:
+            self._perform(live, effects, live.resolved)
+        except JournalError as exc:
+            live.failure = exc
+            live.answered.set()
+            raise
+        for effect in effects:
+            if isinstance(effect, AnswerRefused):
+                return NotTaken(
+                    interaction_id,
+                    "too_large",
+                    f"The reason is {effect.size_bytes} bytes, over the "
+                    f"{MAX_INTERACTION_BYTES}-byte limit; the question still waits.",
+                )
+            if isinstance(effect, AnswerIgnored):
+                return _already(interaction_id, effect.decision)
+        return Answered(interaction_id, decision)
+
+    def _not_live(self, interaction_id: str) -> NotTaken:
+        done = self.log.resolved.get(interaction_id)
+        if done is not None:
+            return _already(interaction_id, done.decision)
+        asked = self.log.requested.get(interaction_id)
+        if asked is not None and asked.turn_id in self.log.ended_turns:
+            return NotTaken(
+                interaction_id,
+                "stale",
+                f"{interaction_id} was never answered and its turn ended; it is not asked again.",
+            )
+        if asked is not None:
+            return NotTaken(
+                interaction_id,
+                "stale",
+                f"{interaction_id} was asked before and is not being asked now; "
+                "it is offered again when its turn resumes.",
+            )
+        return NotTaken(interaction_id, "unknown", f"No question {interaction_id} in this session.")
+
+    # ---- grants
+
+    def grant(self, interaction_id: str, scope: GrantScope) -> Grant:
+        """Record an "approve for this session" grant (``permission_granted``,
+        fsync) and honour it from now on — also after ``mind resume``.
+        Idempotent per interaction."""
+        grant_id = "gr_" + interaction_id.removeprefix("ia_")
+        existing = self.log.grants.get(grant_id)
+        if existing is not None:
+            return existing
+        record = jr.PermissionGranted(
+            seq=0,
+            recorded_at_ms=0,
+            grant_id=grant_id,
+            interaction_id=interaction_id,
+            tool=scope.tool,
+            scope=jr.Scope(scope.scope),
+            sandbox=jr.Sandbox1(scope.sandbox) if scope.sandbox else msgspec.UNSET,
+            prefix=list(scope.prefix) if scope.scope == "program" else msgspec.UNSET,
+            paths=list(scope.paths) if scope.scope == "paths" else msgspec.UNSET,
+            command=scope.command if scope.command is not None else msgspec.UNSET,
+        )
+        self.log.add(self._journal.append(record, sync=True))
+        return self.log.grants[grant_id]
+
+    def revoke(self, grant_id: str) -> bool:
+        """Take a grant back (``permission_revoked``, fsync): later calls ask
+        again. False (nothing written) when no such grant stands."""
+        if grant_id not in self.log.grants:
+            return False
+        record = jr.PermissionRevoked(seq=0, recorded_at_ms=0, grant_id=grant_id)
+        self.log.add(self._journal.append(record, sync=True))
+        return True
+
+    # ---- effects
+
+    def _perform(
+        self,
+        live: _Live,
+        effects: list[Effect],
+        resolved: Callable[[jr.InteractionResolved], None],
+    ) -> None:
+        for effect in effects:
+            if isinstance(effect, JournalRequest):
+                written = self._journal.append(live.request, sync=True)
+                assert isinstance(written, jr.InteractionRequested)
+                live.request = written
+                self.log.add(written)
+            elif isinstance(effect, JournalResolution):
+                record = jr.InteractionResolved(
+                    seq=0,
+                    recorded_at_ms=0,
+                    interaction_id=live.request.interaction_id,
+                    decision=effect.decision,
+                    by=effect.by,
+                    reason=effect.reason if effect.reason is not None else msgspec.UNSET,
+                )
+                written = self._journal.append(record, sync=True)
+                assert isinstance(written, jr.InteractionResolved)
+                live.resolution = written
+                self.log.add(written)
+                live.answered.set()
+                resolved(written)
+            elif isinstance(
+                effect, ShowRequest | RefuseTooLarge | AnswerRefused | AnswerIgnored | ApplyDecision
+            ):
+                pass  # ask() / answer() act on the state and return the result
+
+
+def _already(interaction_id: str, decision: _Decision | None) -> NotTaken:
+    standing = decision.value if decision is not None else "a decision"
+    return NotTaken(
+        interaction_id,
+        "resolved",
+        f"{interaction_id} was already answered ({standing}); the first decision stands.",
+        decision,
+    )

@@ -1,0 +1,80 @@
+"""The approval card and ``/permissions`` in a real pseudo-terminal
+(docs/design/interactions.md §5, §7): the card says where the call runs;
+``a`` grants the command's prefix for the session (a journaled grant), the
+next matching call runs unasked, ``/permissions`` lists it and ``revoke``
+takes it back; ``s`` stops the turn with a durable abort."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.e2e.test_repl import ENTER, Spawn, exit_cleanly, session_id_of, spawn, words
+from tests.e2e.test_repl_steering import journal
+
+__all__ = ["spawn"]  # the fixture, re-used from test_repl
+
+
+def _shell(command: str) -> dict[str, object]:
+    return {"tool_calls": [{"name": "shell", "arguments": {"command": command}}]}
+
+
+def test_always_grants_the_prefix_permissions_lists_and_revokes_it(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    child = spawn(
+        [
+            _shell("mkdir -p d1"),
+            _shell("mkdir -p d2"),
+            {"text": "Made both."},
+            _shell("mkdir -p d3"),
+            {"text": "Asked again."},
+        ],
+        "--approval",
+        "untrusted",
+    )
+    sid = session_id_of(child)
+    child.send("make them" + ENTER)
+    child.expect(words("Allow shell?"))
+    child.expect(words(f"in {tmp_path}"))
+    child.send("a")
+    child.expect(words("/permissions lists and revokes"))
+    child.expect(words("Made both."))  # mkdir -p d2: covered, not asked
+    child.expect(words("── completed"))
+    child.send("/permissions" + ENTER)
+    child.expect(words("1. shell: commands starting with `mkdir`"))
+    child.send("/permissions revoke 1" + ENTER)
+    child.expect(words("Revoked: shell: commands starting with `mkdir`"))
+    child.send("again" + ENTER)
+    child.expect(words("Allow shell?"))  # revoked: asked again
+    child.send("y")
+    child.expect(words("Asked again."))
+    child.expect(words("── completed"))
+    exit_cleanly(child)
+    assert all((tmp_path / d).is_dir() for d in ("d1", "d2", "d3"))
+    records = journal(tmp_path, sid)
+    kinds = [r["type"] for r in records if r["type"].startswith(("permission", "interaction"))]
+    assert kinds == [
+        "interaction_requested",
+        "interaction_resolved",
+        "permission_granted",
+        "permission_revoked",
+        "interaction_requested",
+        "interaction_resolved",
+    ]
+
+
+def test_s_at_an_approval_stops_the_turn_and_the_call_never_runs(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    child = spawn([_shell("touch never")], "--approval", "untrusted")
+    sid = session_id_of(child)
+    child.send("make it" + ENTER)
+    child.expect(words("Allow shell?"))
+    child.send("s")
+    child.expect(words("stopped the turn"))
+    child.expect(words("before it was approved: it never ran"))
+    child.expect(words("── interrupted"))
+    exit_cleanly(child)
+    assert not (tmp_path / "never").exists()
+    (resolved,) = [r for r in journal(tmp_path, sid) if r["type"] == "interaction_resolved"]
+    assert (resolved["decision"], resolved["by"]) == ("abort", "person")
