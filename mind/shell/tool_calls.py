@@ -1,5 +1,6 @@
 """One tool call of a turn: validate the arguments, apply the approval
-policy, ask the person, run it (sandboxed or not), journal its result."""
+policy, ask the person, run it (sandboxed or not) as a prepared effect,
+journal its result (docs/design/effects.md §3)."""
 
 from __future__ import annotations
 
@@ -28,9 +29,11 @@ from mind.errors import (
 )
 from mind.generated import events as ev
 from mind.generated import journal as jr
+from mind.machines.effect import Resolution
 from mind.machines.turn import RefuseCall, TurnMachine
 from mind.shell import faults
 from mind.shell.approvals import Decision
+from mind.shell.effects import Invocation, SessionEffects, UnknownEffect
 from mind.shell.redact import redact
 from mind.shell.tools import ToolOutcome
 from mind.shell.turn_handle import Turn
@@ -47,6 +50,11 @@ class ToolCalls:
         self.session = session
 
     async def run(self, turn: Turn, machine: TurnMachine, call: ToolCall) -> None:
+        """Run one call of the round and journal its one result
+        (docs/design/effects.md §3): the effect is prepared (``tool_started``,
+        fsynced) before the tool runs and committed (``tool_result``, fsynced)
+        after. A call the journal shows prepared before a crash (a resumed
+        turn re-drives it) is reconciled, never blindly run again (§4)."""
         turn._emit(
             ev.ToolCallEvent(
                 turn_id=turn.turn_id,
@@ -56,33 +64,63 @@ class ToolCalls:
             )
         )
         faults.boundary("after_tool_call")
-        status, output = await self._execute(turn, machine, call)
-        # Behind the sandbox: mind's own keys never enter a result (journal, model).
-        outcome = (status, redact(output, self.session.secrets, shapes=False))
-        self.session.journal.append(
-            jr.ToolResult(
-                seq=0,
-                recorded_at_ms=0,
-                turn_id=turn.turn_id,
-                call_id=call.call_id,
-                name=call.name,
-                status=jr.ToolStatus(outcome[0]),
-                output=outcome[1],
-                synthetic=False,
-            )
-        )
+        effects = SessionEffects(self.session.session_id, self.session.journal)
+        inv = effects.propose(turn.turn_id, call)
+        if inv.started is not None:
+            result = await self._redrive(effects, inv)
+        else:
+            status, output = await self._execute(turn, machine, call, effects, inv)
+            if inv.machine.prepared:
+                faults.boundary("effect_executing")
+            # Behind the sandbox: mind's own keys never enter a result (journal, model).
+            result = effects.commit(inv, status, redact(output, self.session.secrets, shapes=False))
         faults.boundary("after_tool_result")
         turn._emit(
             ev.ToolResultEvent(
                 turn_id=turn.turn_id,
                 call_id=call.call_id,
-                status=ev.ToolStatus(outcome[0]),
-                output=outcome[1],
+                status=ev.ToolStatus(result.status),
+                output=result.output,
             )
         )
 
-    async def _execute(self, turn: Turn, machine: TurnMachine, call: ToolCall) -> tuple[str, str]:
-        """Validate, ask if required, run. Returns ``(status, output)``."""
+    async def _redrive(self, effects: SessionEffects, inv: Invocation) -> jr.ToolResult:
+        """A call prepared before a crash, with no result: a rerun-safe one
+        runs again; an ``unknown`` one is resolved first — by a person when
+        one can answer, else ``tell_model`` (docs/design/effects.md §4)."""
+        found = effects.recover(inv, can_ask=self.session.interactive)
+        if isinstance(found, UnknownEffect):
+            resolution = await self._ask_reconcile(found)
+            written = effects.resolve(inv, found, resolution)
+            if written is not None:
+                return written
+        try:
+            args = parse_arguments(inv.call.name, inv.call.arguments)
+        except ToolArgumentsError as exc:  # prepared calls passed this: a changed contract
+            return effects.commit(inv, "error", str(exc))
+        # Again with no more than the defaults: inside the sandbox, no boundary consent.
+        outcome = await self.session.tools.run(inv.call.name, args, effect_id=inv.effect_id)
+        faults.boundary("effect_executing")
+        return effects.commit(
+            inv, outcome.status, redact(outcome.output, self.session.secrets, shapes=False)
+        )
+
+    async def _ask_reconcile(self, facts: UnknownEffect) -> Resolution:
+        """The resolution of an ``unknown`` effect. Only ``tell_model`` is
+        taken without a person; the ``reconcile`` interaction that asks one
+        (``facts.choices``) belongs to ``mind.shell.interactions`` — until it
+        is wired here, an unknown effect is never re-run: ``tell_model``."""
+        return "tell_model" if "tell_model" in facts.choices else facts.choices[0]
+
+    async def _execute(
+        self,
+        turn: Turn,
+        machine: TurnMachine,
+        call: ToolCall,
+        effects: SessionEffects,
+        inv: Invocation,
+    ) -> tuple[str, str]:
+        """Validate, ask if required, prepare, run. Returns ``(status, output)``."""
         try:
             args = parse_arguments(call.name, call.arguments)
         except ToolArgumentsError as exc:
@@ -135,12 +173,7 @@ class ToolCalls:
                 self.session.always_allowed.add(key)
         # Durable before the tool starts: a call without this record provably
         # never ran (its synthetic result after an interrupt or crash says so).
-        self.session.journal.append(
-            jr.ToolStarted(
-                seq=0, recorded_at_ms=0, turn_id=turn.turn_id, call_id=call.call_id, name=call.name
-            ),
-            sync=True,
-        )
+        effects.prepare(inv)
         # Past this point a call with a reason was approved (now or "always"):
         # the file tools may then cross the boundary (never into a denied root).
         result: ToolOutcome = await self.session.tools.run(
@@ -150,6 +183,7 @@ class ToolCalls:
             consent=reason is not None,
             sandboxed=sandboxed,
             sandbox_mode=run_mode,
+            effect_id=inv.effect_id,
         )
         if call.name == "shell" and sandboxed:
             offer = rerun_reason(
@@ -169,7 +203,9 @@ class ToolCalls:
                 if answer == "always":
                     self.session.always_allowed.add(outside_key)
                 if answer == "yes" or answer == "always":
-                    result = await self.session.tools.run(call.name, args, sandboxed=False)
+                    result = await self.session.tools.run(
+                        call.name, args, sandboxed=False, effect_id=inv.effect_id
+                    )
         return result.status, result.output
 
     def _crossing(self, path: str, access: Access) -> Refusal | None:

@@ -25,6 +25,9 @@ from mind.shell.sandbox.command import Sandbox, release
 from mind.shell.tools import _workspace
 from mind.shell.tools._beneath import session_boundary
 
+EFFECT_ID_ENV = "MIND_EFFECT_ID"
+"""The variable naming a ``shell`` command's effect id in its environment."""
+
 
 class ToolOutcome(msgspec.Struct, frozen=True, kw_only=True):
     """The result of running one tool call, as the model will see it.
@@ -123,6 +126,7 @@ class ToolRunner:
         consent: bool = False,
         sandboxed: bool = True,
         sandbox_mode: SandboxMode | None = None,
+        effect_id: str | None = None,
     ) -> ToolOutcome:
         """Run one tool call.
 
@@ -137,6 +141,9 @@ class ToolRunner:
             sandboxed: False runs a ``shell`` command outside the sandbox
                 (the policy decided so: an approved escalation, or
                 ``danger-full-access``).
+            effect_id: the call's effect id; a ``shell`` command sees it as
+                ``MIND_EFFECT_ID`` (docs/design/effects.md §1), so a script can
+                deduplicate its own external calls.
             sandbox_mode: the mode a sandboxed ``shell`` command runs in
                 (:attr:`mind.effects.policy.ShellDecision.mode`); None: the
                 session's.
@@ -152,7 +159,9 @@ class ToolRunner:
                 written.
         """
         try:
-            ok, text = await self._dispatch(name, args, approved, consent, sandboxed, sandbox_mode)
+            ok, text = await self._dispatch(
+                name, args, approved, consent, sandboxed, sandbox_mode, effect_id
+            )
         except Exception as exc:  # a bug in a tool must not end the turn
             return ToolOutcome(status="error", output=f"internal error in tool {name!r}: {exc!r}")
         # The one exit of tool text: whatever a tool missed (an OS error naming a
@@ -175,9 +184,17 @@ class ToolRunner:
         return await anyio.to_thread.run_sync(call)
 
     async def _shell(
-        self, args: dict[str, Any], sandboxed: bool, mode: SandboxMode | None
+        self,
+        args: dict[str, Any],
+        sandboxed: bool,
+        mode: SandboxMode | None,
+        effect_id: str | None = None,
     ) -> tuple[bool, str]:
         from mind.shell.tools._process import run_command  # the first command pays
+
+        env: Mapping[str, str] | None = self.env
+        if effect_id is not None:
+            env = {**(self.env if self.env is not None else os.environ), EFFECT_ID_ENV: effect_id}
 
         timeout_s = min(float(args.get("timeout_s", SHELL_DEFAULT_TIMEOUT_S)), SHELL_MAX_TIMEOUT_S)
         command = args["command"]
@@ -189,7 +206,7 @@ class ToolRunner:
             result = await run_command(
                 argv,
                 cwd=self.cwd,
-                env=self.env,
+                env=env,
                 timeout_s=timeout_s,
                 max_output_bytes=self.max_output_bytes,
             )
@@ -197,9 +214,10 @@ class ToolRunner:
         refused = sandbox.refusal()
         if refused is not None:
             return False, refused
-        env = dict(self.env) if self.env is not None else dict(os.environ)
         try:
-            confined = sandbox.confine(argv, cwd=self.cwd, env=env)
+            confined = sandbox.confine(
+                argv, cwd=self.cwd, env=dict(env if env is not None else os.environ)
+            )
         except SandboxRefused as exc:
             return False, str(exc)
         try:
@@ -224,12 +242,13 @@ class ToolRunner:
         consent: bool,
         sandboxed: bool,
         sandbox_mode: SandboxMode | None = None,
+        effect_id: str | None = None,
     ) -> tuple[bool, str]:
         from mind.shell.tools import _files  # the first tool call pays, not the start
 
         limit = self.max_output_bytes
         if name == "shell":
-            return await self._shell(args, sandboxed, sandbox_mode)
+            return await self._shell(args, sandboxed, sandbox_mode, effect_id)
         if name == "read_file":
             call = functools.partial(
                 _files.read_file,
