@@ -50,8 +50,8 @@ RUNTIME_MODULES: Final = (
 )
 """The runtime's hosting layer: ``Runtime`` (creating and opening sessions,
 recovery), ``Session`` (input), the effect records (``effects``) and the
-turn loop (a turn's task starts there). A chart whose creation has one of these modules (or a submodule) on
-the stack was created by the runtime."""
+turn loop (a turn's task starts there). A chart whose creation has one of
+these modules (or a submodule) on the stack was created by the runtime."""
 
 
 def _created_by_runtime(frame: FrameType | None) -> bool:

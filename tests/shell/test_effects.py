@@ -72,7 +72,12 @@ def test_a_shell_command_sees_its_effect_id_and_its_records_carry_it(tmp_path: P
     _setup(
         tmp_path,
         [
-            {"tool_calls": [_call("c1", "shell", args), _call("c2", "read_file", {"path": "id.txt"})]},
+            {
+                "tool_calls": [
+                    _call("c1", "shell", args),
+                    _call("c2", "read_file", {"path": "id.txt"}),
+                ]
+            },
             {"text": "done"},
         ],
     )
