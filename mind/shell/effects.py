@@ -129,7 +129,7 @@ class SessionEffects:
         what the journal already holds of it: a resumed turn re-drives calls
         a crash left, and a prepared or answered one must be recognised, never
         prepared again."""
-        records = self.journal.records
+        records = _turn_records(self.journal.records, turn_id)
         paired = _unanswered(records, turn_id, call.call_id)
         occurrence = paired.occurrence if paired is not None else 0
         sha = arguments_sha256(call.arguments)
@@ -320,6 +320,16 @@ def reconcile_at_open(journal: Journal, session_id: str, *, can_ask: bool) -> li
             else:
                 waiting.append(found)
     return waiting
+
+
+def _turn_records(records: list[jr.JournalRecord], turn_id: str) -> list[jr.JournalRecord]:
+    """The records from ``turn_id``'s ``turn_started`` on (found from the end:
+    a live turn is the last one), so a call costs its turn, not the session."""
+    for at in range(len(records) - 1, -1, -1):
+        record = records[at]
+        if isinstance(record, jr.TurnStarted) and record.turn_id == turn_id:
+            return records[at:]
+    return records
 
 
 def _unanswered(records: list[jr.JournalRecord], turn_id: str, call_id: str) -> PairedCall | None:

@@ -76,6 +76,7 @@ def test_a_shell_command_sees_its_effect_id_and_its_records_carry_it(tmp_path: P
                 "tool_calls": [
                     _call("c1", "shell", args),
                     _call("c2", "read_file", {"path": "id.txt"}),
+                    _call("c3", "shell", {"command": 7}),  # refused: bad arguments
                 ]
             },
             {"text": "done"},
@@ -95,7 +96,7 @@ def test_a_shell_command_sees_its_effect_id_and_its_records_carry_it(tmp_path: P
         arguments_sha256(raw),
     )
     assert read.effect_class == jr.EffectClass.read_only
-    failed, committed = _of(records, jr.ToolResult)
+    failed, committed, refused = _of(records, jr.ToolResult)
     assert (failed.effect_id, failed.effect_outcome, failed.evidence) == (
         expected,
         jr.EffectOutcome.failed,
@@ -106,6 +107,9 @@ def test_a_shell_command_sees_its_effect_id_and_its_records_carry_it(tmp_path: P
         jr.EffectOutcome.committed,
     )
     assert expected in committed.output
+    # A refused call never prepares an effect: its result names the effect only.
+    assert refused.effect_id.startswith("ef_") and refused.effect_outcome is msgspec.UNSET
+    assert refused.status == jr.ToolStatus.error
 
 
 def test_killed_while_a_command_ran_it_is_never_rerun_and_the_model_is_told(
