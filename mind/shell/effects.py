@@ -40,6 +40,7 @@ from mind.shell.journal import Journal
 
 __all__ = [
     "Invocation",
+    "OpenReconciliation",
     "SessionEffects",
     "UnknownEffect",
     "reconcile_at_open",
@@ -269,7 +270,20 @@ class SessionEffects:
         return record
 
 
-def reconcile_at_open(journal: Journal, session_id: str, *, can_ask: bool) -> list[UnknownEffect]:
+@dataclass(frozen=True, slots=True)
+class OpenReconciliation:
+    """What :func:`reconcile_at_open` did.
+
+    Attributes:
+        told: unknown effects resolved ``tell_model`` (each got a synthetic result).
+        waiting: unknown effects left for a person's answer, in journal order.
+    """
+
+    told: int = 0
+    waiting: tuple[UnknownEffect, ...] = ()
+
+
+def reconcile_at_open(journal: Journal, session_id: str, *, can_ask: bool) -> OpenReconciliation:
     """Startup step ``repair_processes`` (``session_startup.yaml``), before
     orphan calls are closed: every effect prepared in an unterminated turn
     and never answered is recovered through its machine
@@ -287,7 +301,7 @@ def reconcile_at_open(journal: Journal, session_id: str, *, can_ask: bool) -> li
     is left to the orphan-call step as before. Idempotent.
 
     Returns:
-        The unknown effects left for a person to decide, in journal order.
+        How many were resolved here, and the ones left for a person.
 
     Raises:
         JournalWriteError: an append failed (a ``StorageError``: path, errno).
@@ -296,6 +310,7 @@ def reconcile_at_open(journal: Journal, session_id: str, *, can_ask: bool) -> li
 
     effects = SessionEffects(session_id, journal)
     waiting: list[UnknownEffect] = []
+    told = 0
     for turn_id in unterminated_turns(journal.records):
         for paired in pair_calls(journal.records, turn_id):
             if paired.result is not None or not paired.started:
@@ -317,9 +332,10 @@ def reconcile_at_open(journal: Journal, session_id: str, *, can_ask: bool) -> li
                 continue
             if found.choices == ("tell_model",):
                 effects.resolve(inv, found, "tell_model")
+                told += 1
             else:
                 waiting.append(found)
-    return waiting
+    return OpenReconciliation(told, tuple(waiting))
 
 
 def _turn_records(records: list[jr.JournalRecord], turn_id: str) -> list[jr.JournalRecord]:

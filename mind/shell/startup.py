@@ -165,9 +165,9 @@ class Opening:
         is never re-run; when nobody can answer, the model is told what is
         known; otherwise it waits for the person's ``reconcile`` answer."""
         assert self.journal is not None
-        self.unknown_effects = reconcile_at_open(
-            self.journal, self.session_id, can_ask=self.interactive
-        )
+        done = reconcile_at_open(self.journal, self.session_id, can_ask=self.interactive)
+        self.synthetic += done.told  # each got a synthetic "outcome unknown" result
+        self.unknown_effects = list(done.waiting)
 
     def _nothing_yet(self, _machine: SessionStartup) -> None:
         """Pending interactions: nothing records them yet."""
@@ -183,7 +183,7 @@ class Opening:
 
     def _close_orphan_calls(self, _machine: SessionStartup) -> None:
         assert self.journal is not None
-        self.synthetic = close_orphan_calls(self.journal)
+        self.synthetic += close_orphan_calls(self.journal)
 
     def _close_turns(self, _machine: SessionStartup) -> None:
         assert self.journal is not None and self.inbox is not None

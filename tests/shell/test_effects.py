@@ -124,6 +124,8 @@ def test_killed_while_a_command_ran_it_is_never_rerun_and_the_model_is_told(
     events = _exec(tmp_path, None)
     assert _runs(tmp_path) == 1  # never silently run again
     assert not any(e.get("type") == "tool.call" for e in events)
+    (recovered,) = [e for e in events if e.get("type") == "session.recovered"]
+    assert recovered["synthetic_results"] == 1  # the "outcome unknown" result
     records = _records(tmp_path)
     (started,) = _of(records, jr.ToolStarted)
     (reconciled,) = _of(records, jr.EffectReconciled)
