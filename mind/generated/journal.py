@@ -240,6 +240,28 @@ class EffectReconciled(Struct, kw_only=True, tag_field='type', tag='effect_recon
     resolution: EffectResolution
 
 
+class EffectRunning(Struct, kw_only=True, tag_field='type', tag='effect_running', frozen=True):
+    """A prepared effect's process runs under its supervisor (docs/design/effects.md §4): durable (fsync) once the supervisor started, so after a crash its exit record can be collected instead of calling the outcome unknown."""
+
+    seq: Annotated[
+        int, Meta(description='Monotonic record number within the journal, from 0.', ge=0)
+    ]
+    recorded_at_ms: Annotated[
+        int,
+        Meta(description='Wall-clock time the record was written, Unix epoch milliseconds.', ge=0),
+    ]
+    turn_id: str
+    call_id: str
+    effect_id: str
+    supervisor_pid: Annotated[int, Meta(description="The supervisor's process id.", ge=1)]
+    supervisor_start: Annotated[
+        str,
+        Meta(
+            description="The supervisor's start identity (mind.shell.procs.start_identity): with the pid, which process it was."
+        ),
+    ]
+
+
 class Failure(Struct, kw_only=True, frozen=True):
     """A turn failure: closed kind plus its canonical message (no provider text)."""
 
@@ -332,7 +354,7 @@ class TurnCompleted(Struct, kw_only=True, tag_field='type', tag='turn_completed'
 
 
 JournalRecord: TypeAlias = Annotated[
-    SessionStarted | TurnStarted | UserMessage | ModelRound | ToolStarted | ToolResult | TurnCompleted | InputDropped | EffectReconciled,
+    SessionStarted | TurnStarted | UserMessage | ModelRound | ToolStarted | ToolResult | TurnCompleted | InputDropped | EffectRunning | EffectReconciled,
     Meta(
         description='One line of sessions/<id>/journal.jsonl (tagged union on `type`).',
         title='JournalRecord',

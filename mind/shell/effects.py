@@ -136,10 +136,7 @@ class SessionEffects:
         sha = arguments_sha256(call.arguments)
         ident = effect_id(self.session_id, turn_id, call.call_id, occurrence, sha)
         started = _started(records, turn_id, ident)
-        machine = EffectMachine(ident, effect_class(call.name))
-        if started is not None:  # the durable state of the earlier run, replayed
-            machine.approve()
-            machine.persisted()
+        machine = _replayed(records, turn_id, ident, call.name, started)
         return Invocation(turn_id, call, occurrence, sha, ident, machine, started)
 
     def prepare(self, inv: Invocation) -> None:
@@ -169,6 +166,27 @@ class SessionEffects:
         faults.boundary("effect_prepared")
         inv.machine.persisted()
         inv.machine.execute()
+
+    def running(self, inv: Invocation, supervisor_pid: int, supervisor_start: str) -> None:
+        """The effect's process runs under its supervisor: ``effect_running``
+        (pid + start identity) is fsynced, so after a crash the supervisor's
+        exit record can be looked for (docs/design/effects.md §4).
+
+        Raises:
+            JournalWriteError: the record could not be made durable.
+        """
+        self.journal.append(
+            jr.EffectRunning(
+                seq=0,
+                recorded_at_ms=0,
+                turn_id=inv.turn_id,
+                call_id=inv.call.call_id,
+                effect_id=inv.effect_id,
+                supervisor_pid=supervisor_pid,
+                supervisor_start=supervisor_start,
+            ),
+            sync=True,
+        )
 
     def recover(self, inv: Invocation, *, can_ask: bool) -> Run | UnknownEffect:
         """A re-driven invocation that was prepared before a crash and has no
@@ -323,9 +341,7 @@ def reconcile_at_open(journal: Journal, session_id: str, *, can_ask: bool) -> Op
             started = _started(journal.records, turn_id, ident)
             if started is None:
                 continue
-            machine = EffectMachine(ident, effect_class(call.name))
-            machine.approve()
-            machine.persisted()
+            machine = _replayed(journal.records, turn_id, ident, call.name, started)
             inv = Invocation(turn_id, call, paired.occurrence, sha, ident, machine, started)
             found = effects.recover(inv, can_ask=can_ask)
             if isinstance(found, Run):
@@ -355,6 +371,29 @@ def _unanswered(records: list[jr.JournalRecord], turn_id: str, call_id: str) -> 
         if paired.call.call_id == call_id and paired.result is None:
             return paired
     return None
+
+
+def _replayed(
+    records: list[jr.JournalRecord],
+    turn_id: str,
+    ident: str,
+    name: str,
+    started: jr.ToolStarted | None,
+) -> EffectMachine:
+    """A machine in the durable state the journal gives effect ``ident``:
+    ``proposed`` (no ``tool_started``), ``prepared``, or ``executing`` when
+    an ``effect_running`` record says its supervisor ran."""
+    machine = EffectMachine(ident, effect_class(name))
+    if started is None:
+        return machine
+    machine.approve()
+    machine.persisted()
+    if any(
+        isinstance(r, jr.EffectRunning) and r.turn_id == turn_id and r.effect_id == ident
+        for r in records
+    ):
+        machine.execute()
+    return machine
 
 
 def _started(records: list[jr.JournalRecord], turn_id: str, ident: str) -> jr.ToolStarted | None:
