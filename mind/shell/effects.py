@@ -136,6 +136,10 @@ class SessionEffects:
         sha = arguments_sha256(call.arguments)
         ident = effect_id(self.session_id, turn_id, call.call_id, occurrence, sha)
         started = _started(records, turn_id, ident)
+        if started is None and paired is not None and paired.started:
+            # Started by a mind older than effects (no effect id): fail closed,
+            # it is prepared — never run again without a resolution.
+            started = _legacy_start(records, turn_id, call.call_id)
         machine = _replayed(records, turn_id, ident, call.name, started)
         return Invocation(turn_id, call, occurrence, sha, ident, machine, started)
 
@@ -394,6 +398,22 @@ def _replayed(
     ):
         machine.execute()
     return machine
+
+
+def _legacy_start(
+    records: list[jr.JournalRecord], turn_id: str, call_id: str
+) -> jr.ToolStarted | None:
+    """The last ``tool_started`` of ``call_id`` in the turn that names no effect."""
+    found: jr.ToolStarted | None = None
+    for record in records:
+        if (
+            isinstance(record, jr.ToolStarted)
+            and record.turn_id == turn_id
+            and record.call_id == call_id
+            and not record.effect_id
+        ):
+            found = record
+    return found
 
 
 def _started(records: list[jr.JournalRecord], turn_id: str, ident: str) -> jr.ToolStarted | None:

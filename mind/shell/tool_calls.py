@@ -66,7 +66,7 @@ class ToolCalls:
         faults.boundary("after_tool_call")
         effects = SessionEffects(self.session.session_id, self.session.journal)
         inv = effects.propose(turn.turn_id, call)
-        if inv.started is not None:
+        if inv.machine.prepared:  # replayed from the journal: a crash came after its start
             result = await self._redrive(effects, inv)
         else:
             status, output = await self._execute(turn, machine, call, effects, inv)

@@ -23,7 +23,7 @@ from tests.support import records as rec
 TURN = "turn_redrive"
 
 
-def _redrive(tmp_path: Path, call: ToolCall) -> list[jr.JournalRecord]:
+def _redrive(tmp_path: Path, call: ToolCall, *, legacy: bool = False) -> list[jr.JournalRecord]:
     script = tmp_path / "s.yaml"
     script.write_text("- text: unused\n", encoding="utf-8")
     config = mind.resolve_config(provider="scripted", script=str(script), approval="never", env={})
@@ -39,7 +39,15 @@ def _redrive(tmp_path: Path, call: ToolCall) -> list[jr.JournalRecord]:
             )
             journal.append(rec.model_round(TURN, "", [recorded]))
             effects = SessionEffects(session.session_id, journal)
-            effects.prepare(effects.propose(TURN, call))  # then mind "crashed"
+            if legacy:  # a journal written before effects: no effect id on the start
+                journal.append(
+                    jr.ToolStarted(
+                        seq=0, recorded_at_ms=0, turn_id=TURN, call_id=call.call_id, name=call.name
+                    ),
+                    sync=True,
+                )
+            else:
+                effects.prepare(effects.propose(TURN, call))  # then mind "crashed"
             machine = TurnMachine(retry=RetryPolicy())
             await ToolCalls(session).run(Turn(session, TURN, []), machine, call)
             out.extend(journal.records)
@@ -80,3 +88,15 @@ def test_a_prepared_read_only_call_runs_again_under_the_same_effect(tmp_path: Pa
         False,
     )
     assert "seen.txt" in result.output
+
+
+def test_a_call_started_by_an_older_mind_is_not_run_again(tmp_path: Path) -> None:
+    """Fail closed: its start names no effect, yet it started — unknown, never re-run."""
+    call = ToolCall(call_id="c1", name="shell", arguments='{"command": "touch ran"}')
+    records = _redrive(tmp_path, call, legacy=True)
+    assert not (tmp_path / "ran").exists()
+    (result,) = [r for r in records if isinstance(r, jr.ToolResult)]
+    assert result.effect_outcome == jr.EffectOutcome.unknown
+    assert [r.effect_id for r in records if isinstance(r, jr.EffectReconciled)] == [
+        result.effect_id
+    ]
