@@ -21,15 +21,29 @@ Figures (runs, violations, how killed-mid-tool effects ended) go to
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from mind.errors import JournalError
 from mind.generated import journal as jr
 from mind.shell.journal import read_records
-from tests.crash.harness import Case, Input, check, recover, run
-from tests.support.fake_model import EFFECTS_FILE
+from tests.crash.harness import (
+    PROCESS_TIMEOUT_S,
+    REPO,
+    Case,
+    Input,
+    check,
+    new_case,
+    recover,
+    run,
+)
+from tests.support.fake_model import EFFECTS_FILE, FakeModel
 
 pytestmark = pytest.mark.slow
 
@@ -58,7 +72,8 @@ def _effect_violations(case: Case, boundary: str, n: int) -> tuple[list[str], st
     (answer,) = [r for r in results if r.effect_id == killed.effect_id] or [None]
     if answer is None:
         return [*v, f"killed effect {killed.effect_id} has no result"], "missing"
-    lines = Counter((case.cwd / EFFECTS_FILE).read_text().split())
+    log = case.cwd / EFFECTS_FILE
+    lines = Counter(log.read_text().split() if log.exists() else [])
     ended = str(answer.effect_outcome)
     if boundary == "effect_committed_not_delivered":
         if answer.synthetic or answer.effect_outcome != jr.EffectOutcome.committed:
@@ -91,9 +106,11 @@ def _summary(config: pytest.Config, cell: dict[str, object]) -> str:
         (folder / f"{name}.json").write_text(json.dumps(cell), encoding="utf-8")
         cells = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
     ended = Counter(str(c["ended"]) for c in cells)
+    per = Counter(str(c["boundary"]) for c in cells)
     text = (
-        f"effect crashes: {len(cells)} runs ({len(BOUNDARIES)} boundaries x {CALLS} calls x "
-        f"{REPEATS}); tools run {sum(int(str(c['tools_run'])) for c in cells)}, "
+        f"effect crashes: {len(cells)} runs ("
+        + ", ".join(f"{k} {n}" for k, n in sorted(per.items()))
+        + f"); tools run {sum(int(str(c['tools_run'])) for c in cells)}, "
         f"violations {sum(int(str(c['violations'])) for c in cells)}; killed effects ended: "
         + ", ".join(f"{k} {n}" for k, n in sorted(ended.items()))
         + "\n"
@@ -126,3 +143,67 @@ def test_killed_at_an_effect_boundary_no_effect_runs_twice(
     }
     print(f"\n{request.node.name}: {report.stats}\n{_summary(request.config, cell)}", end="")
     assert report.violations == [], "\n".join(report.violations)
+
+
+KILLS = 3
+TOOL_SLEEP_S = 0.4
+
+
+@pytest.mark.parametrize("repeat", range(KILLS))
+def test_kill_9_while_a_slow_command_runs_it_is_never_run_again(
+    request: pytest.FixtureRequest, tmp_path: Path, repeat: int
+) -> None:
+    """``kill -9`` of mind once the command's effect is prepared and the
+    command sleeps: whatever the command then does on its own, no restart
+    runs it again, and the model is told its outcome is unknown (no
+    supervisor yet: no evidence of how it ended)."""
+    with FakeModel(record_path=tmp_path / "requests.jsonl", tool_sleep_s=TOOL_SLEEP_S) as model:
+        case = new_case(tmp_path, model.base_url)
+        prompt = "TOOL slow effects prompt"
+        proc = subprocess.Popen(
+            case.exec_argv(prompt, new=True),
+            cwd=REPO,
+            env=case.env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            journal = case.session_dir / "journal.jsonl"
+            deadline = time.monotonic() + PROCESS_TIMEOUT_S
+            while not _prepared(journal):
+                assert proc.poll() is None, "mind ended before its tool was prepared"
+                assert time.monotonic() < deadline, "the tool was never prepared"
+                time.sleep(0.01)  # polling a file written by another process
+            os.kill(proc.pid, signal.SIGKILL)
+        finally:
+            proc.wait(timeout=PROCESS_TIMEOUT_S)
+        log = case.cwd / EFFECTS_FILE
+        deadline = time.monotonic() + 5 * TOOL_SLEEP_S + 2
+        while not log.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)  # the orphaned command may still finish on its own
+        finished_alone = log.exists()
+        recovery = recover(case)
+        report = check(case, [Input(prompt, "durable")], recovery)
+    extra, ended = _effect_violations(case, "effect_executing" if finished_alone else "", 1)
+    if not finished_alone:  # killed with mind: it never wrote its line
+        extra = [x for x in extra if not x.startswith("killed call ")]
+    report.violations += extra
+    cell = {
+        "id": request.node.nodeid,
+        "boundary": "kill-9 mid command",
+        "ended": ended,
+        "violations": len(report.violations),
+        "tools_run": report.stats["tools_run"],
+    }
+    print(f"\n{request.node.name}: finished alone={finished_alone} {report.stats}", end="")
+    print(f"\n{_summary(request.config, cell)}", end="")
+    assert report.violations == [], "\n".join(report.violations)
+
+
+def _prepared(journal: Path) -> bool:
+    try:
+        records, _ = read_records(journal)
+    except (OSError, JournalError):  # not there yet, or mid-creation
+        return False
+    return any(isinstance(r, jr.ToolStarted) and r.effect_id for r in records)
