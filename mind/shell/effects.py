@@ -37,6 +37,7 @@ from mind.machines.effect import (
 )
 from mind.shell import faults
 from mind.shell.journal import Journal
+from mind.shell.recovery import unterminated_turns
 
 __all__ = [
     "Invocation",
@@ -328,8 +329,6 @@ def reconcile_at_open(journal: Journal, session_id: str, *, can_ask: bool) -> Op
     Raises:
         JournalWriteError: an append failed (a ``StorageError``: path, errno).
     """
-    from mind.shell.recovery import unterminated_turns
-
     effects = SessionEffects(session_id, journal)
     waiting: list[UnknownEffect] = []
     told = 0
