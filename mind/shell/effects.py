@@ -21,7 +21,7 @@ import msgspec
 
 from mind.call_pairing import PairedCall, pair_calls
 from mind.conversation import ToolCall
-from mind.effects.identity import arguments_sha256, effect_id
+from mind.effects.identity import arguments_sha256, effect_id, interaction_id
 from mind.effects.tools import effect_class
 from mind.generated import journal as jr
 from mind.machines.effect import (
@@ -69,6 +69,13 @@ class UnknownEffect:
     name: str
     prepared_at_ms: int
     choices: tuple[Resolution, ...]
+
+    @property
+    def interaction_id(self) -> str:
+        """The id of the ``reconcile`` question about it (purpose
+        ``unknown_outcome``): the same after every restart, so an answered
+        question is recognised and an unanswered one re-offered under it."""
+        return interaction_id(self.effect_id, "unknown_outcome")
 
 
 def unknown_outcome_text(facts: UnknownEffect, resolution: Resolution) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mind._version import __version__
 from mind.conversation import ToolCall
+from mind.effects.identity import interaction_id
 from mind.generated import journal as jr
 from mind.shell.effects import SessionEffects, reconcile_at_open
 from mind.shell.journal import Journal
@@ -86,4 +87,5 @@ def test_when_a_person_can_answer_the_unknown_effect_waits_with_its_choices(
         ("rerun", "mark_failed", "tell_model"),
     )
     assert facts.effect_id.startswith("ef_") and facts.prepared_at_ms > 0
+    assert facts.interaction_id == interaction_id(facts.effect_id, "unknown_outcome")
     assert len(_reopened(path)) == before  # nothing written: the person decides
