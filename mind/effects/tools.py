@@ -1,8 +1,9 @@
 """Built-in tool contracts: what the model sees and how its arguments are checked.
 
 Pure: names, descriptions and JSON Schemas (Draft 2020-12) of the built-in
-tools, whether each is read-only, and :func:`parse_arguments`, which turns
-the raw argument text of a tool call into a checked ``dict`` or raises
+tools, the effect class of each (read-only, idempotent, non-idempotent:
+docs/design/effects.md §2), and :func:`parse_arguments`, which turns the
+raw argument text of a tool call into a checked ``dict`` or raises
 :class:`~mind.errors.ToolArgumentsError` (the runtime turns that into an
 error tool result). The implementations live in :mod:`mind.shell.tools`
 (docs/design/turn.md §7: tool contract → policy → approval → execute).
@@ -22,6 +23,7 @@ import msgspec
 
 from mind.conversation import ToolSpec
 from mind.errors import ToolArgumentsError
+from mind.machines.effect import EffectClass
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
@@ -43,12 +45,21 @@ class ToolContract(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         spec: name, description and JSON Schema of the arguments (what the
             model is offered).
-        read_only: True when the tool never changes files or runs commands;
-            the approval policy runs read-only tools without asking.
+        effect_class: what running it again does (docs/design/effects.md §2):
+            ``read_only`` changes nothing, ``idempotent`` leaves the same
+            state when repeated, ``non_idempotent`` may do it twice; decides
+            whether a call prepared before a crash may re-run
+            (:func:`mind.machines.effect.safe_to_rerun`).
     """
 
     spec: ToolSpec
-    read_only: bool
+    effect_class: EffectClass
+
+    @property
+    def read_only(self) -> bool:
+        """True when the tool never changes files or runs commands; the
+        approval policy runs read-only tools without asking."""
+        return self.effect_class == "read_only"
 
 
 def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -207,14 +218,26 @@ _LIST_DIR = ToolSpec(
 
 BUILTIN_TOOLS: Mapping[str, ToolContract] = MappingProxyType(
     {
-        "shell": ToolContract(spec=_SHELL, read_only=False),
-        "read_file": ToolContract(spec=_READ_FILE, read_only=True),
-        "write_file": ToolContract(spec=_WRITE_FILE, read_only=False),
-        "apply_patch": ToolContract(spec=_APPLY_PATCH, read_only=False),
-        "list_dir": ToolContract(spec=_LIST_DIR, read_only=True),
+        # A command may append, send, delete: running it twice is not running it once.
+        "shell": ToolContract(spec=_SHELL, effect_class="non_idempotent"),
+        "read_file": ToolContract(spec=_READ_FILE, effect_class="read_only"),
+        # The whole content replaces the file atomically: the same call twice
+        # leaves the same file.
+        "write_file": ToolContract(spec=_WRITE_FILE, effect_class="idempotent"),
+        # A second application of an Add/Delete/Move or of context that still
+        # matches after the first is not proven to leave the same files.
+        "apply_patch": ToolContract(spec=_APPLY_PATCH, effect_class="non_idempotent"),
+        "list_dir": ToolContract(spec=_LIST_DIR, effect_class="read_only"),
     }
 )
 """Every built-in tool by name, in the order they are offered to the model."""
+
+
+def effect_class(name: str) -> EffectClass:
+    """The effect class of tool ``name``; an unknown tool is ``non_idempotent``
+    (fail closed: what is not known to be safe to repeat is never repeated)."""
+    contract = BUILTIN_TOOLS.get(name)
+    return contract.effect_class if contract is not None else "non_idempotent"
 
 
 @functools.cache

@@ -2,6 +2,7 @@
 # Do not edit: change the spec and regenerate; `make codegen-check` fails on drift.
 """Code generated from ``specs/`` by ``codegen``; never edited by hand.
 
+- effect_chart: EffectChart (specs/statecharts/effect.yaml)
 - inbox_message_chart: InboxMessageChart (specs/statecharts/inbox_message.yaml)
 - interaction_chart: InteractionChart (specs/statecharts/interaction.yaml)
 - mailbox_chart: MailboxChart (specs/statecharts/mailbox.yaml)

@@ -171,41 +171,6 @@ class ModelRound(Struct, kw_only=True, tag_field='type', tag='model_round', froz
     ) = UNSET
 
 
-class ToolStarted(Struct, kw_only=True, tag_field='type', tag='tool_started', frozen=True):
-    """A tool call is about to run (approved if it needed approval); durable (fsync) before the tool starts. A call with no such record never ran."""
-
-    seq: Annotated[
-        int, Meta(description='Monotonic record number within the journal, from 0.', ge=0)
-    ]
-    recorded_at_ms: Annotated[
-        int,
-        Meta(description='Wall-clock time the record was written, Unix epoch milliseconds.', ge=0),
-    ]
-    turn_id: str
-    call_id: str
-    name: str
-
-
-class ToolResult(Struct, kw_only=True, tag_field='type', tag='tool_result', frozen=True):
-    """The single result answering one tool call (real, refused, or synthetic after a crash)."""
-
-    seq: Annotated[
-        int, Meta(description='Monotonic record number within the journal, from 0.', ge=0)
-    ]
-    recorded_at_ms: Annotated[
-        int,
-        Meta(description='Wall-clock time the record was written, Unix epoch milliseconds.', ge=0),
-    ]
-    turn_id: str
-    call_id: str
-    name: str
-    status: ToolStatus
-    output: str
-    synthetic: Annotated[
-        bool, Meta(description='True when written by recovery, not by running the tool.')
-    ]
-
-
 class InputDropped(Struct, kw_only=True, tag_field='type', tag='input_dropped', frozen=True):
     """The person dropped an accepted input before any turn consumed it (docs/design/mailbox.md §6). Written (fsync) before the input is removed from inbox.json; recovery filters the id like an acknowledgement, and the request builder skips its earlier user_message records (journaled by a turn that failed or was aborted), so it never reaches a model again."""
 
@@ -422,11 +387,154 @@ class PermissionRevoked(Struct, kw_only=True, tag_field='type', tag='permission_
     grant_id: str
 
 
+class EffectClass(StrEnum):
+    """
+    What running a tool again does (docs/design/effects.md §2): read_only changes nothing; idempotent leaves the same state when repeated; non_idempotent may not be repeated without a person's word.
+    """
+
+    read_only = 'read_only'
+    idempotent = 'idempotent'
+    non_idempotent = 'non_idempotent'
+
+
+class EffectOutcome(StrEnum):
+    """
+    How an effect ended (docs/design/effects.md §3): committed (ran, result recorded), failed (ran or refused, error result), unknown (it may have run; no evidence of how it ended).
+    """
+
+    committed = 'committed'
+    failed = 'failed'
+    unknown = 'unknown'
+
+
+class EffectEvidence(StrEnum):
+    """
+    What an effect's outcome rests on: ran (mind saw it end), supervisor (its supervisor's exit record after a crash), none (nothing: the outcome is unknown).
+    """
+
+    ran = 'ran'
+    supervisor = 'supervisor'
+    none = 'none'
+
+
+class EffectResolution(StrEnum):
+    """
+    What was done with an effect whose outcome was unknown (docs/design/effects.md §4).
+    """
+
+    rerun = 'rerun'
+    mark_failed = 'mark_failed'
+    tell_model = 'tell_model'
+
+
+class EffectReconciled(Struct, kw_only=True, tag_field='type', tag='effect_reconciled', frozen=True):
+    """An effect whose outcome was unknown after a crash was reconciled (docs/design/effects.md §4); fsynced before the resolution takes effect."""
+
+    seq: Annotated[
+        int, Meta(description='Monotonic record number within the journal, from 0.', ge=0)
+    ]
+    recorded_at_ms: Annotated[
+        int,
+        Meta(description='Wall-clock time the record was written, Unix epoch milliseconds.', ge=0),
+    ]
+    turn_id: str
+    call_id: str
+    effect_id: str
+    resolution: EffectResolution
+
+
+class EffectRunning(Struct, kw_only=True, tag_field='type', tag='effect_running', frozen=True):
+    """A prepared effect's process runs under its supervisor (docs/design/effects.md §4): durable (fsync) once the supervisor started, so after a crash its exit record can be collected instead of calling the outcome unknown."""
+
+    seq: Annotated[
+        int, Meta(description='Monotonic record number within the journal, from 0.', ge=0)
+    ]
+    recorded_at_ms: Annotated[
+        int,
+        Meta(description='Wall-clock time the record was written, Unix epoch milliseconds.', ge=0),
+    ]
+    turn_id: str
+    call_id: str
+    effect_id: str
+    supervisor_pid: Annotated[int, Meta(description="The supervisor's process id.", ge=1)]
+    supervisor_start: Annotated[
+        str,
+        Meta(
+            description="The supervisor's start identity (mind.shell.procs.start_identity): with the pid, which process it was."
+        ),
+    ]
+
+
 class Failure(Struct, kw_only=True, frozen=True):
     """A turn failure: closed kind plus its canonical message (no provider text)."""
 
     kind: FailureKind
     message: str
+
+
+class ToolStarted(Struct, kw_only=True, tag_field='type', tag='tool_started', frozen=True):
+    """A tool call's effect is prepared: about to run (approved if it needed approval); durable (fsync) before the tool starts. A call with no such record never ran (docs/design/effects.md §3)."""
+
+    seq: Annotated[
+        int, Meta(description='Monotonic record number within the journal, from 0.', ge=0)
+    ]
+    recorded_at_ms: Annotated[
+        int,
+        Meta(description='Wall-clock time the record was written, Unix epoch milliseconds.', ge=0),
+    ]
+    turn_id: str
+    call_id: str
+    name: str
+    effect_id: (
+        Annotated[
+            str,
+            Meta(
+                description="The invocation's effect id (ef_ + 32 hex; docs/design/effects.md §1). Absent in journals written before effects were recorded."
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    effect_class: EffectClass | UnsetType = UNSET
+    arguments_sha256: (
+        Annotated[
+            str,
+            Meta(
+                description="Hex SHA-256 of the call's raw argument text (what was approved and runs)."
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+
+
+class ToolResult(Struct, kw_only=True, tag_field='type', tag='tool_result', frozen=True):
+    """The single result answering one tool call (real, refused, or synthetic after a crash)."""
+
+    seq: Annotated[
+        int, Meta(description='Monotonic record number within the journal, from 0.', ge=0)
+    ]
+    recorded_at_ms: Annotated[
+        int,
+        Meta(description='Wall-clock time the record was written, Unix epoch milliseconds.', ge=0),
+    ]
+    turn_id: str
+    call_id: str
+    name: str
+    status: ToolStatus
+    output: str
+    synthetic: Annotated[
+        bool, Meta(description='True when written by recovery, not by running the tool.')
+    ]
+    effect_id: (
+        Annotated[
+            str,
+            Meta(
+                description='The effect this result ends (absent: a call that never prepared one, or an old journal).'
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    effect_outcome: EffectOutcome | UnsetType = UNSET
+    evidence: EffectEvidence | UnsetType = UNSET
 
 
 class TurnCompleted(Struct, kw_only=True, tag_field='type', tag='turn_completed', frozen=True):
@@ -449,7 +557,7 @@ class TurnCompleted(Struct, kw_only=True, tag_field='type', tag='turn_completed'
 
 
 JournalRecord: TypeAlias = Annotated[
-    SessionStarted | TurnStarted | UserMessage | ModelRound | ToolStarted | ToolResult | TurnCompleted | InputDropped | InteractionRequested | InteractionResolved | PermissionGranted | PermissionRevoked,
+    SessionStarted | TurnStarted | UserMessage | ModelRound | ToolStarted | ToolResult | TurnCompleted | InputDropped | InteractionRequested | InteractionResolved | PermissionGranted | PermissionRevoked | EffectRunning | EffectReconciled,
     Meta(
         description='One line of sessions/<id>/journal.jsonl (tagged union on `type`).',
         title='JournalRecord',

@@ -18,6 +18,9 @@ BOUNDARIES: tuple[str, ...] = (
     "after_turn_started",
     "after_model_round",
     "after_tool_call",
+    "effect_prepared",
+    "effect_executing",
+    "effect_committed_not_delivered",
     "after_tool_result",
     "before_terminal",
     "after_terminal",
@@ -28,6 +31,12 @@ BOUNDARIES: tuple[str, ...] = (
 - ``after_turn_started``: ``turn_started`` + the turn's inputs are fsynced; no model request yet.
 - ``after_model_round``: a ``model_round`` record is journaled (each round).
 - ``after_tool_call``: a journaled tool call is about to run (once per call).
+- ``effect_prepared``: the call's ``tool_started`` (effect id, class) is fsynced;
+  the tool has not started (docs/design/effects.md §3).
+- ``effect_executing``: the tool ran (it may have finished); its result is not
+  journaled yet.
+- ``effect_committed_not_delivered``: the call's ``tool_result`` (its outcome) is
+  fsynced; no event or request carried it yet.
 - ``after_tool_result``: a ``tool_result`` record is journaled (once per call).
 - ``before_terminal``: the turn's outcome is decided; ``turn_completed`` not yet written.
 - ``after_terminal``: ``turn_completed`` (with the acknowledgements) is fsynced; the

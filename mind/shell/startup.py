@@ -25,6 +25,7 @@ from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.machines.session_startup import SessionStartup, StartupEffect
 from mind.shell.config import ResolvedConfig
+from mind.shell.effects import UnknownEffect, reconcile_at_open
 from mind.shell.inbox import Inbox
 from mind.shell.journal import Journal
 from mind.shell.lease import SessionLease
@@ -60,6 +61,8 @@ class Opening:
         hosted: the handle this runtime already holds (reused or closed).
         settled: input ids the journal settles (acknowledged or dropped),
             found once by ``open_inbox`` and handed to the session.
+        unknown_effects: effects whose outcome is unknown after a crash, left
+            for a person's ``reconcile`` answer (only when ``interactive``).
     """
 
     runtime: Runtime
@@ -74,6 +77,7 @@ class Opening:
     journal: Journal | None = None
     inbox: Inbox | None = None
     synthetic: int = 0
+    unknown_effects: list[UnknownEffect] = field(default_factory=list)
     closed: ClosedTurns = field(default_factory=ClosedTurns)
     settled: frozenset[str] = frozenset()
     session: Session | None = None
@@ -107,7 +111,7 @@ class Opening:
             "take_lease": self._take_lease,
             "create_journal": self._create_journal,
             "open_journal": self._open_journal,
-            "repair_processes": self._nothing_yet,
+            "repair_processes": self._repair_processes,
             "repair_interactions": self._nothing_yet,
             "open_inbox": self._open_inbox,
             "close_orphan_calls": self._close_orphan_calls,
@@ -158,8 +162,18 @@ class Opening:
     def _open_journal(self, _machine: SessionStartup) -> None:
         self.journal = Journal.open(self.journal_path, session_id=self.session_id)
 
+    def _repair_processes(self, _machine: SessionStartup) -> None:
+        """Effects a crash left prepared and unanswered, before orphan calls
+        are closed (docs/design/effects.md §4): an unknown non_idempotent one
+        is never re-run; when nobody can answer, the model is told what is
+        known; otherwise it waits for the person's ``reconcile`` answer."""
+        assert self.journal is not None
+        done = reconcile_at_open(self.journal, self.session_id, can_ask=self.interactive)
+        self.synthetic += done.told  # each got a synthetic "outcome unknown" result
+        self.unknown_effects = list(done.waiting)
+
     def _nothing_yet(self, _machine: SessionStartup) -> None:
-        """Orphan processes and pending interactions: nothing records them yet."""
+        """Pending interactions: nothing records them yet."""
 
     def _open_inbox(self, _machine: SessionStartup) -> None:
         assert self.journal is not None
@@ -173,7 +187,7 @@ class Opening:
 
     def _close_orphan_calls(self, _machine: SessionStartup) -> None:
         assert self.journal is not None
-        self.synthetic = close_orphan_calls(self.journal)
+        self.synthetic += close_orphan_calls(self.journal)
 
     def _close_turns(self, _machine: SessionStartup) -> None:
         assert self.journal is not None and self.inbox is not None

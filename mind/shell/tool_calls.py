@@ -1,7 +1,7 @@
 """One tool call of a turn: validate the arguments, apply the approval
 policy, ask the person through the session's interactions (or a standing
-session grant: docs/design/interactions.md §5), run it (sandboxed or not),
-journal its result."""
+session grant: docs/design/interactions.md §5), run it (sandboxed or not) as
+a prepared effect, journal its result (docs/design/effects.md §3)."""
 
 from __future__ import annotations
 
@@ -34,8 +34,10 @@ from mind.effects.tools import parse_arguments
 from mind.errors import InteractionTooLarge, ToolArgumentsError
 from mind.generated import events as ev
 from mind.generated import journal as jr
+from mind.machines.effect import Resolution as EffectResolution
 from mind.machines.turn import RefuseCall, RunGranted, TurnMachine
 from mind.shell import faults
+from mind.shell.effects import Invocation, SessionEffects, UnknownEffect
 from mind.shell.interactions import APPROVAL_CHOICES, Resolution
 from mind.shell.redact import redact
 from mind.shell.tools import ToolOutcome
@@ -53,6 +55,11 @@ class ToolCalls:
         self.session = session
 
     async def run(self, turn: Turn, machine: TurnMachine, call: ToolCall) -> None:
+        """Run one call of the round and journal its one result
+        (docs/design/effects.md §3): the effect is prepared (``tool_started``,
+        fsynced) before the tool runs and committed (``tool_result``, fsynced)
+        after. A call the journal shows prepared before a crash (a resumed
+        turn re-drives it) is reconciled, never blindly run again (§4)."""
         turn._emit(
             ev.ToolCallEvent(
                 turn_id=turn.turn_id,
@@ -62,33 +69,63 @@ class ToolCalls:
             )
         )
         faults.boundary("after_tool_call")
-        status, output = await self._execute(turn, machine, call)
-        # Behind the sandbox: mind's own keys never enter a result (journal, model).
-        outcome = (status, redact(output, self.session.secrets, shapes=False))
-        self.session.journal.append(
-            jr.ToolResult(
-                seq=0,
-                recorded_at_ms=0,
-                turn_id=turn.turn_id,
-                call_id=call.call_id,
-                name=call.name,
-                status=jr.ToolStatus(outcome[0]),
-                output=outcome[1],
-                synthetic=False,
-            )
-        )
+        effects = SessionEffects(self.session.session_id, self.session.journal)
+        inv = effects.propose(turn.turn_id, call)
+        if inv.machine.prepared:  # replayed from the journal: a crash came after its start
+            result = await self._redrive(effects, inv)
+        else:
+            status, output = await self._execute(turn, machine, call, effects, inv)
+            if inv.machine.prepared:
+                faults.boundary("effect_executing")
+            # Behind the sandbox: mind's own keys never enter a result (journal, model).
+            result = effects.commit(inv, status, redact(output, self.session.secrets, shapes=False))
         faults.boundary("after_tool_result")
         turn._emit(
             ev.ToolResultEvent(
                 turn_id=turn.turn_id,
                 call_id=call.call_id,
-                status=ev.ToolStatus(outcome[0]),
-                output=outcome[1],
+                status=ev.ToolStatus(result.status),
+                output=result.output,
             )
         )
 
-    async def _execute(self, turn: Turn, machine: TurnMachine, call: ToolCall) -> tuple[str, str]:
-        """Validate, ask if required, run. Returns ``(status, output)``."""
+    async def _redrive(self, effects: SessionEffects, inv: Invocation) -> jr.ToolResult:
+        """A call prepared before a crash, with no result: a rerun-safe one
+        runs again; an ``unknown`` one is resolved first — by a person when
+        one can answer, else ``tell_model`` (docs/design/effects.md §4)."""
+        found = effects.recover(inv, can_ask=self.session.interactive)
+        if isinstance(found, UnknownEffect):
+            resolution = await self._ask_reconcile(found)
+            written = effects.resolve(inv, found, resolution)
+            if written is not None:
+                return written
+        try:
+            args = parse_arguments(inv.call.name, inv.call.arguments)
+        except ToolArgumentsError as exc:  # prepared calls passed this: a changed contract
+            return effects.commit(inv, "error", str(exc))
+        # Again with no more than the defaults: inside the sandbox, no boundary consent.
+        outcome = await self.session.tools.run(inv.call.name, args, effect_id=inv.effect_id)
+        faults.boundary("effect_executing")
+        return effects.commit(
+            inv, outcome.status, redact(outcome.output, self.session.secrets, shapes=False)
+        )
+
+    async def _ask_reconcile(self, facts: UnknownEffect) -> EffectResolution:
+        """The resolution of an ``unknown`` effect. Only ``tell_model`` is
+        taken without a person; the ``reconcile`` interaction that asks one
+        (``facts.choices``) belongs to ``mind.shell.interactions`` — until it
+        is wired here, an unknown effect is never re-run: ``tell_model``."""
+        return "tell_model" if "tell_model" in facts.choices else facts.choices[0]
+
+    async def _execute(
+        self,
+        turn: Turn,
+        machine: TurnMachine,
+        call: ToolCall,
+        effects: SessionEffects,
+        inv: Invocation,
+    ) -> tuple[str, str]:
+        """Validate, ask if required, prepare, run. Returns ``(status, output)``."""
         try:
             args = parse_arguments(call.name, call.arguments)
         except ToolArgumentsError as exc:
@@ -127,7 +164,14 @@ class ToolCalls:
                 machine,
                 call,
                 args,
-                _Asking("run", reason, decision.remedy, sandboxed, crossed is not None),
+                _Asking(
+                    "run",
+                    reason,
+                    decision.remedy,
+                    sandboxed,
+                    crossed is not None,
+                    effect_id=inv.effect_id,
+                ),
                 changes,
                 problem,
             )
@@ -135,12 +179,7 @@ class ToolCalls:
                 return "denied", refusal
         # Durable before the tool starts: a call without this record provably
         # never ran (its synthetic result after an interrupt or crash says so).
-        self.session.journal.append(
-            jr.ToolStarted(
-                seq=0, recorded_at_ms=0, turn_id=turn.turn_id, call_id=call.call_id, name=call.name
-            ),
-            sync=True,
-        )
+        effects.prepare(inv)
         # Past this point a call with a reason was approved (now or by a
         # session grant): the file tools may then cross the boundary (never
         # into a denied root).
@@ -151,6 +190,7 @@ class ToolCalls:
             consent=reason is not None,
             sandboxed=sandboxed,
             sandbox_mode=run_mode,
+            effect_id=inv.effect_id,
         )
         if call.name == "shell" and sandboxed:
             offer = rerun_reason(
@@ -162,12 +202,16 @@ class ToolCalls:
                     machine,
                     call,
                     args,
-                    _Asking("rerun_outside", offer, None, False, False),
+                    _Asking(
+                        "rerun_outside", offer, None, False, False, effect_id=inv.effect_id
+                    ),
                     [],
                     None,
                 )
                 if refusal is None:
-                    result = await self.session.tools.run(call.name, args, sandboxed=False)
+                    result = await self.session.tools.run(
+                        call.name, args, sandboxed=False, effect_id=inv.effect_id
+                    )
                 # refused or nobody can be asked: the sandboxed result stands
         return result.status, result.output
 
@@ -285,7 +329,7 @@ class ToolCalls:
                 if where == "outside"
                 else (f" (runs in the {where} sandbox)")
             )
-        effect = self._effect_id(turn, call)
+        effect = asking.effect_id
         choices = [c for c in APPROVAL_CHOICES if scope is not None or c.value != "approve_session"]
         return jr.InteractionRequested(
             seq=0,
@@ -307,27 +351,6 @@ class ToolCalls:
             sandbox=jr.Sandbox(where) if where is not None else msgspec.UNSET,
             cwd=str(self.session.cwd),
             choices=choices,
-        )
-
-    def _effect_id(self, turn: Turn, call: ToolCall) -> str:
-        """The invocation's effect id: session, turn, call id, occurrence
-        (the first call with this id still without a result: calls run one
-        by one) and the recorded arguments' hash (docs/design/effects.md §1)."""
-        waiting = [
-            p
-            for p in pair_calls(self.session.journal.records, turn.turn_id)
-            if p.call.call_id == call.call_id and p.result is None
-        ]
-        occurrence, raw = (
-            (waiting[0].occurrence, waiting[0].call.arguments)
-            if waiting
-            else (
-                0,
-                call.arguments,
-            )
-        )
-        return effect_id(
-            self.session.session_id, turn.turn_id, call.call_id, occurrence, arguments_sha256(raw)
         )
 
     def _show(
@@ -399,6 +422,8 @@ class _Asking:
             session that cannot ask), or None.
         sandboxed: a shell command runs inside the sandbox.
         crossed: it crosses the workspace boundary (never covered by a grant).
+        effect_id: the invocation's effect id (docs/design/effects.md §1),
+            which the interaction id is derived from.
     """
 
     purpose: Purpose
@@ -406,6 +431,7 @@ class _Asking:
     remedy: str | None
     sandboxed: bool
     crossed: bool
+    effect_id: str
 
 
 def _display_arguments(raw: str) -> Any:

@@ -47,11 +47,12 @@ RUNTIME_MODULES: Final = (
     "mind.shell.interactions",
     "mind.shell.startup",
     "mind.shell.recovery",
+    "mind.shell.effects",
 )
 """The runtime's hosting layer: ``Runtime`` (creating and opening sessions,
-recovery), ``Session`` (input) and the turn loop (a turn's task starts
-there). A chart whose creation has one of these modules (or a submodule) on
-the stack was created by the runtime."""
+recovery), ``Session`` (input), the effect records (``effects``) and the
+turn loop (a turn's task starts there). A chart whose creation has one of
+these modules (or a submodule) on the stack was created by the runtime."""
 
 
 def _created_by_runtime(frame: FrameType | None) -> bool:

@@ -384,6 +384,13 @@ def boundary_hits(case: Case, inputs_sent: int) -> dict[str, int]:
         "after_turn_started": sum(1 for r in records if isinstance(r, jr.TurnStarted)),
         "after_model_round": sum(1 for r in records if isinstance(r, jr.ModelRound)),
         "after_tool_call": sum(len(r.tool_calls) for r in records if isinstance(r, jr.ModelRound)),
+        "effect_prepared": sum(1 for r in records if isinstance(r, jr.ToolStarted)),
+        "effect_executing": sum(1 for r in records if isinstance(r, jr.ToolStarted)),
+        "effect_committed_not_delivered": sum(
+            1
+            for r in records
+            if isinstance(r, jr.ToolResult) and r.effect_outcome and not r.synthetic
+        ),
         "after_tool_result": sum(
             1 for r in records if isinstance(r, jr.ToolResult) and not r.synthetic
         ),

@@ -60,6 +60,9 @@ def _hits(*counts: int) -> dict[str, int]:
         "after_turn_started",
         "after_model_round",
         "after_tool_call",
+        "effect_prepared",
+        "effect_executing",
+        "effect_committed_not_delivered",
         "after_tool_result",
         "before_terminal",
         "after_terminal",
@@ -71,13 +74,13 @@ SCENARIOS = {
     s.name: s
     for s in (
         # One text round.
-        Scenario("plain", _hits(1, 1, 1, 0, 0, 1, 1), prompt="plain prompt: say hi"),
+        Scenario("plain", _hits(1, 1, 1, 0, 0, 0, 0, 0, 1, 1), prompt="plain prompt: say hi"),
         # A tool-call round, the tool, a text round.
-        Scenario("tool", _hits(1, 1, 2, 1, 1, 1, 1), prompt="TOOL: tool prompt"),
+        Scenario("tool", _hits(1, 1, 2, 1, 1, 1, 1, 1, 1, 1), prompt="TOOL: tool prompt"),
         # The steering arrives while the tool runs; the second round answers it.
         Scenario(
             "steer_before",
-            _hits(2, 1, 2, 1, 1, 1, 1),
+            _hits(2, 1, 2, 1, 1, 1, 1, 1, 1, 1),
             steps=driver.SCENARIOS["steer_before"],
             steer_dispositions=("steering",),
         ),
@@ -87,7 +90,7 @@ SCENARIOS = {
         # turn at once.)
         Scenario(
             "steer_after",
-            _hits(2, 2, 3, 1, 1, 2, 2),
+            _hits(2, 2, 3, 1, 1, 1, 1, 1, 2, 2),
             steps=driver.SCENARIOS["steer_after"],
             steer_dispositions=("started", "next_turn"),
         ),
@@ -96,7 +99,7 @@ SCENARIOS = {
 
 # Boundaries during which no unanswered tool can have started: a synthetic
 # result there must leave no effect line.
-_TOOLS_NOT_STARTED = ("after_model_round", "after_tool_call")
+_TOOLS_NOT_STARTED = ("after_model_round", "after_tool_call", "effect_prepared")
 
 
 def _cells() -> list[object]:

@@ -22,6 +22,19 @@ def test_builtin_tools_in_a_stable_order_with_read_only_flags() -> None:
     assert all(isinstance(c, ToolContract) and c.spec.name == n for n, c in BUILTIN_TOOLS.items())
 
 
+def test_every_builtin_tool_declares_its_effect_class() -> None:
+    # docs/design/effects.md §2: what running it again does.
+    assert {name: c.effect_class for name, c in BUILTIN_TOOLS.items()} == {
+        "shell": "non_idempotent",
+        "read_file": "read_only",
+        "write_file": "idempotent",
+        "apply_patch": "non_idempotent",
+        "list_dir": "read_only",
+    }
+    # The approval policy's read-only flag and the effect class never disagree.
+    assert all(c.read_only == (c.effect_class == "read_only") for c in BUILTIN_TOOLS.values())
+
+
 def test_tool_specs_are_valid_draft_2020_12_object_schemas() -> None:
     for spec in tool_specs():
         assert isinstance(spec, ToolSpec)
