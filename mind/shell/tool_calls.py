@@ -13,7 +13,6 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
-from mind.call_pairing import pair_calls
 from mind.conversation import (
     ToolCall,
     replace_lone_surrogates,
@@ -21,7 +20,7 @@ from mind.conversation import (
 )
 from mind.effects.boundary import Refusal, SandboxMode
 from mind.effects.grants import GrantScope, covers, grant_scope
-from mind.effects.identity import Purpose, arguments_sha256, effect_id, interaction_id
+from mind.effects.identity import Purpose, interaction_id
 from mind.effects.policy import (
     Access,
     crossing_reason,
@@ -202,9 +201,7 @@ class ToolCalls:
                     machine,
                     call,
                     args,
-                    _Asking(
-                        "rerun_outside", offer, None, False, False, effect_id=inv.effect_id
-                    ),
+                    _Asking("rerun_outside", offer, None, False, False, effect_id=inv.effect_id),
                     [],
                     None,
                 )
