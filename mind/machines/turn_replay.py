@@ -186,7 +186,8 @@ def resume_plan(
 ) -> ResumePlan | None:
     """The guard: is crashed turn ``turn_id`` resumed, and how (docs/design/recovery.md §8)?
 
-    The rule: the turn has no terminal record, its replay
+    The rule: the turn is the session's last (no ``turn_started`` after
+    its own: one turn at a time owns the mailbox), has no terminal record, its replay
     (:func:`replayed_turn`) stops in ``running_tools`` — its last
     ``model_round`` has calls, some of them without a ``tool_result``
     (paired per occurrence, :func:`mind.call_pairing.pair_calls`) — and at
@@ -207,7 +208,7 @@ def resume_plan(
         The plan, or None: the turn is closed (docs/design/recovery.md §6).
     """
     mine = [r for r in records if getattr(r, "turn_id", None) == turn_id]
-    if any(isinstance(r, jr.TurnCompleted) for r in mine):
+    if any(isinstance(r, jr.TurnCompleted) for r in mine) or not _is_last_turn(records, turn_id):
         return None
     if "running_tools" not in replayed_turn(mine, turn_id).configuration:
         return None
@@ -223,3 +224,9 @@ def resume_plan(
     unknown = tuple(p for p, ok in zip(open_calls, runnable, strict=True) if not ok)
     inputs = dict.fromkeys(r.message_id for r in mine if isinstance(r, jr.UserMessage))
     return ResumePlan(turn_id, redrive, unknown, tuple(inputs))
+
+
+def _is_last_turn(records: Sequence[jr.JournalRecord], turn_id: str) -> bool:
+    """Whether ``turn_id``'s is the last ``turn_started`` of ``records``."""
+    last = next((r for r in reversed(records) if isinstance(r, jr.TurnStarted)), None)
+    return last is not None and last.turn_id == turn_id

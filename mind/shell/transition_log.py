@@ -44,6 +44,7 @@ RUNTIME_MODULES: Final = (
     "mind.shell.runtime",
     "mind.shell.session",
     "mind.shell.turn_driver",
+    "mind.shell.turn_resume",
     "mind.shell.startup",
     "mind.shell.recovery",
 )

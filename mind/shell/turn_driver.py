@@ -51,6 +51,7 @@ from mind.machines.turn import (
     TurnMachine,
     WriteTerminal,
 )
+from mind.machines.turn_replay import ResumePlan
 from mind.shell import faults
 from mind.shell.recovery import (
     ABORTED_OUTPUT,
@@ -63,6 +64,7 @@ from mind.shell.recovery import (
 from mind.shell.redact import redact, redact_round
 from mind.shell.tool_calls import ToolCalls
 from mind.shell.turn_handle import Turn, TurnOutcome
+from mind.shell.turn_resume import redrive_round, resumed_event, resumed_machine
 
 if TYPE_CHECKING:
     from mind.shell.session import Session
@@ -80,8 +82,11 @@ and say what you changed. Never claim to have run something you did not run."""
 class TurnDriver:
     """Drives one turn of a session from its start to its one terminal record."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, resume: ResumePlan | None = None) -> None:
         self.session = session
+        self.resume = resume
+        """The crashed turn this driver resumes (docs/design/recovery.md §8;
+        :mod:`mind.shell.turn_resume`), or None: a new turn."""
         self.calls = ToolCalls(session)
         self._first_failure_at: float | None = None
         """Monotonic seconds of the turn's first failed attempt: its total
@@ -99,8 +104,10 @@ class TurnDriver:
         claimed included) are not acknowledged and replay on the next start
         — and the chart, state and event are logged.
         """
-        machine = TurnMachine(
-            retry=self.session.retry_policy, max_rounds=self.session.config.max_rounds
+        machine = (
+            TurnMachine(retry=self.session.retry_policy, max_rounds=self.session.config.max_rounds)
+            if self.resume is None
+            else resumed_machine(self.session, self.resume)
         )
         for observer in self.session.turn_observers:
             machine.observe(observer)
@@ -122,9 +129,17 @@ class TurnDriver:
         the terminal record it named. Raises cancellation (runtime closing)
         and chart refusals; every other error is sent as ``fail``."""
         try:
-            self._begin(turn)
-            machine.start()
+            if self.resume is None:
+                self._begin(turn)
+                machine.start()
+            else:
+                self._begin_resumed(turn, self.resume)
             with turn._scope:
+                if self.resume is not None:
+                    await redrive_round(self.calls, turn, machine)
+                    machine.tools_done()
+                    if machine.terminal is not None:  # out of rounds
+                        return machine.terminal
                 return await self._loop(turn, machine)
         except (anyio.get_cancelled_exc_class(), IllegalTransition):
             raise
@@ -214,6 +229,13 @@ class TurnDriver:
             status="running",
         )
         turn._emit(ev.TurnStartedEvent(turn_id=turn.turn_id))
+        self._announce_claim(turn, turn.inputs, ev.ClaimPoint.start)
+
+    def _begin_resumed(self, turn: Turn, plan: ResumePlan) -> None:
+        """A resumed turn's records are durable already: announce it
+        (``turn.resumed``, then the inputs it claimed again)."""
+        self.session.runtime.store.index.note(self.session.session_id, status="running")
+        turn._emit(resumed_event(plan))
         self._announce_claim(turn, turn.inputs, ev.ClaimPoint.start)
 
     def _announce_claim(

@@ -196,6 +196,7 @@ def test_a_turn_stopped_inside_a_tool_round_is_resumed_else_closed() -> None:
             None,
         ),
         "terminal written": ([started(), shell_round, completed()], None),
+        "a later turn started": ([started(), shell_round, started("turn-2")], None),
     }
     got = {name: plan_of(records) for name, (records, _) in cases.items()}
     assert got == {name: want for name, (_, want) in cases.items()}
@@ -221,7 +222,6 @@ def test_a_resumed_turn_claims_its_journaled_inputs_once_each_in_order() -> None
         message("a"),
         named_round(("c1", "shell")),
         message("s", jr.Kind.steer),
-        started("turn-0"),
     ]
     plan = resume_plan([*records, message("a")], T, read_only=read_only)
     assert plan is not None and plan.inputs == ("a", "s")
