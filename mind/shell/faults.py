@@ -18,6 +18,7 @@ BOUNDARIES: tuple[str, ...] = (
     "after_turn_started",
     "after_model_round",
     "after_tool_call",
+    "after_tool_started",
     "after_tool_result",
     "before_terminal",
     "after_terminal",
@@ -28,6 +29,8 @@ BOUNDARIES: tuple[str, ...] = (
 - ``after_turn_started``: ``turn_started`` + the turn's inputs are fsynced; no model request yet.
 - ``after_model_round``: a ``model_round`` record is journaled (each round).
 - ``after_tool_call``: a journaled tool call is about to run (once per call).
+- ``after_tool_started``: its ``tool_started`` is fsynced (approved, if it
+  needed it); the tool has not run yet (once per call that starts).
 - ``after_tool_result``: a ``tool_result`` record is journaled (once per call).
 - ``before_terminal``: the turn's outcome is decided; ``turn_completed`` not yet written.
 - ``after_terminal``: ``turn_completed`` (with the acknowledgements) is fsynced; the

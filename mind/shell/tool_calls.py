@@ -141,6 +141,7 @@ class ToolCalls:
             ),
             sync=True,
         )
+        faults.boundary("after_tool_started")
         # Past this point a call with a reason was approved (now or "always"):
         # the file tools may then cross the boundary (never into a denied root).
         result: ToolOutcome = await self.session.tools.run(

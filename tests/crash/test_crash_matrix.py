@@ -60,6 +60,7 @@ def _hits(*counts: int) -> dict[str, int]:
         "after_turn_started",
         "after_model_round",
         "after_tool_call",
+        "after_tool_started",
         "after_tool_result",
         "before_terminal",
         "after_terminal",
@@ -71,13 +72,16 @@ SCENARIOS = {
     s.name: s
     for s in (
         # One text round.
-        Scenario("plain", _hits(1, 1, 1, 0, 0, 1, 1), prompt="plain prompt: say hi"),
+        Scenario("plain", _hits(1, 1, 1, 0, 0, 0, 1, 1), prompt="plain prompt: say hi"),
         # A tool-call round, the tool, a text round.
-        Scenario("tool", _hits(1, 1, 2, 1, 1, 1, 1), prompt="TOOL: tool prompt"),
+        Scenario("tool", _hits(1, 1, 2, 1, 1, 1, 1, 1), prompt="TOOL: tool prompt"),
+        # The same with a read-only tool (list_dir): a crash inside the round
+        # resumes the turn, which runs the call (docs/design/recovery.md §8).
+        Scenario("read", _hits(1, 1, 2, 1, 1, 1, 1, 1), prompt="LIST: read-only prompt"),
         # The steering arrives while the tool runs; the second round answers it.
         Scenario(
             "steer_before",
-            _hits(2, 1, 2, 1, 1, 1, 1),
+            _hits(2, 1, 2, 1, 1, 1, 1, 1),
             steps=driver.SCENARIOS["steer_before"],
             steer_dispositions=("steering",),
         ),
@@ -87,16 +91,17 @@ SCENARIOS = {
         # turn at once.)
         Scenario(
             "steer_after",
-            _hits(2, 2, 3, 1, 1, 2, 2),
+            _hits(2, 2, 3, 1, 1, 1, 2, 2),
             steps=driver.SCENARIOS["steer_after"],
             steer_dispositions=("started", "next_turn"),
         ),
     )
 }
 
-# Boundaries during which no unanswered tool can have started: a synthetic
+# Boundaries during which no unanswered tool can have run (at
+# after_tool_started its start is durable, the tool not yet run): a synthetic
 # result there must leave no effect line.
-_TOOLS_NOT_STARTED = ("after_model_round", "after_tool_call")
+_TOOLS_NOT_STARTED = ("after_model_round", "after_tool_call", "after_tool_started")
 
 
 def _cells() -> list[object]:
