@@ -137,7 +137,8 @@ def replayed_turn(
             elif isinstance(record, jr.UserMessage) and "draining" in machine.configuration:
                 machine.steering_claimed()
     except IllegalTransition:
-        machine.abort()  # fail safe: nothing acknowledged, the inputs replay
+        if not machine.is_terminal:  # a terminal (the round limit) is kept as it is
+            machine.abort()  # fail safe: nothing acknowledged, the inputs replay
     return machine
 
 

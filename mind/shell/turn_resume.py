@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from mind.call_pairing import PairedCall, pair_calls
 from mind.conversation import ToolCall
+from mind.errors import IllegalTransition
 from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.machines.turn_replay import ResumePlan, replayed_turn
@@ -39,14 +40,19 @@ def resumed_machine(session: Session, plan: ResumePlan) -> TurnMachine:
     """The turn machine of ``plan``'s turn rebuilt from the journal (state
     ``running_tools``), with the session's retry policy and round limit.
 
-    A journal the chart refuses gives an ``aborted`` machine: the driver's
-    next event is then refused and the turn fails safe (inputs replay).
+    The rounds it already had were allowed when they ran: a limit lowered
+    since is raised to their number, so the replay still ends inside the
+    round and the turn fails on the limit only after the round's calls are
+    answered (at its ``tools_done``). A journal the chart refuses gives an
+    ``aborted`` machine: :func:`redrive_round` then refuses to run anything.
     """
+    records = session.journal.records
+    rounds = sum(isinstance(r, jr.ModelRound) and r.turn_id == plan.turn_id for r in records)
     return replayed_turn(
-        session.journal.records,
+        records,
         plan.turn_id,
         retry=session.retry_policy,
-        max_rounds=session.config.max_rounds,
+        max_rounds=max(session.config.max_rounds, rounds),
     )
 
 
@@ -81,9 +87,17 @@ async def redrive_round(calls: ToolCalls, turn: Turn, machine: TurnMachine) -> i
         How many calls ran.
 
     Raises:
+        IllegalTransition: the rebuilt machine is not in ``running_tools``
+            (the journal changed under the plan, or the round limit was
+            lowered): nothing runs and the driver fails safe (aborted, the
+            inputs replay).
         What :meth:`ToolCalls.run` raises (a journal write failed: the
         driver fails the turn).
     """
+    if "running_tools" not in machine.configuration:
+        raise IllegalTransition(
+            "turn", "(resume a tool round)", machine.state, configuration=machine.configuration
+        )
     ran = 0
     count = len(round_calls(list(turn.session.journal.records), turn.turn_id))
     for index in range(count):

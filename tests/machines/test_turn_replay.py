@@ -239,3 +239,8 @@ def test_only_the_crashed_turns_records_decide() -> None:
         synthetic=False,
     )
     assert plan_of([started(), named_round(("c1", "shell")), other]) == (["c1"], [])
+
+
+def test_a_replay_that_ends_on_the_round_limit_stays_there() -> None:
+    records = [started(), round_(calls=("c1",)), result("c1"), round_(calls=("c2",))]
+    assert replayed_turn(records, T, max_rounds=1).state == "failed"

@@ -205,3 +205,49 @@ def test_the_session_opens_busy_with_the_resumed_turn_owning_the_mailbox(tmp_pat
     assert (box, claimed, waiting) == ("open", ["m1"], ["m2"])
     ends = [(r.turn_id == "t1", r.acknowledged) for r in records if isinstance(r, jr.TurnCompleted)]
     assert ends == [(True, ["m1"]), (False, ["m2"])]
+
+
+def test_a_round_limit_lowered_since_the_crash_fails_the_turn_after_its_calls(
+    tmp_path: Path,
+) -> None:
+    """Two rounds ran under the old limit; the session now allows one: the
+    round's call still runs once (every call answered), then the turn fails
+    on the limit at its next boundary, as a live turn would."""
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump(SCRIPT), encoding="utf-8")
+    config = mind.resolve_config(
+        provider="scripted", script=str(script), env={"MIND_MAX_ROUNDS": "1"}
+    )
+    first = jr.ToolResult(
+        seq=0,
+        recorded_at_ms=0,
+        turn_id="t1",
+        call_id="c1",
+        name="read_file",
+        status=jr.ToolStatus.ok,
+        output="hello",
+        synthetic=False,
+    )
+    second = jr.ToolResult(
+        seq=0,
+        recorded_at_ms=0,
+        turn_id="t1",
+        call_id="c2",
+        name="list_dir",
+        status=jr.ToolStatus.ok,
+        output="notes.txt",
+        synthetic=False,
+    )
+    again = rec.model_round("t1", "", [CALLS[0]], index=1)
+    state, sid = _crashed_session(tmp_path, config, [first, second, again])
+    _session, events, records = anyio.run(_resume, state, sid, config)
+
+    assert events[0] == ev.TurnResumedEvent(turn_id="t1", call_ids=["c1"])
+    assert _results(records) == [
+        ("c1", "ok", False),
+        ("c2", "ok", False),
+        ("c1", "ok", False),
+    ]
+    (done,) = [r for r in records if isinstance(r, jr.TurnCompleted)]
+    assert done.status == jr.TurnStatus.failed
+    assert isinstance(done.failure, jr.Failure) and done.failure.kind == jr.FailureKind.internal
