@@ -35,6 +35,7 @@ TurnEventName = Literal[
     "round_done",
     "round_failed",
     "stream_opened",
+    "inputs_claimed",
     "tools_done",
     "approval_needed",
     "approval_answered",
@@ -73,6 +74,7 @@ TURN_EVENTS: Final[tuple[TurnEventName, ...]] = (
     "round_done",
     "round_failed",
     "stream_opened",
+    "inputs_claimed",
     "tools_done",
     "approval_needed",
     "approval_answered",
@@ -122,9 +124,13 @@ class TurnModel(Protocol):
 
     def drain_or_seal(self, *args: Any, **kwargs: Any) -> object: ...
 
+    def drain_steering(self, *args: Any, **kwargs: Any) -> object: ...
+
     def fail_output_limit(self, *args: Any, **kwargs: Any) -> object: ...
 
     def fail_round_limit(self, *args: Any, **kwargs: Any) -> object: ...
+
+    def note_inputs(self, *args: Any, **kwargs: Any) -> object: ...
 
     def refuse_call(self, *args: Any, **kwargs: Any) -> object: ...
 
@@ -211,8 +217,9 @@ class TurnChart(StateChart[TurnModel]):
         | _to(active.sampling, failed, unless='can_retry')
     )
     stream_opened = _to(active.sampling.requesting, active.sampling.streaming)
+    inputs_claimed = _to(active.sampling.requesting, active.sampling.requesting, internal=True, on=['note_inputs'])
     tools_done = (
-        _to(active.running_tools, active.sampling, cond='within_round_limit')
+        _to(active.running_tools, active.sampling, cond='within_round_limit', on=['drain_steering'])
         | _to(active.running_tools, failed, unless='within_round_limit', on=['fail_round_limit'])
     )
     approval_needed = (
@@ -222,7 +229,7 @@ class TurnChart(StateChart[TurnModel]):
     approval_answered = _to(active.running_tools.awaiting_approval, active.running_tools.executing)
     retry_due = _to(active.retrying, active.sampling)
     steering_claimed = (
-        _to(active.draining, active.sampling, cond='within_round_limit')
-        | _to(active.draining, failed, unless='within_round_limit', on=['fail_round_limit'])
+        _to(active.draining, active.sampling, cond='within_round_limit', on=['note_inputs'])
+        | _to(active.draining, failed, unless='within_round_limit', on=['note_inputs', 'fail_round_limit'])
     )
     seal = _to(active.draining, completed)

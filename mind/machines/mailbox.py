@@ -526,7 +526,7 @@ class Mailbox:
             return []
         return self._claim({"queued"})
 
-    def end_turn(self, *, acknowledge: bool) -> list[str]:
+    def end_turn(self, *, acknowledge: bool, only: Collection[str] | None = None) -> list[str]:
         """The turn ended: settle what it claimed and give up the box (``-> no_owner``).
 
         Claimed messages become ``acknowledged`` (``acknowledge=True``: the
@@ -538,6 +538,10 @@ class Mailbox:
 
         Args:
             acknowledge: whether the turn's terminal record acknowledges its inputs.
+            only: when given, the ids the terminal acknowledges (the turn
+                machine's ``WriteTerminal.acknowledged``); a claimed message
+                not among them is ``returned``: its claim never reached the
+                turn's records, so no receipt will name it.
 
         Returns:
             The acknowledged ids in arrival order, to be written in the
@@ -552,8 +556,9 @@ class Mailbox:
         for slot in self._slots.values():
             state = slot.current
             if state == "claimed":
-                slot.send("acknowledge" if acknowledge else "release")
-                if acknowledge:
+                settles = acknowledge and (only is None or slot.message_id in only)
+                slot.send("acknowledge" if settles else "release")
+                if settles:
                     settled.append(slot.message_id)
             elif state == "queued":
                 slot.send("defer")

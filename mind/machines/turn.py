@@ -29,9 +29,14 @@ Decisions (guards, pure functions of the event's data):
 - ``approval_needed``: the session can ask -> ``awaiting_approval``
   (:class:`AskApproval`), else the call is refused (:class:`RefuseCall`).
 - ``tools_done`` / ``steering_claimed``: another round within
-  :func:`within_round_limit` -> ``sampling``, else ``failed`` ``internal``.
+  :func:`within_round_limit` -> ``sampling``, else ``failed`` ``internal``;
+  after the tool results the boundary drain (:class:`DrainSteering`).
+- ``inputs_claimed`` / ``steering_claimed`` carry the ids of the inputs the
+  turn took (each journaled as a ``user_message`` first): the machine owns the
+  turn's input list, live and in recovery (``turn_replay`` feeds it the same
+  events from those records), so both acknowledge by the one rule.
 - every terminal: :class:`WriteTerminal` with the status, whether the inputs
-  are acknowledged (:func:`acknowledges`) and the failure;
+  are acknowledged (:func:`acknowledges`), their ids and the failure;
   :meth:`TurnMachine.next_turn` then says whether the next turn starts.
 
 Terminal states are absorbing: every event sent after one raises
@@ -41,12 +46,12 @@ Errors: a disallowed event raises :class:`~mind.errors.IllegalTransition`
 (``chart="turn"``; a ``RuntimeError``: the caller misused the machine; never
 retried), the one refusal of every chart, so callers do not depend on the
 engine; the engine error is chained as ``__cause__``. The machine is unchanged
-when it is raised. The shell answers a refusal with :data:`FAIL_SAFE`.
+when it is raised. The shell answers a refusal with :meth:`TurnMachine.fail_safe`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, TypeAlias, final
 
@@ -64,6 +69,7 @@ __all__ = [
     "AnnounceWaiting",
     "AskApproval",
     "DrainOrSeal",
+    "DrainSteering",
     "Effect",
     "RefuseCall",
     "RetryRule",
@@ -210,16 +216,20 @@ class WriteTerminal:
         acknowledge: whether the record acknowledges the inputs the turn
             claimed (:func:`acknowledges`); ``False`` leaves them to replay.
         failure: the failure of a ``failed`` turn, else ``None``.
+        acknowledged: the ids the record acknowledges, in claim order: the
+            turn's inputs (``inputs_claimed`` / ``steering_claimed``) when
+            ``acknowledge``, else ``()``.
     """
 
     status: str
     acknowledge: bool
     failure: TurnFailure | None = None
+    acknowledged: tuple[str, ...] = ()
 
 
 FAIL_SAFE: Final = WriteTerminal(status="aborted", acknowledge=False)
-"""What the shell writes when the chart refused a transition (even ``abort``):
-an aborted turn acknowledges nothing, so no input is lost."""
+"""The terminal :meth:`TurnMachine.fail_safe` names when the chart refuses even
+``abort``: an aborted turn acknowledges nothing, so no input is lost."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +279,13 @@ class DrainOrSeal:
 
 
 @dataclass(frozen=True, slots=True)
+class DrainSteering:
+    """At the model-request boundary after the tool results: claim the steering
+    that arrived meanwhile (the mailbox's ``drain``), journal each as a
+    ``user_message``, then send ``inputs_claimed`` with their ids."""
+
+
+@dataclass(frozen=True, slots=True)
 class StartNextTurn:
     """Start the next turn now with the input that waits."""
 
@@ -278,7 +295,9 @@ class AnnounceWaiting:
     """Input waits for a later turn: publish ``input.waiting`` (how to drop it)."""
 
 
-Effect: TypeAlias = WriteTerminal | StartBackoff | AskApproval | RefuseCall | RunTools | DrainOrSeal
+Effect: TypeAlias = (
+    WriteTerminal | StartBackoff | AskApproval | RefuseCall | RunTools | DrainOrSeal | DrainSteering
+)
 """What an event asks the shell to do (the return value of every event method)."""
 
 
@@ -299,6 +318,7 @@ class _TurnData:
         rounds_done: model rounds that ended (``round_done``) so far.
         effects: effects named by the event being processed.
         terminal: the effect of the terminal reached, once terminal.
+        inputs: ids of the inputs the turn claimed, in claim order, no repeats.
         state: where python-statemachine stores the configuration value.
     """
 
@@ -309,7 +329,9 @@ class _TurnData:
     effects: list[Effect] = field(default_factory=list)
     terminal: WriteTerminal | None = None
     send_pending: bool = True
+    inputs: list[str] = field(default_factory=list)
     # event data
+    message_ids: tuple[str, ...] = ()
     tool_calls: int = 0
     output_bytes: int = 0
     output_limit: int = 0
@@ -369,6 +391,15 @@ class _TurnData:
         """Action ``drain_or_seal`` (entry of ``draining``)."""
         self.effects.append(DrainOrSeal())
 
+    def drain_steering(self, *args: Any, **kwargs: Any) -> None:
+        """Action ``drain_steering`` (``tools_done`` -> ``sampling``)."""
+        self.effects.append(DrainSteering())
+
+    def note_inputs(self, *args: Any, **kwargs: Any) -> None:
+        """Action ``note_inputs``: the claimed ids join the turn's inputs (an id
+        claimed again, e.g. recorded twice, counts once)."""
+        self.inputs.extend(i for i in dict.fromkeys(self.message_ids) if i not in self.inputs)
+
     def start_backoff(self, *args: Any, **kwargs: Any) -> None:
         """Action ``start_backoff``: takes one retry of the turn's budget."""
         assert self.failure is not None
@@ -396,10 +427,12 @@ class _TurnData:
         """Action ``write_terminal`` (entry of every terminal state)."""
         status = str(state.id)
         failure = self.failure if status == "failed" else None
+        acknowledge = acknowledges(status, failure.kind if failure else None)
         effect = WriteTerminal(
             status=status,
-            acknowledge=acknowledges(status, failure.kind if failure else None),
+            acknowledge=acknowledge,
             failure=failure,
+            acknowledged=tuple(self.inputs) if acknowledge else (),
         )
         self.terminal = effect
         self.effects.append(effect)
@@ -457,6 +490,11 @@ class TurnMachine:
     def terminal(self) -> WriteTerminal | None:
         """The terminal record the turn ended with (what ``write_terminal`` named)."""
         return self._data.terminal
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """Ids of the inputs the turn claimed so far, in claim order."""
+        return tuple(self._data.inputs)
 
     @property
     def retries_used(self) -> int:
@@ -609,9 +647,28 @@ class TurnMachine:
         """
         return self._send("tools_done")
 
-    def steering_claimed(self) -> list[Effect]:
-        """``draining -> sampling``: steering was claimed (or fail out of rounds)."""
-        return self._send("steering_claimed")
+    def inputs_claimed(self, message_ids: Iterable[str]) -> list[Effect]:
+        """``requesting``: the turn took these inputs (its first ones after
+        ``start``, or steering drained after the tool results, each journaled as
+        a ``user_message`` first); they join :attr:`inputs`.
+
+        Args:
+            message_ids: the claimed ids, in claim order; none: nothing is sent
+                (a drain that found nothing leaves no record to replay).
+
+        Returns:
+            ``[]``.
+        """
+        ids = tuple(message_ids)
+        return self._send("inputs_claimed", message_ids=ids) if ids else []
+
+    def steering_claimed(self, message_ids: Iterable[str] = ()) -> list[Effect]:
+        """``draining -> sampling``: steering was claimed (or fail out of rounds).
+
+        Args:
+            message_ids: the claimed ids (journaled first); they join :attr:`inputs`.
+        """
+        return self._send("steering_claimed", message_ids=tuple(message_ids))
 
     def seal(self) -> list[Effect]:
         """``draining -> completed``: nothing to drain; the inbox is sealed."""
@@ -634,6 +691,27 @@ class TurnMachine:
     def abort(self) -> list[Effect]:
         """``accepted | active -> aborted``: the process is stopping; inputs replay later."""
         return self._send("abort")
+
+    def fail_safe(self) -> WriteTerminal:
+        """End the turn so no input is lost (docs/design/turn.md §8): after a
+        refused transition, or when the runtime cancels the turn.
+
+        The rule: a turn already terminal keeps the terminal it named; else
+        ``abort`` (aborted, nothing acknowledged); if the chart refuses even
+        that, :data:`FAIL_SAFE` (the same record, named here without the chart:
+        :attr:`status` stays ``None`` and :meth:`next_turn` takes it as
+        aborted). Never raises.
+
+        Returns:
+            The terminal record to write.
+        """
+        if self._data.terminal is None:
+            try:
+                self._send("abort")
+            except IllegalTransition:
+                self._data.terminal = FAIL_SAFE
+        assert self._data.terminal is not None
+        return self._data.terminal
 
     # Recovery: a crashed turn, replayed from its records (mind.machines.turn_replay).
 

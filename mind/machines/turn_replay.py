@@ -20,9 +20,17 @@ no text                     record of the turn shows the driver went on
 ``tool_result`` (the last   ``tools_done``
 of its round's calls,
 counted per occurrence)
-``user_message`` while      ``steering_claimed`` (claimed at drain-or-seal;
-draining                    elsewhere an input changes no state)
+``user_message`` while      ``steering_claimed`` with its id (claimed at
+draining                    drain-or-seal)
+``user_message``, any       ``inputs_claimed`` with its id (the turn's first
+other state                 inputs, or steering drained after the tool
+                            results; the chart takes it only while
+                            ``requesting``)
 ==========================  ==============================================
+
+The ids join the machine's input list exactly as the live driver's events
+did, so the receipt acknowledges what the live terminal would have: one rule,
+owned by the turn machine (``WriteTerminal.acknowledged``).
 
 Fails safe: a record sequence the chart refuses (a damaged or foreign
 journal) stops the replay and the turn is ``abort``-ed — its inputs replay,
@@ -43,7 +51,7 @@ from typing import Final, NamedTuple
 from mind.call_pairing import PairedCall, pair_calls
 from mind.errors import IllegalTransition
 from mind.generated import journal as jr
-from mind.machines.turn import RetryRule, TurnMachine, acknowledges
+from mind.machines.turn import RetryRule, TurnMachine
 
 __all__ = [
     "RecoveredClosing",
@@ -81,10 +89,13 @@ class RecoveredClosing(NamedTuple):
         status: ``"completed"`` or ``"aborted"``.
         acknowledges: whether the receipt acknowledges the turn's inputs
             (:func:`mind.machines.turn.acknowledges` of that status).
+        acknowledged: the ids it acknowledges, in claim order (the turn's
+            ``user_message`` ids when ``acknowledges``, else none).
     """
 
     status: str
     acknowledges: bool
+    acknowledged: tuple[str, ...] = ()
 
 
 def replayed_turn(
@@ -134,11 +145,13 @@ def replayed_turn(
                 pending.remove(record.call_id)
                 if not pending:
                     machine.tools_done()
-            elif isinstance(record, jr.UserMessage) and "draining" in machine.configuration:
-                machine.steering_claimed()
+            elif isinstance(record, jr.UserMessage):
+                if "draining" in machine.configuration:
+                    machine.steering_claimed([record.message_id])
+                else:
+                    machine.inputs_claimed([record.message_id])
     except IllegalTransition:
-        if not machine.is_terminal:  # a terminal (the round limit) is kept as it is
-            machine.abort()  # fail safe: nothing acknowledged, the inputs replay
+        machine.fail_safe()  # a terminal (the round limit) is kept; else nothing acknowledged
     return machine
 
 
@@ -153,9 +166,9 @@ def recovered_closing(records: Iterable[jr.JournalRecord], turn_id: str) -> Reco
     machine = replayed_turn(records, turn_id)
     if not machine.is_terminal:
         machine.recover()
-    status = machine.status
-    assert status is not None
-    return RecoveredClosing(status, acknowledges(status, None))
+    terminal = machine.terminal
+    assert terminal is not None
+    return RecoveredClosing(terminal.status, terminal.acknowledge, terminal.acknowledged)
 
 
 @dataclass(frozen=True, slots=True)

@@ -256,7 +256,9 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
             text = plain(text)
         out.write(text.rstrip("\n") + "\n")
         out.flush()
-    if last.status != ev.TurnStatus.completed:
+    # A completed turn may carry a failure too: its answer was journaled but
+    # its terminal record could not be written (docs/design/turn.md §2).
+    if last.status != ev.TurnStatus.completed or isinstance(last.failure, ev.Failure):
         failure = last.failure if isinstance(last.failure, ev.Failure) else None
         line = f"mind: turn {last.status.value}"
         if failure is not None:

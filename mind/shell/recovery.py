@@ -208,16 +208,11 @@ def close_unterminated_turns(journal: Journal, *, resume: ResumePlan | None = No
             r for r in journal.records if isinstance(r, jr.ModelRound) and r.turn_id == turn_id
         ]
         closing = recovered_closing(journal.records, turn_id)
-        inputs = [
-            r.message_id
-            for r in journal.records
-            if isinstance(r, jr.UserMessage) and r.turn_id == turn_id
-        ]
         usage = jr.Usage(
             input_tokens=sum(r.usage.input_tokens for r in rounds),
             output_tokens=sum(r.usage.output_tokens for r in rounds),
         )
-        acks = list(dict.fromkeys(inputs)) if closing.acknowledges else []
+        acks = list(closing.acknowledged)
         journal.append(
             jr.TurnCompleted(
                 seq=0,

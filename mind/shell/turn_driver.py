@@ -44,6 +44,7 @@ from mind.machines.turn import (
     FAIL_SAFE,
     AnnounceWaiting,
     DrainOrSeal,
+    DrainSteering,
     Effect,
     RunTools,
     StartBackoff,
@@ -51,7 +52,7 @@ from mind.machines.turn import (
     TurnMachine,
     WriteTerminal,
 )
-from mind.machines.turn_replay import ResumePlan
+from mind.machines.turn_replay import ResumePlan, recovered_closing
 from mind.shell import faults
 from mind.shell.recovery import (
     ABORTED_OUTPUT,
@@ -132,12 +133,13 @@ class TurnDriver:
             if self.resume is None:
                 self._begin(turn)
                 machine.start()
-            else:
+                machine.inputs_claimed(m.message_id for m in turn.inputs)
+            else:  # the replay fed the machine the inputs the turn journaled
                 self._begin_resumed(turn, self.resume)
             with turn._scope:
                 if self.resume is not None:
                     await redrive_round(self.calls, turn, machine)
-                    machine.tools_done()
+                    self._tools_done(turn, machine)
                     if machine.terminal is not None:  # out of rounds
                         return machine.terminal
                 return await self._loop(turn, machine)
@@ -158,26 +160,22 @@ class TurnDriver:
         return _terminal(machine, machine.interrupt(send_pending=turn._send_pending))
 
     def _abort(self, turn: Turn, machine: TurnMachine) -> WriteTerminal:
-        """Close the turn's open calls as aborted and send ``abort``; returns
-        the terminal to write (the machine's own if it already has one)."""
-        if machine.terminal is not None:
-            return machine.terminal
-        # A broken journal: recovery closes the calls when the session reopens.
-        with contextlib.suppress(StorageError):
-            self._close_open_calls(turn, ABORTED_OUTPUT, ABORTED_UNSTARTED_OUTPUT)
-        try:
-            return _terminal(machine, machine.abort())
-        except IllegalTransition as exc:
-            # Even the fail-safe was refused: write ``aborted`` anyway
-            # (acknowledging nothing), the one ending that loses no input.
+        """Close the turn's open calls as aborted, then end it as the machine's
+        :meth:`~mind.machines.turn.TurnMachine.fail_safe` says; returns the
+        terminal to write."""
+        if machine.terminal is None:
+            # A broken journal: recovery closes the calls when the session reopens.
+            with contextlib.suppress(StorageError):
+                self._close_open_calls(turn, ABORTED_OUTPUT, ABORTED_UNSTARTED_OUTPUT)
+        terminal = machine.fail_safe()
+        if terminal is FAIL_SAFE:
             log.error(
-                "turn %s of session %s: the Turn chart refused %r in state %s too",
+                "turn %s of session %s: the Turn chart refused 'abort' in state %s too",
                 turn.turn_id,
                 self.session.session_id,
-                exc.event,
                 machine.state,
             )
-            return FAIL_SAFE
+        return terminal
 
     def _refused(self, turn: Turn, machine: TurnMachine, exc: IllegalTransition) -> WriteTerminal:
         """Fail safe after a refused transition: log it, end the turn ``aborted``."""
@@ -254,10 +252,10 @@ class TurnDriver:
         inbox, then publish ``turn.completed``, then do what the machine says
         about the input that waits (start the next turn, or announce it).
 
-        ``terminal.acknowledge`` (the rule is
-        :func:`mind.machines.turn.acknowledges`) says whether the record
-        acknowledges the inputs the turn claimed — the mailbox's
-        ``claimed()`` — or leaves them to replay.
+        ``terminal.acknowledged`` names the ids the record acknowledges: the
+        turn machine's inputs when the ending acknowledges them
+        (:func:`mind.machines.turn.acknowledges`), the same rule recovery
+        replays (``turn_replay``), else none: they replay.
         """
         usage = turn._usage
         status = ev.TurnStatus(terminal.status)
@@ -267,11 +265,8 @@ class TurnDriver:
             else None
         )
         faults.boundary("before_terminal")
-        # The ids the record will acknowledge, in order; the mailbox settles
-        # only once the record is durable (a failed write acknowledges nothing).
-        acknowledged = (
-            [m.message_id for m in self.session.mailbox.claimed()] if terminal.acknowledge else []
-        )
+        # The mailbox settles only once the record is durable.
+        acknowledged = list(terminal.acknowledged)
         extra: dict[str, Any] = {}
         if failure is not None:
             extra["failure"] = jr.Failure(
@@ -294,29 +289,19 @@ class TurnDriver:
                 sync=True,
             )
         except (StorageError, JournalError) as exc:
-            # No durable terminal: the turn stays open on disk and recovery
-            # closes it when the session is reopened (docs/design/turn.md §2). A
-            # journal replaced or removed underneath (JournalError) is the
-            # same: the record cannot be made durable, nothing is acknowledged.
             written = False
-            status, acknowledged = ev.TurnStatus.failed, []
-            if isinstance(exc, StorageError):
-                turn._storage_error = turn._storage_error or exc
-                failure = failure if failure and failure.kind.value == "storage" else None
-                failure = failure or storage_failure(exc, self.session.session_id)
-            else:
-                text = redact(f"could not write the terminal record: {exc}", self.session.secrets)
-                failure = ev.Failure(kind=ev.FailureKind.internal, message=text)
-        self.session.mailbox.end_turn(acknowledge=bool(acknowledged))
+            status, acknowledged, failure = self._unwritten(turn, exc)
+        self.session.mailbox.end_turn(acknowledge=bool(acknowledged), only=acknowledged)
         faults.boundary("after_terminal")
         self.session.runtime.store.index.note(self.session.session_id, status=status.value)
-        try:
-            self.session.inbox.remove(acknowledged)
-        except StorageError as exc:
-            # The terminal record is durable, so the inputs are consumed; the
-            # stale entries are filtered out when the session is next opened.
-            log.warning("%s", exc)
-        self.session.mailbox.forget(acknowledged)
+        if written:  # inbox.json keeps an input until a durable record acknowledges it
+            try:
+                self.session.inbox.remove(acknowledged)
+            except StorageError as exc:
+                # The terminal record is durable, so the inputs are consumed; the
+                # stale entries are filtered out when the session is next opened.
+                log.warning("%s", exc)
+            self.session.mailbox.forget(acknowledged)
         done = ev.TurnCompletedEvent(
             turn_id=turn.turn_id,
             status=status,
@@ -338,6 +323,33 @@ class TurnDriver:
             # it, or it goes silently into the next turn (docs/design/turn.md §6).
             self.session._events.put(self.session.waiting_event())
 
+    def _unwritten(
+        self, turn: Turn, exc: StorageError | JournalError
+    ) -> tuple[ev.TurnStatus, list[str], ev.Failure]:
+        """The terminal record could not be made durable (a full disk, a journal
+        replaced underneath): the turn is what its durable records say, and the
+        chart decides it as the next open will — they are replayed into a fresh
+        turn machine that is sent ``recover``
+        (:func:`mind.machines.turn_replay.recovered_closing`) — so this process
+        reports what that open writes (docs/design/turn.md §2).
+
+        Returns:
+            The status, the ids the reopen's receipt will acknowledge (settled
+            in the mailbox now, left in ``inbox.json`` until then) and the
+            failure to report (``storage``, or ``internal`` for a replaced journal).
+        """
+        closing = recovered_closing(self.session.journal.records, turn.turn_id)
+        acknowledged = list(closing.acknowledged)
+        cause = turn._storage_error or (exc if isinstance(exc, StorageError) else None)
+        if cause is not None:
+            turn._storage_error = cause
+            kept = any(m.message_id not in acknowledged for m in self.session.mailbox.claimed())
+            failure = storage_failure(cause, self.session.session_id, kept=kept)
+        else:
+            text = redact(f"could not write the terminal record: {exc}", self.session.secrets)
+            failure = ev.Failure(kind=ev.FailureKind.internal, message=text)
+        return ev.TurnStatus(closing.status), acknowledged, failure
+
     async def _loop(self, turn: Turn, machine: TurnMachine) -> WriteTerminal:
         """Model rounds and tool calls until the machine names the terminal.
 
@@ -345,13 +357,6 @@ class TurnDriver:
         """
         output_used = 0  # bytes of model output in this turn's rounds
         while True:
-            if machine.rounds_done > 0:
-                # A model-request boundary after the tool results: steering
-                # sent meanwhile reaches the model now, never between a call
-                # and its result.
-                claimed = self.session.mailbox.drain()
-                self._journal_inputs(turn, claimed, sync=False)
-                self._announce_claim(turn, claimed, ev.ClaimPoint.boundary)
             # Built once per round: every retry of the round sends this same
             # request (docs/design/providers.md §8); input that arrives meanwhile waits for the
             # next round boundary.
@@ -406,7 +411,7 @@ class TurnDriver:
                 if isinstance(effect, RunTools):
                     for call in done.tool_calls:
                         await self.calls.run(turn, machine, call)
-                    machine.tools_done()
+                    self._tools_done(turn, machine)
                 elif isinstance(effect, DrainOrSeal):
                     # One step with no await inside: either the steering that
                     # arrived is claimed (another round answers it) or the
@@ -416,11 +421,23 @@ class TurnDriver:
                     if steering:
                         self._journal_inputs(turn, steering, sync=False)
                         self._announce_claim(turn, steering, ev.ClaimPoint.drain)
-                        machine.steering_claimed()
+                        machine.steering_claimed(m.message_id for m in steering)
                     else:
                         machine.seal()
             if machine.terminal is not None:
                 return machine.terminal
+
+    def _tools_done(self, turn: Turn, machine: TurnMachine) -> None:
+        """Every result of the round is journaled: send ``tools_done`` and
+        perform the drain it names (a fresh round's and a resumed one's)."""
+        if any(isinstance(e, DrainSteering) for e in machine.tools_done()):
+            # The model-request boundary after the tool results:
+            # steering sent meanwhile reaches the model now, never
+            # between a call and its result.
+            claimed = self.session.mailbox.drain()
+            self._journal_inputs(turn, claimed, sync=False)
+            self._announce_claim(turn, claimed, ev.ClaimPoint.boundary)
+            machine.inputs_claimed(m.message_id for m in claimed)
 
     async def _sample(
         self, turn: Turn, machine: TurnMachine, frozen: _FrozenRequest
@@ -607,14 +624,16 @@ def _terminal(machine: TurnMachine, effects: list[Effect]) -> WriteTerminal:
     )
 
 
-def storage_failure(exc: StorageError, session_id: str) -> ev.Failure:
+def storage_failure(exc: StorageError, session_id: str, *, kept: bool = True) -> ev.Failure:
     """The ``storage`` failure of a turn whose journal write failed: one line
-    naming the file and the errno, and how to go on."""
+    naming the file and the errno, whether input is kept (it replays), and
+    how to go on."""
     why = exc.errno_name or "I/O error"
     return ev.Failure(
         kind=ev.FailureKind.storage,
-        message=f"could not write {exc.path} ({why}); the input is kept: free space, "
-        f"then resume session {session_id}",
+        message=f"could not write {exc.path} ({why}); "
+        + ("the input is kept: " if kept else "")
+        + f"free space, then resume session {session_id}",
     )
 
 

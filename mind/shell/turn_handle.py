@@ -134,8 +134,9 @@ class TurnOutcome(msgspec.Struct, frozen=True, kw_only=True):
         error: for a turn that failed because mind's own state could not be
             written (failure kind ``storage``: disk full, quota, I/O error),
             the typed error with ``path`` and ``errno``; else None. The
-            turn's inputs are then not acknowledged: reopen the session once
-            space is freed and they replay (docs/design/turn.md §3).
+            status is then what reopening the session will close the turn
+            with (``aborted``: its inputs replay; ``completed``: its answer
+            was journaled), docs/design/turn.md §2.
     """
 
     event: ev.TurnCompletedEvent

@@ -391,6 +391,22 @@ def test_observers_see_box_and_message_transitions() -> None:
     assert repr(box) == "Mailbox(state='no_owner', messages=2)"
 
 
+def test_end_turn_acknowledges_only_the_ids_the_terminal_names() -> None:
+    # A claim whose user_message never reached the journal is not in the
+    # turn machine's list: no receipt names it, so it returns (and replays).
+    box = Mailbox()
+    box.enqueue("p1", "one", kind="prompt")
+    box.open_turn()
+    box.enqueue("s1", "two", kind="steer")
+    box.drain()
+    assert box.end_turn(acknowledge=True, only={"p1"}) == ["p1"]
+    assert [(m.message_id, m.state) for m in box.messages()] == [
+        ("p1", "acknowledged"),
+        ("s1", "returned"),
+    ]
+    assert ids(box.waiting()) == ["s1"]
+
+
 def test_a_resumed_turn_claims_only_its_own_recovered_inputs() -> None:
     box = Mailbox()
     box.restore([("a", "first", "prompt"), ("s", "steer", "steer"), ("q", "later", "queue")])

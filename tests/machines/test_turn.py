@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from statemachine.exceptions import TransitionNotAllowed
 
 from mind.effects.retry import RetryPolicy
 from mind.errors import IllegalTransition
@@ -18,6 +19,7 @@ from mind.machines.turn import (
     AnnounceWaiting,
     AskApproval,
     DrainOrSeal,
+    DrainSteering,
     RefuseCall,
     RunTools,
     StartBackoff,
@@ -106,7 +108,7 @@ def test_happy_path_names_every_effect_the_shell_performs() -> None:
         0,
     )
     assert m.approval_answered() == []
-    assert m.tools_done() == []
+    assert m.tools_done() == [DrainSteering()]
     assert snap(m) == ("requesting", active("sampling", "requesting"), False, None, 0)
     assert final(m) == [DrainOrSeal()]
     assert snap(m) == ("checking_inbox", active("draining", "checking_inbox"), False, None, 0)
@@ -362,3 +364,94 @@ def test_the_output_cap_holds_up_to_its_limit_and_not_past_it() -> None:
     assert within_output_cap(0, 0)
     assert within_output_cap(1024, 1024)
     assert not within_output_cap(1025, 1024)
+
+
+def test_the_terminal_acknowledges_the_inputs_the_turn_claimed_in_claim_order() -> None:
+    m = machine()
+    m.start()
+    assert m.inputs_claimed(["p1", "p2"]) == []
+    assert m.inputs_claimed([]) == []  # a drain that found nothing: no event
+    m.stream_opened()
+    tools(m)
+    assert m.tools_done() == [DrainSteering()]
+    assert m.inputs_claimed(["s1", "p1"]) == []  # an id claimed again counts once
+    final(m)
+    assert m.steering_claimed(["s2"]) == []
+    assert m.inputs == ("p1", "p2", "s1", "s2")
+    final(m)
+    assert m.seal() == [WriteTerminal("completed", True, None, ("p1", "p2", "s1", "s2"))]
+
+
+@pytest.mark.parametrize(
+    ("end", "status", "acknowledged"),
+    [
+        (lambda m: m.abort(), "aborted", ()),
+        (lambda m: m.round_failed(kind="server", message="m"), "failed", ()),  # no retries left
+        (lambda m: m.round_failed(kind="auth", message="m"), "failed", ("p1",)),
+        (lambda m: m.interrupt(), "interrupted", ("p1",)),
+    ],
+)
+def test_an_ending_names_the_ids_only_when_it_acknowledges(
+    end: Callable[[TurnMachine], object], status: str, acknowledged: tuple[str, ...]
+) -> None:
+    m = machine(max_retries=0)
+    m.start()
+    m.inputs_claimed(["p1"])
+    end(m)
+    assert m.terminal is not None
+    assert (m.terminal.status, m.terminal.acknowledged) == (status, acknowledged)
+    assert m.terminal.acknowledge == bool(acknowledged)
+
+
+def test_steering_claimed_past_the_round_limit_acknowledges_it_too() -> None:
+    m = machine(max_rounds=1)
+    m.start()
+    m.inputs_claimed(["p1"])
+    final(m)
+    (end,) = m.steering_claimed(["s1"])
+    assert end == WriteTerminal(
+        "failed",
+        True,
+        TurnFailure("internal", "the turn exceeded 1 model rounds"),
+        ("p1", "s1"),
+    )
+
+
+@pytest.mark.parametrize(
+    "prefix", [[], ["start", "stream_opened"], ["start", "round_tools"], ["start", "round_done"]]
+)
+def test_inputs_are_claimed_only_at_a_request_boundary(prefix: list[str]) -> None:
+    m = machine()
+    for name in prefix:
+        PREFIX[name](m)
+    before = snap(m)
+    with pytest.raises(IllegalTransition):
+        m.inputs_claimed(["x"])
+    assert snap(m) == before and m.inputs == ()
+
+
+def test_fail_safe_aborts_or_keeps_the_terminal_already_named() -> None:
+    m = machine()
+    m.start()
+    m.inputs_claimed(["p1"])
+    assert m.fail_safe() == WriteTerminal("aborted", acknowledge=False)
+    assert m.status == "aborted"
+    done = machine()
+    done.start()
+    final(done)
+    sealed = done.seal()
+    assert [done.fail_safe()] == sealed  # terminal: the one it named, nothing sent
+
+
+def test_fail_safe_when_the_chart_refuses_even_abort() -> None:
+    class RefuseAbort:
+        def before_transition(self, event: object, machine: object) -> None:
+            if str(event) == "abort":
+                raise TransitionNotAllowed(event, set())  # type: ignore[arg-type]
+
+    m = machine()
+    m.observe(RefuseAbort())
+    m.start()
+    assert m.fail_safe() is FAIL_SAFE
+    assert (m.state, m.status, m.terminal) == ("requesting", None, FAIL_SAFE)
+    assert m.next_turn(input_waiting=True, closing=False) == AnnounceWaiting()

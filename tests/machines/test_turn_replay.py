@@ -89,13 +89,13 @@ def test_each_crash_point_closes_as_the_chart_says() -> None:
         "answer to the steering": (
             [started(), round_("done"), message("b", jr.Kind.steer), round_("again")],
             "checking_inbox",
-            COMPLETED,
+            RecoveredClosing("completed", True, ("b",)),
         ),
         "empty last answer": ([started(), round_("  ")], "streaming", ABORTED),
         "empty answer, then steering answered": (
             [started(), round_(""), message("b", jr.Kind.steer), round_("ok")],
             "checking_inbox",
-            COMPLETED,
+            RecoveredClosing("completed", True, ("b",)),
         ),
     }
     got = {
@@ -122,6 +122,33 @@ def test_a_repeated_call_id_is_counted_per_occurrence() -> None:
     dup = [started(), round_(calls=("dup1", "dup1")), result("dup1")]
     assert replayed_turn(dup, T).state == "executing"
     assert replayed_turn([*dup, result("dup1")], T).state == "requesting"
+
+
+def test_the_receipt_acknowledges_the_inputs_the_turn_claimed_in_order() -> None:
+    records = [
+        started(),
+        message("p1"),
+        message("p2"),  # the turn's first inputs
+        round_(calls=("c1",)),
+        result("c1"),
+        message("s1", jr.Kind.steer),  # drained at the boundary after the results
+        round_("answer"),
+        message("s2", jr.Kind.steer),  # claimed at drain-or-seal
+        message("s1", jr.Kind.steer),  # recorded twice: counted once
+        round_("again"),
+    ]
+    assert recovered_closing(records, T) == RecoveredClosing(
+        "completed", True, ("p1", "p2", "s1", "s2")
+    )
+    # Before the answer: aborted, nothing acknowledged, whatever was claimed.
+    assert recovered_closing(records[:6], T) == ABORTED
+
+
+def test_an_input_recorded_where_no_turn_claims_one_fails_safe() -> None:
+    # A user_message between a call and its result: the chart refuses the claim.
+    records = [started(), round_(calls=("c1",)), message("x"), result("c1"), round_("done")]
+    assert replayed_turn(records, T).state == "aborted"
+    assert recovered_closing(records, T) == ABORTED
 
 
 # ---- resume_plan: resumed or closed (docs/design/recovery.md §8) -------------------
@@ -216,15 +243,20 @@ def test_a_repeated_call_id_is_paired_per_occurrence_when_resuming() -> None:
     assert [(p.call.call_id, p.occurrence, p.index) for p in plan.redrive] == [("d", 1, 1)]
 
 
-def test_a_resumed_turn_claims_its_journaled_inputs_once_each_in_order() -> None:
+def test_a_resumed_turn_claims_its_journaled_inputs_in_order() -> None:
+    # Steering drained at the boundary after the first round's results is
+    # the turn's input too.
     records = [
         started(),
         message("a"),
-        named_round(("c1", "shell")),
+        named_round(("c0", "shell")),
+        result("c0"),
         message("s", jr.Kind.steer),
+        named_round(("c1", "shell")),
     ]
-    plan = resume_plan([*records, message("a")], T, read_only=read_only)
+    plan = resume_plan(records, T, read_only=read_only)
     assert plan is not None and plan.inputs == ("a", "s")
+    assert [p.call.call_id for p in plan.redrive] == ["c1"]
 
 
 def test_only_the_crashed_turns_records_decide() -> None:

@@ -133,7 +133,9 @@ def test_a_full_disk_fails_the_turn_with_a_typed_outcome_and_resumes(
                 return outcome, refused.value, session.session_id
 
         outcome, refused, sid = anyio.run(full)  # no ExceptionGroup escapes
-        assert outcome.status == "failed"
+        # The terminal could not be written either: the turn reports what the
+        # reopen will close it with (docs/design/turn.md §2).
+        assert outcome.status == "aborted"
         assert outcome.event.failure is not None
         assert outcome.event.failure.kind == "storage"
         assert isinstance(outcome.error, StorageError)
@@ -159,7 +161,10 @@ def test_a_full_disk_fails_the_turn_with_a_typed_outcome_and_resumes(
     assert resumed.status == "completed" and resumed.final_text == ANSWER
     records = _check_journal(directory / "journal.jsonl")
     done = [r for r in records if isinstance(r, jr.TurnCompleted)]
-    assert done[-1].acknowledged == ["msg-first"]
+    assert [(str(r.status), r.acknowledged) for r in done] == [
+        ("aborted", []),  # the reopen's receipt: what the live turn reported
+        ("completed", ["msg-first"]),
+    ]
     assert Inbox.open(directory / "inbox.json", acknowledged=()).entries == []
 
 
@@ -226,7 +231,7 @@ def test_exec_on_a_full_disk_prints_one_line_exits_4_and_resumes(
     assert "Traceback" not in failed.stderr, failed.stderr
     lines = [line for line in failed.stderr.splitlines() if "ENOSPC" in line or "failed" in line]
     assert len(lines) == 1, failed.stderr  # one line for the failure …
-    assert lines[0].startswith("mind: turn failed (storage): could not write ")
+    assert lines[0].startswith("mind: turn aborted (storage): could not write ")
     assert f"{sid}/journal.jsonl (ENOSPC)" in lines[0]
     assert "first question" in failed.stderr  # … then the usual notice: the input waits
     assert resumed.returncode == 0, resumed.stderr

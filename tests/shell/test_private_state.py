@@ -412,8 +412,9 @@ def test_inbox_entries_survive_the_private_writer(tmp_path: Path) -> None:
 
 def test_a_turn_on_a_replaced_journal_ends_with_the_damage(tmp_path: Path) -> None:
     """A journal replaced underneath a running session is refused, not written:
-    the turn ends ``failed`` naming the replacement (its input not
-    acknowledged) and the replaced file is left byte-identical."""
+    the turn ends ``aborted`` — nothing of it is durable, so that is what the
+    next open concludes — naming the replacement (its input not acknowledged)
+    and the replaced file is left byte-identical."""
     import anyio
     import yaml
 
@@ -439,7 +440,7 @@ def test_a_turn_on_a_replaced_journal_ends_with_the_damage(tmp_path: Path) -> No
             return turn.outcome
 
     outcome = anyio.run(main)
-    assert outcome.status == "failed"
+    assert outcome.status == "aborted"
     failure = outcome.event.failure
     assert failure is not None and "replaced" in failure.message
     journal = next((tmp_path / "state" / "sessions").iterdir()) / "journal.jsonl"

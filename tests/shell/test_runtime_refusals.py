@@ -52,6 +52,7 @@ def _records(path: Path) -> list[jr.JournalRecord]:
 # event refused -> (prompt, approval policy, steer on the first text delta)
 CASES: dict[str, tuple[str, str, bool]] = {
     "start": ("hello", "never", False),
+    "inputs_claimed": ("hello", "never", False),
     "stream_opened": ("hello", "never", False),
     "round_done": ("hello", "never", False),
     "seal": ("hello", "never", False),

@@ -1,6 +1,7 @@
 """A turn whose start cannot be made durable fails ``storage`` from its very
-start — no model request, nothing acknowledged — and its input replays once
-the journal can be written again.
+start — no model request, nothing acknowledged, reported ``aborted``: with no
+durable record of the turn, that is all the next open can conclude — and its
+input replays once the journal can be written again.
 
 The write failure is real: a child process running the library lowers its
 own ``RLIMIT_FSIZE`` to just above the journal's size (a 64 KiB prompt made
@@ -74,7 +75,7 @@ def test_a_turn_whose_start_cannot_be_written_fails_storage_and_its_input_replay
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.splitlines()[-1])
-    assert result["statuses"] == ["completed", "failed", "completed"]
+    assert result["statuses"] == ["completed", "aborted", "completed"]
     assert (result["kind"], result["errno"]) == ("storage", "EFBIG")
     with Journal.open(Path(result["journal"])) as journal:  # valid: a torn tail is repaired
         records = list(journal.records)
