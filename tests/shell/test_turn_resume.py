@@ -251,3 +251,32 @@ def test_a_round_limit_lowered_since_the_crash_fails_the_turn_after_its_calls(
     (done,) = [r for r in records if isinstance(r, jr.TurnCompleted)]
     assert done.status == jr.TurnStatus.failed
     assert isinstance(done.failure, jr.Failure) and done.failure.kind == jr.FailureKind.internal
+
+
+def test_steering_sent_to_the_resumed_turn_reaches_its_next_round(tmp_path: Path) -> None:
+    """The resumed turn owns an open mailbox: steering sent as the session
+    opens is claimed at the boundary after the re-driven results and
+    acknowledged with the turn's own input."""
+    config = _config(tmp_path, SCRIPT)
+    state, sid = _crashed_session(tmp_path, config, [])
+
+    async def main() -> tuple[str, list[jr.JournalRecord]]:
+        async with mind.Runtime.open(state_root=state) as rt:
+            session = await rt.open_session(sid, config=config)
+            # No await since the open: the resumed turn has not run yet.
+            receipt = session.steer("also say bye", message_id="s1")
+            assert session.resumed_turn is not None
+            with anyio.fail_after(DEADLINE_S):
+                await session.resumed_turn.wait()
+            return receipt.disposition, list(session.journal.records)
+
+    disposition, records = anyio.run(main)
+    assert disposition == "steering"
+    (done,) = [r for r in records if isinstance(r, jr.TurnCompleted) and r.turn_id == "t1"]
+    assert (done.status, done.acknowledged) == (jr.TurnStatus.completed, ["m1", "s1"])
+    inputs = [r.message_id for r in records if isinstance(r, jr.UserMessage)]
+    last_result = max(i for i, r in enumerate(records) if isinstance(r, jr.ToolResult))
+    steer_at = next(
+        i for i, r in enumerate(records) if isinstance(r, jr.UserMessage) and r.message_id == "s1"
+    )
+    assert inputs == ["m1", "s1"] and steer_at > last_result  # never between a call and its result
