@@ -51,6 +51,18 @@ class TurnStartedEvent(Struct, kw_only=True, tag_field='type', tag='turn.started
     turn_id: str
 
 
+class TurnResumedEvent(Struct, kw_only=True, tag_field='type', tag='turn.resumed', frozen=True):
+    """A turn that a crash stopped inside a tool round goes on after the session was reopened (docs/design/recovery.md §8), in place of `turn.started`: its unanswered calls run (in order, each once), then the turn continues with the next model round."""
+
+    turn_id: str
+    call_ids: Annotated[
+        list[str],
+        Meta(
+            description='The calls the turn runs again, in call order (the others of the round have their result).'
+        ),
+    ]
+
+
 class MessageDeltaEvent(Struct, kw_only=True, tag_field='type', tag='message.delta', frozen=True):
     """A piece of visible answer text."""
 
@@ -213,6 +225,13 @@ class SessionRecoveredEvent(Struct, kw_only=True, tag_field='type', tag='session
         int,
         Meta(
             description='Unterminated turns whose final answer was already journaled, closed as completed (final-ready receipt; nothing is re-asked).',
+            ge=0,
+        ),
+    ]
+    resumed_turns: Annotated[
+        int,
+        Meta(
+            description='Crashed turns stopped inside a tool round that go on (docs/design/recovery.md §8): their unanswered calls are run, not given a result; the session opens busy with the turn (`Session.resumed_turn`).',
             ge=0,
         ),
     ]
@@ -404,7 +423,7 @@ class TurnCompletedEvent(Struct, kw_only=True, tag_field='type', tag='turn.compl
 
 
 Event: TypeAlias = Annotated[
-    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | InputClaimedEvent | TurnStartedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | InteractionRequestedEvent | ApprovalRequestedEvent | InteractionResolvedEvent | ToolResultEvent | TurnRetryingEvent | TurnWarningEvent | TurnCompletedEvent | ExecFailedEvent | InputWaitingEvent,
+    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | InputClaimedEvent | TurnStartedEvent | TurnResumedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | InteractionRequestedEvent | ApprovalRequestedEvent | InteractionResolvedEvent | ToolResultEvent | TurnRetryingEvent | TurnWarningEvent | TurnCompletedEvent | ExecFailedEvent | InputWaitingEvent,
     Meta(
         description="One event of a session: the library's typed events and `mind exec --json` lines (tagged union on `type`).",
         title='Event',

@@ -28,6 +28,7 @@ SPEC_PATH: Final = "specs/statecharts/mailbox.yaml"
 
 MailboxEventName = Literal[
     "open_turn",
+    "resume_turn",
     "restore",
     "drain",
     "drain_or_seal",
@@ -44,6 +45,7 @@ MailboxStateId = Literal[
 
 MAILBOX_EVENTS: Final[tuple[MailboxEventName, ...]] = (
     "open_turn",
+    "resume_turn",
     "restore",
     "drain",
     "drain_or_seal",
@@ -97,6 +99,7 @@ class MailboxChart(StateChart[MailboxModel]):
     sealed = State()
 
     open_turn = _to(no_owner, open)
+    resume_turn = _to(no_owner, open)
     restore = _to(no_owner, no_owner)
     drain = _to(open, open)
     drain_or_seal = (

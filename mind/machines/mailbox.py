@@ -9,6 +9,7 @@ Two generated charts, bound to their data here:
 
 - :class:`~mind.generated.mailbox_chart.MailboxChart` (``specs/statecharts/mailbox.yaml``),
   one per session: ``no_owner --open_turn--> open --drain_or_seal[not has_new]--> sealed``,
+  ``no_owner --resume_turn--> open`` (a crashed turn resumed at startup),
   ``open | sealed --end_turn--> no_owner``; ``drain`` and ``drain_or_seal[has_new]``
   stay ``open``; ``restore`` is only allowed with ``no_owner``.
 - :class:`~mind.generated.inbox_message_chart.InboxMessageChart`
@@ -462,6 +463,33 @@ class Mailbox:
         """
         self._send("open_turn")
         return self._claim(_WAITING)
+
+    def resume_turn(self, message_ids: Collection[str]) -> list[MailboxMessage]:
+        """A crashed turn resumed at startup takes the box (``no_owner -> open``)
+        and claims its own inputs again — nothing else (docs/design/recovery.md §8).
+
+        Its inputs were never acknowledged, so :meth:`restore` brought them
+        back as waiting; input that came after them stays waiting for the
+        next turn. An id not waiting here (held back past the limits, or
+        unknown) is not claimed.
+
+        Args:
+            message_ids: the ids the turn journaled (``user_message`` records).
+
+        Returns:
+            The claimed messages, in arrival order (may be empty).
+
+        Raises:
+            IllegalTransition: a turn already owns the box; nothing changed.
+        """
+        self._send("resume_turn")
+        wanted = set(message_ids)
+        claimed: list[MailboxMessage] = []
+        for slot in self._slots.values():
+            if slot.message_id in wanted and slot.current in _WAITING:
+                slot.send("claim")
+                claimed.append(slot.snapshot())
+        return claimed
 
     def drain(self) -> list[MailboxMessage]:
         """At a model-request boundary, claim steering that arrived since the last claim.

@@ -34,19 +34,32 @@ owned by the turn machine (``WriteTerminal.acknowledged``).
 
 Fails safe: a record sequence the chart refuses (a damaged or foreign
 journal) stops the replay and the turn is ``abort``-ed — its inputs replay,
-none is acknowledged. Pure: reads records, no I/O.
+none is acknowledged.
+
+:func:`resume_plan` is the guard that decides, before any of that, whether a
+crashed turn is *resumed* instead of closed (docs/design/recovery.md §8): its
+replay stops inside a tool round and some unanswered call of that round may
+be run (it never started, or it is read-only). Pure: reads records, no I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Final, NamedTuple
 
+from mind.call_pairing import PairedCall, pair_calls
 from mind.errors import IllegalTransition
 from mind.generated import journal as jr
-from mind.machines.turn import TurnMachine
+from mind.machines.turn import RetryRule, TurnMachine
 
-__all__ = ["RecoveredClosing", "recovered_closing", "replayed_turn"]
+__all__ = [
+    "RecoveredClosing",
+    "ResumePlan",
+    "recovered_closing",
+    "replayed_turn",
+    "resume_plan",
+]
 
 
 class _NoRetry:
@@ -85,14 +98,25 @@ class RecoveredClosing(NamedTuple):
     acknowledged: tuple[str, ...] = ()
 
 
-def replayed_turn(records: Iterable[jr.JournalRecord], turn_id: str) -> TurnMachine:
+def replayed_turn(
+    records: Iterable[jr.JournalRecord],
+    turn_id: str,
+    *,
+    retry: RetryRule = _NO_RETRY,
+    max_rounds: int = _REPLAY_MAX_ROUNDS,
+) -> TurnMachine:
     """A fresh turn machine driven through ``turn_id``'s records (table above).
+
+    Args:
+        retry: the machine's retry rule (a resumed turn gets the session's;
+            closing needs none).
+        max_rounds: its round limit (a resumed turn gets the session's).
 
     Returns:
         The machine in the state the turn had reached when it stopped; or
         ``aborted`` when the chart refused a step of the replay.
     """
-    machine = TurnMachine(retry=_NO_RETRY, max_rounds=_REPLAY_MAX_ROUNDS)
+    machine = TurnMachine(retry=retry, max_rounds=max_rounds)
     # The round's unanswered call ids, one entry per call: an id may repeat
     # (per occurrence, docs/design/recovery.md §5).
     pending: list[str] = []
@@ -127,7 +151,7 @@ def replayed_turn(records: Iterable[jr.JournalRecord], turn_id: str) -> TurnMach
                 else:
                     machine.inputs_claimed([record.message_id])
     except IllegalTransition:
-        machine.fail_safe()  # nothing acknowledged, the inputs replay
+        machine.fail_safe()  # a terminal (the round limit) is kept; else nothing acknowledged
     return machine
 
 
@@ -145,3 +169,78 @@ def recovered_closing(records: Iterable[jr.JournalRecord], turn_id: str) -> Reco
     terminal = machine.terminal
     assert terminal is not None
     return RecoveredClosing(terminal.status, terminal.acknowledge, terminal.acknowledged)
+
+
+@dataclass(frozen=True, slots=True)
+class ResumePlan:
+    """A crashed turn that is resumed rather than closed (docs/design/recovery.md §8).
+
+    Attributes:
+        turn_id: the turn.
+        redrive: the round's unanswered calls the resumed turn runs, in call
+            order: those that never started, and started read-only ones.
+        unknown: the round's unanswered calls that started and are not
+            read-only: never run again; startup gives each the synthetic
+            "outcome unknown" result (docs/design/recovery.md §5).
+        inputs: the message ids the turn journaled (its claimed inputs,
+            steering included), in order: the resumed turn claims them again.
+    """
+
+    turn_id: str
+    redrive: tuple[PairedCall, ...]
+    unknown: tuple[PairedCall, ...]
+    inputs: tuple[str, ...]
+
+
+def resume_plan(
+    records: Sequence[jr.JournalRecord],
+    turn_id: str,
+    *,
+    read_only: Callable[[str], bool],
+) -> ResumePlan | None:
+    """The guard: is crashed turn ``turn_id`` resumed, and how (docs/design/recovery.md §8)?
+
+    The rule: the turn is the session's last (no ``turn_started`` after
+    its own: one turn at a time owns the mailbox), has no terminal record, its replay
+    (:func:`replayed_turn`) stops in ``running_tools`` — its last
+    ``model_round`` has calls, some of them without a ``tool_result``
+    (paired per occurrence, :func:`mind.call_pairing.pair_calls`) — and at
+    least one of those may be run now: it never started (no
+    ``tool_started`` in a turn that records starts), or ``read_only`` says
+    its tool changes nothing. A started call that is not read-only is never
+    re-run (its outcome is unknown); when every unanswered call is such a
+    one, the turn is closed as before (None).
+
+    Args:
+        records: the session's journal records in ``seq`` order.
+        turn_id: the crashed turn.
+        read_only: whether a tool (by name) never changes files or runs
+            commands (``mind.effects.tools.BUILTIN_TOOLS``); an unknown name
+            must answer False.
+
+    Returns:
+        The plan, or None: the turn is closed (docs/design/recovery.md §6).
+    """
+    mine = [r for r in records if getattr(r, "turn_id", None) == turn_id]
+    if any(isinstance(r, jr.TurnCompleted) for r in mine) or not _is_last_turn(records, turn_id):
+        return None
+    if "running_tools" not in replayed_turn(mine, turn_id).configuration:
+        return None
+    rounds = [at for at, r in enumerate(mine) if isinstance(r, jr.ModelRound)]
+    # Without recorded starts, absence of a start proves nothing: "may have run".
+    starts = any(isinstance(r, jr.TurnStarted) and r.tool_starts is True for r in mine)
+    open_calls = [p for p in pair_calls(mine, turn_id) if p.round_at == rounds[-1] and not p.result]
+    # A call is re-run only when that cannot repeat a side effect.
+    runnable = [not (p.started or not starts) or read_only(p.call.name) for p in open_calls]
+    redrive = tuple(p for p, ok in zip(open_calls, runnable, strict=True) if ok)
+    if not redrive:
+        return None
+    unknown = tuple(p for p, ok in zip(open_calls, runnable, strict=True) if not ok)
+    inputs = dict.fromkeys(r.message_id for r in mine if isinstance(r, jr.UserMessage))
+    return ResumePlan(turn_id, redrive, unknown, tuple(inputs))
+
+
+def _is_last_turn(records: Sequence[jr.JournalRecord], turn_id: str) -> bool:
+    """Whether ``turn_id``'s is the last ``turn_started`` of ``records``."""
+    last = next((r for r in reversed(records) if isinstance(r, jr.TurnStarted)), None)
+    return last is not None and last.turn_id == turn_id

@@ -173,6 +173,7 @@ def _print_header(
         prompt is None
         or recovered.aborted_turns
         or recovered.completed_turns
+        or recovered.resumed_turns
         or recovered.synthetic_results
         or recovered.replayed_inputs
     ):
@@ -182,6 +183,7 @@ def _print_header(
             print(
                 f"recovered: {recovered.aborted_turns} aborted turn(s), "
                 f"{recovered.completed_turns} answered turn(s) closed, "
+                f"{recovered.resumed_turns} turn(s) resumed, "
                 f"{recovered.synthetic_results} interrupted tool call(s), "
                 f"{recovered.replayed_inputs} input(s) to replay",
                 file=sys.stderr,
@@ -210,7 +212,7 @@ async def _run_exec_session(session: Session, *, json_mode: bool, out: TextIO) -
         tg.start_soon(on_sigint)
         tg.start_soon(_report_model_waits, session)
         async for event in session.events():
-            if isinstance(event, ev.TurnStartedEvent):
+            if isinstance(event, ev.TurnStartedEvent | ev.TurnResumedEvent):
                 final_text = ""
             elif isinstance(event, ev.MessageCompletedEvent):
                 final_text = event.text
@@ -323,6 +325,11 @@ def _emit_json_ordered(
 def _human_progress(event: ev.Event) -> None:
     if isinstance(event, ev.TurnWarningEvent):
         print(f"mind: warning: {event.message}", file=sys.stderr)
+    if isinstance(event, ev.TurnResumedEvent):
+        print(
+            f"resuming turn {event.turn_id}: {len(event.call_ids)} tool call(s) to run",
+            file=sys.stderr,
+        )
         return
     if not isinstance(event, ev.ToolCallEvent | ev.ToolResultEvent | ev.TurnRetryingEvent):
         return

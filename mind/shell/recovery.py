@@ -1,18 +1,21 @@
 """Closing what a crash or an interrupt left open in a journal.
 
 Synthetic tool results for unanswered calls, the terminal records of
-unterminated turns, and the input ids no turn may take again.
+unterminated turns, and the input ids no turn may take again; and which
+crashed turn is resumed instead of closed (:func:`resumable_turn`,
+docs/design/recovery.md §8).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from mind.call_pairing import pair_calls
+from mind.effects.tools import BUILTIN_TOOLS
 from mind.generated import journal as jr
 from mind.history import records_starts
-from mind.machines.turn_replay import recovered_closing
+from mind.machines.turn_replay import ResumePlan, recovered_closing, resume_plan
 from mind.shell.journal import Journal
 
 INTERRUPTED_OUTPUT = (
@@ -35,7 +38,11 @@ proves the call never started (:func:`mind.history.records_starts` and
 
 
 def close_open_calls(
-    journal: Journal, turn_id: str, output: str | Callable[[str, bool], str]
+    journal: Journal,
+    turn_id: str,
+    output: str | Callable[[str, bool], str],
+    *,
+    leave: Collection[tuple[str, int]] = (),
 ) -> list[jr.ToolResult]:
     """Give every unanswered tool call of ``turn_id`` a durable synthetic
     ``interrupted`` result (never re-running it).
@@ -54,6 +61,8 @@ def close_open_calls(
             started (no ``tool_started`` pairs with it in a turn that records
             them: :func:`mind.history.records_starts`); called once per
             closed call, in call order.
+        leave: ``(call_id, occurrence)`` of calls left unanswered (a resumed
+            turn runs them, docs/design/recovery.md §8).
 
     Returns:
         The records written, in call order.
@@ -62,7 +71,7 @@ def close_open_calls(
     starts = records_starts(records, turn_id)
     written: list[jr.ToolResult] = []
     for paired in pair_calls(records, turn_id):
-        if paired.result is not None:
+        if paired.result is not None or (paired.call.call_id, paired.occurrence) in leave:
             continue
         call = paired.call
         result = journal.append(
@@ -105,11 +114,35 @@ def unterminated_turns(records: Iterable[jr.JournalRecord]) -> list[str]:
     return [r.turn_id for r in records if isinstance(r, jr.TurnStarted) and r.turn_id not in closed]
 
 
-def close_orphan_calls(journal: Journal) -> int:
+def tool_is_read_only(name: str) -> bool:
+    """Whether the built-in tool ``name`` never changes files or runs commands
+    (``ToolContract.read_only``); an unknown name is not (fail closed)."""
+    contract = BUILTIN_TOOLS.get(name)
+    return contract is not None and contract.read_only
+
+
+def resumable_turn(records: Sequence[jr.JournalRecord]) -> ResumePlan | None:
+    """The crashed turn a startup that can drive turns resumes instead of
+    closing, if any: the guard :func:`mind.machines.turn_replay.resume_plan`
+    on the last unterminated turn, read-only as the tool contracts say
+    (docs/design/recovery.md §8). Pure."""
+    open_turns = unterminated_turns(records)
+    if not open_turns:
+        return None
+    return resume_plan(records, open_turns[-1], read_only=tool_is_read_only)
+
+
+def close_orphan_calls(journal: Journal, *, resume: ResumePlan | None = None) -> int:
     """Startup step ``close_orphan_calls`` (``session_startup.yaml``): a
     durable synthetic result for every unanswered call of every unterminated
     turn — :data:`CRASHED_OUTPUT`, or :data:`CRASHED_UNSTARTED_OUTPUT` when
     the journal proves it never started; never a re-run. Idempotent.
+
+    Args:
+        resume: the turn that is resumed (:func:`resumable_turn`): the calls
+            it re-drives are left unanswered; only its started calls that
+            are not read-only (``resume.unknown``) get a result here
+            (docs/design/recovery.md §8).
 
     Returns:
         How many results were written.
@@ -119,11 +152,15 @@ def close_orphan_calls(journal: Journal) -> int:
     """
     written = 0
     for turn_id in unterminated_turns(journal.records):
+        leave: set[tuple[str, int]] = set()
+        if resume is not None and resume.turn_id == turn_id:
+            leave = {(p.call.call_id, p.occurrence) for p in resume.redrive}
         written += len(
             close_open_calls(
                 journal,
                 turn_id,
                 lambda _, started: CRASHED_OUTPUT if started else CRASHED_UNSTARTED_OUTPUT,
+                leave=leave,
             )
         )
     return written
@@ -144,9 +181,10 @@ class ClosedTurns:
     acknowledged: tuple[str, ...] = ()
 
 
-def close_unterminated_turns(journal: Journal) -> ClosedTurns:
+def close_unterminated_turns(journal: Journal, *, resume: ResumePlan | None = None) -> ClosedTurns:
     """Startup step ``close_turns``: the terminal record of each turn that
-    has none (docs/design/recovery.md §6), fsynced.
+    has none (docs/design/recovery.md §6), fsynced — except the turn
+    ``resume`` names, which stays open: it goes on (§8).
 
     Run after :func:`close_orphan_calls`. The closing status and whether it
     acknowledges the turn's journaled inputs come from the turn chart: its
@@ -164,6 +202,8 @@ def close_unterminated_turns(journal: Journal) -> ClosedTurns:
     aborted = completed = 0
     acknowledged: list[str] = []
     for turn_id in unterminated_turns(journal.records):
+        if resume is not None and resume.turn_id == turn_id:
+            continue
         rounds = [
             r for r in journal.records if isinstance(r, jr.ModelRound) and r.turn_id == turn_id
         ]

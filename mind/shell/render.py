@@ -510,10 +510,15 @@ class TurnView:
         ``failure_detail``: for a failed turn's end, the provider's own words
         (``Turn.failure_detail``, redacted where it was made), shown sanitised
         on one row under the ``✗`` line, as ``mind exec`` does on stderr."""
-        if isinstance(event, ev.TurnStartedEvent):
+        if isinstance(event, ev.TurnStartedEvent | ev.TurnResumedEvent):
             self.turn_started_at = self._clock()
             self._streamed.clear()
             self._last_kind = "prompt"  # the prompt line was just echoed: keep a gap after it
+            if isinstance(event, ev.TurnResumedEvent):
+                self.note(
+                    f"↻ resuming the turn mind stopped in: {len(event.call_ids)} tool call(s) "
+                    "to run"
+                )
             self._start_attempt()
         elif isinstance(event, ev.MessageDeltaEvent):
             self._flush_reasoning()

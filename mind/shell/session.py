@@ -31,6 +31,7 @@ from mind.generated.inbox import InboxEntry, InboxKind
 from mind.generated.vocabulary import DispositionName
 from mind.machines.mailbox import Mailbox, MailboxMessage
 from mind.machines.session_startup import reusable
+from mind.machines.turn_replay import ResumePlan
 from mind.shell import faults
 from mind.shell.config import ResolvedConfig, known_secrets
 from mind.shell.ids import new_id
@@ -145,6 +146,10 @@ class Session:
             max_retries=config.max_retries, max_retry_s=config.max_retry_s
         )
         self.current: Turn | None = None
+        self.resumed_turn: Turn | None = None
+        """The turn a crash stopped inside a tool round that this open resumed
+        (docs/design/recovery.md §8): running when the session is returned,
+        iterate it like any ``Turn``; None when no turn was resumed."""
         self.turn_observers: list[object] = []
         """python-statemachine listeners attached to the turn machine of every
         turn this session starts (transition coverage, tracing, and the tests
@@ -506,6 +511,15 @@ class Session:
             self._consuming = False
 
     # ---- the turn ------------------------------------------------------------
+
+    def _resume_turn(self, plan: ResumePlan) -> Turn:
+        """Startup's hosting step: the crashed turn ``plan`` names goes on
+        (docs/design/recovery.md §8). It claims its own journaled inputs
+        again (the mailbox's ``resume_turn``); the session is busy from here."""
+        turn = Turn(self, plan.turn_id, self.mailbox.resume_turn(plan.inputs))
+        self.current = self.resumed_turn = turn
+        self.runtime._spawn(TurnDriver(self, resume=plan).run, turn)
+        return turn
 
     def _start_turn(self) -> Turn:
         if not self._consuming:

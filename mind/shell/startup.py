@@ -24,6 +24,7 @@ from mind.errors import SessionError
 from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.machines.session_startup import SessionStartup, StartupEffect
+from mind.machines.turn_replay import ResumePlan
 from mind.shell.config import ResolvedConfig
 from mind.shell.effects import UnknownEffect, reconcile_at_open
 from mind.shell.inbox import Inbox
@@ -35,6 +36,7 @@ from mind.shell.recovery import (
     ClosedTurns,
     close_orphan_calls,
     close_unterminated_turns,
+    resumable_turn,
     settled_inputs,
 )
 from mind.shell.session import Session
@@ -63,6 +65,8 @@ class Opening:
             found once by ``open_inbox`` and handed to the session.
         unknown_effects: effects whose outcome is unknown after a crash, left
             for a person's ``reconcile`` answer (only when ``interactive``).
+        resume: the crashed turn this startup resumes instead of closing
+            (docs/design/recovery.md §8), decided at ``closing_orphan_calls``.
     """
 
     runtime: Runtime
@@ -80,6 +84,7 @@ class Opening:
     unknown_effects: list[UnknownEffect] = field(default_factory=list)
     closed: ClosedTurns = field(default_factory=ClosedTurns)
     settled: frozenset[str] = frozenset()
+    resume: ResumePlan | None = None
     session: Session | None = None
 
     @property
@@ -187,11 +192,14 @@ class Opening:
 
     def _close_orphan_calls(self, _machine: SessionStartup) -> None:
         assert self.journal is not None
-        self.synthetic += close_orphan_calls(self.journal)
+        # The guard (turn_replay.resume_plan) decides which crashed turn goes
+        # on: its re-driven calls get no synthetic result (recovery.md §8).
+        self.resume = resumable_turn(self.journal.records)
+        self.synthetic += close_orphan_calls(self.journal, resume=self.resume)
 
     def _close_turns(self, _machine: SessionStartup) -> None:
         assert self.journal is not None and self.inbox is not None
-        self.closed = close_unterminated_turns(self.journal)
+        self.closed = close_unterminated_turns(self.journal, resume=self.resume)
         # As at the end of any turn: the receipt is durable, then its inputs leave the inbox.
         self.inbox.remove(self.closed.acknowledged)
 
@@ -216,14 +224,20 @@ class Opening:
             settled=self.settled | set(self.closed.acknowledged),
         )
         if not machine.new_session:
+            resumed = set(self.resume.inputs) if self.resume is not None else set()
             session.recovery = ev.SessionRecoveredEvent(
                 session_id=self.session_id,
                 aborted_turns=self.closed.aborted,
                 completed_turns=self.closed.completed,
+                resumed_turns=int(self.resume is not None),
                 synthetic_results=self.synthetic,
-                replayed_inputs=len(self.inbox.entries),
+                # A resumed turn's own inputs are its, not replayed by a new turn.
+                replayed_inputs=sum(e.message_id not in resumed for e in self.inbox.entries),
             )
         self.mount.settle(attached=True)  # last: a failure before it leaves the claim reserved
+        if self.resume is not None:
+            # The session opens busy with the resumed turn (nothing can fail here).
+            session._resume_turn(self.resume)
         self.session = session
 
     # ------------------------------------------------------------ releases

@@ -45,6 +45,7 @@ RUNTIME_MODULES: Final = (
     "mind.shell.session",
     "mind.shell.turn_driver",
     "mind.shell.interactions",
+    "mind.shell.turn_resume",
     "mind.shell.startup",
     "mind.shell.recovery",
     "mind.shell.effects",

@@ -52,7 +52,7 @@ from mind.machines.turn import (
     TurnMachine,
     WriteTerminal,
 )
-from mind.machines.turn_replay import recovered_closing
+from mind.machines.turn_replay import ResumePlan, recovered_closing
 from mind.shell import faults
 from mind.shell.recovery import (
     ABORTED_OUTPUT,
@@ -66,6 +66,7 @@ from mind.shell.redact import redact, redact_round
 from mind.shell.round_warnings import finish_warning
 from mind.shell.tool_calls import ToolCalls
 from mind.shell.turn_handle import Turn, TurnOutcome
+from mind.shell.turn_resume import redrive_round, resumed_event, resumed_machine
 
 if TYPE_CHECKING:
     from mind.shell.session import Session
@@ -83,8 +84,11 @@ and say what you changed. Never claim to have run something you did not run."""
 class TurnDriver:
     """Drives one turn of a session from its start to its one terminal record."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, resume: ResumePlan | None = None) -> None:
         self.session = session
+        self.resume = resume
+        """The crashed turn this driver resumes (docs/design/recovery.md §8;
+        :mod:`mind.shell.turn_resume`), or None: a new turn."""
         self.calls = ToolCalls(session)
         self._first_failure_at: float | None = None
         """Monotonic seconds of the turn's first failed attempt: its total
@@ -102,8 +106,10 @@ class TurnDriver:
         claimed included) are not acknowledged and replay on the next start
         — and the chart, state and event are logged.
         """
-        machine = TurnMachine(
-            retry=self.session.retry_policy, max_rounds=self.session.config.max_rounds
+        machine = (
+            TurnMachine(retry=self.session.retry_policy, max_rounds=self.session.config.max_rounds)
+            if self.resume is None
+            else resumed_machine(self.session, self.resume)
         )
         for observer in self.session.turn_observers:
             machine.observe(observer)
@@ -125,10 +131,18 @@ class TurnDriver:
         the terminal record it named. Raises cancellation (runtime closing)
         and chart refusals; every other error is sent as ``fail``."""
         try:
-            self._begin(turn)
-            machine.start()
-            machine.inputs_claimed(m.message_id for m in turn.inputs)
+            if self.resume is None:
+                self._begin(turn)
+                machine.start()
+                machine.inputs_claimed(m.message_id for m in turn.inputs)
+            else:  # the replay fed the machine the inputs the turn journaled
+                self._begin_resumed(turn, self.resume)
             with turn._scope:
+                if self.resume is not None:
+                    await redrive_round(self.calls, turn, machine)
+                    self._tools_done(turn, machine)
+                    if machine.terminal is not None:  # out of rounds
+                        return machine.terminal
                 return await self._loop(turn, machine)
         except (anyio.get_cancelled_exc_class(), IllegalTransition):
             raise
@@ -214,6 +228,13 @@ class TurnDriver:
             status="running",
         )
         turn._emit(ev.TurnStartedEvent(turn_id=turn.turn_id))
+        self._announce_claim(turn, turn.inputs, ev.ClaimPoint.start)
+
+    def _begin_resumed(self, turn: Turn, plan: ResumePlan) -> None:
+        """A resumed turn's records are durable already: announce it
+        (``turn.resumed``, then the inputs it claimed again)."""
+        self.session.runtime.store.index.note(self.session.session_id, status="running")
+        turn._emit(resumed_event(plan))
         self._announce_claim(turn, turn.inputs, ev.ClaimPoint.start)
 
     def _announce_claim(
@@ -393,14 +414,7 @@ class TurnDriver:
                 if isinstance(effect, RunTools):
                     for call in done.tool_calls:
                         await self.calls.run(turn, machine, call)
-                    if any(isinstance(e, DrainSteering) for e in machine.tools_done()):
-                        # The model-request boundary after the tool results:
-                        # steering sent meanwhile reaches the model now, never
-                        # between a call and its result.
-                        claimed = self.session.mailbox.drain()
-                        self._journal_inputs(turn, claimed, sync=False)
-                        self._announce_claim(turn, claimed, ev.ClaimPoint.boundary)
-                        machine.inputs_claimed(m.message_id for m in claimed)
+                    self._tools_done(turn, machine)
                 elif isinstance(effect, DrainOrSeal):
                     # One step with no await inside: either the steering that
                     # arrived is claimed (another round answers it) or the
@@ -415,6 +429,18 @@ class TurnDriver:
                         machine.seal()
             if machine.terminal is not None:
                 return machine.terminal
+
+    def _tools_done(self, turn: Turn, machine: TurnMachine) -> None:
+        """Every result of the round is journaled: send ``tools_done`` and
+        perform the drain it names (a fresh round's and a resumed one's)."""
+        if any(isinstance(e, DrainSteering) for e in machine.tools_done()):
+            # The model-request boundary after the tool results:
+            # steering sent meanwhile reaches the model now, never
+            # between a call and its result.
+            claimed = self.session.mailbox.drain()
+            self._journal_inputs(turn, claimed, sync=False)
+            self._announce_claim(turn, claimed, ev.ClaimPoint.boundary)
+            machine.inputs_claimed(m.message_id for m in claimed)
 
     async def _sample(
         self, turn: Turn, machine: TurnMachine, frozen: _FrozenRequest

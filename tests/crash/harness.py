@@ -197,7 +197,8 @@ def recover(case: Case) -> Recovery:
         rec.recovered.append(found[0])
         counts = (found[0]["aborted_turns"], found[0]["synthetic_results"])
         idle = counts == (0, 0) and found[0]["replayed_inputs"] == 0
-        if idle and not any(e.get("type") == "turn.started" for e in events):
+        ran = {"turn.started", "turn.resumed"}
+        if idle and not any(e.get("type") in ran for e in events):
             return rec
     rec.problems.append(f"still recovering after {MAX_RESTARTS} restarts")
     return rec
@@ -325,7 +326,8 @@ def check(
             v.append(f"tool call {call_id} has {len(got)} results")
             continue
         if not got[0].synthetic:
-            if effects[call_id] != 1 and got[0].status == jr.ToolStatus.ok:
+            shell = calls[call_id].name == "shell"  # only shell calls leave a marker line
+            if shell and effects[call_id] != 1 and got[0].status == jr.ToolStatus.ok:
                 v.append(f"tool call {call_id} has a real result but ran {effects[call_id]} times")
             continue
         if call_id in rerun:

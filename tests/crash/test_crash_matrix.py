@@ -77,6 +77,9 @@ SCENARIOS = {
         Scenario("plain", _hits(1, 1, 1, 0, 0, 0, 0, 0, 1, 1), prompt="plain prompt: say hi"),
         # A tool-call round, the tool, a text round.
         Scenario("tool", _hits(1, 1, 2, 1, 1, 1, 1, 1, 1, 1), prompt="TOOL: tool prompt"),
+        # The same with a read-only tool (list_dir): a crash inside the round
+        # resumes the turn, which runs the call (docs/design/recovery.md §8).
+        Scenario("read", _hits(1, 1, 2, 1, 1, 1, 1, 1, 1, 1), prompt="LIST: read-only prompt"),
         # The steering arrives while the tool runs; the second round answers it.
         Scenario(
             "steer_before",
@@ -97,7 +100,8 @@ SCENARIOS = {
     )
 }
 
-# Boundaries during which no unanswered tool can have started: a synthetic
+# Boundaries during which no unanswered tool can have run (at
+# effect_prepared its start is durable, the tool not yet run): a synthetic
 # result there must leave no effect line.
 _TOOLS_NOT_STARTED = ("after_model_round", "after_tool_call", "effect_prepared")
 

@@ -300,6 +300,7 @@ def test_exec_without_prompt_on_a_clean_session_reports_and_exits_0(
             "session_id": sid,
             "aborted_turns": 0,
             "completed_turns": 0,
+            "resumed_turns": 0,
             "synthetic_results": 0,
             "replayed_inputs": 0,
         },

@@ -405,3 +405,26 @@ def test_end_turn_acknowledges_only_the_ids_the_terminal_names() -> None:
         ("s1", "returned"),
     ]
     assert ids(box.waiting()) == ["s1"]
+
+
+def test_a_resumed_turn_claims_only_its_own_recovered_inputs() -> None:
+    box = Mailbox()
+    box.restore([("a", "first", "prompt"), ("s", "steer", "steer"), ("q", "later", "queue")])
+    claimed = box.resume_turn(["s", "a", "gone"])
+    assert ids(claimed) == ["a", "s"]
+    assert snap(box) == (
+        "open",
+        True,
+        True,
+        [
+            ("a", "claimed", "next_turn"),
+            ("s", "claimed", "next_turn"),
+            ("q", "next_turn", "next_turn"),
+        ],
+    )
+    with pytest.raises(IllegalTransition):
+        box.resume_turn(["q"])
+    # The resumed turn ends like any turn: what it claimed is acknowledged,
+    # the input that came after it waits for the next turn.
+    assert box.end_turn(acknowledge=True) == ["a", "s"]
+    assert ids(box.open_turn()) == ["q"]

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from mind.generated import journal as jr
-from mind.machines.turn_replay import RecoveredClosing, recovered_closing, replayed_turn
+from mind.machines.turn_replay import (
+    RecoveredClosing,
+    recovered_closing,
+    replayed_turn,
+    resume_plan,
+)
 from tests.support import records as rec
 
 T = "turn-1"
@@ -131,3 +138,130 @@ def test_an_input_recorded_where_no_turn_claims_one_fails_safe() -> None:
     records = [started(), round_(calls=("c1",)), message("x"), result("c1"), round_("done")]
     assert replayed_turn(records, T).state == "aborted"
     assert recovered_closing(records, T) == ABORTED
+
+
+# ---- resume_plan: resumed or closed (docs/design/recovery.md §8) -------------------
+
+
+def named_round(*calls: tuple[str, str]) -> jr.ModelRound:
+    """A tool round whose calls are ``(call_id, tool name)``."""
+    return jr.ModelRound(
+        seq=0,
+        recorded_at_ms=0,
+        turn_id=T,
+        round=0,
+        text="",
+        reasoning="",
+        tool_calls=[jr.RecordedToolCall(call_id=c, name=n, arguments="{}") for c, n in calls],
+        finish=jr.Finish.tool_calls,
+        usage=jr.Usage(input_tokens=1, output_tokens=1),
+        provider="scripted",
+        provider_items=[],
+    )
+
+
+def tool_started(call_id: str, name: str = "shell") -> jr.ToolStarted:
+    return jr.ToolStarted(seq=0, recorded_at_ms=0, turn_id=T, call_id=call_id, name=name)
+
+
+def completed() -> jr.TurnCompleted:
+    return jr.TurnCompleted(
+        seq=0,
+        recorded_at_ms=0,
+        turn_id=T,
+        status=jr.TurnStatus.aborted,
+        usage=jr.Usage(input_tokens=0, output_tokens=0),
+        acknowledged=[],
+    )
+
+
+def read_only(name: str) -> bool:
+    return name in ("read_file", "list_dir")
+
+
+def plan_of(records: list[jr.JournalRecord]) -> tuple[list[str], list[str]] | None:
+    """``(redriven ids, unknown ids)`` of the plan, or None when the turn is closed."""
+    plan = resume_plan(records, T, read_only=read_only)
+    if plan is None:
+        return None
+    return [p.call.call_id for p in plan.redrive], [p.call.call_id for p in plan.unknown]
+
+
+def test_a_turn_stopped_inside_a_tool_round_is_resumed_else_closed() -> None:
+    shell_round = named_round(("c1", "shell"), ("c2", "shell"))
+    read_round = named_round(("r1", "read_file"), ("c2", "shell"))
+    cases: dict[str, tuple[list[jr.JournalRecord], tuple[list[str], list[str]] | None]] = {
+        "before any round": ([started(), message("a")], None),
+        "calls out, none started": ([started(), shell_round], (["c1", "c2"], [])),
+        "first answered": ([started(), shell_round, result("c1")], (["c2"], [])),
+        "shell started, not answered": (
+            [started(), shell_round, tool_started("c1")],
+            (["c2"], ["c1"]),
+        ),
+        "the last shell started": (
+            [started(), shell_round, result("c1"), tool_started("c2")],
+            None,
+        ),
+        "read-only started, not answered": (
+            [started(), read_round, tool_started("r1", "read_file")],
+            (["r1", "c2"], []),
+        ),
+        "every call answered": ([started(), shell_round, result("c1"), result("c2")], None),
+        "final answer journaled": (
+            [started(), shell_round, result("c1"), result("c2"), round_("done")],
+            None,
+        ),
+        "terminal written": ([started(), shell_round, completed()], None),
+        "a later turn started": ([started(), shell_round, started("turn-2")], None),
+    }
+    got = {name: plan_of(records) for name, (records, _) in cases.items()}
+    assert got == {name: want for name, (_, want) in cases.items()}
+
+
+def test_a_turn_without_recorded_starts_never_reruns_a_tool_that_changes_things() -> None:
+    old = msgspec.structs.replace(started(), tool_starts=msgspec.UNSET)
+    # No start recorded, but an old journal cannot prove the shell never ran.
+    assert plan_of([old, named_round(("c1", "shell"))]) is None
+    assert plan_of([old, named_round(("r1", "list_dir"), ("c1", "shell"))]) == (["r1"], ["c1"])
+
+
+def test_a_repeated_call_id_is_paired_per_occurrence_when_resuming() -> None:
+    dup = named_round(("d", "shell"), ("d", "shell"))
+    plan = resume_plan([started(), dup, result("d")], T, read_only=read_only)
+    assert plan is not None
+    assert [(p.call.call_id, p.occurrence, p.index) for p in plan.redrive] == [("d", 1, 1)]
+
+
+def test_a_resumed_turn_claims_its_journaled_inputs_in_order() -> None:
+    # Steering drained at the boundary after the first round's results is
+    # the turn's input too.
+    records = [
+        started(),
+        message("a"),
+        named_round(("c0", "shell")),
+        result("c0"),
+        message("s", jr.Kind.steer),
+        named_round(("c1", "shell")),
+    ]
+    plan = resume_plan(records, T, read_only=read_only)
+    assert plan is not None and plan.inputs == ("a", "s")
+    assert [p.call.call_id for p in plan.redrive] == ["c1"]
+
+
+def test_only_the_crashed_turns_records_decide() -> None:
+    other = jr.ToolResult(
+        seq=0,
+        recorded_at_ms=0,
+        turn_id="turn-0",
+        call_id="c1",
+        name="shell",
+        status=jr.ToolStatus.ok,
+        output="",
+        synthetic=False,
+    )
+    assert plan_of([started(), named_round(("c1", "shell")), other]) == (["c1"], [])
+
+
+def test_a_replay_that_ends_on_the_round_limit_stays_there() -> None:
+    records = [started(), round_(calls=("c1",)), result("c1"), round_(calls=("c2",))]
+    assert replayed_turn(records, T, max_rounds=1).state == "failed"

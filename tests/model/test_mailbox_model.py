@@ -68,7 +68,7 @@ MIB = 1024 * 1024
 
 
 @pytest.mark.parametrize(
-    ("chart", "edges"), [(MailboxChart, 7), (InboxMessageChart, 11)], ids=["mailbox", "message"]
+    ("chart", "edges"), [(MailboxChart, 8), (InboxMessageChart, 11)], ids=["mailbox", "message"]
 )
 def test_every_edge_is_walked_and_lands_where_the_chart_says(
     request: pytest.FixtureRequest, chart: Any, edges: int
@@ -164,6 +164,13 @@ class MailboxAgainstReference(RuleBasedStateMachine):
             self.messages[message_id].state = "claimed"
             self.claimed_by.setdefault(message_id, []).append(self.turn)
         return ids
+
+    def _refused_with(self, call: str, *args: object) -> None:
+        before = (self.mailbox.state, self.mailbox.messages())
+        with pytest.raises(IllegalTransition) as refused:
+            getattr(self.mailbox, call)(*args)
+        assert refused.value.event == call
+        assert (self.mailbox.state, self.mailbox.messages()) == before
 
     def _refused(self, call: str, **kwargs: bool) -> None:
         before = (self.mailbox.state, self.mailbox.messages())
@@ -305,6 +312,24 @@ class MailboxAgainstReference(RuleBasedStateMachine):
         assert [m.message_id for m in got] == expected
         assert all(m.state == "claimed" for m in got)
         self.case_edges.add(f"open_turn:{bool(expected)}")
+
+    @rule(pick=st.integers(min_value=0, max_value=255))
+    def resume_turn(self, pick: int) -> None:
+        """A crashed turn resumed at startup claims only the ids it journaled
+        (``pick`` chooses them among the waiting ones; an unknown id is ignored)."""
+        if self.box != "no_owner":
+            self._refused_with("resume_turn", ["nobody"])
+            return
+        waiting = [m.message_id for m in self.messages.values() if m.state in WAITING]
+        mine = [i for n, i in enumerate(waiting) if pick >> (n % 8) & 1]
+        self.turn += 1
+        self.box = "open"
+        for message_id in mine:
+            self.messages[message_id].state = "claimed"
+            self.claimed_by.setdefault(message_id, []).append(self.turn)
+        got = self.mailbox.resume_turn([*reversed(mine), "unknown-id"])
+        assert [m.message_id for m in got] == mine
+        self.case_edges.add(f"resume_turn:{len(mine) < len(waiting)}")
 
     @rule()
     def drain(self) -> None:
@@ -525,5 +550,6 @@ def test_mailbox_and_inbox_against_reference_model(request: pytest.FixtureReques
         "dropped:next_turn",
         "dropped:returned",
         "drop_refused:claimed",
+        "resume_turn:True",
     }
     assert wanted <= Run.seen, sorted(wanted - Run.seen)

@@ -1,7 +1,8 @@
 """Servers that reuse tool-call ids (``call_0`` every turn, or one id twice in
-a round): a crash or an interrupt before a call ran still gives that call its
-own durable "never ran" result (docs/design/recovery.md §5: pairing is per
-turn and per occurrence). Crashes: real ``mind exec`` subprocesses killed by
+a round): a crash before a call ran resumes the turn, which runs exactly that
+call once (docs/design/recovery.md §8); an interrupt before a call ran gives
+that call its own durable "never ran" result (§5: pairing is per turn and per
+occurrence). Crashes: real ``mind exec`` subprocesses killed by
 ``MIND_CRASH_AT``; interrupts: the library runtime."""
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.shell.journal import read_records
 from mind.shell.recovery import (
-    CRASHED_UNSTARTED_OUTPUT,
     INTERRUPTED_UNAPPROVED_OUTPUT,
     INTERRUPTED_UNSTARTED_OUTPUT,
 )
@@ -70,8 +70,18 @@ def _synthetic(tmp: Path) -> list[jr.ToolResult]:
     return [r for r in records if isinstance(r, jr.ToolResult) and r.synthetic]
 
 
-def test_an_id_reused_across_turns_gets_its_own_never_ran_result(tmp_path: Path) -> None:
-    """Turns 1 and 2 answered ``call_0``; turn 3's ``call_0`` is killed before it runs."""
+def _results(tmp: Path, turn_id: str | None = None) -> list[tuple[str, str, bool]]:
+    records, _ = read_records(tmp / "state" / "sessions" / SESSION / "journal.jsonl")
+    return [
+        (r.call_id, r.output.strip(), r.synthetic)
+        for r in records
+        if isinstance(r, jr.ToolResult) and turn_id in (None, r.turn_id)
+    ]
+
+
+def test_an_id_reused_across_turns_is_resumed_and_run_once(tmp_path: Path) -> None:
+    """Turns 1 and 2 answered ``call_0``; turn 3's ``call_0`` is killed before
+    it runs: the reopened session resumes turn 3 and runs it, once."""
     _setup(
         tmp_path,
         [
@@ -87,14 +97,19 @@ def test_an_id_reused_across_turns_gets_its_own_never_ran_result(tmp_path: Path)
     _exec(tmp_path, "two")
     _exec(tmp_path, "three", crash_at="after_tool_call")
     events = _exec(tmp_path, None)
-    assert _recovered(events)["synthetic_results"] == 1
-    (closed,) = _synthetic(tmp_path)
-    assert (closed.call_id, closed.output) == ("call_0", CRASHED_UNSTARTED_OUTPUT)
-    assert (tmp_path / "cwd" / "fx.log").read_text().split() == ["T1", "T2"]
+    recovered = _recovered(events)
+    assert (recovered["synthetic_results"], recovered["resumed_turns"]) == (0, 1)
+    (resumed,) = [e for e in events if e["type"] == "turn.resumed"]
+    assert resumed["call_ids"] == ["call_0"]
+    assert _synthetic(tmp_path) == []
+    assert (tmp_path / "cwd" / "fx.log").read_text().split() == ["T1", "T2", "T3"]
+    assert [e["status"] for e in events if e["type"] == "turn.completed"] == ["completed"]
+    assert [e["text"] for e in events if e["type"] == "message.completed"] == ["three done"]
 
 
-def test_an_id_repeated_in_one_round_closes_the_call_that_never_ran(tmp_path: Path) -> None:
-    """Two ``dup1`` calls in one round; killed after the first ran, before the second."""
+def test_an_id_repeated_in_one_round_resumes_with_the_call_that_never_ran(tmp_path: Path) -> None:
+    """Two ``dup1`` calls in one round; killed after the first ran, before the
+    second: the resumed turn runs the second only (paired per occurrence)."""
     _setup(
         tmp_path,
         [
@@ -104,10 +119,14 @@ def test_an_id_repeated_in_one_round_closes_the_call_that_never_ran(tmp_path: Pa
     )
     _exec(tmp_path, "go", new=True, crash_at="after_tool_call:2")
     events = _exec(tmp_path, None)
-    assert _recovered(events)["synthetic_results"] == 1
-    (closed,) = _synthetic(tmp_path)
-    assert (closed.call_id, closed.output) == ("dup1", CRASHED_UNSTARTED_OUTPUT)
-    assert (tmp_path / "cwd" / "fx.log").read_text().split() == ["A"]
+    assert _recovered(events)["synthetic_results"] == 0
+    assert [e["call_id"] for e in events if e["type"] == "tool.call"] == ["dup1"]
+    assert [(c, synthetic) for c, _, synthetic in _results(tmp_path)] == [
+        ("dup1", False),
+        ("dup1", False),
+    ]
+    assert (tmp_path / "cwd" / "fx.log").read_text().split() == ["A", "B"]
+    assert [e["status"] for e in events if e["type"] == "turn.completed"] == ["completed"]
 
 
 def test_an_interrupt_while_asking_marks_only_the_asked_occurrence_unapproved(

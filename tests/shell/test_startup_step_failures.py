@@ -30,7 +30,7 @@ from mind.shell.inbox import Inbox
 from mind.shell.journal import Journal
 from mind.shell.lease import read_holder
 from mind.shell.mounts import MountLedger
-from mind.shell.recovery import CRASHED_UNSTARTED_OUTPUT
+from mind.shell.recovery import CRASHED_OUTPUT
 from tests.support import records as rec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +59,8 @@ def _crashed_session(
 ) -> tuple[Path, str]:
     """A session whose process died in a turn: ``turn_started`` and its input
     ``m1`` journaled (still in the inbox), and, ``with_call``, a model round
-    with a tool call that has no result. Returns (state root, session id)."""
+    with a shell call that started and has no result (never re-run: the turn
+    is closed, not resumed). Returns (state root, session id)."""
     state = tmp_path / "state"
 
     async def create() -> str:
@@ -79,6 +80,9 @@ def _crashed_session(
     ]
     if with_call:
         records.append(rec.model_round("t1", "", [rec.call("c1")]))
+        records.append(
+            jr.ToolStarted(seq=0, recorded_at_ms=0, turn_id="t1", call_id="c1", name="shell")
+        )
     with Journal.open(directory / "journal.jsonl", session_id=sid) as journal:
         for record in records:
             journal.append(record, sync=True)
@@ -220,7 +224,7 @@ def test_a_recovery_write_refused_at_open_gives_everything_back(
     assert (result["error"], result["errno"]) == ("JournalWriteError", 27)  # EFBIG
     assert result["path"] == str(journal) and str(journal) in result["message"]
     assert result["given_back"] == NOTHING_TAKEN
-    assert result["results"] == ([CRASHED_UNSTARTED_OUTPUT] if with_call else [])
+    assert result["results"] == ([CRASHED_OUTPUT] if with_call else [])
     assert result["ends"] == ["aborted"]
     assert result["waiting"] == ["m1"]
 

@@ -66,6 +66,7 @@ def test_runtime_machines_are_logged_and_bare_ones_are_not(tmp_path: Path, log_d
     turn = [line[1:4] for line in _lines(log_dir) if line[0] == "TurnChart"]
     assert turn == [
         ("accepted", "start", "sampling"),
+        ("requesting", "inputs_claimed", "requesting"),
         ("requesting", "stream_opened", "streaming"),
         ("sampling", "round_done", "draining"),
         ("draining", "seal", "completed"),

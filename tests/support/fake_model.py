@@ -8,7 +8,8 @@ process that restarts the session after a crash. Rules, on the request's
 
 - Let ``U`` be the last ``role: "user"`` message and ``want`` the number of
   tool calls ``U`` asks for: ``TOOLS=<n>`` in its text asks for ``n``, a bare
-  ``TOOL`` for 1, otherwise 0.
+  ``TOOL`` or ``LIST`` for 1, otherwise 0. With ``LIST`` the calls are
+  read-only ``list_dir`` calls of ``.`` (no side effect, no line below).
 - If fewer than ``want`` ``role: "tool"`` messages follow ``U``, and the last
   message is ``U`` or a tool result: reply with one ``shell`` tool call whose
   command appends the call's fresh id (``call_<hex>``) as one line to
@@ -76,7 +77,7 @@ def wanted_tools(text: str) -> int:
     found = _TOOLS_N.search(text)
     if found:
         return int(found.group(1))
-    return 1 if "TOOL" in text else 0
+    return 1 if "TOOL" in text or "LIST" in text else 0
 
 
 def decide(body: dict[str, Any], *, tool_sleep_s: float = 0.0) -> dict[str, Any]:
@@ -95,6 +96,10 @@ def decide(body: dict[str, Any], *, tool_sleep_s: float = 0.0) -> dict[str, Any]
         last_role = messages[-1].get("role")
         if results < wanted_tools(text) and last_role in ("user", "tool"):
             call_id = "call_" + uuid.uuid4().hex[:16]
+            if "LIST" in text:
+                return {
+                    "tool_call": {"id": call_id, "name": "list_dir", "arguments": {"path": "."}}
+                }
             command = f"echo {call_id} >> {EFFECTS_FILE}"
             if tool_sleep_s:
                 command = f"sleep {tool_sleep_s:g}; {command}"

@@ -178,6 +178,7 @@ class Repl:
             self._tg = tg
             tg.start_soon(self._tick)
             tg.start_soon(self._leave_on_signals)
+            self.feed.ensure()  # a turn resumed at open (recovery.md §8) already runs
             if self.hosting.current.recovered:
                 self.send_waiting()
             try:

@@ -2,7 +2,8 @@
 
 A consumer iterates :meth:`Session.events` while the session is busy, so
 turns the runtime starts by itself (queued input, the steering sent by Esc,
-recovered input) are rendered like typed ones. A parked session is consumed
+recovered input, a turn resumed after a crash: ``turn.resumed``) are
+rendered like typed ones. A parked session is consumed
 too, its view muted; approval requests and turn ends of a parked session are
 announced in one line on the attached view. A turn's inputs are echoed
 (``› text``) when its ``input.claimed`` event says it took them: at turn
@@ -69,7 +70,7 @@ class EventFeed:
     def _on_event(self, h: Hosted, event: ev.Event) -> None:
         repl = self._repl
         shown = h is repl.hosting.current
-        if isinstance(event, ev.TurnStartedEvent):
+        if isinstance(event, ev.TurnStartedEvent | ev.TurnResumedEvent):
             h.starting = event  # shown once its inputs are echoed (the claim follows)
             return
         if h.starting is not None:

@@ -61,7 +61,7 @@ class Hosted:
     tokens: ev.Usage = field(default_factory=_no_usage)
     consuming: bool = False
     """Whether a consumer task is iterating the session's events."""
-    starting: ev.TurnStartedEvent | None = None
+    starting: ev.TurnStartedEvent | ev.TurnResumedEvent | None = None
     """A turn start not yet shown: it waits for the turn's claim of its
     inputs, which are echoed first (:mod:`mind.shell.repl.feed`)."""
 
@@ -133,6 +133,13 @@ class Hosting:
             repl.view.note(
                 f"{why}: {recovery.aborted_turns} turn(s) closed "
                 f"as aborted, {calls} tool call(s) marked interrupted (not run again).",
+                style="yellow",
+            )
+        if recovery.resumed_turns:
+            # The session opened busy with it; the feed shows its events.
+            repl.view.note(
+                "mind stopped inside a tool round last time: that turn goes on "
+                "(calls that never ran, or only read, run now; nothing is run twice).",
                 style="yellow",
             )
         waiting = repl.session.waiting

@@ -1,0 +1,118 @@
+"""Resuming a crashed turn (docs/design/recovery.md §8): its machine rebuilt
+from the journal, then the unanswered calls of its tool round run again.
+
+Startup decided the turn goes on (:func:`mind.shell.recovery.resumable_turn`,
+the pure guard :func:`mind.machines.turn_replay.resume_plan`) and left the
+calls it re-drives unanswered; :class:`mind.shell.turn_driver.TurnDriver`
+calls :func:`resumed_machine` in place of a fresh machine and
+:func:`redrive_round` in place of the turn's start, then goes on with its
+loop (the next model round gets the real results).
+
+The seam for interactions and effects (issue #10): :func:`redrive_round` is
+the one place a resumed call is checked against the journal before it runs
+— a call whose result is recorded is skipped, never run again — and every
+other call goes through :meth:`mind.shell.tool_calls.ToolCalls.run`, which
+owns approvals and effects (an approval already answered, an effect already
+prepared: theirs to recognise from the journal).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mind.call_pairing import PairedCall, pair_calls
+from mind.conversation import ToolCall
+from mind.errors import IllegalTransition
+from mind.generated import events as ev
+from mind.generated import journal as jr
+from mind.machines.turn_replay import ResumePlan, replayed_turn
+
+if TYPE_CHECKING:
+    from mind.machines.turn import TurnMachine
+    from mind.shell.session import Session
+    from mind.shell.tool_calls import ToolCalls
+    from mind.shell.turn_handle import Turn
+
+__all__ = ["redrive_round", "resumed_event", "resumed_machine", "round_calls"]
+
+
+def resumed_machine(session: Session, plan: ResumePlan) -> TurnMachine:
+    """The turn machine of ``plan``'s turn rebuilt from the journal (state
+    ``running_tools``), with the session's retry policy and round limit.
+
+    The rounds it already had were allowed when they ran: a limit lowered
+    since is raised to their number, so the replay still ends inside the
+    round and the turn fails on the limit only after the round's calls are
+    answered (at its ``tools_done``). A journal the chart refuses gives an
+    ``aborted`` machine: :func:`redrive_round` then refuses to run anything.
+    """
+    records = session.journal.records
+    rounds = sum(isinstance(r, jr.ModelRound) and r.turn_id == plan.turn_id for r in records)
+    return replayed_turn(
+        records,
+        plan.turn_id,
+        retry=session.retry_policy,
+        max_rounds=max(session.config.max_rounds, rounds),
+    )
+
+
+def resumed_event(plan: ResumePlan) -> ev.TurnResumedEvent:
+    """``turn.resumed``: published in place of ``turn.started``."""
+    return ev.TurnResumedEvent(
+        turn_id=plan.turn_id, call_ids=[p.call.call_id for p in plan.redrive]
+    )
+
+
+def round_calls(records: list[jr.JournalRecord], turn_id: str) -> list[PairedCall]:
+    """The calls of ``turn_id``'s last ``model_round``, paired with their
+    records as the journal holds them now (per occurrence:
+    :func:`mind.call_pairing.pair_calls`), in call order."""
+    paired = pair_calls(records, turn_id)
+    if not paired:
+        return []
+    last = max(p.round_at for p in paired)
+    return [p for p in paired if p.round_at == last]
+
+
+async def redrive_round(calls: ToolCalls, turn: Turn, machine: TurnMachine) -> int:
+    """Run the unanswered calls of the resumed turn's round, in call order.
+
+    Before each call the journal is read again: a call with its
+    ``tool_result`` (answered before the crash, or given the synthetic
+    "outcome unknown" result by startup because it may have changed
+    something) is skipped — never run twice. The caller sends
+    ``tools_done`` afterwards, as after any round.
+
+    Returns:
+        How many calls ran.
+
+    Raises:
+        IllegalTransition: the rebuilt machine is not in ``running_tools``
+            (the journal changed under the plan, or the round limit was
+            lowered): nothing runs and the driver fails safe (aborted, the
+            inputs replay).
+        What :meth:`ToolCalls.run` raises (a journal write failed: the
+        driver fails the turn).
+    """
+    if "running_tools" not in machine.configuration:
+        raise IllegalTransition(
+            "turn", "(resume a tool round)", machine.state, configuration=machine.configuration
+        )
+    ran = 0
+    count = len(round_calls(list(turn.session.journal.records), turn.turn_id))
+    for index in range(count):
+        paired = round_calls(list(turn.session.journal.records), turn.turn_id)[index]
+        if paired.result is not None:
+            continue
+        recorded = paired.call
+        call = ToolCall(
+            call_id=recorded.call_id,
+            name=recorded.name,
+            arguments=recorded.arguments,
+            provider_fields=(
+                dict(recorded.provider_fields) if isinstance(recorded.provider_fields, dict) else {}
+            ),
+        )
+        await calls.run(turn, machine, call)
+        ran += 1
+    return ran
