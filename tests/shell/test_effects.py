@@ -175,4 +175,5 @@ def test_a_prepared_read_only_call_is_not_made_unknown(tmp_path: Path) -> None:
     records = _records(tmp_path)
     assert _of(records, jr.EffectReconciled) == []
     (result,) = _of(records, jr.ToolResult)
-    assert result.synthetic and result.effect_outcome is msgspec.UNSET
+    # The turn is resumed and the rerun-safe call runs again for real.
+    assert not result.synthetic and result.effect_outcome is jr.EffectOutcome.committed
