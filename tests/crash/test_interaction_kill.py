@@ -1,8 +1,7 @@
 """kill -9 while an approval card is shown (docs/design/interactions.md §2, §6):
 the request the person saw is on disk with its id (it was fsynced before the
 event), nothing was resolved, the call never ran; reopening the session
-today closes that turn, so the question is not recoverable and a late answer
-is an explicit no-op saying its turn ended."""
+resumes that turn, so the question is recoverable under the same id."""
 
 from __future__ import annotations
 
