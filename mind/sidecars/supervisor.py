@@ -349,11 +349,37 @@ class _Supervisor:
         while True:
             found = descendants()
             if first and counting:
-                self.leftovers = sum(1 for pid in found if not _is_zombie(pid))
+                self.leftovers = sum(1 for pid in found if _is_leftover(pid))
             first = False
             _signal(found, signal.SIGKILL)
             if not self.reap(block=bool(found)) and not found:
                 return
+
+
+def _is_leftover(pid: int) -> bool:
+    """Whether descendant ``pid`` is a process the command left running (§4.2):
+    not a zombie, and not the init of a pid namespace below ours. Such an
+    init is a wrapper's helper (bwrap's, which may still be exiting after
+    bwrap, the leader, has exited): the command's own processes live below it
+    and are counted; it is killed like every descendant, never counted."""
+    if _is_zombie(pid):
+        return False
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
+            nspids = next((line.split()[1:] for line in status if line.startswith("NSpid:")), [])
+    except OSError:
+        return False  # gone meanwhile: nothing was left running
+    return not (len(nspids) > _ns_depth() and nspids[-1] == "1")
+
+
+def _ns_depth() -> int:
+    """How many pid namespaces this process is seen in (``NSpid`` fields);
+    read only when counting, off the start path."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            return next((len(line.split()) - 1 for line in status if line.startswith("NSpid:")), 1)
+    except OSError:
+        return 1
 
 
 def _is_zombie(pid: int) -> bool:
