@@ -42,6 +42,7 @@ __all__ = [
     "ProcessResult",
     "Running",
     "State",
+    "collect_strays",
     "handle_of",
     "inspect",
     "kill_tree",
@@ -61,6 +62,10 @@ EXIT_FILE: Final = "exit.json"
 NEVER_STARTED_FILE: Final = "never_started"
 LOG_FILE: Final = "supervisor.log"
 STREAM_FILES: Final = ("stdout", "stderr")
+MARKER: Final = "MIND_EFFECT"
+"""Environment variable every supervised command gets, its effect
+directory's path as value: how the processes of a command whose supervisor
+died are still found (§6.7)."""
 REFUSED_EXIT: Final = 125
 """The supervisor's exit status when it refused (``supervisor.log`` says why)."""
 
@@ -196,7 +201,7 @@ async def start(
                 stdout=subprocess.DEVNULL,
                 stderr=log_fd,
                 cwd=directory,
-                env=dict(env) if env is not None else None,
+                env={**(os.environ if env is None else env), MARKER: _marker_value(directory)},
                 start_new_session=True,
                 pass_fds=pass_fds,
             )
@@ -225,19 +230,42 @@ async def wait(handle: Handle) -> ProcessResult:
         with anyio.CancelScope(shield=True):
             await stop(handle)
         raise
-    state = inspect(handle.directory)
-    if isinstance(state, Finished):
-        return state.result
     code = handle._process.returncode if handle._process is not None else None
     if code == REFUSED_EXIT:
         log = private_files.read_file(handle.directory / LOG_FILE, _LOG_MAX_BYTES) or b""
         why = log.decode("utf-8", errors="replace").strip() or "no reason given"
         return ProcessResult(f"cannot start: {why}", False)
+    # exit.json is believed only from a supervisor that exited 0 (§6.6): one
+    # killed by the command itself leaves whatever the command wrote there.
+    state = inspect(handle.directory) if code in (0, None) else None
+    if isinstance(state, Finished):
+        return state.result
+    await anyio.to_thread.run_sync(collect_strays, handle)
     return ProcessResult(
         f"the command's supervisor ended without recording its end (exit status {code}); "
         "its outcome is unknown",
         False,
     )
+
+
+def collect_strays(handle: Handle) -> int:
+    """SIGKILL what the command of a supervisor that died without
+    ``exit.json`` left running (§6.7): every process of this user carrying
+    the effect's :data:`MARKER`, and — for a handle from :func:`start`, whose
+    session id mind knows from its own spawn, not from a file — every
+    process of the supervisor's session. Blocking (a ``/proc`` scan); call
+    it off the event loop.
+
+    Returns:
+        How many processes were killed.
+    """
+    session_id = handle.pid if handle._process is not None else None
+    return procs.kill_strays(f"{MARKER}={_marker_value(handle.directory)}", session_id=session_id)
+
+
+def _marker_value(directory: Path) -> str:
+    """:data:`MARKER`'s value: the directory's absolute path, unique per effect."""
+    return str(directory.absolute())
 
 
 async def stop(handle: Handle) -> None:

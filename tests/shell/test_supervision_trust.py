@@ -118,3 +118,30 @@ async def test_a_real_leftover_is_still_counted(tmp_path: Path, marker: str) -> 
     assert result.text == (
         "[1 background process still running when the command exited was killed]\nexit code: 0"
     )
+
+
+async def test_a_forged_exit_record_of_a_command_that_killed_its_supervisor_is_not_believed(
+    tmp_path: Path, marker: str
+) -> None:
+    directory = tmp_path / "ef_forged"
+    command = FORGE + "kill -9 $PPID; exit 3"
+    handle = await _run(directory, ["bash", "-c", command], marker)
+    result = await supervision.wait(handle)
+    assert not result.ok
+    assert "ALL TESTS PASSED" not in result.text
+    assert "outcome is unknown" in result.text
+    assert "exit status -9" in result.text
+
+
+async def test_a_command_that_kills_its_supervisor_leaves_nothing_running(
+    tmp_path: Path, marker: str
+) -> None:
+    """Unsandboxed: the background child and a ``setsid`` escapee are
+    reparented away from the dead supervisor; mind kills them by session and
+    by the effect's marker in their environment."""
+    directory = tmp_path / "ef_killer"
+    command = "sleep 7781 & setsid sleep 7782 & kill -9 $PPID; wait"
+    handle = await _run(directory, ["bash", "-c", command], marker)
+    result = await supervision.wait(handle)
+    assert "outcome is unknown" in result.text
+    assert await _until(lambda: _marked(marker) == [])
