@@ -172,6 +172,8 @@ async def start(
         PrivateStateError: ``directory`` or its log is not private and owned.
         OSError: the directory cannot be made or the supervisor not started.
     """
+    # The marker that finds the command's processes if its supervisor dies (§6.7).
+    env = {**(os.environ if env is None else env), MARKER: _marker_value(directory)}
     private_files.private_dir(directory)
     log_fd = private_files.open_file(directory / LOG_FILE, os.O_WRONLY | os.O_APPEND, create=True)
     args = [
@@ -201,7 +203,7 @@ async def start(
                 stdout=subprocess.DEVNULL,
                 stderr=log_fd,
                 cwd=directory,
-                env={**(os.environ if env is None else env), MARKER: _marker_value(directory)},
+                env=dict(env) if env is not None else None,
                 start_new_session=True,
                 pass_fds=pass_fds,
             )
