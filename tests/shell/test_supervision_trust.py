@@ -145,3 +145,37 @@ async def test_a_command_that_kills_its_supervisor_leaves_nothing_running(
     result = await supervision.wait(handle)
     assert "outcome is unknown" in result.text
     assert await _until(lambda: _marked(marker) == [])
+
+
+async def test_after_a_restart_an_exit_record_without_the_supervisors_proof_is_not_believed(
+    tmp_path: Path, marker: str
+) -> None:
+    """A handle rebuilt from records (no wait status) checks exit.json's proof
+    against the hash mind kept (§10): the forger never saw the token."""
+    directory = tmp_path / "ef_forged_restart"
+    handle = await _run(directory, ["bash", "-c", FORGE + "kill -9 $PPID; exit 3"], marker)
+    assert "outcome is unknown" in (await supervision.wait(handle)).text
+    assert handle.proof_sha256
+    assert not supervision.proven(directory, handle.proof_sha256)
+    rebuilt = supervision.handle_of(directory, proof_sha256=handle.proof_sha256)
+    assert rebuilt is not None
+    result = await supervision.wait(rebuilt)
+    assert not result.ok
+    assert "ALL TESTS PASSED" not in result.text
+    assert "outcome is unknown" in result.text
+
+
+async def test_the_supervisors_own_exit_record_carries_its_proof(
+    tmp_path: Path, marker: str
+) -> None:
+    directory = tmp_path / "ef_genuine"
+    command = "echo hi; env | grep -c MIND_SUPERVISOR_PROOF; exit 0"
+    handle = await _run(directory, ["bash", "-c", command], marker)
+    result = await supervision.wait(handle)
+    # The token is the supervisor's alone: the command's environment lacks it.
+    assert result == supervision.ProcessResult("hi\n0\nexit code: 0", True)
+    assert supervision.proven(directory, handle.proof_sha256)
+    assert not supervision.proven(directory, "0" * 64)
+    rebuilt = supervision.handle_of(directory, proof_sha256=handle.proof_sha256)
+    assert rebuilt is not None
+    assert await supervision.wait(rebuilt) == result
