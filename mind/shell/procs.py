@@ -26,13 +26,27 @@ on paths (``mind --version``, ``Runtime.open``) that read none.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-__all__ = ["is_alive", "same_process", "start_identity", "started_at_ms"]
+if TYPE_CHECKING:
+    import psutil
+
+__all__ = [
+    "STRAY_ROUNDS",
+    "is_alive",
+    "kill_strays",
+    "same_process",
+    "start_identity",
+    "started_at_ms",
+]
 
 _LINUX: Final = sys.platform.startswith("linux")
+STRAY_ROUNDS: Final = 50
+"""Scans :func:`kill_strays` makes at most: a stray may fork between a scan
+and its SIGKILL, so it scans again until one finds none."""
 _BOOT_ID: Final = Path("/proc/sys/kernel/random/boot_id")
 """A kernel value, not a process table read: psutil has no boot id."""
 
@@ -112,3 +126,61 @@ def same_process(pid: int, identity: str) -> bool:
         return True
     current = start_identity(pid)
     return current == "" or current == identity
+
+
+def kill_strays(marker: str, *, session_id: int | None = None) -> int:
+    """SIGKILL every process of this user whose environment holds the entry
+    ``marker`` (``NAME=value``, exactly) or, when ``session_id`` is given,
+    that belongs to that session; scan again until a scan finds none (at
+    most :data:`STRAY_ROUNDS`). For the tree a dead supervisor could not
+    kill (docs/design/processes.md §6.7). mind itself is never signalled.
+
+    Only ever pass a ``session_id`` mind knows from its own spawn: a
+    session id read from a file the command could write might name any.
+
+    Returns:
+        How many processes were signalled (0: none found).
+    """
+    import psutil  # here, not at import: see the module docstring
+
+    entry = marker.encode() + b"\0"
+    me = os.getpid()
+    uid = os.getuid()
+    killed = 0
+    for _ in range(STRAY_ROUNDS):
+        found = 0
+        for process in psutil.process_iter():
+            pid = process.pid
+            if pid == me or not _is_stray(process, pid, uid, entry, session_id):
+                continue
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                continue
+            found += 1
+        killed += found
+        if not found:
+            break
+    return killed
+
+
+def _is_stray(
+    process: psutil.Process, pid: int, uid: int, entry: bytes, session_id: int | None
+) -> bool:
+    """Whether ``pid`` (live, this user's) carries ``entry`` or is in ``session_id``."""
+    import psutil
+
+    try:
+        if process.uids().real != uid or process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        if session_id is not None and os.getsid(pid) == session_id:
+            return True
+        # psutil's environ() splits on "=" and drops malformed entries; the raw
+        # file is what the kernel holds, read where there is one.
+        if _LINUX:
+            with open(f"/proc/{pid}/environ", "rb") as environ:
+                return (b"\0" + environ.read()).find(b"\0" + entry) >= 0
+        name, _, value = entry[:-1].decode().partition("=")
+        return process.environ().get(name) == value
+    except (psutil.Error, OSError):
+        return False  # gone, or not readable: not ours to judge

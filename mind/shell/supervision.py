@@ -14,9 +14,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
+import hmac
 import json
 import math
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -42,9 +45,11 @@ __all__ = [
     "ProcessResult",
     "Running",
     "State",
+    "collect_strays",
     "handle_of",
     "inspect",
     "kill_tree",
+    "proven",
     "start",
     "stop",
     "wait",
@@ -61,6 +66,13 @@ EXIT_FILE: Final = "exit.json"
 NEVER_STARTED_FILE: Final = "never_started"
 LOG_FILE: Final = "supervisor.log"
 STREAM_FILES: Final = ("stdout", "stderr")
+MARKER: Final = "MIND_EFFECT"
+"""Environment variable every supervised command gets, its effect
+directory's path as value: how the processes of a command whose supervisor
+died are still found (§6.7)."""
+PROOF_ENV: Final = "MIND_SUPERVISOR_PROOF"
+"""How the token reaches the supervisor, which takes it out of the
+command's environment at once (§10)."""
 REFUSED_EXIT: Final = 125
 """The supervisor's exit status when it refused (``supervisor.log`` says why)."""
 
@@ -92,12 +104,16 @@ class Handle:
         pid: the supervisor's pid (its process group and session id too).
         start_identity: its start identity (:func:`mind.shell.procs.start_identity`);
             with ``pid`` what the effect record keeps.
+        proof_sha256: hex SHA-256 of the token handed to the supervisor alone,
+            which its ``exit.json`` carries back (:func:`proven`, §10); ""
+            when unknown (a record that did not keep it): then unchecked.
     """
 
     directory: Path
     pid: int
     start_identity: str
     _process: anyio.abc.Process | None = field(default=None, repr=False, compare=False)
+    proof_sha256: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +183,11 @@ async def start(
         PrivateStateError: ``directory`` or its log is not private and owned.
         OSError: the directory cannot be made or the supervisor not started.
     """
+    # The marker that finds the command's processes if its supervisor dies
+    # (§6.7); the token only the supervisor sees, proof of its exit.json (§10).
+    proof = secrets.token_hex(16)
+    env = {**(os.environ if env is None else env), MARKER: _marker_value(directory)}
+    env[PROOF_ENV] = proof
     private_files.private_dir(directory)
     log_fd = private_files.open_file(directory / LOG_FILE, os.O_WRONLY | os.O_APPEND, create=True)
     args = [
@@ -202,7 +223,9 @@ async def start(
             )
     finally:
         os.close(log_fd)
-    return Handle(directory, process.pid, procs.start_identity(process.pid), process)
+    return Handle(
+        directory, process.pid, procs.start_identity(process.pid), process, _sha256(proof)
+    )
 
 
 async def wait(handle: Handle) -> ProcessResult:
@@ -225,19 +248,62 @@ async def wait(handle: Handle) -> ProcessResult:
         with anyio.CancelScope(shield=True):
             await stop(handle)
         raise
-    state = inspect(handle.directory)
-    if isinstance(state, Finished):
-        return state.result
     code = handle._process.returncode if handle._process is not None else None
     if code == REFUSED_EXIT:
         log = private_files.read_file(handle.directory / LOG_FILE, _LOG_MAX_BYTES) or b""
         why = log.decode("utf-8", errors="replace").strip() or "no reason given"
         return ProcessResult(f"cannot start: {why}", False)
+    # exit.json is believed only from a supervisor that exited 0 (§6.6): one
+    # killed by the command itself leaves whatever the command wrote there.
+    state = inspect(handle.directory) if code in (0, None) else None
+    if isinstance(state, Finished) and proven(handle.directory, handle.proof_sha256):
+        return state.result
+    await anyio.to_thread.run_sync(collect_strays, handle)
     return ProcessResult(
         f"the command's supervisor ended without recording its end (exit status {code}); "
         "its outcome is unknown",
         False,
     )
+
+
+def proven(directory: Path, proof_sha256: str) -> bool:
+    """Whether ``directory``'s ``exit.json`` is its supervisor's own (§10):
+    its ``proof`` hashes (SHA-256, hex) to ``proof_sha256``. True when
+    ``proof_sha256`` is "" (not known: nothing to check against); False
+    when ``exit.json`` is missing, unreadable or without a matching proof.
+    Call it beside :func:`inspect` wherever a :class:`Finished` is believed."""
+    if not proof_sha256:
+        return True
+    try:
+        record = _record(directory / EXIT_FILE)
+    except SupervisorRecordError:
+        return False
+    proof = record.get("proof") if record is not None else None
+    return isinstance(proof, str) and hmac.compare_digest(_sha256(proof), proof_sha256)
+
+
+def _sha256(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def collect_strays(handle: Handle) -> int:
+    """SIGKILL what the command of a supervisor that died without
+    ``exit.json`` left running (§6.7): every process of this user carrying
+    the effect's :data:`MARKER`, and — for a handle from :func:`start`, whose
+    session id mind knows from its own spawn, not from a file — every
+    process of the supervisor's session. Blocking (a ``/proc`` scan); call
+    it off the event loop.
+
+    Returns:
+        How many processes were killed.
+    """
+    session_id = handle.pid if handle._process is not None else None
+    return procs.kill_strays(f"{MARKER}={_marker_value(handle.directory)}", session_id=session_id)
+
+
+def _marker_value(directory: Path) -> str:
+    """:data:`MARKER`'s value: the directory's absolute path, unique per effect."""
+    return str(directory.absolute())
 
 
 async def stop(handle: Handle) -> None:
@@ -267,9 +333,10 @@ async def _wait_unlocked(directory: Path) -> None:
     await anyio.to_thread.run_sync(block, abandon_on_cancel=True)
 
 
-def handle_of(directory: Path) -> Handle | None:
+def handle_of(directory: Path, *, proof_sha256: str = "") -> Handle | None:
     """A handle to the supervisor ``supervisor.json`` names (for :func:`wait`
     after a restart), or None when the directory has no such record.
+    ``proof_sha256`` is the hash mind kept of its token (:attr:`Handle.proof_sha256`).
 
     Raises:
         SupervisorRecordError: ``supervisor.json`` is damaged.
@@ -278,7 +345,7 @@ def handle_of(directory: Path) -> Handle | None:
     if record is None:
         return None
     pid, identity = _identity(directory / SUPERVISOR_FILE, record)
-    return Handle(directory, pid, identity)
+    return Handle(directory, pid, identity, proof_sha256=proof_sha256)
 
 
 def kill_tree(directory: Path) -> bool:

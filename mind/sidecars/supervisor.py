@@ -59,6 +59,9 @@ STDOUT_FILE = "stdout"
 STDERR_FILE = "stderr"
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
+PROOF_ENV = "MIND_SUPERVISOR_PROOF"
+"""Environment variable in which mind hands the supervisor its token (§10)."""
 _PR_SET_CHILD_SUBREAPER = 36
 _READ_CHUNK_BYTES = 65536
 _OPEN_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
@@ -349,11 +352,37 @@ class _Supervisor:
         while True:
             found = descendants()
             if first and counting:
-                self.leftovers = sum(1 for pid in found if not _is_zombie(pid))
+                self.leftovers = sum(1 for pid in found if _is_leftover(pid))
             first = False
             _signal(found, signal.SIGKILL)
             if not self.reap(block=bool(found)) and not found:
                 return
+
+
+def _is_leftover(pid: int) -> bool:
+    """Whether descendant ``pid`` is a process the command left running (§4.2):
+    not a zombie, and not the init of a pid namespace below ours. Such an
+    init is a wrapper's helper (bwrap's, which may still be exiting after
+    bwrap, the leader, has exited): the command's own processes live below it
+    and are counted; it is killed like every descendant, never counted."""
+    if _is_zombie(pid):
+        return False
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
+            nspids = next((line.split()[1:] for line in status if line.startswith("NSpid:")), [])
+    except OSError:
+        return False  # gone meanwhile: nothing was left running
+    return not (len(nspids) > _ns_depth() and nspids[-1] == "1")
+
+
+def _ns_depth() -> int:
+    """How many pid namespaces this process is seen in (``NSpid`` fields);
+    read only when counting, off the start path."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            return next((len(line.split()) - 1 for line in status if line.startswith("NSpid:")), 1)
+    except OSError:
+        return 1
 
 
 def _is_zombie(pid: int) -> bool:
@@ -363,6 +392,19 @@ def _is_zombie(pid: int) -> bool:
     except OSError:
         return True
     return not fields or fields[0] in ("Z", "X")
+
+
+def _take_proof(libc: ctypes.CDLL) -> str | None:
+    """The token mind handed this supervisor in :data:`PROOF_ENV` (None if
+    none), taken out of the environment the command inherits; this process
+    is then made non-dumpable, so no process of the user without
+    ``CAP_SYS_PTRACE`` — the command included — can read it through ptrace,
+    ``/proc/PID/mem`` or ``/proc/PID/environ``. ``exit.json`` carries it
+    back: mind believes an ``exit.json`` whose token hashes to what it kept
+    (processes.md §10)."""
+    proof = os.environ.pop(PROOF_ENV, None)
+    libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    return proof
 
 
 def _parse(args: list[str]) -> tuple[str, float, int, float, list[int], list[str]]:
@@ -426,6 +468,7 @@ def main(args: list[str]) -> int:
     except (_Refused, OSError) as exc:
         print(f"mind supervisor: refused: {exc}", file=sys.stderr)
         return REFUSED_EXIT
+    proof = _take_proof(libc)
     supervisor = _Supervisor(directory, timeout_s, max_bytes, grace_s)
     started_at_ms = _now_ms()
     record = {
@@ -469,6 +512,7 @@ def main(args: list[str]) -> int:
             "max_output_bytes": max_bytes,
             "killed": supervisor.killed,
             "leftovers_killed": supervisor.leftovers,
+            "proof": proof,
             "started_at_ms": started_at_ms,
             "ended_at_ms": _now_ms(),
             "stdout": sinks[0].finish(),
