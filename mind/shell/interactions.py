@@ -48,6 +48,7 @@ from mind.machines.interaction import (
     RefuseTooLarge,
     ShowRequest,
 )
+from mind.shell import faults
 from mind.shell.journal import Journal
 
 __all__ = [
@@ -383,6 +384,7 @@ class Interactions:
                 self._perform(live, machine.show(can_answer=can_answer), resolved)
                 if machine.state in ("shown",):  # (`in`: re-read after the event)
                     show(live.request, earlier is not None)
+                    faults.boundary("interaction_shown")
                     try:
                         await live.answered.wait()
                         if live.failure is not None:
@@ -520,6 +522,7 @@ class Interactions:
                 assert isinstance(written, jr.InteractionRequested)
                 live.request = written
                 self.log.add(written)
+                faults.boundary("interaction_requested")
             elif isinstance(effect, JournalResolution):
                 record = jr.InteractionResolved(
                     seq=0,
@@ -533,6 +536,7 @@ class Interactions:
                 assert isinstance(written, jr.InteractionResolved)
                 live.resolution = written
                 self.log.add(written)
+                faults.boundary("interaction_answered_not_applied")
                 live.answered.set()
                 resolved(written)
             elif isinstance(
