@@ -118,6 +118,14 @@ class Choice(StrEnum):
     approve_session = 'approve_session'
     deny = 'deny'
     abort = 'abort'
+    rerun = 'rerun'
+    mark_failed = 'mark_failed'
+    tell_model = 'tell_model'
+
+
+class Kind(StrEnum):
+    approval = 'approval'
+    reconcile = 'reconcile'
 
 
 class ApprovalRequestedEvent(Struct, kw_only=True, tag_field='type', tag='approval.requested', frozen=True):
@@ -175,11 +183,12 @@ class ApprovalRequestedEvent(Struct, kw_only=True, tag_field='type', tag='approv
         Annotated[
             list[Choice],
             Meta(
-                description="The decisions offered (approve_session absent when the call's scope cannot be judged: it is asked again each time)."
+                description="The decisions offered: an approval's (approve_session absent when the call's scope cannot be judged: it is asked again each time), or a reconcile question's (rerun, mark_failed, tell_model). `kind` says which card it is: absent or `approval`, or `reconcile` (a call whose outcome is unknown after a crash; `text` says what is known)."
             ),
         ]
         | UnsetType
     ) = UNSET
+    kind: Kind | UnsetType = UNSET
     cwd: Annotated[str, Meta(description='The working directory the call runs in.')] | UnsetType = (
         UNSET
     )
@@ -366,11 +375,6 @@ class InteractionResolvedEvent(Struct, kw_only=True, tag_field='type', tag='inte
     decision: Decision
     by: By
     reason: str | UnsetType = UNSET
-
-
-class Kind(StrEnum):
-    approval = 'approval'
-    reconcile = 'reconcile'
 
 
 class Purpose(StrEnum):

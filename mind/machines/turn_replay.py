@@ -197,6 +197,7 @@ def resume_plan(
     turn_id: str,
     *,
     read_only: Callable[[str], bool],
+    can_ask: bool = False,
 ) -> ResumePlan | None:
     """The guard: is crashed turn ``turn_id`` resumed, and how (docs/design/recovery.md §8)?
 
@@ -208,8 +209,13 @@ def resume_plan(
     least one of those may be run now: it never started (no
     ``tool_started`` in a turn that records starts), or ``read_only`` says
     its tool changes nothing. A started call that is not read-only is never
-    re-run (its outcome is unknown); when every unanswered call is such a
-    one, the turn is closed as before (None).
+    re-run (its outcome is unknown): where nobody can answer, it is left
+    for a synthetic result and, when every unanswered call is such a one,
+    the turn is closed as before (None); where a person can answer
+    (``can_ask``), it is re-driven too — to be reconciled by the person's
+    answer to a ``reconcile`` question before anything runs again
+    (docs/design/effects.md §4). A call only an old journal's missing start
+    record leaves in doubt is never re-driven: nothing marks it prepared.
 
     Args:
         records: the session's journal records in ``seq`` order.
@@ -217,6 +223,7 @@ def resume_plan(
         read_only: whether a tool (by name) never changes files or runs
             commands (``mind.effects.tools.BUILTIN_TOOLS``); an unknown name
             must answer False.
+        can_ask: a person can answer the ``reconcile`` question (the REPL).
 
     Returns:
         The plan, or None: the turn is closed (docs/design/recovery.md §6).
@@ -231,7 +238,10 @@ def resume_plan(
     starts = any(isinstance(r, jr.TurnStarted) and r.tool_starts is True for r in mine)
     open_calls = [p for p in pair_calls(mine, turn_id) if p.round_at == rounds[-1] and not p.result]
     # A call is re-run only when that cannot repeat a side effect.
-    runnable = [not (p.started or not starts) or read_only(p.call.name) for p in open_calls]
+    runnable = [
+        not (p.started or not starts) or read_only(p.call.name) or (can_ask and p.started)
+        for p in open_calls
+    ]
     redrive = tuple(p for p, ok in zip(open_calls, runnable, strict=True) if ok)
     if not redrive:
         return None

@@ -18,6 +18,9 @@ BOUNDARIES: tuple[str, ...] = (
     "after_turn_started",
     "after_model_round",
     "after_tool_call",
+    "interaction_requested",
+    "interaction_shown",
+    "interaction_answered_not_applied",
     "effect_prepared",
     "effect_executing",
     "effect_committed_not_delivered",
@@ -31,6 +34,12 @@ BOUNDARIES: tuple[str, ...] = (
 - ``after_turn_started``: ``turn_started`` + the turn's inputs are fsynced; no model request yet.
 - ``after_model_round``: a ``model_round`` record is journaled (each round).
 - ``after_tool_call``: a journaled tool call is about to run (once per call).
+- ``interaction_requested``: a question's ``interaction_requested`` is fsynced;
+  no card is shown yet (docs/design/interactions.md §2).
+- ``interaction_shown``: its card was published (an answer may now arrive).
+- ``interaction_answered_not_applied``: its ``interaction_resolved`` is fsynced
+  (the person's answer, ``declined``, ``cancelled``); the waiting call has not
+  acted on it yet.
 - ``effect_prepared``: the call's ``tool_started`` (effect id, class) is fsynced;
   the tool has not started (docs/design/effects.md §3).
 - ``effect_executing``: the tool ran (it may have finished); its result is not

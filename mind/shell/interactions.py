@@ -48,11 +48,13 @@ from mind.machines.interaction import (
     RefuseTooLarge,
     ShowRequest,
 )
+from mind.shell import faults
 from mind.shell.journal import Journal
 
 __all__ = [
     "APPROVAL_CHOICES",
     "LEGACY_DECISIONS",
+    "RECONCILE_CHOICES",
     "AnswerResult",
     "Answered",
     "Decision",
@@ -66,10 +68,23 @@ __all__ = [
 
 _Decision: TypeAlias = jr.InteractionDecision
 
-Decision = Literal["approve_once", "approve_session", "deny", "abort", "yes", "no", "always"]
-"""An answer to an approval, as clients give it: approve once, approve for
+Decision = Literal[
+    "approve_once",
+    "approve_session",
+    "deny",
+    "abort",
+    "yes",
+    "no",
+    "always",
+    "rerun",
+    "mark_failed",
+    "tell_model",
+]
+"""An answer as clients give it. To an approval: approve once, approve for
 this session, deny (with an optional reason the model sees), abort the turn;
-``yes`` | ``no`` | ``always`` are the older words for the first three."""
+``yes`` | ``no`` | ``always`` are the older words for the first three. To a
+``reconcile`` question (a call whose outcome is unknown after a crash):
+``rerun``, ``mark_failed``, ``tell_model`` (docs/design/effects.md §4)."""
 
 APPROVAL_CHOICES: Final[tuple[_Decision, ...]] = (
     jr.InteractionDecision.approve_once,
@@ -80,6 +95,14 @@ APPROVAL_CHOICES: Final[tuple[_Decision, ...]] = (
 """The decisions an approval offers (``approve_session`` left out when the
 call's scope cannot be judged, mind.effects.grants)."""
 
+RECONCILE_CHOICES: Final[tuple[_Decision, ...]] = (
+    jr.InteractionDecision.rerun,
+    jr.InteractionDecision.mark_failed,
+    jr.InteractionDecision.tell_model,
+)
+"""The decisions a ``reconcile`` question may offer, best first (which of
+them it does is :func:`mind.machines.effect.reconcile_choices`)."""
+
 LEGACY_DECISIONS: Final[dict[str, _Decision]] = {
     "yes": jr.InteractionDecision.approve_once,
     "no": jr.InteractionDecision.deny,
@@ -89,19 +112,22 @@ LEGACY_DECISIONS: Final[dict[str, _Decision]] = {
 
 
 def as_decision(value: str) -> _Decision:
-    """``value`` as an approval decision: one of :data:`APPROVAL_CHOICES`
-    (by value) or of :data:`LEGACY_DECISIONS`' words.
+    """``value`` as a decision: one of :data:`APPROVAL_CHOICES` or
+    :data:`RECONCILE_CHOICES` (by value) or of :data:`LEGACY_DECISIONS`'
+    words. Whether the question asked offers it is checked by
+    :meth:`Interactions.answer`.
 
     Raises:
-        ValueError: neither (misuse; an approval never fails open). Only
-            mind itself resolves ``declined`` / ``cancelled``.
+        ValueError: none of those (misuse; a question never fails open).
+            Only mind itself resolves ``declined`` / ``cancelled``.
     """
     if value in LEGACY_DECISIONS:
         return LEGACY_DECISIONS[value]
-    for choice in APPROVAL_CHOICES:
+    for choice in (*APPROVAL_CHOICES, *RECONCILE_CHOICES):
         if value == choice.value:
             return choice
-    words = "', '".join([*(c.value for c in APPROVAL_CHOICES), *LEGACY_DECISIONS])
+    offered = (*APPROVAL_CHOICES, *RECONCILE_CHOICES)
+    words = "', '".join([*(c.value for c in offered), *LEGACY_DECISIONS])
     raise ValueError(f"decision must be '{words}', not {value!r}")
 
 
@@ -148,13 +174,15 @@ class NotTaken:
             (answered before: the first decision stands), ``stale`` (asked
             by an earlier process and not offered again yet), ``too_large``
             (the reason is over 128 KiB; the question still waits),
-            ``not_shown`` (not shown yet).
+            ``not_shown`` (not shown yet), ``not_offered`` (the decision is
+            not among the question's choices — ``rerun`` to an approval,
+            ``approve_once`` to a reconcile question; it still waits).
         message: one sentence for the person.
         decision: the decision that stands, when there is one.
     """
 
     interaction_id: str
-    why: Literal["unknown", "resolved", "stale", "too_large", "not_shown"]
+    why: Literal["unknown", "resolved", "stale", "too_large", "not_shown", "not_offered"]
     message: str
     decision: _Decision | None = None
 
@@ -356,6 +384,7 @@ class Interactions:
                 self._perform(live, machine.show(can_answer=can_answer), resolved)
                 if machine.state in ("shown",):  # (`in`: re-read after the event)
                     show(live.request, earlier is not None)
+                    faults.boundary("interaction_shown")
                     try:
                         await live.answered.wait()
                         if live.failure is not None:
@@ -396,6 +425,16 @@ class Interactions:
         live = self._live.get(interaction_id)
         if live is None:
             return self._not_live(interaction_id)
+        if decision not in live.request.choices and live.machine.state == "shown":
+            # Only what the card offered can be decided: an approval word
+            # never settles a reconcile question, nor the reverse.
+            offered = ", ".join(c.value for c in live.request.choices)
+            return NotTaken(
+                interaction_id,
+                "not_offered",
+                f"{interaction_id} offers {offered}, not {decision.value}; "
+                "the question still waits.",
+            )
         effects = live.machine.answer(decision, reason=reason, by=by)
         try:
             self._perform(live, effects, live.resolved)
@@ -483,6 +522,7 @@ class Interactions:
                 assert isinstance(written, jr.InteractionRequested)
                 live.request = written
                 self.log.add(written)
+                faults.boundary("interaction_requested")
             elif isinstance(effect, JournalResolution):
                 record = jr.InteractionResolved(
                     seq=0,
@@ -496,6 +536,7 @@ class Interactions:
                 assert isinstance(written, jr.InteractionResolved)
                 live.resolution = written
                 self.log.add(written)
+                faults.boundary("interaction_answered_not_applied")
                 live.answered.set()
                 resolved(written)
             elif isinstance(

@@ -121,15 +121,18 @@ def tool_is_read_only(name: str) -> bool:
     return contract is not None and contract.read_only
 
 
-def resumable_turn(records: Sequence[jr.JournalRecord]) -> ResumePlan | None:
+def resumable_turn(
+    records: Sequence[jr.JournalRecord], *, can_ask: bool = False
+) -> ResumePlan | None:
     """The crashed turn a startup that can drive turns resumes instead of
     closing, if any: the guard :func:`mind.machines.turn_replay.resume_plan`
-    on the last unterminated turn, read-only as the tool contracts say
-    (docs/design/recovery.md §8). Pure."""
+    on the last unterminated turn, read-only as the tool contracts say;
+    ``can_ask``: a person can answer the reconcile question of a started
+    call (docs/design/recovery.md §8). Pure."""
     open_turns = unterminated_turns(records)
     if not open_turns:
         return None
-    return resume_plan(records, open_turns[-1], read_only=tool_is_read_only)
+    return resume_plan(records, open_turns[-1], read_only=tool_is_read_only, can_ask=can_ask)
 
 
 def close_orphan_calls(journal: Journal, *, resume: ResumePlan | None = None) -> int:

@@ -704,10 +704,12 @@ class TurnView:
         how much is hidden and that ``v`` shows it all. Control characters are
         shown escaped (:func:`mind.effects.review.visible`), never dropped."""
         self.flush_text()
+        # A reconcile card asks about a call a crash left without an outcome.
+        reconcile = event.kind == ev.Kind.reconcile
         lines: list[RenderableType] = [
             Text.assemble(
                 ("? ", "bold yellow"),
-                ("Approval needed: ", "bold"),
+                ("Outcome unknown: " if reconcile else "Approval needed: ", "bold"),
                 plain(event.reason, keep_joiners=False),
             ),
         ]
@@ -758,6 +760,9 @@ class TurnView:
             ),
             "deny": ("  ↳ refused", "yellow"),
             "abort": ("  ↳ stopped the turn", "yellow"),
+            "rerun": ("  ↳ running it again", "yellow"),
+            "mark_failed": ("  ↳ marked failed; the model is told it did not run again", "yellow"),
+            "tell_model": ("  ↳ the model is told the outcome is unknown", "yellow"),
         }[
             {"yes": "approve_once", "always": "approve_session", "no": "deny"}.get(
                 decision, decision

@@ -244,14 +244,18 @@ class Session:
         Args:
             interaction_id: the question's ``ia_…`` id (from
                 :meth:`pending_interactions` or the ``approval.requested`` event).
-            decision: ``approve_once`` | ``approve_session`` | ``deny`` |
-                ``abort`` (or ``yes`` | ``no`` | ``always``).
+            decision: to an approval ``approve_once`` | ``approve_session`` |
+                ``deny`` | ``abort`` (or ``yes`` | ``no`` | ``always``); to a
+                ``reconcile`` question (``kind`` ``reconcile``: a call whose
+                outcome is unknown after a crash) ``rerun`` | ``mark_failed``
+                | ``tell_model``. Only the question's ``choices`` are taken.
             reason: on deny, what the model is told (at most 128 KiB).
 
         Returns:
             ``Answered`` (durable, fsync, before the call resumes) or
             ``NotTaken`` with a message: an unknown, stale or already
-            answered id, or a reason over 128 KiB — never an exception for those.
+            answered id, a decision the question does not offer, or a reason
+            over 128 KiB — never an exception for those.
 
         Raises:
             ValueError: ``decision`` is not one of the above (misuse).

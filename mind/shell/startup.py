@@ -194,7 +194,7 @@ class Opening:
         assert self.journal is not None
         # The guard (turn_replay.resume_plan) decides which crashed turn goes
         # on: its re-driven calls get no synthetic result (recovery.md §8).
-        self.resume = resumable_turn(self.journal.records)
+        self.resume = resumable_turn(self.journal.records, can_ask=self.interactive)
         self.synthetic += close_orphan_calls(self.journal, resume=self.resume)
 
     def _close_turns(self, _machine: SessionStartup) -> None:

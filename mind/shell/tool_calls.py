@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, final
 
 import anyio
@@ -71,7 +72,7 @@ class ToolCalls:
         effects = SessionEffects(self.session.session_id, self.session.journal)
         inv = effects.propose(turn.turn_id, call)
         if inv.machine.prepared:  # replayed from the journal: a crash came after its start
-            result = await self._redrive(effects, inv)
+            result = await self._redrive(turn, effects, inv)
         else:
             status, output = await self._execute(turn, machine, call, effects, inv)
             if inv.machine.prepared:
@@ -88,13 +89,13 @@ class ToolCalls:
             )
         )
 
-    async def _redrive(self, effects: SessionEffects, inv: Invocation) -> jr.ToolResult:
+    async def _redrive(self, turn: Turn, effects: SessionEffects, inv: Invocation) -> jr.ToolResult:
         """A call prepared before a crash, with no result: a rerun-safe one
         runs again; an ``unknown`` one is resolved first — by a person when
         one can answer, else ``tell_model`` (docs/design/effects.md §4)."""
         found = effects.recover(inv, can_ask=self.session.interactive)
         if isinstance(found, UnknownEffect):
-            resolution = await self._ask_reconcile(found)
+            resolution = await self._ask_reconcile(turn, inv.call, found)
             written = effects.resolve(inv, found, resolution)
             if written is not None:
                 return written
@@ -109,12 +110,67 @@ class ToolCalls:
             inv, outcome.status, redact(outcome.output, self.session.secrets, shapes=False)
         )
 
-    async def _ask_reconcile(self, facts: UnknownEffect) -> EffectResolution:
-        """The resolution of an ``unknown`` effect. Only ``tell_model`` is
-        taken without a person; the ``reconcile`` interaction that asks one
-        (``facts.choices``) belongs to ``mind.shell.interactions`` — until it
-        is wired here, an unknown effect is never re-run: ``tell_model``."""
-        return "tell_model" if "tell_model" in facts.choices else facts.choices[0]
+    async def _ask_reconcile(
+        self, turn: Turn, call: ToolCall, facts: UnknownEffect
+    ) -> EffectResolution:
+        """The resolution of an ``unknown`` effect, asked as a ``reconcile``
+        interaction (id ``facts.interaction_id``, purpose ``unknown_outcome``,
+        the choices ``facts.choices``): journaled before its card is shown,
+        the first answer wins, offered again under the same id after a crash
+        (docs/design/interactions.md §6). Where nobody can answer (the
+        choices are ``tell_model`` alone) it is ``declined`` and the model is
+        told; a question too large to ask is told too — never a re-run
+        without a person's word (docs/design/effects.md §4).
+
+        Raises:
+            JournalWriteError: the question or its answer could not be made durable.
+        """
+        can_answer = self.session.interactive and len(facts.choices) > 1
+        try:
+            resolution = await self.session.interactions.ask(
+                self._reconcile_request(turn, call, facts),
+                can_answer=can_answer,
+                show=lambda r, again: self._show(turn, call, r, again),
+                resolved=lambda r: self._resolved(turn, call, r),
+                announce=lambda r, again: self._announce(turn, r, again),
+                explicit_stop=lambda: turn._interrupt_requested,
+            )
+        except InteractionTooLarge:
+            return "tell_model"
+        return reconcile_resolution(resolution.decision, facts.choices)
+
+    def _reconcile_request(
+        self, turn: Turn, call: ToolCall, facts: UnknownEffect
+    ) -> jr.InteractionRequested:
+        """The ``interaction_requested`` record of a reconcile question: the
+        call's text (the command, or its arguments) and, as its reason, what
+        is known — when it started, that no exit status was recorded."""
+        try:
+            args = parse_arguments(call.name, call.arguments)
+            text, text_format = approval_text(call.name, args, [], None)
+        except ToolArgumentsError:  # prepared calls passed this: a changed contract
+            text, text_format = call.arguments, "arguments"
+        cut = cut_for_display(text)
+        return jr.InteractionRequested(
+            seq=0,
+            recorded_at_ms=0,
+            interaction_id=facts.interaction_id,
+            turn_id=turn.turn_id,
+            call_id=call.call_id,
+            effect_id=facts.effect_id,
+            kind=jr.InteractionKind.reconcile,
+            purpose=jr.Purpose.unknown_outcome,
+            name=call.name,
+            reason=_known(facts),
+            text=text,
+            text_format=jr.TextFormat(text_format),
+            head_chars=cut.head_chars,
+            tail_chars=cut.tail_chars,
+            hidden_chars=cut.hidden_chars,
+            hidden_lines=cut.hidden_lines,
+            cwd=str(self.session.cwd),
+            choices=[jr.InteractionDecision(c) for c in facts.choices],
+        )
 
     async def _execute(
         self,
@@ -374,6 +430,7 @@ class ToolCalls:
                 choices=[ev.Choice(c.value) for c in request.choices],
                 cwd=request.cwd,
                 offered_again=again,
+                kind=ev.Kind(request.kind.value),
             )
         )
 
@@ -429,6 +486,31 @@ class _Asking:
     sandboxed: bool
     crossed: bool
     effect_id: str
+
+
+def _known(facts: UnknownEffect) -> str:
+    """A reconcile card's reason: what is known of the unknown effect."""
+    when = datetime.fromtimestamp(facts.prepared_at_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return (
+        f"this {facts.name} call started at {when} UTC and mind stopped "
+        "before it recorded how it ended (no exit status, no output); it may have run "
+        "fully, in part or not at all"
+    )
+
+
+def reconcile_resolution(
+    decision: jr.InteractionDecision, choices: tuple[EffectResolution, ...]
+) -> EffectResolution:
+    """What a reconcile question's resolution does to its effect: the
+    person's choice when it was one of ``choices``; anything else —
+    ``declined`` (nobody could answer), a decision not offered — is
+    ``tell_model``: an unknown effect is never re-run without that word
+    (docs/design/effects.md §4). (A "kill it" choice for a still-running
+    command would be one more offered choice here.)"""
+    for choice in choices:
+        if decision.value == choice:
+            return choice
+    return "tell_model"
 
 
 def _display_arguments(raw: str) -> Any:

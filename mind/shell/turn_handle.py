@@ -253,7 +253,7 @@ class Turn:
                 return  # answered before: the first decision stands
             raise ValueError(f"turn {self.turn_id}: no approval request for {call_id!r}")
         result = interactions.answer(waiting[0].interaction_id, chosen, reason=reason)
-        if isinstance(result, NotTaken) and result.why == "too_large":
+        if isinstance(result, NotTaken) and result.why in ("too_large", "not_offered"):
             raise ValueError(f"turn {self.turn_id}: {result.message}")
 
     @property

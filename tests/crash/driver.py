@@ -13,6 +13,13 @@ a deterministic point of the event stream:
   text round arrives — by then the turn has sealed (drain-or-seal and the
   terminal record run synchronously after that round), so the steering goes
   to the following turn.
+- ``approve`` (interaction crash test): approval ``untrusted`` in an
+  interactive session: the prompt's shell call asks; every approval card is
+  answered ``approve_once`` and every reconcile card ``tell_model`` as soon
+  as it is shown, printing ``{"asked": id, "kind": k, "again": b}`` first and
+  ``{"answered": id, "taken": b}`` after. With ``--restart`` the prompt is
+  not sent again: the session resumes its crashed turn, or starts one with
+  the input a closed turn gave back.
 - ``multi`` (random-kill test): a prompt asking for two tool calls; at the
   first ``tool.call`` steering asking for two more and a queued follow-up
   asking for one (it starts the second turn as soon as the first ends); at
@@ -37,7 +44,7 @@ from pathlib import Path
 
 import anyio
 
-from mind import Runtime, Session, resolve_config
+from mind import Answered, Runtime, Session, resolve_config
 from mind import events as ev
 from mind.errors import SessionError
 
@@ -61,6 +68,7 @@ SCENARIOS: dict[str, tuple[Step, ...]] = {
         Step("start", "prompt", "m-prompt", "TOOL: steer-after prompt"),
         Step("first_message_completed", "steer", "m-steer", "steer-after: one more thing"),
     ),
+    "approve": (Step("start", "prompt", "m-prompt", "TOOL: approve prompt"),),
     "multi": (
         Step("start", "prompt", "m-prompt", "TOOLS=2 multi prompt"),
         Step("first_tool_call", "steer", "m-steer", "multi steer TOOLS=2"),
@@ -93,22 +101,42 @@ def _send(session: Session, step: Step) -> None:
 
 async def run(args: argparse.Namespace) -> int:
     steps = SCENARIOS[args.scenario]
+    asking = args.scenario == "approve"
     config = resolve_config(
-        provider="openai-chat", model="fake", base_url=args.base_url, approval="never"
+        provider="openai-chat",
+        model="fake",
+        base_url=args.base_url,
+        approval="untrusted" if asking else "never",
     )
     statuses: list[str] = []
     async with Runtime.open(state_root=Path(args.state)) as rt:
         try:
-            session = await rt.open_session(args.session, config=config)
+            session = await rt.open_session(args.session, config=config, interactive=asking)
         except SessionError:
             session = await rt.create_session(
-                cwd=Path(args.cwd), config=config, session_id=args.session
+                cwd=Path(args.cwd), config=config, session_id=args.session, interactive=asking
             )
         pending = list(steps)
         for step in [s for s in pending if s.when == "start"]:
             pending.remove(step)
-            _send(session, step)
+            if not args.restart:
+                _send(session, step)
+        if args.restart:
+            session.resume_pending()  # input a closed turn gave back, as `mind exec` does
         async for event in session.events():
+            if isinstance(event, ev.ApprovalRequestedEvent) and isinstance(
+                event.interaction_id, str
+            ):
+                reconcile = event.kind == ev.Kind.reconcile
+                _say(
+                    asked=event.interaction_id,
+                    kind="reconcile" if reconcile else "approval",
+                    again=event.offered_again is True,
+                )
+                got = session.answer(
+                    event.interaction_id, "tell_model" if reconcile else "approve_once"
+                )
+                _say(answered=event.interaction_id, taken=isinstance(got, Answered))
             when = None
             if isinstance(event, ev.ToolCallEvent):
                 when = "first_tool_call"
@@ -130,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cwd", required=True, help="working directory of a new session")
     parser.add_argument("--base-url", required=True, help="the fake model's /v1 URL")
     parser.add_argument("--session", default="crash-session", help="session id")
+    parser.add_argument(
+        "--restart", action="store_true", help="reopen only: send none of the scenario's inputs"
+    )
     return anyio.run(run, parser.parse_args(argv))
 
 

@@ -386,6 +386,16 @@ def boundary_hits(case: Case, inputs_sent: int) -> dict[str, int]:
         "after_turn_started": sum(1 for r in records if isinstance(r, jr.TurnStarted)),
         "after_model_round": sum(1 for r in records if isinstance(r, jr.ModelRound)),
         "after_tool_call": sum(len(r.tool_calls) for r in records if isinstance(r, jr.ModelRound)),
+        "interaction_requested": sum(1 for r in records if isinstance(r, jr.InteractionRequested)),
+        # Shown unless nobody could answer (declined by headless: never shown).
+        "interaction_shown": sum(
+            1
+            for r in records
+            if isinstance(r, jr.InteractionResolved) and r.by != jr.InteractionBy.headless
+        ),
+        "interaction_answered_not_applied": sum(
+            1 for r in records if isinstance(r, jr.InteractionResolved)
+        ),
         "effect_prepared": sum(1 for r in records if isinstance(r, jr.ToolStarted)),
         "effect_executing": sum(1 for r in records if isinstance(r, jr.ToolStarted)),
         "effect_committed_not_delivered": sum(

@@ -60,6 +60,9 @@ def _hits(*counts: int) -> dict[str, int]:
         "after_turn_started",
         "after_model_round",
         "after_tool_call",
+        "interaction_requested",
+        "interaction_shown",
+        "interaction_answered_not_applied",
         "effect_prepared",
         "effect_executing",
         "effect_committed_not_delivered",
@@ -70,20 +73,27 @@ def _hits(*counts: int) -> dict[str, int]:
     return dict(zip(names, counts, strict=True))
 
 
+# The scenarios run with approval "never": no question is asked, so the
+# interaction boundaries are not reached here; tests/crash/test_interaction_crashes.py
+# crashes at each of them with a person answering.
 SCENARIOS = {
     s.name: s
     for s in (
         # One text round.
-        Scenario("plain", _hits(1, 1, 1, 0, 0, 0, 0, 0, 1, 1), prompt="plain prompt: say hi"),
+        Scenario(
+            "plain", _hits(1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1), prompt="plain prompt: say hi"
+        ),
         # A tool-call round, the tool, a text round.
-        Scenario("tool", _hits(1, 1, 2, 1, 1, 1, 1, 1, 1, 1), prompt="TOOL: tool prompt"),
+        Scenario("tool", _hits(1, 1, 2, 1, 0, 0, 0, 1, 1, 1, 1, 1, 1), prompt="TOOL: tool prompt"),
         # The same with a read-only tool (list_dir): a crash inside the round
         # resumes the turn, which runs the call (docs/design/recovery.md §8).
-        Scenario("read", _hits(1, 1, 2, 1, 1, 1, 1, 1, 1, 1), prompt="LIST: read-only prompt"),
+        Scenario(
+            "read", _hits(1, 1, 2, 1, 0, 0, 0, 1, 1, 1, 1, 1, 1), prompt="LIST: read-only prompt"
+        ),
         # The steering arrives while the tool runs; the second round answers it.
         Scenario(
             "steer_before",
-            _hits(2, 1, 2, 1, 1, 1, 1, 1, 1, 1),
+            _hits(2, 1, 2, 1, 0, 0, 0, 1, 1, 1, 1, 1, 1),
             steps=driver.SCENARIOS["steer_before"],
             steer_dispositions=("steering",),
         ),
@@ -93,7 +103,7 @@ SCENARIOS = {
         # turn at once.)
         Scenario(
             "steer_after",
-            _hits(2, 2, 3, 1, 1, 1, 1, 1, 2, 2),
+            _hits(2, 2, 3, 1, 0, 0, 0, 1, 1, 1, 1, 2, 2),
             steps=driver.SCENARIOS["steer_after"],
             steer_dispositions=("started", "next_turn"),
         ),

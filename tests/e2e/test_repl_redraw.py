@@ -477,7 +477,11 @@ def test_resuming_a_session_with_recovered_input_draws_nothing_above_the_banner(
     (tmp_path / "go").touch()
     again, screen = spawn_repl(tmp_path, *flags, "--session", sid, cpr=True)
     try:
-        again.expect(words("── completed"))
+        # The shell call it stopped in has no recorded end: the resumed turn
+        # may ask about it (docs/design/effects.md §4) — t tells the model.
+        if again.expect([words("Outcome of shell unknown:"), words("── completed")]) == 0:
+            again.send("t")
+            again.expect(words("── completed"))
         rows = [row for row in screen.transcript().split("\n") if row.strip()]
         assert rows[0].startswith("mind "), screen.transcript()
         banner_end = next(i for i, row in enumerate(rows) if row.startswith("Enter sends"))

@@ -225,6 +225,21 @@ def test_a_turn_without_recorded_starts_never_reruns_a_tool_that_changes_things(
     assert plan_of([old, named_round(("r1", "list_dir"), ("c1", "shell"))]) == (["r1"], ["c1"])
 
 
+def test_where_a_person_can_answer_a_started_call_is_redriven_to_be_asked_about() -> None:
+    """The reconcile question needs the turn resumed (docs/design/effects.md §4)."""
+    shell_round = named_round(("c1", "shell"), ("c2", "shell"))
+    records = [started(), shell_round, result("c1"), tool_started("c2")]
+    plan = resume_plan(records, T, read_only=read_only, can_ask=True)
+    assert plan is not None
+    assert ([p.call.call_id for p in plan.redrive], plan.unknown) == (["c2"], ())
+    # An old journal's missing start proves nothing: not prepared, never re-driven.
+    old = msgspec.structs.replace(started(), tool_starts=msgspec.UNSET)
+    assert (
+        resume_plan([old, named_round(("c1", "shell"))], T, read_only=read_only, can_ask=True)
+        is None
+    )
+
+
 def test_a_repeated_call_id_is_paired_per_occurrence_when_resuming() -> None:
     dup = named_round(("d", "shell"), ("d", "shell"))
     plan = resume_plan([started(), dup, result("d")], T, read_only=read_only)

@@ -1,9 +1,14 @@
-"""Answering approval questions: y / n / a / s, ``v`` to view all, and the question's line.
+"""Answering questions: y / n / a / s (approvals), r / f / t (reconcile),
+``v`` to view all, and the question's line.
 
 y approves once, n refuses, a approves for this session (a durable grant,
 scoped by mind.effects.grants; refused when the card does not offer it), s
 stops the turn (a durable abort: the question is never offered again).
-Answers go to the session's interactions by the card's interaction id.
+A reconcile card asks about a call a crash left without an outcome
+(docs/design/effects.md §4): r runs it again, f marks it failed, t tells the
+model the outcome is unknown; the keys are on the card's line.
+Answers go to the session's interactions by the card's interaction id; a
+key that is not among the card's choices answers nothing and says which do.
 
 Which questions wait is the turn's (``Turn.pending_approvals``, read through
 :meth:`~mind.shell.repl.hosting.Hosted.questions`); the REPL keeps only
@@ -43,10 +48,30 @@ ANSWER_WORDS: Final[Mapping[str, Decision]] = {
     "no": "deny",
     "always": "approve_session",
     "stop": "abort",
+    "rerun": "rerun",
+    "failed": "mark_failed",
+    "tell": "tell_model",
 }
-"""The answers to an approval question. The first letter answers at once; the
-rest of the word (and an Enter) typed right after it belong to the answer and
-are swallowed, so ``yes`` never leaves ``es`` in the draft."""
+"""The answers to a question (approval: yes / no / always / stop; reconcile:
+rerun / failed / tell). The first letter answers at once; the rest of the
+word (and an Enter) typed right after it belong to the answer and are
+swallowed, so ``yes`` never leaves ``es`` in the draft."""
+
+CHOICE_KEYS: Final[Mapping[str, tuple[str, str, str]]] = {
+    "approve_once": ("y", "yes", "yes"),
+    "deny": ("n", "no", "no"),
+    "approve_session": ("a", "always (this session)", "always"),
+    "abort": ("s", "stop the turn", "stop"),
+    "rerun": ("r", "re-run it", "re-run"),
+    "mark_failed": ("f", "mark it failed", "failed"),
+    "tell_model": ("t", "tell the model", "tell"),
+}
+"""Each choice a card may offer: its key, long and short words on the card's
+line. A choice added to a question (say "kill it" for a command still
+running) needs its entry here and in :data:`ANSWER_WORDS`."""
+
+APPROVAL_KEYS: Final = ("approve_once", "deny", "approve_session", "abort")
+"""The keys an approval card shows (those it offers), in this order."""
 
 
 @final
@@ -81,16 +106,19 @@ class Approvals:
         if not pending or turn is None:
             return
         event = pending[0]
-        offered = {c.value for c in event.choices} if isinstance(event.choices, list) else None
-        if offered is not None and decision not in offered:
-            repl.view.note(
+        offered = _offered(event)
+        if decision not in offered:
+            keys = ", ".join(f"{CHOICE_KEYS[c][0]} {CHOICE_KEYS[c][2]}" for c in offered)
+            why = (
                 "This call cannot be approved for the whole session (what it covers cannot "
-                "be judged safely): y approves it once, n refuses.",
-                style="yellow",
+                "be judged safely): y approves it once, n refuses."
+                if decision == "approve_session" and event.kind != ev.Kind.reconcile
+                else f"This question is answered with {keys}."
             )
+            repl.view.note(why, style="yellow")
             repl.invalidate()
             return
-        if decision in ("approve_once", "approve_session") and self.hidden(event):
+        if decision in ("approve_once", "approve_session", "rerun") and self.hidden(event):
             repl.view.note(
                 f"Not approved: {event.hidden_chars} characters of this "
                 f"{plain(event.name, keep_joiners=False)} call are hidden. "
@@ -161,31 +189,42 @@ class Approvals:
         return False
 
     def footer(self, event: ev.ApprovalRequestedEvent, width: int) -> StyleAndTextTuples:
-        """``Allow shell?  v view all…  y yes  n no  a always…`` in at most
-        ``width`` columns: the longest wording that fits, the keys always kept
-        (explanations are dropped before a key would be cut)."""
+        """``Allow shell?  v view all…  y yes  n no  a always…`` (a reconcile
+        card: ``Outcome of shell unknown:  r re-run it  f mark it failed  t
+        tell the model``) in at most ``width`` columns: the longest wording
+        that fits, the keys always kept (explanations are dropped before a
+        key would be cut)."""
         name = plain(event.name, keep_joiners=False)
         hidden = self.hidden(event)
+        if event.kind == ev.Kind.reconcile:
+            question = f"Outcome of {name} unknown: "
+            shown = _offered(event)
+        else:
+            question = f"Allow {name}? "
+            # Every approval key, also one a card does not offer: pressed, it says why.
+            shown = list(APPROVAL_KEYS)
         for long in (True, False):
             for keep_draft in (True, False) if long else (False,):
                 view: StyleAndTextTuples = []
                 if hidden:
                     what = f"view all ({event.hidden_chars} characters hidden) first"
                     view = [("class:approval.key", " v "), ("", f" {what if long else 'view'}  ")]
-                parts: StyleAndTextTuples = [
-                    ("class:approval", f"Allow {name}? "),
-                    *view,
-                    ("class:approval.key", " y "),
-                    ("", " yes  "),
-                    ("class:approval.key", " n "),
-                    ("", " no  "),
-                    ("class:approval.key", " a "),
-                    ("", " always (this session)  " if long else " always  "),
-                    ("class:approval.key", " s "),
-                    ("", " stop the turn" if long else " stop"),
-                ]
+                parts: StyleAndTextTuples = [("class:approval", question), *view]
+                for at, choice in enumerate(shown):
+                    key, long_words, short_words = CHOICE_KEYS[choice]
+                    gap = "" if at == len(shown) - 1 else "  "
+                    parts.append(("class:approval.key", f" {key} "))
+                    parts.append(("", f" {long_words if long else short_words}{gap}"))
                 if keep_draft:
                     parts.append(("class:status.dim", "  (your draft is kept)"))
                 if sum(cell_len(text) for _, text, *_ in parts) <= width:
                     return parts
         return parts
+
+
+def _offered(event: ev.ApprovalRequestedEvent) -> list[str]:
+    """The decisions a card offers, in its order (a card from before choices
+    were named offers every approval decision)."""
+    if isinstance(event.choices, list):
+        return [c.value for c in event.choices]
+    return list(APPROVAL_KEYS)
