@@ -370,6 +370,29 @@ def tool_decision(
     return ToolDecision("ask", why, _remedy(None, hardest))
 
 
+def standing_question(decision: ToolDecision, asked: str | None) -> ToolDecision:
+    """``decision`` once the journal is consulted: a question about this very
+    invocation that was journaled earlier (``asked``: its reason, e.g. from a
+    process killed while the card was shown) and never answered is answered
+    before the call runs, whatever the policy says now — fail closed across a
+    ``mind resume`` with other flags (docs/design/interactions.md §6).
+
+    Rule: ``refuse`` stands (stricter); ``ask`` stands (the same question
+    comes back); ``run`` becomes ``ask`` with the recorded reason. ``asked``
+    None (no standing question): ``decision`` unchanged.
+    """
+    if asked is None or decision.action != "run":
+        return decision
+    return ToolDecision(
+        "ask",
+        asked,
+        "It was asked before mind restarted and never answered: answer it in the "
+        "REPL (`mind resume`).",
+        sandboxed=decision.sandboxed,
+        mode=decision.mode,
+    )
+
+
 def _shell_tool_decision(
     decision: ShellDecision, mode: SandboxMode, available: bool = True
 ) -> ToolDecision:

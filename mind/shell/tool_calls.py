@@ -25,6 +25,7 @@ from mind.effects.policy import (
     Access,
     crossing_reason,
     rerun_reason,
+    standing_question,
     tool_decision,
     written_paths,
 )
@@ -145,6 +146,10 @@ class ToolCalls:
                 call_id=call.call_id, reason=decision.reason or "refused"
             )
             return "denied", next(e.reason for e in refused if isinstance(e, RefuseCall))
+        # A question journaled for this invocation before a restart is answered
+        # first, whatever this process's policy says (fail closed).
+        standing = self.session.interactions.log.requested.get(interaction_id(inv.effect_id, "run"))
+        decision = standing_question(decision, standing.reason if standing else None)
         reason = decision.reason if decision.action == "ask" else None
         sandboxed = call.name == "shell" and decision.sandboxed
         run_mode: SandboxMode | None = decision.mode if call.name == "shell" else None
@@ -232,13 +237,18 @@ class ToolCalls:
         where = self._where(call.name, asking.sandboxed)
         written = written_paths(call.name, args)
         interactions = self.session.interactions
-        granted = covers(
-            [g.scope for g in interactions.grants()],
-            call.name,
-            args,
-            sandbox=where,
-            written=written,
-            crossed=asking.crossed,
+        journaled = interaction_id(asking.effect_id, asking.purpose) in interactions.log.requested
+        granted = (
+            None
+            if journaled
+            else covers(  # a journaled question is answered, not skipped
+                [g.scope for g in interactions.grants()],
+                call.name,
+                args,
+                sandbox=where,
+                written=written,
+                crossed=asking.crossed,
+            )
         )
         asked = machine.approval_needed(
             call_id=call.call_id,
