@@ -268,13 +268,18 @@ class ToolCalls:
                 show=lambda r, again: self._show(turn, call, r, again),
                 resolved=lambda r: self._resolved(turn, call, r),
                 announce=lambda r, again: self._announce(turn, r, again),
-                explicit_stop=lambda: turn._interrupt_requested,
+                explicit_stop=lambda: turn.stopped_by_person,
             )
         except InteractionTooLarge as exc:
-            return str(exc)
-        finally:
-            if can_answer:
-                machine.approval_answered()
+            refused: str | None = str(exc)
+        else:
+            refused = None
+        # Only an answer (or a refusal) leaves awaiting_approval here: a cancelled
+        # wait stays there, so the chart decides what a hang-up or Stop at the card means.
+        if can_answer:
+            machine.approval_answered()
+        if refused is not None:
+            return refused
         if resolution.decision == jr.InteractionDecision.abort:
             # The person stopped the turn here: the interrupt ends it now (its
             # open calls get their "never approved" results), not after
