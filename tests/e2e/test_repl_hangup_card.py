@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pexpect
+import pytest
 
 from tests.e2e.test_repl import ENTER, REPO, Spawn, exit_cleanly, session_id_of, spawn, words
 from tests.support.child_env import without_prefixes
@@ -42,14 +43,16 @@ def _sessions(tmp_path: Path) -> str:
     return done.stdout
 
 
+@pytest.mark.parametrize("sig", ["SIGHUP", "SIGKILL"])
 def test_a_closed_terminal_at_a_card_leaves_it_to_come_back_on_resume(
-    spawn: Spawn, tmp_path: Path
+    spawn: Spawn, tmp_path: Path, sig: str
 ) -> None:
+    """SIGHUP (the terminal closed) ends like ``kill -9`` at the card."""
     child = spawn(REPLIES, "--approval", "untrusted")
     sid = session_id_of(child)
     child.send("count" + ENTER)
     child.expect(words("Allow shell?"))
-    os.kill(child.pid, signal.SIGHUP)
+    os.kill(child.pid, getattr(signal, sig))
     child.expect(pexpect.EOF)
     child.close()
     kinds = [r["type"] for r in _journal(tmp_path, sid)]
