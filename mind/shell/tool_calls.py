@@ -139,6 +139,18 @@ class ToolCalls:
             sandbox=self.session.config.sandbox,
             sandbox_available=self.session.sandbox.backend != "none",
         )
+        # A question journaled for this invocation before a restart is answered
+        # first, whatever this process's policy says (fail closed).
+        standing = self.session.interactions.log.requested.get(interaction_id(inv.effect_id, "run"))
+        if standing is not None:
+            recorded = standing.sandbox
+            asked_where = recorded.value if isinstance(recorded, jr.Sandbox) else None
+            decision = standing_question(
+                decision,
+                standing.reason,
+                asked_where=asked_where,
+                now_where=self._where(call.name, call.name == "shell" and decision.sandboxed),
+            )
         if decision.action == "refuse":
             # Every branch passes through the turn chart (issue #9): an
             # outright refusal is its call_refused event.
@@ -146,10 +158,6 @@ class ToolCalls:
                 call_id=call.call_id, reason=decision.reason or "refused"
             )
             return "denied", next(e.reason for e in refused if isinstance(e, RefuseCall))
-        # A question journaled for this invocation before a restart is answered
-        # first, whatever this process's policy says (fail closed).
-        standing = self.session.interactions.log.requested.get(interaction_id(inv.effect_id, "run"))
-        decision = standing_question(decision, standing.reason if standing else None)
         reason = decision.reason if decision.action == "ask" else None
         sandboxed = call.name == "shell" and decision.sandboxed
         run_mode: SandboxMode | None = decision.mode if call.name == "shell" else None

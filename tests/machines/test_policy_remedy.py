@@ -112,3 +112,11 @@ def test_a_standing_question_turns_run_into_ask_and_never_loosens_ask_or_refuse(
     assert standing_question(lax, None) == lax
     for strict in (ToolDecision("ask", "now"), ToolDecision("refuse", "no")):
         assert standing_question(strict, "before") == strict
+    # Asked for the sandbox, would now run outside it: the old question does not cover that.
+    moved = standing_question(lax, "asks", asked_where="workspace-write", now_where="outside")
+    assert moved.action == "refuse" and moved.reason is not None
+    assert "in the workspace-write sandbox" in moved.reason
+    assert "outside the sandbox" in moved.reason
+    ww = "workspace-write"
+    same = standing_question(lax, "asks", asked_where=ww, now_where=ww)
+    assert same.action == "ask"

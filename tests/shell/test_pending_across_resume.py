@@ -151,3 +151,27 @@ def test_right_after_open_the_crashed_question_is_pending_and_can_be_answered(
 
     assert anyio.run(reopen) == [interaction_id]
     assert (tmp_path / "counter.txt").read_text() == "ran\n"
+
+
+def test_reopened_to_run_it_elsewhere_the_old_question_does_not_cover_it(tmp_path: Path) -> None:
+    session_id, _iid, script = _killed_at_the_card(tmp_path)  # asked for the sandbox
+    config = mind.resolve_config(
+        provider="scripted",
+        script=str(script),
+        approval="untrusted",
+        sandbox="danger-full-access",
+        env={},
+    )
+
+    async def reopen() -> list[ev.Event]:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = await rt.open_session(session_id, config=config, interactive=True)
+            assert s.resumed_turn is not None
+            with anyio.fail_after(DEADLINE_S):
+                return [e async for e in s.resumed_turn]
+
+    events = anyio.run(reopen)
+    assert not any(isinstance(e, ev.ApprovalRequestedEvent) for e in events)
+    (result,) = [e for e in events if isinstance(e, ev.ToolResultEvent)]
+    assert result.status == "denied" and "outside the sandbox" in result.output
+    assert not (tmp_path / "counter.txt").exists()
