@@ -370,6 +370,53 @@ def tool_decision(
     return ToolDecision("ask", why, _remedy(None, hardest))
 
 
+def standing_question(
+    decision: ToolDecision,
+    asked: str | None,
+    *,
+    asked_where: str | None = None,
+    now_where: str | None = None,
+) -> ToolDecision:
+    """``decision`` once the journal is consulted: a question about this very
+    invocation that was journaled earlier (``asked``: its reason, e.g. from a
+    process killed while the card was shown) is answered before the call
+    runs, whatever the policy says now — fail closed across a ``mind resume``
+    with other flags (docs/design/interactions.md §6).
+
+    Rule: ``refuse`` stands (stricter); a shell command that would now run
+    somewhere else than the question said (``asked_where`` / ``now_where``:
+    a sandbox mode or ``outside``) is refused — the answer asked for does
+    not cover that; else ``ask`` stands (the same question comes back) and
+    ``run`` becomes ``ask`` with the recorded reason. ``asked`` None (no
+    journaled question): ``decision`` unchanged.
+    """
+    if asked is None or decision.action == "refuse":
+        return decision
+    if asked_where != now_where:
+        return ToolDecision(
+            "refuse",
+            f"Not run: before mind restarted this command was asked to run "
+            f"{_place(asked_where)}, but this session would run it {_place(now_where)}; "
+            "that question does not cover it. Ask for it again if it is still needed.",
+        )
+    if decision.action == "ask":
+        return decision
+    return ToolDecision(
+        "ask",
+        asked,
+        "It was asked before mind restarted and never answered: answer it in the "
+        "REPL (`mind resume`).",
+        sandboxed=decision.sandboxed,
+        mode=decision.mode,
+    )
+
+
+def _place(where: str | None) -> str:
+    if where == "outside":
+        return "outside the sandbox"
+    return f"in the {where} sandbox" if where else "here"
+
+
 def _shell_tool_decision(
     decision: ShellDecision, mode: SandboxMode, available: bool = True
 ) -> ToolDecision:

@@ -32,6 +32,7 @@ TurnEventName = Literal[
     "fail",
     "recover",
     "interrupt",
+    "hang_up",
     "round_done",
     "round_failed",
     "stream_opened",
@@ -59,6 +60,7 @@ TurnStateId = Literal[
     "backing_off",
     "draining",
     "checking_inbox",
+    "suspended",
     "completed",
     "interrupted",
     "failed",
@@ -72,6 +74,7 @@ TURN_EVENTS: Final[tuple[TurnEventName, ...]] = (
     "fail",
     "recover",
     "interrupt",
+    "hang_up",
     "round_done",
     "round_failed",
     "stream_opened",
@@ -97,6 +100,7 @@ TURN_STATES: Final[tuple[TurnStateId, ...]] = (
     "backing_off",
     "draining",
     "checking_inbox",
+    "suspended",
     "completed",
     "interrupted",
     "failed",
@@ -134,6 +138,8 @@ class TurnModel(Protocol):
     def fail_output_limit(self, *args: Any, **kwargs: Any) -> object: ...
 
     def fail_round_limit(self, *args: Any, **kwargs: Any) -> object: ...
+
+    def leave_for_recovery(self, *args: Any, **kwargs: Any) -> object: ...
 
     def note_inputs(self, *args: Any, **kwargs: Any) -> object: ...
 
@@ -194,6 +200,7 @@ class TurnChart(StateChart[TurnModel]):
         class draining(State.Compound, enter=['drain_or_seal']):
             checking_inbox = State(initial=True)
 
+    suspended = State(final=True)
     completed = State(final=True, enter=['write_terminal'])
     interrupted = State(final=True, enter=['write_terminal'])
     failed = State(final=True, enter=['write_terminal'])
@@ -214,6 +221,10 @@ class TurnChart(StateChart[TurnModel]):
         | _to(active.draining, completed)
     )
     interrupt = _to(active, interrupted)
+    hang_up = (
+        _to(active, interrupted)
+        | _to(active.running_tools.awaiting_approval, suspended, on=['leave_for_recovery'])
+    )
     round_done = (
         _to(active.sampling, active.running_tools, cond='has_tool_calls and within_output_cap', on=['run_tools'])
         | _to(active.sampling, active.draining, cond='within_output_cap and not has_tool_calls')

@@ -73,6 +73,7 @@ __all__ = [
     "DrainOrSeal",
     "DrainSteering",
     "Effect",
+    "LeaveForRecovery",
     "RefuseCall",
     "RetryRule",
     "RunGranted",
@@ -279,6 +280,15 @@ class RunGranted:
 
 
 @dataclass(frozen=True, slots=True)
+class LeaveForRecovery:
+    """The terminal closed while the turn waited at an approval card: write
+    nothing more (no terminal record, no resolution, no synthetic result) and
+    let the process go; the journal then reads like a crash inside the tool
+    round, so the next open resumes the turn and offers the card again with
+    its id (docs/design/interactions.md §3, recovery.md §8)."""
+
+
+@dataclass(frozen=True, slots=True)
 class RunTools:
     """Run the round's tool calls in order, journal each result, then send ``tools_done``."""
 
@@ -312,6 +322,7 @@ Effect: TypeAlias = (
     | AskApproval
     | RefuseCall
     | RunGranted
+    | LeaveForRecovery
     | RunTools
     | DrainOrSeal
     | DrainSteering
@@ -442,6 +453,10 @@ class _TurnData:
     def run_granted(self, *args: Any, **kwargs: Any) -> None:
         """Action ``run_granted``."""
         self.effects.append(RunGranted(self.call_id))
+
+    def leave_for_recovery(self, *args: Any, **kwargs: Any) -> None:
+        """Action ``leave_for_recovery``."""
+        self.effects.append(LeaveForRecovery())
 
     def fail_output_limit(self, *args: Any, **kwargs: Any) -> None:
         """Action ``fail_output_limit``: the failure a round past the cap ends in."""
@@ -722,6 +737,15 @@ class TurnMachine:
         """
         self._data.send_pending = send_pending
         return self._send("interrupt")
+
+    def hang_up(self) -> list[Effect]:
+        """The terminal closed (SIGHUP/SIGTERM: not the person's Stop).
+        ``awaiting_approval -> suspended``: ``[LeaveForRecovery()]`` (the turn
+        is left for the next open to resume); from any other active state
+        ``-> interrupted`` like :meth:`interrupt` (the waiting input stays
+        waiting)."""
+        self._data.send_pending = False
+        return self._send("hang_up")
 
     def fail(self, *, kind: str = "internal", message: str = "internal error") -> list[Effect]:
         """``accepted | active -> failed``: an unrecoverable error outside a round."""

@@ -384,10 +384,35 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     if args.command == "resume":
         resume = functools.partial(
-            run_repl, resolved_config(args), args.cwd, args.session_id, latest=not args.session_id
+            run_repl, _resume_config(args), args.cwd, args.session_id, latest=not args.session_id
         )
         return anyio.run(resume)
     return anyio.run(run_repl, resolved_config(args), args.cwd, args.session)
+
+
+def _resume_config(args: argparse.Namespace) -> ResolvedConfig:
+    """:func:`resolved_config` for ``mind resume``; when no provider is
+    configured the refusal also says what the session last ran with and how
+    to resume it that way (:func:`mind.shell.repl.launch.resume_hint`).
+
+    Raises:
+        ConfigError, NotConfiguredError: as :func:`resolved_config`.
+    """
+    import anyio
+
+    from mind.errors import NotConfiguredError
+
+    try:
+        return resolved_config(args)
+    except NotConfiguredError as exc:
+        from mind.shell.repl.launch import resume_hint
+
+        hint = anyio.run(resume_hint, args.cwd, args.session_id)
+        if hint is None:
+            raise
+        lead = "No model provider is configured."
+        rest = str(exc).removeprefix(lead).strip()
+        raise NotConfiguredError(f"{lead} {hint} Otherwise: {rest}") from None
 
 
 def emit_json(out: TextIO, event: ev.Event | ev.ExecFailedEvent) -> None:

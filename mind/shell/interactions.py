@@ -227,6 +227,9 @@ class InteractionLog:
         self.ended_turns: set[str] = set()
         """Turns with a ``turn_completed`` record: their questions can never
         be offered again."""
+        self.begun_effects: set[str] = set()
+        """Effect ids with a ``tool_started`` or ``tool_result``: the call got
+        past its approval (its questions are not asked again before it runs)."""
 
     @classmethod
     def of(cls, records: Iterable[jr.JournalRecord]) -> InteractionLog:
@@ -250,6 +253,10 @@ class InteractionLog:
             self.grants.pop(record.grant_id, None)
         elif isinstance(record, jr.TurnCompleted):
             self.ended_turns.add(record.turn_id)
+        elif isinstance(record, jr.ToolStarted | jr.ToolResult) and isinstance(
+            record.effect_id, str
+        ):
+            self.begun_effects.add(record.effect_id)
 
     def recoverable(self, turn_id: str | None = None) -> list[jr.InteractionRequested]:
         """Requested, never resolved, and of a turn that has not ended
@@ -262,6 +269,13 @@ class InteractionLog:
             and r.turn_id not in self.ended_turns
             and (turn_id is None or r.turn_id == turn_id)
         ]
+
+    def awaiting(self) -> list[jr.InteractionRequested]:
+        """The recoverable questions asked before their call was prepared:
+        a resumed turn's re-drive asks each again before the call runs
+        (docs/design/interactions.md §6), so they wait for an answer from
+        the moment the session opens."""
+        return [r for r in self.recoverable() if r.effect_id not in self.begun_effects]
 
 
 def _scope_of(record: jr.PermissionGranted) -> GrantScope:
@@ -310,13 +324,16 @@ class Interactions:
     # ---- reading
 
     def pending(self, turn_id: str | None = None) -> list[jr.InteractionRequested]:
-        """Questions shown and waiting for an answer, in the order asked (of
-        one turn when ``turn_id`` is given)."""
+        """Questions waiting for an answer, in the order asked (of one turn
+        when ``turn_id`` is given): those shown now, and — right after a
+        reopen, before the resumed turn reaches them — the recoverable ones
+        its re-drive asks again (:meth:`InteractionLog.awaiting`)."""
+        shown = {iid for iid, live in self._live.items() if live.machine.state == "shown"}
+        later = {r.interaction_id for r in self.log.awaiting()} - self._live.keys()
         return [
-            live.request
-            for live in self._live.values()
-            if live.machine.state == "shown"
-            and (turn_id is None or live.request.turn_id == turn_id)
+            r
+            for iid, r in self.log.requested.items()
+            if (iid in shown or iid in later) and (turn_id is None or r.turn_id == turn_id)
         ]
 
     def grants(self) -> list[Grant]:
@@ -423,6 +440,12 @@ class Interactions:
                 effect, and the waiting call fails with the same error.
         """
         live = self._live.get(interaction_id)
+        if live is None and interaction_id in {r.interaction_id for r in self.log.awaiting()}:
+            # Recovered, not re-offered yet: answered now (durable), applied when
+            # the re-drive reaches it (ask finds the resolution).
+            live = _Live(self.log.requested[interaction_id], InteractionMachine(), _unheard)
+            live.machine.recorded(None)
+            live.machine.show(can_answer=True)
         if live is None:
             return self._not_live(interaction_id)
         if decision not in live.request.choices and live.machine.state == "shown":
@@ -543,6 +566,10 @@ class Interactions:
                 effect, ShowRequest | RefuseTooLarge | AnswerRefused | AnswerIgnored | ApplyDecision
             ):
                 pass  # ask() / answer() act on the state and return the result
+
+
+def _unheard(_record: jr.InteractionResolved) -> None:
+    """No turn publishes this resolution yet (it is applied on re-drive)."""
 
 
 def _already(interaction_id: str, decision: _Decision | None) -> NotTaken:

@@ -231,9 +231,11 @@ class Session:
         return [self._inputs[m] for m in message_ids if m in self._inputs]
 
     def pending_interactions(self) -> list[jr.InteractionRequested]:
-        """Questions shown to clients and waiting for an answer, oldest first
-        (each names its ``interaction_id``, ``call_id``, the full ``text``,
-        ``cwd``, ``reason`` and ``choices``; docs/design/interactions.md §7)."""
+        """Questions waiting for an answer, oldest first (each names its
+        ``interaction_id``, ``call_id``, the full ``text``, ``cwd``, ``reason``
+        and ``choices``; docs/design/interactions.md §7): those shown now and,
+        right after :meth:`Runtime.open_session`, a crashed turn's unanswered
+        ones its resume asks again (answerable at once, §6)."""
         return self.interactions.pending()
 
     def answer(

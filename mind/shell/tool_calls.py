@@ -26,6 +26,7 @@ from mind.effects.policy import (
     Access,
     crossing_reason,
     rerun_reason,
+    standing_question,
     tool_decision,
     written_paths,
 )
@@ -194,6 +195,18 @@ class ToolCalls:
             sandbox=self.session.config.sandbox,
             sandbox_available=self.session.sandbox.backend != "none",
         )
+        # A question journaled for this invocation before a restart is answered
+        # first, whatever this process's policy says (fail closed).
+        standing = self.session.interactions.log.requested.get(interaction_id(inv.effect_id, "run"))
+        if standing is not None:
+            recorded = standing.sandbox
+            asked_where = recorded.value if isinstance(recorded, jr.Sandbox) else None
+            decision = standing_question(
+                decision,
+                standing.reason,
+                asked_where=asked_where,
+                now_where=self._where(call.name, call.name == "shell" and decision.sandboxed),
+            )
         if decision.action == "refuse":
             # Every branch passes through the turn chart (issue #9): an
             # outright refusal is its call_refused event.
@@ -288,13 +301,18 @@ class ToolCalls:
         where = self._where(call.name, asking.sandboxed)
         written = written_paths(call.name, args)
         interactions = self.session.interactions
-        granted = covers(
-            [g.scope for g in interactions.grants()],
-            call.name,
-            args,
-            sandbox=where,
-            written=written,
-            crossed=asking.crossed,
+        journaled = interaction_id(asking.effect_id, asking.purpose) in interactions.log.requested
+        granted = (
+            None
+            if journaled
+            else covers(  # a journaled question is answered, not skipped
+                [g.scope for g in interactions.grants()],
+                call.name,
+                args,
+                sandbox=where,
+                written=written,
+                crossed=asking.crossed,
+            )
         )
         asked = machine.approval_needed(
             call_id=call.call_id,
@@ -314,13 +332,18 @@ class ToolCalls:
                 show=lambda r, again: self._show(turn, call, r, again),
                 resolved=lambda r: self._resolved(turn, call, r),
                 announce=lambda r, again: self._announce(turn, r, again),
-                explicit_stop=lambda: turn._interrupt_requested,
+                explicit_stop=lambda: turn.stopped_by_person,
             )
         except InteractionTooLarge as exc:
-            return str(exc)
-        finally:
-            if can_answer:
-                machine.approval_answered()
+            refused: str | None = str(exc)
+        else:
+            refused = None
+        # Only an answer (or a refusal) leaves awaiting_approval here: a cancelled
+        # wait stays there, so the chart decides what a hang-up or Stop at the card means.
+        if can_answer:
+            machine.approval_answered()
+        if refused is not None:
+            return refused
         if resolution.decision == jr.InteractionDecision.abort:
             # The person stopped the turn here: the interrupt ends it now (its
             # open calls get their "never approved" results), not after

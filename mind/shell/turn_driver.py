@@ -46,6 +46,7 @@ from mind.machines.turn import (
     DrainOrSeal,
     DrainSteering,
     Effect,
+    LeaveForRecovery,
     RunTools,
     StartBackoff,
     StartNextTurn,
@@ -113,7 +114,7 @@ class TurnDriver:
         )
         for observer in self.session.turn_observers:
             machine.observe(observer)
-        terminal: WriteTerminal
+        terminal: WriteTerminal | LeaveForRecovery
         try:
             terminal = await self._drive(turn, machine)
         except anyio.get_cancelled_exc_class():
@@ -124,11 +125,15 @@ class TurnDriver:
             raise
         except IllegalTransition as exc:
             terminal = self._refused(turn, machine, exc)
-        self._end(turn, machine, terminal)
+        if isinstance(terminal, LeaveForRecovery):
+            self._leave(turn)
+        else:
+            self._end(turn, machine, terminal)
 
-    async def _drive(self, turn: Turn, machine: TurnMachine) -> WriteTerminal:
-        """The turn from its start to a terminal state of ``machine``; returns
-        the terminal record it named. Raises cancellation (runtime closing)
+    async def _drive(self, turn: Turn, machine: TurnMachine) -> WriteTerminal | LeaveForRecovery:
+        """The turn from its start to a final state of ``machine``; returns
+        the terminal record it named, or :class:`LeaveForRecovery` (a
+        hang-up at an approval card). Raises cancellation (runtime closing)
         and chart refusals; every other error is sent as ``fail``."""
         try:
             if self.resume is None:
@@ -157,8 +162,31 @@ class TurnDriver:
             text = redact(f"internal error: {exc}", self.session.secrets)
             return _terminal(machine, machine.fail(message=text))
         # Only an interrupt leaves the cancel scope without a terminal.
+        if turn._hung_up:
+            effects = machine.hang_up()
+            left = [e for e in effects if isinstance(e, LeaveForRecovery)]
+            if left:
+                return left[0]
+        else:
+            effects = machine.interrupt(send_pending=turn._send_pending)
         self._close_open_calls(turn, INTERRUPTED_OUTPUT, INTERRUPTED_UNSTARTED_OUTPUT)
-        return _terminal(machine, machine.interrupt(send_pending=turn._send_pending))
+        return _terminal(machine, effects)
+
+    def _leave(self, turn: Turn) -> None:
+        """Perform :class:`LeaveForRecovery`: nothing is journaled. The
+        mailbox gives the box up with the turn's inputs unacknowledged
+        (``inbox.json`` keeps them; the next open resumes the turn with them),
+        the index keeps the session ``running`` (listed ``interrupted (resume
+        to recover)`` once no process holds it), and the handle ends
+        ``interrupted``: this process is leaving."""
+        self.session.mailbox.end_turn(acknowledge=False)
+        usage = turn._usage
+        done = ev.TurnCompletedEvent(
+            turn_id=turn.turn_id,
+            status=ev.TurnStatus.interrupted,
+            usage=ev.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens),
+        )
+        turn._finish(TurnOutcome(event=done, final_text=turn._final_text, error=None))
 
     def _abort(self, turn: Turn, machine: TurnMachine) -> WriteTerminal:
         """Close the turn's open calls as aborted, then end it as the machine's

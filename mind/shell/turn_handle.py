@@ -198,6 +198,8 @@ class Turn:
         self._events = session.fanout.subscribe(EventChannel(slack=0))
         self._scope = anyio.CancelScope()
         self._interrupt_requested = False
+        self._hung_up = False
+        """The stop came from a closed terminal (:meth:`hang_up`), not the person."""
         self._send_pending = True
         self._done = anyio.Event()
         self._outcome: TurnOutcome | None = None
@@ -292,6 +294,22 @@ class Turn:
         self._interrupt_requested = True
         self._send_pending = self._send_pending and send_pending
         self._scope.cancel()
+
+    def hang_up(self) -> None:
+        """Stop the turn because the terminal closed (SIGHUP/SIGTERM), which is
+        not the person's Stop: a turn waiting at an approval card is left as a
+        crash leaves it — the question unresolved, no terminal record — so the
+        next open resumes it and shows the card again; any other turn ends
+        ``interrupted`` as with :meth:`interrupt` (the turn chart's
+        ``hang_up``). The waiting input stays waiting. Idempotent."""
+        self._hung_up = True
+        self.interrupt(send_pending=False)
+
+    @property
+    def stopped_by_person(self) -> bool:
+        """Whether an interrupt was the person's Stop (Esc, Ctrl+C, abort),
+        not a closed terminal: a shown question is then cancelled for good."""
+        return self._interrupt_requested and not self._hung_up
 
     @property
     def done(self) -> bool:

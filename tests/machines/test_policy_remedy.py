@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from mind.effects.boundary import Refusal
-from mind.effects.policy import Access, ToolDecision, tool_decision
+from mind.effects.policy import Access, ToolDecision, standing_question, tool_decision
 
 CWD = "/w"
 
@@ -101,3 +101,22 @@ def test_with_no_sandbox_backend_the_remedy_does_not_promise_the_sandbox() -> No
     assert without.action == "ask"
     assert without.remedy is not None and "on-request" not in without.remedy
     assert "bubblewrap" in without.remedy and "danger-full-access" in without.remedy
+
+
+def test_a_standing_question_turns_run_into_ask_and_never_loosens_ask_or_refuse() -> None:
+    lax = tool_decision("on-request", "shell", {"command": "echo ran >> c"}, cwd="/w")
+    assert lax.action == "run"
+    asked = standing_question(lax, "untrusted mode asks")
+    assert (asked.action, asked.reason, asked.sandboxed) == ("ask", "untrusted mode asks", True)
+    assert asked.remedy is not None and "never answered" in asked.remedy
+    assert standing_question(lax, None) == lax
+    for strict in (ToolDecision("ask", "now"), ToolDecision("refuse", "no")):
+        assert standing_question(strict, "before") == strict
+    # Asked for the sandbox, would now run outside it: the old question does not cover that.
+    moved = standing_question(lax, "asks", asked_where="workspace-write", now_where="outside")
+    assert moved.action == "refuse" and moved.reason is not None
+    assert "in the workspace-write sandbox" in moved.reason
+    assert "outside the sandbox" in moved.reason
+    ww = "workspace-write"
+    same = standing_question(lax, "asks", asked_where=ww, now_where=ww)
+    assert same.action == "ask"

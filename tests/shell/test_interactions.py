@@ -112,7 +112,15 @@ def test_unknown_and_stale_ids_are_explicit_no_ops(tmp_path: Path) -> None:
     path = tmp_path / "journal.jsonl"
     journal = _journal(path)
     journal.append(_request("ia_old"), sync=True)  # asked by a process that crashed
+    # ... after its call was prepared (a re-run question): not asked before it runs again.
+    journal.append(
+        jr.ToolStarted(
+            seq=0, recorded_at_ms=0, turn_id="t1", call_id="c1", name="shell", effect_id="ef_1"
+        ),
+        sync=True,
+    )
     service = Interactions(journal)
+    assert service.pending() == []
     unknown = service.answer("ia_nope", D.approve_once)
     stale = service.answer("ia_old", D.approve_once)
     assert isinstance(unknown, NotTaken) and unknown.why == "unknown"
@@ -120,6 +128,23 @@ def test_unknown_and_stale_ids_are_explicit_no_ops(tmp_path: Path) -> None:
     assert isinstance(stale, NotTaken) and stale.why == "stale"
     assert "offered again" in stale.message
     assert _on_disk(path, jr.InteractionResolved) == []  # nothing written
+
+
+def test_a_recovered_question_waits_from_the_open_and_its_answer_is_applied_when_asked(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "journal.jsonl"
+    journal = _journal(path)
+    journal.append(_request(), sync=True)  # a crash while it was shown; its call never started
+    service = Interactions(journal)
+    assert [r.interaction_id for r in service.pending()] == ["ia_1"]
+    assert service.answer("ia_1", D.deny, reason="no") == Answered("ia_1", D.deny)
+    assert service.pending() == []
+    assert isinstance(service.answer("ia_1", D.approve_once), NotTaken)  # the first stands
+    shown: list[object] = []
+    resolution = anyio.run(_ask, service, _request(), lambda *a: shown.append(a))
+    assert shown == [] and (resolution.decision, resolution.reason) == (D.deny, "no")
+    assert len(_on_disk(path, jr.InteractionResolved)) == 1
 
 
 def test_an_unanswered_request_is_offered_again_with_its_id_never_journaled_twice(

@@ -87,6 +87,8 @@ class Repl:
         self.last_typed_at = -math.inf
         """When a character was last typed into the draft (``clock`` seconds)."""
         self.leaving = False
+        self.hung_up = False
+        """The terminal closed (SIGHUP) or SIGTERM came: leaving is not a Stop."""
         self._tg: anyio.abc.TaskGroup | None = None
         """Set once the REPL is on its way out (no further frame is drawn)."""
         self._greeted = False
@@ -194,9 +196,11 @@ class Repl:
         """SIGHUP (the terminal closed) and SIGTERM leave like /exit: running
         turns are interrupted (their tool process groups killed, the turns
         closed ``interrupted``) instead of dying mid-call with tools still
-        running unobserved."""
+        running unobserved — except a turn waiting at an approval card, which
+        is left for ``mind resume`` to show again (``Turn.hang_up``)."""
         with anyio.open_signal_receiver(signal.SIGHUP, signal.SIGTERM) as signals:
             async for _ in signals:
+                self.hung_up = True
                 self.leaving = True
                 app = self.prompt.app
                 if app.is_running:
@@ -330,7 +334,10 @@ class Repl:
         with anyio.move_on_after(SHUTDOWN_GRACE_S):
             for session in self.hosted:
                 while session.busy and (turn := session.current) is not None:
-                    turn.interrupt(send_pending=False)
+                    if self.hung_up:  # not the person's Stop (docs/design/interactions.md §3)
+                        turn.hang_up()
+                    else:
+                        turn.interrupt(send_pending=False)
                     await turn.wait()
 
     async def _tick(self) -> None:

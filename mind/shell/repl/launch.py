@@ -3,7 +3,9 @@
 Owns what surrounds one :class:`~mind.shell.repl.app.Repl` run: the terminal
 check, the input-history file, holding SIGHUP/SIGTERM until the REPL handles
 them, opening or creating the first session, and on the way out deleting the
-sessions nothing was sent to and printing how to resume.
+sessions nothing was sent to and printing how to resume; and, when ``mind
+resume`` finds no provider configured, what the session last ran with
+(:func:`resume_hint`).
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
 from rich.text import Text
 
-from mind.errors import ConfigError
+from mind.errors import ConfigError, MindError
+from mind.generated import journal as jr
 from mind.shell import private_files
 from mind.shell.config import ResolvedConfig
+from mind.shell.journal import read_records
 from mind.shell.repl.app import Repl
 from mind.shell.runtime import Runtime, Session
 from mind.shell.store import SessionSummary, mind_home, resolve_session_id
@@ -204,3 +208,48 @@ def _latest_session(rows: list[SessionSummary], work_dir: Path) -> str:
             f"no session with a turn in {here} yet; `mind` starts one, `mind sessions` lists all"
         )
     return max(mine, key=lambda r: r.updated_at_ms).session_id
+
+
+async def resume_hint(cwd: str | None, session_id: str | None) -> str | None:
+    """What ``mind resume`` would open last ran with, and the command that
+    resumes it the same way — for a refusal that found no provider configured
+    (the session's last ``turn_started`` records provider, model and approval
+    policy; not a script's path, a base URL or a key).
+
+    Args:
+        cwd: ``--cwd`` (the directory whose latest session is meant), or None.
+        session_id: the id or prefix given, or None (the latest of ``cwd``).
+
+    Returns:
+        One or two sentences, or None when the session cannot be found or
+        never ran a turn (the caller's refusal then stands alone).
+    """
+    try:
+        async with Runtime.open() as rt:
+            rows = rt.list_sessions()
+            ids = [r.session_id for r in rows]
+            sid = (
+                resolve_session_id(session_id, ids)
+                if session_id
+                else _latest_session(rows, _work_dir(cwd))
+            )
+            records, _report = read_records(rt.store.session_dir(sid) / "journal.jsonl")
+    except (MindError, OSError):
+        return None
+    started = next((r for r in reversed(records) if isinstance(r, jr.TurnStarted)), None)
+    return None if started is None else _ran_with(sid, started)
+
+
+def _ran_with(session_id: str, started: jr.TurnStarted) -> str:
+    """The sentences of :func:`resume_hint` for ``started``."""
+    scripted = started.provider == "scripted"
+    flags = ["--script FILE"] if scripted else [f"--provider {started.provider}"]
+    if not scripted and started.model:
+        flags.append(f"--model {started.model}")
+    flags.append(f"--approval {started.approval.value}")
+    note = " (its script file is not recorded)" if scripted else " (its API key in the environment)"
+    return (
+        f"Session {session_id} last ran with provider {started.provider} (model "
+        f"{started.model or '-'}, approval {started.approval.value}): resume it with "
+        f"`mind resume {session_id} {' '.join(flags)}`{note}."
+    )
