@@ -19,7 +19,7 @@ from mind.conversation import (
     without_lone_surrogates,
 )
 from mind.effects.boundary import Refusal, SandboxMode
-from mind.effects.grants import GrantScope, covers, grant_scope
+from mind.effects.grants import GrantScope, covers, describe, grant_scope
 from mind.effects.identity import Purpose, interaction_id
 from mind.effects.policy import (
     Access,
@@ -348,6 +348,7 @@ class ToolCalls:
             sandbox=jr.Sandbox(where) if where is not None else msgspec.UNSET,
             cwd=str(self.session.cwd),
             choices=choices,
+            grant=describe(scope) if scope is not None else msgspec.UNSET,
         )
 
     def _show(
@@ -372,6 +373,7 @@ class ToolCalls:
                 sandbox=where,
                 interaction_id=request.interaction_id,
                 choices=[ev.Choice(c.value) for c in request.choices],
+                grant=request.grant,
                 cwd=request.cwd,
                 offered_again=again,
             )

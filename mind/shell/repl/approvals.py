@@ -103,7 +103,10 @@ class Approvals:
             repl.session.answer(event.interaction_id, decision)  # the pending list drops it
         else:
             turn.decide(event.call_id, decision)
-        repl.view.show_decision(event.call_id, plain(event.name, keep_joiners=False), decision)
+        grant = event.grant if isinstance(event.grant, str) else None
+        repl.view.show_decision(
+            event.call_id, plain(event.name, keep_joiners=False), decision, grant=grant
+        )
         repl.invalidate()
 
     def hidden(self, event: ev.ApprovalRequestedEvent) -> bool:
@@ -166,8 +169,15 @@ class Approvals:
         (explanations are dropped before a key would be cut)."""
         name = plain(event.name, keep_joiners=False)
         hidden = self.hidden(event)
+        offered = not isinstance(event.choices, list) or "approve_session" in event.choices
+        always = " always (this session)  "
+        if isinstance(event.grant, str) and "only this exact command" in event.grant:
+            always = " always (this exact command, this session)  "
+        elif isinstance(event.grant, str) and "`" in event.grant:
+            always = f" always ({plain(event.grant.split('`')[1], keep_joiners=False)})  "
+        draft = bool(self._repl.prompt.default_buffer.text)
         for long in (True, False):
-            for keep_draft in (True, False) if long else (False,):
+            for keep_draft in (True, False) if long and draft else (False,):
                 view: StyleAndTextTuples = []
                 if hidden:
                     what = f"view all ({event.hidden_chars} characters hidden) first"
@@ -179,8 +189,11 @@ class Approvals:
                     ("", " yes  "),
                     ("class:approval.key", " n "),
                     ("", " no  "),
-                    ("class:approval.key", " a "),
-                    ("", " always (this session)  " if long else " always  "),
+                    *(
+                        [("class:approval.key", " a "), ("", always if long else " always  ")]
+                        if offered
+                        else []
+                    ),
                     ("class:approval.key", " s "),
                     ("", " stop the turn" if long else " stop"),
                 ]
