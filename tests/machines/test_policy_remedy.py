@@ -101,3 +101,18 @@ def test_with_no_sandbox_backend_the_remedy_does_not_promise_the_sandbox() -> No
     assert without.action == "ask"
     assert without.remedy is not None and "on-request" not in without.remedy
     assert "bubblewrap" in without.remedy and "danger-full-access" in without.remedy
+
+
+def test_an_escalation_remedy_names_the_network_flag_that_keeps_the_sandbox() -> None:
+    """An escalation (often "need network") tells exec the flag that keeps
+    the sandbox and only opens the network, before the one that drops it."""
+    decision = _decide(
+        "on-request",
+        "shell",
+        {"command": "curl x", "sandbox": "escalated", "justification": "need network"},
+    )
+    assert decision.action == "ask" and decision.remedy is not None
+    assert "--sandbox-network on" in decision.remedy
+    assert decision.remedy.index("--sandbox-network on") < decision.remedy.index(
+        "danger-full-access"
+    )
