@@ -755,11 +755,18 @@ class TurnView:
         )
 
     def show_decision(
-        self, call_id: str, name: str, decision: str, *, grant: str | None = None
+        self,
+        call_id: str,
+        name: str,
+        decision: str,
+        *,
+        grant: str | None = None,
+        reason: str | None = None,
     ) -> None:
         """Echo the answer given to an approval prompt (the call's clock
         restarts); ``grant`` is what an approve_session covers
-        (mind.effects.grants.describe)."""
+        (mind.effects.grants.describe), ``reason`` what a refusal told the
+        model."""
         covered = (
             f"{plain(grant, keep_joiners=False)} will not ask again this session"
             if grant is not None
@@ -771,7 +778,10 @@ class TurnView:
                 f"  ↳ approved; {covered} (/permissions lists and revokes)",
                 "green",
             ),
-            "deny": ("  ↳ refused", "yellow"),
+            "deny": (
+                f"  ↳ refused: {plain(reason, keep_joiners=False)}" if reason else "  ↳ refused",
+                "yellow",
+            ),
             "abort": ("  ↳ stopped the turn", "yellow"),
         }[
             {"yes": "approve_once", "always": "approve_session", "no": "deny"}.get(
