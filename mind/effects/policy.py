@@ -161,7 +161,9 @@ def shell_decision(
         if policy == "never":
             return ShellDecision("run", sandboxed=False)
         return ShellDecision(
-            "ask", sandboxed=False, reason=f"runs `{_shown(command)}` OUTSIDE any sandbox"
+            "ask",
+            sandboxed=False,
+            reason=f"runs `{_shown(command)}` with no sandbox (danger-full-access)",
         )
     if args.get("sandbox") == "escalated":
         why = _one_line(str(args.get("justification") or "no reason given"))
@@ -176,7 +178,7 @@ def shell_decision(
                 ),
             )
         return ShellDecision(
-            "ask", sandboxed=False, reason=f"asks to run OUTSIDE the {mode} sandbox: {why}"
+            "ask", sandboxed=False, reason=f"asks to leave the {mode} sandbox: {why}"
         )
     if policy == "untrusted":
         if is_known_safe_command(command):
@@ -228,7 +230,7 @@ def rerun_reason(policy: ApprovalPolicy, mode: SandboxMode, status: str, output:
         return None
     return (
         f"failed inside the {mode} sandbox (it looks like a sandbox denial); "
-        "run it again OUTSIDE the sandbox?"
+        "run it again without the sandbox?"
     )
 
 
@@ -426,7 +428,11 @@ def _shell_tool_decision(
         )
     if not decision.sandboxed:
         # Leaving the sandbox without asking takes both (`never` refuses escalations).
-        flags = "--sandbox danger-full-access --approval never"
+        flags = (
+            "--sandbox-network on if it only needs the network (it then runs inside the "
+            "sandbox, without `sandbox: escalated`); else --sandbox danger-full-access "
+            "--approval never"
+        )
         if mode == "danger-full-access":
             flags = "--approval never"
     elif available:

@@ -148,12 +148,23 @@ def visible(text: str) -> str:
     for ch in text:
         if ch == "\n" or ch == "\t":
             out.append(ch)
-        elif unicodedata.category(ch) in _ESCAPED_CATEGORIES:
+        elif unicodedata.category(ch) in _ESCAPED_CATEGORIES or _variation_selector(ch):
             code = ord(ch)
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+            if code < 0x100:
+                out.append(f"\\x{code:02x}")
+            else:
+                out.append(f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
         else:
             out.append(ch)
     return "".join(out)
+
+
+def _variation_selector(ch: str) -> bool:
+    """U+FE00–FE0F and U+E0100–E01EF: they change how the character before
+    them is drawn without showing themselves (category Mn, so not caught by
+    :data:`_ESCAPED_CATEGORIES`)."""
+    code = ord(ch)
+    return 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF
 
 
 BIDI_AND_ZERO_WIDTH: Final = frozenset(
@@ -168,12 +179,19 @@ JOINERS: Final = frozenset("\u200c\u200d")
 
 def mark_hidden(text: str, *, keep_joiners: bool = True) -> str:
     """``text`` with each of :data:`BIDI_AND_ZERO_WIDTH` (and, unless
-    ``keep_joiners``, :data:`JOINERS`) shown as ``⟨U+202E⟩``: the one rule for
-    making them visible in terminal output (tool names, arguments, output)."""
+    ``keep_joiners``, :data:`JOINERS` and the variation selectors) shown as
+    ``⟨U+202E⟩``: the one rule for making them visible in terminal output
+    (tool names, arguments, output)."""
     hidden = BIDI_AND_ZERO_WIDTH if keep_joiners else BIDI_AND_ZERO_WIDTH | JOINERS
-    if not any(ch in hidden for ch in text):
+
+    def shown(ch: str) -> bool:
+        # Variation selectors are like joiners: prose (emoji) needs them,
+        # a name or a card must show them.
+        return ch not in hidden and (keep_joiners or not _variation_selector(ch))
+
+    if all(shown(ch) for ch in text):
         return text
-    return "".join(f"⟨U+{ord(ch):04X}⟩" if ch in hidden else ch for ch in text)
+    return "".join(ch if shown(ch) else f"⟨U+{ord(ch):04X}⟩" for ch in text)
 
 
 def unified_diff(change: FileChange) -> str:

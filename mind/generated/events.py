@@ -189,6 +189,15 @@ class ApprovalRequestedEvent(Struct, kw_only=True, tag_field='type', tag='approv
         | UnsetType
     ) = UNSET
     kind: Kind | UnsetType = UNSET
+    grant: (
+        Annotated[
+            str,
+            Meta(
+                description='What approve_session would cover, in the words the card and /permissions use (e.g. `shell: commands `git commit …` (in the workspace-write sandbox)` or `shell: only this exact command …`); absent when approve_session is not offered.'
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
     cwd: Annotated[str, Meta(description='The working directory the call runs in.')] | UnsetType = (
         UNSET
     )

@@ -284,6 +284,15 @@ class InteractionRequested(Struct, kw_only=True, tag_field='type', tag='interact
         ]
         | UnsetType
     ) = UNSET
+    grant: (
+        Annotated[
+            str,
+            Meta(
+                description='What an approve_session answer would cover, in the words the card and /permissions use (mind.effects.grants.describe); absent when approve_session is not offered.'
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
 
 
 class InteractionResolved(Struct, kw_only=True, tag_field='type', tag='interaction_resolved', frozen=True):

@@ -430,9 +430,11 @@ class Interactions:
         """Answer a question by id. The first decision wins (§3).
 
         Returns:
-            :class:`Answered` (journaled, fsync, before the call resumes) or
-            :class:`NotTaken` with the reason — an unknown, stale or resolved
-            id, a reason over 128 KiB — never an exception for those.
+            :class:`Answered` (journaled, fsync, before the call resumes; or
+            the same decision again on a resolved question: idempotent,
+            nothing written) or :class:`NotTaken` with the reason — an
+            unknown or stale id, another decision on a resolved one, a reason
+            over 128 KiB — never an exception for those.
 
         Raises:
             JournalError: the answer could not be made durable (a
@@ -447,7 +449,7 @@ class Interactions:
             live.machine.recorded(None)
             live.machine.show(can_answer=True)
         if live is None:
-            return self._not_live(interaction_id)
+            return self._not_live(interaction_id, decision)
         if decision not in live.request.choices and live.machine.state == "shown":
             # Only what the card offered can be decided: an approval word
             # never settles a reconcile question, nor the reverse.
@@ -474,13 +476,13 @@ class Interactions:
                     f"{MAX_INTERACTION_BYTES}-byte limit; the question still waits.",
                 )
             if isinstance(effect, AnswerIgnored):
-                return _already(interaction_id, effect.decision)
+                return _already(interaction_id, effect.decision, decision)
         return Answered(interaction_id, decision)
 
-    def _not_live(self, interaction_id: str) -> NotTaken:
+    def _not_live(self, interaction_id: str, decision: _Decision) -> AnswerResult:
         done = self.log.resolved.get(interaction_id)
         if done is not None:
-            return _already(interaction_id, done.decision)
+            return _already(interaction_id, done.decision, decision)
         asked = self.log.requested.get(interaction_id)
         if asked is not None and asked.turn_id in self.log.ended_turns:
             return NotTaken(
@@ -572,7 +574,11 @@ def _unheard(_record: jr.InteractionResolved) -> None:
     """No turn publishes this resolution yet (it is applied on re-drive)."""
 
 
-def _already(interaction_id: str, decision: _Decision | None) -> NotTaken:
+def _already(interaction_id: str, decision: _Decision | None, answered: _Decision) -> AnswerResult:
+    """An answer to a resolved question: the same decision again is success
+    (a retry is idempotent, nothing is written); another is a no-op."""
+    if decision == answered:
+        return Answered(interaction_id, decision)
     standing = decision.value if decision is not None else "a decision"
     return NotTaken(
         interaction_id,

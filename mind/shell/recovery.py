@@ -23,6 +23,11 @@ INTERRUPTED_OUTPUT = (
     "run again]"
 )
 INTERRUPTED_UNAPPROVED_OUTPUT = "[interrupted by the user before it was approved: it never ran]"
+INTERRUPTED_AT_RERUN_OUTPUT = (
+    "[interrupted by the user at the question whether to run it again without the sandbox: "
+    "it ran once inside the sandbox (that run had ended; nothing was killed) and was not "
+    "run again]"
+)
 INTERRUPTED_UNSTARTED_OUTPUT = "[interrupted by the user before it started: it never ran]"
 ABORTED_OUTPUT = "[the turn was aborted while this call was pending; it was not run again]"
 ABORTED_UNSTARTED_OUTPUT = "[the turn was aborted before this call started: it never ran]"

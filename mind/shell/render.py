@@ -730,6 +730,13 @@ class TurnView:
             lines += approval_lines(text[len(text) - event.tail_chars :], fmt, continued=True)
         else:
             lines += approval_lines(text, fmt)
+        grant = event.grant
+        if isinstance(grant, str):
+            lines.append(
+                Text(f"  a = always allow in this session: {plain(grant, keep_joiners=False)}")
+            )
+        elif isinstance(event.choices, list):
+            lines.append(Text("  a is not offered: this call is asked each time", style="dim"))
         self.print(*lines, kind="tool")
 
     def show_approval_text(self, event: ev.ApprovalRequestedEvent) -> None:
@@ -749,16 +756,34 @@ class TurnView:
             kind="tool",
         )
 
-    def show_decision(self, call_id: str, name: str, decision: str) -> None:
-        """Echo the answer given to an approval prompt (the call's clock restarts)."""
+    def show_decision(
+        self,
+        call_id: str,
+        name: str,
+        decision: str,
+        *,
+        grant: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        """Echo the answer given to an approval prompt (the call's clock
+        restarts); ``grant`` is what an approve_session covers
+        (mind.effects.grants.describe), ``reason`` what a refusal told the
+        model."""
+        covered = (
+            f"{plain(grant, keep_joiners=False)} will not ask again this session"
+            if grant is not None
+            else f"matching {name} calls will not ask again this session"
+        )
         text = {
             "approve_once": ("  ↳ approved once", "green"),
             "approve_session": (
-                f"  ↳ approved; matching {name} calls will not ask again this session "
-                "(/permissions lists and revokes)",
+                f"  ↳ approved; {covered} (/permissions lists and revokes)",
                 "green",
             ),
-            "deny": ("  ↳ refused", "yellow"),
+            "deny": (
+                f"  ↳ refused: {plain(reason, keep_joiners=False)}" if reason else "  ↳ refused",
+                "yellow",
+            ),
             "abort": ("  ↳ stopped the turn", "yellow"),
             "rerun": ("  ↳ running it again", "yellow"),
             "mark_failed": ("  ↳ marked failed; the model is told it did not run again", "yellow"),

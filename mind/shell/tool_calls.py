@@ -20,7 +20,7 @@ from mind.conversation import (
     without_lone_surrogates,
 )
 from mind.effects.boundary import Refusal, SandboxMode
-from mind.effects.grants import GrantScope, covers, grant_scope
+from mind.effects.grants import GrantScope, covers, describe, grant_scope
 from mind.effects.identity import Purpose, interaction_id
 from mind.effects.policy import (
     Access,
@@ -427,6 +427,7 @@ class ToolCalls:
             sandbox=jr.Sandbox(where) if where is not None else msgspec.UNSET,
             cwd=str(self.session.cwd),
             choices=choices,
+            grant=describe(scope) if scope is not None else msgspec.UNSET,
         )
 
     def _show(
@@ -451,6 +452,7 @@ class ToolCalls:
                 sandbox=where,
                 interaction_id=request.interaction_id,
                 choices=[ev.Choice(c.value) for c in request.choices],
+                grant=request.grant,
                 cwd=request.cwd,
                 offered_again=again,
                 kind=ev.Kind(request.kind.value),

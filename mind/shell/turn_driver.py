@@ -58,6 +58,7 @@ from mind.shell import faults
 from mind.shell.recovery import (
     ABORTED_OUTPUT,
     ABORTED_UNSTARTED_OUTPUT,
+    INTERRUPTED_AT_RERUN_OUTPUT,
     INTERRUPTED_OUTPUT,
     INTERRUPTED_UNAPPROVED_OUTPUT,
     INTERRUPTED_UNSTARTED_OUTPUT,
@@ -594,7 +595,21 @@ class TurnDriver:
         # occurrence was asked (an id may repeat in a round).
         asked = set(turn.unanswered_approvals)
 
+        log = self.session.interactions.log
+        reruns = {
+            r.call_id
+            for r in log.requested.values()
+            if r.turn_id == turn.turn_id
+            and r.purpose == jr.Purpose.rerun_outside
+            and r.call_id in asked
+        }
+
         def text(call_id: str, started: bool) -> str:
+            if started and call_id in reruns:
+                # Stopped at "run it again without the sandbox?": its
+                # sandboxed run had ended, no process was running.
+                reruns.discard(call_id)
+                return INTERRUPTED_AT_RERUN_OUTPUT
             if started:
                 return output
             if call_id in asked:

@@ -61,7 +61,8 @@ def test_escalation_under_on_request_asks_and_headless_exec_declines(
     results, _ = _exec(run_mind, tmp_path, [{"name": "shell", "arguments": args}])
     (result,) = results
     assert result["status"] == "denied"
-    assert "OUTSIDE the workspace-write sandbox: needs /tmp" in str(result["output"])
+    assert "asks to leave the workspace-write sandbox: needs /tmp" in str(result["output"])
+    assert "--sandbox-network on if it only needs the network" in str(result["output"])
     assert "--sandbox danger-full-access --approval never" in str(result["output"])
     assert not target.exists()
 

@@ -197,6 +197,8 @@ def test_approval_yes_runs_the_tool_and_no_refuses_it(spawn: Spawn, tmp_path: Pa
     child.send("make the second file" + ENTER)
     child.expect(words("Allow shell?"))
     child.send("n")
+    child.expect(words("Refusing shell"))  # an optional reason; Enter alone gives none
+    child.send(ENTER)
     child.expect(words("refused"))
     child.expect(words("⊘ Refused shell touch refused-file"))
     child.expect(words("Could not make the second file."))

@@ -120,3 +120,18 @@ def test_a_standing_question_turns_run_into_ask_and_never_loosens_ask_or_refuse(
     ww = "workspace-write"
     same = standing_question(lax, "asks", asked_where=ww, now_where=ww)
     assert same.action == "ask"
+
+
+def test_an_escalation_remedy_names_the_network_flag_that_keeps_the_sandbox() -> None:
+    """An escalation (often "need network") tells exec the flag that keeps
+    the sandbox and only opens the network, before the one that drops it."""
+    decision = _decide(
+        "on-request",
+        "shell",
+        {"command": "curl x", "sandbox": "escalated", "justification": "need network"},
+    )
+    assert decision.action == "ask" and decision.remedy is not None
+    assert "--sandbox-network on" in decision.remedy
+    assert decision.remedy.index("--sandbox-network on") < decision.remedy.index(
+        "danger-full-access"
+    )

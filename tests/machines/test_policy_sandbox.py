@@ -50,9 +50,9 @@ def test_shell_decision_table(
 
 def test_reasons_say_where_the_command_runs() -> None:
     ask = shell_decision("on-request", "workspace-write", ESCALATED)
-    assert ask.reason == "asks to run OUTSIDE the workspace-write sandbox: clean up"
+    assert ask.reason == "asks to leave the workspace-write sandbox: clean up"
     danger = shell_decision("untrusted", "danger-full-access", SAFE)
-    assert danger.reason == "runs `git status` OUTSIDE any sandbox"
+    assert danger.reason == "runs `git status` with no sandbox (danger-full-access)"
     refused = shell_decision("never", "read-only", ESCALATED)
     assert refused.reason is not None and "`never`" in refused.reason
     assert approval_reason("never", "shell", ESCALATED, cwd="/w") == refused.reason
@@ -86,7 +86,7 @@ def test_sandbox_denial_heuristic(status: str, output: str, denied: bool) -> Non
 def test_rerun_is_offered_only_when_sandboxed_and_asking_is_allowed() -> None:
     denial = ("error", "touch: cannot touch '/x': Read-only file system\nexit code: 1")
     offer = rerun_reason("on-request", "workspace-write", *denial)
-    assert offer is not None and "OUTSIDE the sandbox" in offer
+    assert offer is not None and "run it again without the sandbox?" in offer
     assert rerun_reason("untrusted", "read-only", *denial) is not None
     assert rerun_reason("never", "workspace-write", *denial) is None
     assert rerun_reason("on-request", "danger-full-access", *denial) is None

@@ -38,6 +38,18 @@ def test_characters_a_terminal_would_hide_are_shown_escaped() -> None:
     assert visible("a\u202eb\tc\n") == "a\\u202eb\tc\n"
 
 
+def test_variation_selectors_are_shown_escaped_on_a_card() -> None:
+    """U+FE0F (and the other variation selectors) change how the character
+    before them looks without showing themselves: a card escapes them; prose
+    keeps them for emoji (mark_hidden keep_joiners)."""
+    from mind.effects.review import mark_hidden
+
+    assert visible("rm\ufe0f -rf x") == "rm\\ufe0f -rf x"
+    assert visible("a\U000e0100b") == "a\\U000e0100b"
+    assert mark_hidden("ok\ufe0f", keep_joiners=False) == "ok⟨U+FE0F⟩"
+    assert mark_hidden("\u2764\ufe0f") == "\u2764\ufe0f"  # prose: an emoji stays whole
+
+
 def test_a_new_file_is_its_content_and_a_change_is_a_unified_diff() -> None:
     new = unified_diff(FileChange("n.txt", None, "hello\nworld"))
     assert new.splitlines() == [

@@ -108,6 +108,31 @@ def test_a_request_is_durable_before_it_is_shown_and_an_answer_before_it_applies
     assert service.pending() == []
 
 
+def test_the_same_answer_again_is_success_and_a_different_one_a_no_op(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    service = Interactions(_journal(path))
+    results: list[Any] = []
+
+    def on_show(request: Any, _again: bool) -> None:
+        iid = request.interaction_id
+        results.append(service.answer(iid, D.approve_once))
+        results.append(service.answer(iid, D.approve_once))  # a retry, e.g. after a timeout
+        results.append(service.answer(iid, D.deny))
+
+    anyio.run(_ask, service, _request(), on_show)
+    assert results[:2] == [Answered("ia_1", D.approve_once)] * 2
+    assert isinstance(results[2], NotTaken) and results[2].why == "resolved"
+    assert "first decision stands" in results[2].message
+    assert service.answer("ia_1", D.approve_once) == Answered("ia_1", D.approve_once)  # applied
+    late = service.answer("ia_1", D.deny)
+    assert isinstance(late, NotTaken) and late.decision == D.approve_once
+    assert len(_on_disk(path, jr.InteractionResolved)) == 1  # nothing written twice
+    # After a restart, over the journal alone: the same.
+    again = Interactions(_journal(path))
+    assert again.answer("ia_1", D.approve_once) == Answered("ia_1", D.approve_once)
+    assert isinstance(again.answer("ia_1", D.deny), NotTaken)
+
+
 def test_unknown_and_stale_ids_are_explicit_no_ops(tmp_path: Path) -> None:
     path = tmp_path / "journal.jsonl"
     journal = _journal(path)

@@ -101,7 +101,7 @@ def test_approve_for_this_session_is_a_grant_honoured_after_reopening(tmp_path: 
         [
             _shell("mkdir -p d1"),
             {"text": "one"},
-            _shell("mkdir -p d2"),
+            _shell("mkdir -p d1"),
             _shell("touch x"),
             {"text": "two"},
         ],
@@ -125,14 +125,14 @@ def test_approve_for_this_session_is_a_grant_honoured_after_reopening(tmp_path: 
         async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
             s = await rt.open_session(session_id, config=config, interactive=True)
             (grant,) = s.interactions.grants()
-            assert grant.scope.prefix == ("mkdir",)
+            assert grant.scope.command == "mkdir -p d1"  # mkdir: the exact command only
             await _turn(s, "two", on_ask)
 
     anyio.run(second)
-    assert asked == ["mkdir -p d1", "touch x"]  # mkdir -p d2: covered by the grant
-    assert (tmp_path / "d1").is_dir() and (tmp_path / "d2").is_dir() and (tmp_path / "x").exists()
+    assert asked == ["mkdir -p d1", "touch x"]  # mkdir -p d1 again: covered by the grant
+    assert (tmp_path / "d1").is_dir() and (tmp_path / "x").exists()
     grants = [r for r in _journal(tmp_path, session_id) if isinstance(r, jr.PermissionGranted)]
-    assert [(g.tool, g.prefix) for g in grants] == [("shell", ["mkdir"])]
+    assert [(g.tool, g.command) for g in grants] == [("shell", "mkdir -p d1")]
 
 
 def test_a_command_whose_scope_cannot_be_judged_offers_no_session_choice(tmp_path: Path) -> None:

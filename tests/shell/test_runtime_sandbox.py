@@ -124,3 +124,28 @@ def test_untrusted_known_safe_command_cannot_write_through_a_planted_hook(tmp_pa
     assert asked == []  # known-safe: not asked
     assert results[0].status == ev.ToolStatus.ok, results[0].output
     assert not planted.exists()
+
+
+def test_stop_at_a_rerun_question_says_nothing_was_running(tmp_path: Path) -> None:
+    """Stop on "run it again without the sandbox?": the sandboxed run had
+    ended; the result says so, not that a process group was killed."""
+    target = tmp_path / "outside.txt"
+    asked, results = _run(
+        tmp_path, [_shell(f"echo x > {target}")], ["abort"], approval="on-request"
+    )
+    (card,) = asked
+    assert card.sandbox == ev.Sandbox.outside
+    assert card.reason.count("OUTSIDE") == 1, card.reason
+    (result,) = results
+    assert result.status == ev.ToolStatus.interrupted
+    assert "process group" not in result.output, result.output
+    assert "not run again" in result.output and "ran once inside the sandbox" in result.output
+    assert not target.exists()
+
+
+def test_an_escalation_card_says_outside_once(tmp_path: Path) -> None:
+    call = _shell("true", sandbox="escalated", justification="need network")
+    asked, _results = _run(tmp_path, [call], ["no"], approval="on-request")
+    (card,) = asked
+    assert card.reason.count("OUTSIDE") == 1, card.reason
+    assert "need network" in card.reason

@@ -157,8 +157,9 @@ class Repl:
 
     @property
     def approving(self) -> bool:
-        """True while an approval question is waiting for y / n / a."""
-        return bool(self.approvals.pending)
+        """True while an approval question is waiting for y / n / a (not
+        while a refusal's reason is typed: its keys are text)."""
+        return bool(self.approvals.pending) and not self.approvals.refusing
 
     def invalidate(self) -> None:
         """Ask prompt_toolkit to redraw the prompt and the status area."""

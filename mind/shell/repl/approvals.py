@@ -1,9 +1,13 @@
 """Answering questions: y / n / a / s (approvals), r / f / t (reconcile),
 ``v`` to view all, and the question's line.
 
-y approves once, n refuses, a approves for this session (a durable grant,
-scoped by mind.effects.grants; refused when the card does not offer it), s
-stops the turn (a durable abort: the question is never offered again).
+y approves once, n refuses — after an optional one-line reason the model
+reads (typed in the editor, Enter sends it; Enter alone: no reason; the
+draft is put aside meanwhile and given back) —, a approves for this session
+(a durable grant, scoped by mind.effects.grants, the card's ``a =`` line
+says what it covers; refused when the card does not offer it), s stops the
+turn (a durable abort: the question is never offered again). Enter while a
+card waits sends nothing: the status line says so.
 A reconcile card asks about a call a crash left without an outcome
 (docs/design/effects.md §4): r runs it again, f marks it failed, t tells the
 model the outcome is unknown; the keys are on the card's line.
@@ -27,6 +31,7 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final, final
 
+from prompt_toolkit.document import Document
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.key_binding import KeyPressEvent
 from rich.cells import cell_len
@@ -87,14 +92,65 @@ class Approvals:
         self._answer_rest: str | None = None
         """The rest of the approval answer just given by its first letter."""
         self._answer_at = -math.inf
+        self._refusing: ev.ApprovalRequestedEvent | None = None
+        """The question whose refusal reason is being typed (after ``n``)."""
+        self._draft = Document()
+        """The draft put aside while a refusal reason is typed."""
+        self._enter_pressed: str | None = None
+        """The call id of the card Enter was pressed at (its footer says why
+        nothing was sent)."""
 
     @property
     def pending(self) -> list[ev.ApprovalRequestedEvent]:
         """The attached session's questions waiting for y / n / a, oldest first."""
         return self._repl.hosting.current.questions()
 
-    def decide(self, decision: Decision) -> None:
-        """Answer the oldest pending approval question.
+    @property
+    def refusing(self) -> bool:
+        """True while the reason of a refusal (after ``n``) is being typed:
+        keys are text, Enter ends it."""
+        return self._refusing is not None
+
+    def start_refusal(self) -> None:
+        """``n``: put the draft aside and let the person type a one-line
+        reason for the oldest question (the footer says so)."""
+        pending = self.pending
+        if not pending:
+            return
+        buffer = self._repl.prompt.default_buffer
+        self._draft = buffer.document
+        buffer.set_document(Document(), bypass_readonly=True)
+        self._refusing = pending[0]
+        self._repl.invalidate()
+
+    def finish_refusal(self) -> None:
+        """Enter after ``n``: refuse with the typed reason (none when empty;
+        newlines become spaces) and give the draft back. A question that was
+        resolved meanwhile (the turn stopped) is left as it is."""
+        event = self._refusing
+        if event is None:
+            return
+        buffer = self._repl.prompt.default_buffer
+        reason = " ".join(buffer.text.split()) or None
+        self._refusing = None
+        buffer.set_document(self._draft, bypass_readonly=True)
+        self._draft = Document()
+        if all(e.call_id != event.call_id for e in self.pending):
+            self._repl.view.note("That question was no longer waiting: nothing was refused.")
+            self._repl.invalidate()
+            return
+        self.decide("deny", reason=reason)
+
+    def on_enter(self) -> None:
+        """Enter while a card waits: nothing is sent; the footer says what
+        the card waits for (and that a draft is kept)."""
+        pending = self.pending
+        self._enter_pressed = pending[0].call_id if pending else None
+        self._repl.invalidate()
+
+    def decide(self, decision: Decision, *, reason: str | None = None) -> None:
+        """Answer the oldest pending approval question (``reason``: on deny,
+        what the model is told).
 
         A yes (or always) is refused, with the reason on screen, while part
         of the call's text was hidden and not viewed with ``v``: a person
@@ -127,11 +183,20 @@ class Approvals:
             )
             repl.invalidate()
             return
+        self._enter_pressed = None
         if isinstance(event.interaction_id, str):
-            repl.session.answer(event.interaction_id, decision)  # the pending list drops it
+            # The pending list drops it.
+            repl.session.answer(event.interaction_id, decision, reason=reason)
         else:
-            turn.decide(event.call_id, decision)
-        repl.view.show_decision(event.call_id, plain(event.name, keep_joiners=False), decision)
+            turn.decide(event.call_id, decision, reason=reason)
+        grant = event.grant if isinstance(event.grant, str) else None
+        repl.view.show_decision(
+            event.call_id,
+            plain(event.name, keep_joiners=False),
+            decision,
+            grant=grant,
+            reason=reason,
+        )
         repl.invalidate()
 
     def hidden(self, event: ev.ApprovalRequestedEvent) -> bool:
@@ -167,7 +232,10 @@ class Approvals:
             event.current_buffer.insert_text(event.data)
             return
         word = next(w for w in ANSWER_WORDS if w[0] == event.data.lower())
-        self.decide(ANSWER_WORDS[word])
+        if ANSWER_WORDS[word] == "deny":
+            self.start_refusal()  # the reason (or Enter) decides
+        else:
+            self.decide(ANSWER_WORDS[word])
         self._answer_rest = word[1:]
         self._answer_at = clock()
 
@@ -184,6 +252,8 @@ class Approvals:
         if key == "\r" or (self._answer_rest and key.lower() == self._answer_rest[0]):
             self._answer_rest = None if key == "\r" else self._answer_rest[1:]
             self._answer_at = self._repl.clock()
+            if key == "\r" and self.refusing:
+                self.finish_refusal()  # ``no`` + Enter: refused without a reason
             return True
         self._answer_rest = None
         return False
@@ -195,16 +265,37 @@ class Approvals:
         that fits, the keys always kept (explanations are dropped before a
         key would be cut)."""
         name = plain(event.name, keep_joiners=False)
+        if self._refusing is not None:
+            return [
+                ("class:approval", f"Refusing {name}: a reason for the model, then Enter "),
+                ("class:status.dim", "(Enter alone: no reason; your draft comes back)"),
+            ]
         hidden = self.hidden(event)
         if event.kind == ev.Kind.reconcile:
             question = f"Outcome of {name} unknown: "
             shown = _offered(event)
         else:
             question = f"Allow {name}? "
-            # Every approval key, also one a card does not offer: pressed, it says why.
-            shown = list(APPROVAL_KEYS)
+            offered = not isinstance(event.choices, list) or "approve_session" in event.choices
+            shown = [c for c in APPROVAL_KEYS if offered or c != "approve_session"]
+        always = ""  # the long wording of ``a``: what the grant covers
+        if isinstance(event.grant, str) and "only this exact command" in event.grant:
+            always = "always (this exact command, this session)"
+        elif isinstance(event.grant, str) and "`" in event.grant:
+            always = f"always ({plain(event.grant.split('`')[1], keep_joiners=False)})"
+        draft = bool(self._repl.prompt.default_buffer.text)
+        if self._enter_pressed == event.call_id:
+            # Enter was pressed at this card: say why nothing was sent.
+            waits: StyleAndTextTuples = [
+                ("class:status.warn", "Enter sends nothing while this question waits: answer "),
+                *[("class:approval.key", f" {CHOICE_KEYS[c][0]} ") for c in shown],
+            ]
+            if draft:
+                waits.append(("class:status.dim", "  (your draft is kept)"))
+            if sum(cell_len(text) for _, text, *_ in waits) <= width:
+                return waits
         for long in (True, False):
-            for keep_draft in (True, False) if long else (False,):
+            for keep_draft in (True, False) if long and draft else (False,):
                 view: StyleAndTextTuples = []
                 if hidden:
                     what = f"view all ({event.hidden_chars} characters hidden) first"
@@ -212,6 +303,8 @@ class Approvals:
                 parts: StyleAndTextTuples = [("class:approval", question), *view]
                 for at, choice in enumerate(shown):
                     key, long_words, short_words = CHOICE_KEYS[choice]
+                    if choice == "approve_session" and always:
+                        long_words = always
                     gap = "" if at == len(shown) - 1 else "  "
                     parts.append(("class:approval.key", f" {key} "))
                     parts.append(("", f" {long_words if long else short_words}{gap}"))

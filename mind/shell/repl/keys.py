@@ -173,7 +173,16 @@ def key_bindings(repl: Repl) -> KeyBindings:
 
     @kb.add("enter", filter=approving)
     def _enter_while_asked(event: KeyPressEvent) -> None:
-        """Enter neither answers nor submits while a question waits."""
+        """Enter neither answers nor submits while a question waits: the
+        status line says so."""
+        repl.approvals.on_enter()
+
+    refusing = Condition(lambda: repl.approvals.refusing)
+
+    @kb.add("enter", filter=refusing)
+    def _enter_refusing(event: KeyPressEvent) -> None:
+        """Enter after ``n``: refuse with the typed reason (or none)."""
+        repl.approvals.finish_refusal()
 
     # \ then Enter is a newline in every state (an approval, the picker),
     # like Ctrl+J: added after the other Enter bindings, so it wins.

@@ -13,31 +13,11 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from mind.effects.grants import GrantScope
+from mind.effects.grants import describe
 from mind.shell.render import plain
 
 if TYPE_CHECKING:
     from mind.shell.repl.app import Repl
-
-
-def describe(scope: GrantScope) -> str:
-    """One line saying what a grant covers, e.g. ``shell: commands starting
-    with `git commit` (in the workspace-write sandbox)``."""
-    if scope.scope == "program":
-        where = (
-            "outside the sandbox"
-            if scope.sandbox == "outside"
-            else (f"in the {scope.sandbox} sandbox")
-        )
-        return f"{scope.tool}: commands starting with `{' '.join(scope.prefix)}` ({where})"
-    if scope.scope == "command":
-        where = (
-            "outside the sandbox"
-            if scope.sandbox == "outside"
-            else (f"in the {scope.sandbox} sandbox")
-        )
-        return f"{scope.tool}: exactly `{scope.command}` ({where})"
-    return f"{scope.tool}: writes to {', '.join(scope.paths)}"
 
 
 def run(repl: Repl, arg: str) -> bool:
