@@ -76,6 +76,7 @@ def test_enter_during_a_card_says_what_it_waits_for_and_keeps_the_draft(
     child.expect(words("approved once"))
     child.expect(words("Done."))
     child.expect(words("── completed"))
+    time.sleep(TYPING_GAP_S)  # an Enter right after an answer key ends that answer
     child.send(ENTER)  # the kept draft is sent now
     child.expect(words("Got it."))
     child.expect(words("── completed"))

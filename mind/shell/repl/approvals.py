@@ -232,6 +232,16 @@ class Approvals:
             event.current_buffer.insert_text(event.data)
             return
         word = next(w for w in ANSWER_WORDS if w[0] == event.data.lower())
+        pending = self.pending
+        if (
+            pending
+            and pending[0].kind != ev.Kind.reconcile
+            and ANSWER_WORDS[word] not in APPROVAL_KEYS
+        ):
+            # r / f / t answer only a reconcile card: at an approval card
+            # they are typing (``fix`` must not lose its ``f``).
+            event.current_buffer.insert_text(event.data)
+            return
         if ANSWER_WORDS[word] == "deny":
             self.start_refusal()  # the reason (or Enter) decides
         else:
