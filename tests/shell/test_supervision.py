@@ -266,12 +266,14 @@ async def test_a_damaged_exit_record_is_refused_with_its_path(tmp_path: Path, ma
 # ---- the shell tool's effect directory ------------------------------------------------
 
 
-async def test_a_command_runs_in_its_effect_directory_which_goes_once_delivered(
+async def test_a_command_runs_in_its_effect_directory_kept_until_its_result_is_durable(
     tmp_path: Path, marker: str
 ) -> None:
     """docs/design/processes.md §1, §7: ``effects_dir/<effect id>`` holds the
     supervisor's files while the command runs; the command sees the id as
-    ``MIND_EFFECT_ID``; the raw output is removed once the result is back."""
+    ``MIND_EFFECT_ID``; the directory outlives the returned result (a crash
+    before the result is journaled must not lose the evidence) until the
+    caller discards it; a second run of the same effect replaces it."""
     effects = tmp_path / "effects"
     runner = ToolRunner(tmp_path, env=_env(marker), effects_dir=effects)
     command = f"echo $MIND_EFFECT_ID; ls {effects}; ls {effects}/ef_abc"
@@ -280,6 +282,14 @@ async def test_a_command_runs_in_its_effect_directory_which_goes_once_delivered(
         status="ok",
         output="ef_abc\nef_abc\nstderr\nstdout\nsupervisor.json\nsupervisor.log\nexit code: 0",
     )
+    directory = runner.effect_directory("ef_abc")
+    assert directory is not None and (directory / "exit.json").exists()
+    again = await runner.run("shell", {"command": "echo again"}, effect_id="ef_abc")
+    assert again == ToolOutcome(status="ok", output="again\nexit code: 0")
+    supervision.discard(directory)
+    assert list(effects.iterdir()) == []
+    # An unnamed command's directory goes with its result (nobody could collect it).
+    assert (await runner.run("shell", {"command": "true"})).status == "ok"
     assert list(effects.iterdir()) == []
 
 

@@ -3,7 +3,6 @@ time and output (``docs/design/processes.md``)."""
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -40,6 +39,7 @@ async def run_command(
     pass_fds: Sequence[int] = (),
     directory: Path | None = None,
     on_started: StartHook | None = None,
+    keep: bool = False,
 ) -> ProcessResult:
     """Run one command to completion, timeout or cancellation, supervised.
 
@@ -62,11 +62,17 @@ async def run_command(
         directory: the effect directory (``<session dir>/effects/<id>``):
             what a crash of mind leaves there is collected at the next start
             (:func:`mind.shell.supervision.inspect`); None: a private temp
-            directory. Either is removed once the result is returned (§7).
+            directory. Either is removed once the result is returned (§7),
+            unless ``keep``.
         on_started: awaited with the handle (pid + start identity) while the
             command runs — where the effect record makes them durable. If it
             raises, the tree is stopped (shielded) and the error propagates
             (wrapped in ``_HookFailed``; the runner unwraps it).
+        keep: a returned result leaves ``directory`` in place, for the
+            caller to :func:`~mind.shell.supervision.discard` once the result
+            is durable — a crash in between must not lose the evidence
+            (docs/design/effects.md §4). On an error or cancellation it is
+            removed all the same (nothing will collect it).
 
     Returns:
         The result; a command that cannot be started (missing program, bad
@@ -78,6 +84,7 @@ async def run_command(
     """
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
     where = Path(tempfile.mkdtemp(prefix="mind-effect-")) if directory is None else directory
+    kept = False
     try:
         try:
             handle = await supervision.start(
@@ -101,8 +108,11 @@ async def run_command(
                 if isinstance(exc, Exception):
                     raise _HookFailed() from exc
                 raise
-        return await supervision.wait(handle)
+        result = await supervision.wait(handle)
+        kept = keep and directory is not None
+        return result
     finally:
         # Delivered (or the caller gave up): the raw output, which may hold
         # secrets the result was redacted of, does not stay on disk (§7).
-        shutil.rmtree(where, ignore_errors=True)
+        if not kept:
+            supervision.discard(where)
