@@ -303,8 +303,9 @@ class SessionEffects:
         with ``lost``: the facts of an ``unknown`` effect.
 
         Raises:
-            anyio.get_cancelled_exc_class(): the caller was cancelled (the
-                command runs on; the next open collects it).
+            anyio.get_cancelled_exc_class(): the caller was cancelled (an
+                interrupt): the command's whole tree was stopped first, as
+                for a live command (:func:`mind.shell.supervision.collect`).
             JournalWriteError: the result could not be made durable.
         """
         directory = self.directory(inv)

@@ -280,13 +280,20 @@ async def collect(directory: Path) -> ProcessResult | None:
     never started the command, or ended unrecorded: :class:`Lost`).
 
     Raises:
-        anyio.get_cancelled_exc_class(): the caller was cancelled; the
-            command runs on (a restart collects it again).
+        anyio.get_cancelled_exc_class(): the caller was cancelled (the turn
+            waiting for it was interrupted); as in :func:`wait`, the whole
+            tree was stopped first (shielded).
         SupervisorRecordError: a file of the directory is damaged.
     """
     if not os.path.lexists(directory):
         return None
-    await _wait_unlocked(directory)
+    try:
+        await _wait_unlocked(directory)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            if kill_tree(directory):
+                await _wait_unlocked(directory)
+        raise
     state = inspect(directory)
     return state.result if isinstance(state, Finished) else None
 

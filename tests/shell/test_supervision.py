@@ -252,6 +252,29 @@ async def test_a_supervisor_killed_outright_is_lost_and_takes_the_leader(
     assert await _until(lambda: _marked(marker) == [])
 
 
+async def test_collect_after_a_restart_waits_for_the_end_and_a_cancel_stops_the_tree(
+    tmp_path: Path, marker: str
+) -> None:
+    """docs/design/effects.md §4: a restarted mind has only the directory —
+    ``collect`` waits on its lock and reads the exit record; cancelled (an
+    interrupt of the turn waiting), it stops the whole tree first."""
+    done = tmp_path / "ef_c1"
+    handle = await _start(done, "echo hi; exit 4", marker)
+    await supervision.wait(handle)
+    collected = await supervision.collect(done)
+    assert collected is not None and (collected.text, collected.ok) == ("hi\nexit code: 4", False)
+    assert await supervision.collect(tmp_path / "ef_none") is None
+    running = tmp_path / "ef_c2"
+    await _start(running, "sleep 300 & setsid sleep 300 & sleep 300", marker)
+    assert await _until(lambda: len(_marked(marker, "sleep")) == 3)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(supervision.collect, running)
+        tg.cancel_scope.cancel()
+    assert await _until(lambda: _marked(marker) == [])
+    state = supervision.inspect(running)
+    assert isinstance(state, supervision.Finished) and "were killed" in state.result.text
+
+
 async def test_a_damaged_exit_record_is_refused_with_its_path(tmp_path: Path, marker: str) -> None:
     directory = tmp_path / "ef_6"
     assert (await supervision.wait(await _start(directory, "true", marker))).ok
