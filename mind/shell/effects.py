@@ -17,6 +17,7 @@ approval part of a call is not here (``mind.shell.tool_calls``); running the too
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -426,7 +427,10 @@ def reconcile_at_open(
       question (``mind.shell.interactions``), returned.
 
     A ``tool_started`` without an effect id (a journal older than effects)
-    is left to the orphan-call step as before. Idempotent.
+    is left to the orphan-call step as before. A directory of ``effects_dir``
+    no open effect names and no supervisor holds (its call was answered —
+    an interrupt's result, say — before a crash cut the cleanup) is removed
+    first. Idempotent.
 
     Args:
         effects_dir: ``<session dir>/effects``; None: no evidence looked for.
@@ -440,7 +444,10 @@ def reconcile_at_open(
     effects = SessionEffects(session_id, journal, effects_dir, secrets)
     waiting: list[UnknownEffect] = []
     told = collected = 0
-    for inv in _open_effects(journal.records, session_id):
+    opened = _open_effects(journal.records, session_id)
+    if effects_dir is not None:
+        _sweep(effects_dir, {inv.effect_id for inv in opened})
+    for inv in opened:
         process = effects.process(inv)
         if process == "running":
             continue  # the resumed turn's re-drive waits for it
@@ -549,6 +556,22 @@ def _invocation(records: list[jr.JournalRecord], session_id: str, paired: Paired
     return Invocation(paired.turn_id, call, paired.occurrence, sha, ident, machine, started)
 
 
+def _sweep(effects_dir: Path, open_ids: set[str]) -> None:
+    """Remove the directories of ``effects_dir`` whose effect is answered
+    (not in ``open_ids``) and that no supervisor holds (a running one is
+    left to its end: its directory is its own)."""
+    try:
+        names = os.listdir(effects_dir)
+    except FileNotFoundError:
+        return
+    for name in names:
+        if name in open_ids:
+            continue
+        directory = effects_dir / name
+        if not isinstance(_state(directory), supervision.Running):
+            supervision.discard(directory)
+
+
 def _state(directory: Path) -> supervision.State | None:
     """:func:`mind.shell.supervision.inspect`, None when the directory is
     damaged or not private (fail closed: no evidence)."""
@@ -569,6 +592,8 @@ def _process(effects_dir: Path | None, inv: Invocation) -> ProcessFact:
     directory = _directory(effects_dir, inv)
     if directory is None or inv.started is None or not inv.started.effect_id:
         return "none"
+    if inv.machine.state == "executing" and not os.path.lexists(directory):
+        return "lost"  # `effect_running` says a supervisor ran: gone is not "never started"
     state = _state(directory)
     if isinstance(state, supervision.Finished):
         return "finished"

@@ -176,3 +176,49 @@ def test_a_shell_effect_that_provably_never_started_is_left_to_run(tmp_path: Pat
         done = reconcile_at_open(journal, SID, can_ask=False, effects_dir=tmp_path / "effects")
     assert done == OpenReconciliation()
     assert len(_reopened(path)) == before
+
+
+def test_a_recorded_supervisor_whose_directory_is_gone_is_unknown_not_never_started(
+    tmp_path: Path,
+) -> None:
+    """``effect_running`` is durable: a supervisor ran it. A missing
+    directory then proves nothing — fail closed, never re-run."""
+    path = _crashed(tmp_path, running=True)
+    with Journal.open(path, session_id=SID) as journal:
+        done = reconcile_at_open(journal, SID, can_ask=False, effects_dir=tmp_path / "effects")
+    assert (done.collected, done.told) == (0, 1)
+    results = [r for r in _reopened(path) if isinstance(r, jr.ToolResult)]
+    assert [(r.call_id, r.effect_outcome) for r in results] == [("c1", jr.EffectOutcome.unknown)]
+
+
+def test_leftover_directories_of_answered_effects_are_removed_at_open(tmp_path: Path) -> None:
+    """An interrupt's result is durable but a crash cut the cleanup: the raw
+    output does not stay (processes.md §7). A directory a supervisor still
+    holds is its own and stays."""
+    path = _crashed(tmp_path, running=False)
+    answered = _supervised(tmp_path, "ef_answered", "echo secret")
+    held = tmp_path / "effects" / "ef_held"
+
+    async def hold() -> None:
+        handle = await supervision.start(
+            held,
+            ["sleep", "300"],
+            cwd=tmp_path,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            timeout_s=30,
+            max_output_bytes=100,
+        )
+        try:
+            with anyio.fail_after(10):
+                # Written under its lock before the command starts (processes.md §2).
+                while not (held / "supervisor.json").exists():  # noqa: ASYNC110 - no event for it
+                    await anyio.sleep(0.01)
+            with Journal.open(path, session_id=SID) as journal:
+                reconcile_at_open(journal, SID, can_ask=False, effects_dir=tmp_path / "effects")
+            assert not answered.exists()
+            assert held.exists()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await supervision.stop(handle)
+
+    anyio.run(hold)

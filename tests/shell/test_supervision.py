@@ -9,6 +9,7 @@ and finds them through ``/proc/*/environ``: "zero descendants left" is
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -250,6 +251,24 @@ async def test_a_supervisor_killed_outright_is_lost_and_takes_the_leader(
     assert supervision.inspect(directory) == supervision.Lost(handle.pid)
     # The leader's death signal (§2.5) takes it along: it goes on unseen never.
     assert await _until(lambda: _marked(marker) == [])
+
+
+async def test_a_cancelled_named_command_keeps_its_directory_with_the_killed_record(
+    tmp_path: Path, marker: str
+) -> None:
+    """processes.md §7: the directory goes only once the call's result is
+    durable — after an interrupt too, so a crash before that result is
+    journaled finds ``killed``, not a command that seems never started."""
+    effects = tmp_path / "effects"
+    runner = ToolRunner(tmp_path, env=_env(marker), effects_dir=effects)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(
+            functools.partial(runner.run, "shell", {"command": "sleep 300"}, effect_id="ef_x")
+        )
+        assert await _until(lambda: len(_marked(marker, "sleep")) == 1)
+        tg.cancel_scope.cancel()
+    state = supervision.inspect(effects / "ef_x")
+    assert isinstance(state, supervision.Finished) and "were killed" in state.result.text
 
 
 async def test_collect_after_a_restart_waits_for_the_end_and_a_cancel_stops_the_tree(

@@ -68,11 +68,12 @@ async def run_command(
             command runs — where the effect record makes them durable. If it
             raises, the tree is stopped (shielded) and the error propagates
             (wrapped in ``_HookFailed``; the runner unwraps it).
-        keep: a returned result leaves ``directory`` in place, for the
-            caller to :func:`~mind.shell.supervision.discard` once the result
-            is durable — a crash in between must not lose the evidence
-            (docs/design/effects.md §4). On an error or cancellation it is
-            removed all the same (nothing will collect it).
+        keep: ``directory`` stays, whatever happens here (a result, an
+            error, a cancellation: the tree stopped, ``exit.json`` says
+            ``killed``), for its owner to
+            :func:`~mind.shell.supervision.discard` once the call's result is
+            durable — a crash before must not lose the evidence, nor make a
+            started command look never started (docs/design/effects.md §4).
 
     Returns:
         The result; a command that cannot be started (missing program, bad
@@ -84,7 +85,7 @@ async def run_command(
     """
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
     where = Path(tempfile.mkdtemp(prefix="mind-effect-")) if directory is None else directory
-    kept = False
+    kept = keep and directory is not None
     try:
         try:
             handle = await supervision.start(
@@ -108,9 +109,7 @@ async def run_command(
                 if isinstance(exc, Exception):
                     raise _HookFailed() from exc
                 raise
-        result = await supervision.wait(handle)
-        kept = keep and directory is not None
-        return result
+        return await supervision.wait(handle)
     finally:
         # Delivered (or the caller gave up): the raw output, which may hold
         # secrets the result was redacted of, does not stay on disk (§7).
