@@ -284,7 +284,7 @@ async def test_collect_after_a_restart_waits_for_the_end_and_a_cancel_stops_the_
     assert collected is not None and (collected.text, collected.ok) == ("hi\nexit code: 4", False)
     assert await supervision.collect(tmp_path / "ef_none") is None
     running = tmp_path / "ef_c2"
-    await _start(running, "sleep 300 & setsid sleep 300 & sleep 300", marker)
+    started = await _start(running, "sleep 300 & setsid sleep 300 & sleep 300", marker)
     assert await _until(lambda: len(_marked(marker, "sleep")) == 3)
     async with anyio.create_task_group() as tg:
         tg.start_soon(supervision.collect, running)
@@ -292,6 +292,7 @@ async def test_collect_after_a_restart_waits_for_the_end_and_a_cancel_stops_the_
     assert await _until(lambda: _marked(marker) == [])
     state = supervision.inspect(running)
     assert isinstance(state, supervision.Finished) and "were killed" in state.result.text
+    assert (await supervision.wait(started)).text == state.result.text  # reaped
 
 
 async def test_a_damaged_exit_record_is_refused_with_its_path(tmp_path: Path, marker: str) -> None:
