@@ -8,6 +8,8 @@ The public API (everything else is internal)::
                        waiting / drop(id) for input no turn has taken yet
                        pending_interactions() / answer(interaction_id, decision,
                        reason=None) -> Answered | NotTaken (a no-op with a message)
+                       running_effects() -> [RunningEffect] (commands a crash left
+                       running) / kill_effect(effect_id) (the whole tree)
     Turn               async-iterate typed events; decide(call_id, ...); interrupt()
     TurnOutcome        the terminal event, the final answer text, and ``error``: the
                        StorageError (path, errno) when mind's state could not be written
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from mind.effects import review
     from mind.generated import events
     from mind.shell.config import ResolvedConfig, resolve_config
+    from mind.shell.effects import RunningEffect
     from mind.shell.runtime import (
         Answered,
         Decision,
@@ -57,6 +60,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "NotTaken": ("mind.shell.runtime", "NotTaken"),
     "ResolvedConfig": ("mind.shell.config", "ResolvedConfig"),
     "Runtime": ("mind.shell.runtime", "Runtime"),
+    "RunningEffect": ("mind.shell.effects", "RunningEffect"),
     "Session": ("mind.shell.runtime", "Session"),
     "Turn": ("mind.shell.runtime", "Turn"),
     "TurnOutcome": ("mind.shell.runtime", "TurnOutcome"),
@@ -98,6 +102,7 @@ __all__ = [
     "InputReceipt",
     "NotTaken",
     "ResolvedConfig",
+    "RunningEffect",
     "Runtime",
     "Session",
     "Turn",

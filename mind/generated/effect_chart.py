@@ -76,6 +76,9 @@ class EffectModel(Protocol):
     """What ``EffectChart`` reads from its model: guards, then actions."""
 
     @property
+    def evidence_remains(self) -> bool: ...
+
+    @property
     def rerun_chosen(self) -> bool: ...
 
     @property
@@ -129,10 +132,12 @@ class EffectChart(StateChart[EffectModel]):
     persist = _to(approved, prepared)
     execute = _to(prepared, executing)
     recover = (
-        _to(prepared, executing, cond='safe_to_rerun')
-        | _to(prepared, unknown, unless='safe_to_rerun')
-        | _to(executing, executing, cond='safe_to_rerun')
-        | _to(executing, unknown, unless='safe_to_rerun')
+        _to(prepared, executing, cond='evidence_remains')
+        | _to(prepared, executing, cond='safe_to_rerun', unless='evidence_remains')
+        | _to(prepared, unknown, unless=['evidence_remains', 'safe_to_rerun'])
+        | _to(executing, executing, cond='evidence_remains')
+        | _to(executing, executing, cond='safe_to_rerun', unless='evidence_remains')
+        | _to(executing, unknown, unless=['evidence_remains', 'safe_to_rerun'])
     )
     finish = (
         _to(executing, committed, cond='succeeded')

@@ -11,15 +11,17 @@ performs them in order::
     approved --persist--> prepared   -> Run
     prepared --execute--> executing
     executing --finish--> committed | failed   -> Commit(outcome, evidence)
-    prepared | executing --recover--> executing (safe to re-run) -> Run
+    prepared | executing --recover--> executing (evidence remains) -> Collect
+                                    | executing (safe to re-run) -> Run
                                     | unknown   (non_idempotent) -> Resolve(choices)
     unknown --reconcile--> executing (rerun) -> RecordResolution, Run
                          | reconciled        -> RecordResolution, DeliverUnknown
 
-Guards are pure functions of this module (:func:`safe_to_rerun`,
-:func:`reconcile_choices`). Errors: a fact the chart does not allow in the
-current state raises :class:`~mind.errors.IllegalTransition` (caller
-misuse); the machine is unchanged. Pure: no I/O, no clock.
+Guards are pure functions of this module (:func:`evidence_remains`,
+:func:`safe_to_rerun`, :func:`redrivable`, :func:`reconcile_choices`).
+Errors: a fact the chart does not allow in the current state raises
+:class:`~mind.errors.IllegalTransition` (caller misuse); the machine is
+unchanged. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from mind.generated.effect_chart import EffectChart, EffectEventName, EffectStat
 from mind.machines.chart_observers import created
 
 __all__ = [
+    "Collect",
     "Commit",
     "DeliverUnknown",
     "EffectAction",
@@ -43,12 +46,15 @@ __all__ = [
     "Evidence",
     "Outcome",
     "Prepare",
+    "ProcessFact",
     "RecordResolution",
     "Resolution",
     "Resolve",
     "Run",
+    "evidence_remains",
     "outcome_of",
     "reconcile_choices",
+    "redrivable",
     "safe_to_rerun",
 ]
 
@@ -65,16 +71,39 @@ exit record after a crash (``supervisor``), nothing (``none``)."""
 Resolution = Literal["rerun", "mark_failed", "tell_model"]
 """What is done with an effect whose outcome is unknown (§4)."""
 
+ProcessFact = Literal["finished", "running", "never_started", "lost", "none"]
+"""What an effect's supervisor directory says after a crash
+(:func:`mind.shell.supervision.inspect`): its exit record is there
+(``finished``), its supervisor still holds it (``running``), it provably
+never started (``never_started``), it started and ended unrecorded or the
+directory is damaged (``lost``); ``none``: the tool runs no process (file
+tools) — nothing to read."""
+
 RERUN_SAFE: Final[frozenset[EffectClass]] = frozenset({"read_only", "idempotent"})
 
 
-def safe_to_rerun(effect_class: EffectClass) -> bool:
+def evidence_remains(process: ProcessFact) -> bool:
+    """Guard ``evidence_remains``: the effect's supervisor finished (its exit
+    record is the outcome) or still runs (wait for that record): its end is
+    collected, it never runs again (docs/design/effects.md §4)."""
+    return process in ("finished", "running")
+
+
+def safe_to_rerun(effect_class: EffectClass, process: ProcessFact = "none") -> bool:
     """Guard ``safe_to_rerun``: running the tool again cannot do what it did
-    twice — it changes nothing (``read_only``) or leaves the same state
-    (``idempotent``: ``write_file`` of the same content). A
-    ``non_idempotent`` effect (a shell command, a patch) never re-runs
-    without a person's word (docs/design/effects.md §4)."""
-    return effect_class in RERUN_SAFE
+    twice — it changes nothing (``read_only``), leaves the same state
+    (``idempotent``: ``write_file`` of the same content), or it provably
+    never started (``process`` is ``never_started``: no supervisor ran it,
+    and none ever will). A ``non_idempotent`` effect (a shell command, a
+    patch) otherwise never re-runs without a person's word (§4)."""
+    return effect_class in RERUN_SAFE or process == "never_started"
+
+
+def redrivable(effect_class: EffectClass, process: ProcessFact = "none") -> bool:
+    """Whether ``recover`` takes a prepared effect to ``executing`` (collect
+    its evidence or run it again) rather than ``unknown``: the rule a
+    resumed turn's re-drive rests on (:func:`mind.machines.turn_replay.resume_plan`)."""
+    return evidence_remains(process) or safe_to_rerun(effect_class, process)
 
 
 def reconcile_choices(effect_class: EffectClass, *, can_ask: bool) -> tuple[Resolution, ...]:
@@ -114,6 +143,12 @@ class Run:
 
 
 @dataclass(frozen=True, slots=True)
+class Collect:
+    """Read the supervisor's exit record (waiting while it still runs) and
+    ``finish`` with its status, evidence ``supervisor``; never run again."""
+
+
+@dataclass(frozen=True, slots=True)
 class Commit:
     """Journal the result (``tool_result`` with ``effect_outcome``, ``evidence``), fsynced."""
 
@@ -144,7 +179,9 @@ class DeliverUnknown:
     outcome: Outcome
 
 
-EffectAction: TypeAlias = Prepare | Run | Commit | Resolve | RecordResolution | DeliverUnknown
+EffectAction: TypeAlias = (
+    Prepare | Run | Collect | Commit | Resolve | RecordResolution | DeliverUnknown
+)
 """Everything the effect machine names."""
 
 
@@ -155,12 +192,18 @@ class _EffectData:
     effect_class: EffectClass
     status: str = ""
     resolution: Resolution | None = None
+    process: ProcessFact = "none"
     state: object = None
+
+    @property
+    def evidence_remains(self) -> bool:
+        """Guard ``evidence_remains`` (:func:`evidence_remains`)."""
+        return evidence_remains(self.process)
 
     @property
     def safe_to_rerun(self) -> bool:
         """Guard ``safe_to_rerun`` (:func:`safe_to_rerun`)."""
-        return safe_to_rerun(self.effect_class)
+        return safe_to_rerun(self.effect_class, self.process)
 
     @property
     def succeeded(self) -> bool:
@@ -235,14 +278,17 @@ class EffectMachine:
         self._send("finish")
         return [Commit(outcome_of(status), evidence)]
 
-    def recover(self, *, can_ask: bool) -> list[EffectAction]:
+    def recover(self, *, can_ask: bool, process: ProcessFact = "none") -> list[EffectAction]:
         """After a crash: the effect was prepared (maybe executing) and has
-        no result nor any evidence of how it ended. A rerun-safe one runs
-        again (``[Run]``); a ``non_idempotent`` one becomes ``unknown``:
+        no result; ``process`` is what its supervisor's directory says. Its
+        supervisor's evidence is collected (``[Collect]``: finished or still
+        running); a rerun-safe one (or one that provably never started) runs
+        again (``[Run]``); else it becomes ``unknown``:
         ``[Resolve(choices)]`` (:func:`reconcile_choices`)."""
+        self._data.process = process
         self._send("recover")
         if self.state == "executing":
-            return [Run()]
+            return [Collect()] if evidence_remains(process) else [Run()]
         return [Resolve(reconcile_choices(self.effect_class, can_ask=can_ask))]
 
     def reconcile(self, resolution: Resolution) -> list[EffectAction]:

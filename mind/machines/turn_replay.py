@@ -39,7 +39,8 @@ none is acknowledged.
 :func:`resume_plan` is the guard that decides, before any of that, whether a
 crashed turn is *resumed* instead of closed (docs/design/recovery.md §8): its
 replay stops inside a tool round and some unanswered call of that round may
-be run (it never started, or it is read-only). Pure: reads records, no I/O.
+be driven (it never started, or the effect chart's rule re-drives it). Pure:
+reads records (and the facts its caller passes), no I/O.
 """
 
 from __future__ import annotations
@@ -177,11 +178,12 @@ class ResumePlan:
 
     Attributes:
         turn_id: the turn.
-        redrive: the round's unanswered calls the resumed turn runs, in call
-            order: those that never started, and started read-only ones.
-        unknown: the round's unanswered calls that started and are not
-            read-only: never run again; startup gives each the synthetic
-            "outcome unknown" result (docs/design/recovery.md §5).
+        redrive: the round's unanswered calls the resumed turn drives, in
+            call order: those that never started, and started ones the effect
+            chart re-drives (rerun-safe, or their supervisor's evidence remains).
+        unknown: the round's other unanswered calls that started: never run
+            again; startup gives each the synthetic "outcome unknown" result
+            (docs/design/recovery.md §5).
         inputs: the message ids the turn journaled (its claimed inputs,
             steering included), in order: the resumed turn claims them again.
     """
@@ -196,7 +198,7 @@ def resume_plan(
     records: Sequence[jr.JournalRecord],
     turn_id: str,
     *,
-    read_only: Callable[[str], bool],
+    redrivable: Callable[[PairedCall], bool],
     can_ask: bool = False,
 ) -> ResumePlan | None:
     """The guard: is crashed turn ``turn_id`` resumed, and how (docs/design/recovery.md §8)?
@@ -206,23 +208,25 @@ def resume_plan(
     (:func:`replayed_turn`) stops in ``running_tools`` — its last
     ``model_round`` has calls, some of them without a ``tool_result``
     (paired per occurrence, :func:`mind.call_pairing.pair_calls`) — and at
-    least one of those may be run now: it never started (no
-    ``tool_started`` in a turn that records starts), or ``read_only`` says
-    its tool changes nothing. A started call that is not read-only is never
-    re-run (its outcome is unknown): where nobody can answer, it is left
-    for a synthetic result and, when every unanswered call is such a one,
-    the turn is closed as before (None); where a person can answer
-    (``can_ask``), it is re-driven too — to be reconciled by the person's
-    answer to a ``reconcile`` question before anything runs again
+    least one of those may be driven now: it never started (no
+    ``tool_started`` in a turn that records starts), or ``redrivable`` says
+    the effect chart's ``recover`` takes it to ``executing`` (its
+    supervisor's evidence is collected, or running it again is safe). Any
+    other started call is never re-run (its outcome is unknown); when every
+    unanswered call is such a one, the turn is closed as before (None). Where a person can answer
+    (``can_ask``), a started call is re-driven too — to be reconciled by the
+    person's answer to a ``reconcile`` question before anything runs again
     (docs/design/effects.md §4). A call only an old journal's missing start
     record leaves in doubt is never re-driven: nothing marks it prepared.
 
     Args:
         records: the session's journal records in ``seq`` order.
         turn_id: the crashed turn.
-        read_only: whether a tool (by name) never changes files or runs
-            commands (``mind.effects.tools.BUILTIN_TOOLS``); an unknown name
-            must answer False.
+        redrivable: for a call that started (or may have: no starts
+            recorded), the effect chart's rule
+            (:func:`mind.machines.effect.redrivable` of its tool's effect
+            class and what its supervisor's directory says); a call it cannot
+            judge must answer False.
         can_ask: a person can answer the ``reconcile`` question (the REPL).
 
     Returns:
@@ -237,9 +241,10 @@ def resume_plan(
     # Without recorded starts, absence of a start proves nothing: "may have run".
     starts = any(isinstance(r, jr.TurnStarted) and r.tool_starts is True for r in mine)
     open_calls = [p for p in pair_calls(mine, turn_id) if p.round_at == rounds[-1] and not p.result]
-    # A call is re-run only when that cannot repeat a side effect.
+    # A started call is driven again only as the effect chart's rule allows,
+    # or to be asked about where a person can answer.
     runnable = [
-        not (p.started or not starts) or read_only(p.call.name) or (can_ask and p.started)
+        not (p.started or not starts) or redrivable(p) or (can_ask and p.started)
         for p in open_calls
     ]
     redrive = tuple(p for p, ok in zip(open_calls, runnable, strict=True) if ok)

@@ -783,6 +783,19 @@ def known_secrets(env: Mapping[str, str], *base_urls: str | None) -> tuple[str, 
     return tuple(s for s in (*keys, *(x for u in urls for x in url_secrets(u))) if s)
 
 
+def session_secrets(
+    config: ResolvedConfig, env: Mapping[str, str] | None = None
+) -> tuple[str | None, ...]:
+    """What :func:`~mind.shell.redact.redact` masks in a session's messages
+    and tool results: the API key, the base URL's secrets and every provider
+    key in ``env`` (None: this process's environment)."""
+    return (
+        config.provider.api_key,
+        *url_secrets(config.provider.base_url),
+        *known_secrets(os.environ if env is None else env),
+    )
+
+
 def _api_key(kind: str, env: Mapping[str, str]) -> tuple[str | None, str]:
     """The provider's API key and its source (env var, keyring, or where it was looked for)."""
     var = API_KEY_VARS[kind]

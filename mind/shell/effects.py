@@ -7,44 +7,58 @@ what the machine names: the prepared effect (``tool_started`` with effect
 id, class and the arguments' SHA-256, fsynced before anything runs), the
 committed result (``tool_result`` with ``effect_outcome`` and ``evidence``,
 fsynced), and after a crash the reconciliation (``effect_reconciled``, then
-a result that says what is known). :func:`reconcile_at_open` is the
-startup step ``repair_processes``. The approval part of a call is not here
-(``mind.shell.tool_calls``); running the tool is the caller's.
+a result that says what is known). A shell command's supervisor leaves its
+exit record in ``<session dir>/effects/<effect_id>`` (docs/design/processes.md):
+after a crash that record, not a re-run, gives the result (evidence
+``supervisor``); the directory is removed once a result is durable.
+:func:`reconcile_at_open` is the startup step ``repair_processes``. The
+approval part of a call is not here (``mind.shell.tool_calls``); running the tool is the caller's.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 import msgspec
 
 from mind.call_pairing import PairedCall, pair_calls
-from mind.conversation import ToolCall
+from mind.conversation import ToolCall, replace_lone_surrogates
 from mind.effects.identity import arguments_sha256, effect_id, interaction_id
 from mind.effects.tools import effect_class
+from mind.errors import PrivateStateError, SupervisorRecordError
 from mind.generated import journal as jr
 from mind.machines.effect import (
+    Collect,
     Commit,
     DeliverUnknown,
     EffectMachine,
     Evidence,
     Outcome,
+    ProcessFact,
     RecordResolution,
     Resolution,
     Resolve,
     Run,
+    redrivable,
 )
-from mind.shell import faults
+from mind.shell import faults, supervision
 from mind.shell.journal import Journal
 from mind.shell.recovery import unterminated_turns
+from mind.shell.redact import redact
 
 __all__ = [
     "Invocation",
     "OpenReconciliation",
+    "RunningEffect",
     "SessionEffects",
     "UnknownEffect",
     "reconcile_at_open",
+    "redrive_rule",
+    "running_effects",
     "unknown_outcome_text",
 ]
 
@@ -127,11 +141,38 @@ class SessionEffects:
     Args:
         session_id: the session (part of every effect id).
         journal: its journal (appended to; every record here is fsynced).
+        effects_dir: ``<session dir>/effects``, where each shell command's
+            supervisor keeps its files (``<effect_id>/``); None: no evidence
+            is looked for.
+        secrets: what a collected output is redacted of
+            (:attr:`mind.shell.session.Session.secrets`).
     """
 
-    def __init__(self, session_id: str, journal: Journal) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        journal: Journal,
+        effects_dir: Path | None = None,
+        secrets: Sequence[str | None] = (),
+    ) -> None:
         self.session_id = session_id
         self.journal = journal
+        self.effects_dir = effects_dir
+        self.secrets = tuple(secrets)
+
+    def directory(self, inv: Invocation) -> Path | None:
+        """The supervisor directory of ``inv``'s shell command, or None (not a
+        shell call, or no ``effects_dir``)."""
+        return _directory(self.effects_dir, inv)
+
+    def process(self, inv: Invocation) -> ProcessFact:
+        """What ``inv``'s supervisor directory says now
+        (:func:`mind.shell.supervision.inspect`, which makes ``never_started``
+        final): ``none`` for a call with no such directory or one prepared
+        without an effect id (an older mind: nothing proves it never ran);
+        ``lost`` when the directory is damaged or not private (fail closed:
+        the outcome is unknown)."""
+        return _process(self.effects_dir, inv)
 
     def propose(self, turn_id: str, call: ToolCall) -> Invocation:
         """Name ``call`` (its journaled occurrence in ``turn_id``) and find
@@ -200,13 +241,18 @@ class SessionEffects:
             sync=True,
         )
 
-    def recover(self, inv: Invocation, *, can_ask: bool) -> Run | UnknownEffect:
+    def recover(
+        self, inv: Invocation, *, can_ask: bool, process: ProcessFact = "none"
+    ) -> Run | Collect | UnknownEffect:
         """A re-driven invocation that was prepared before a crash and has no
-        result: :class:`Run` when it is safe to re-run (the caller runs it
-        again under the same effect id), else the facts of an ``unknown``
-        effect for :meth:`resolve` (the choices name what may be done)."""
-        (action,) = inv.machine.recover(can_ask=can_ask)
-        if isinstance(action, Run):
+        result, ``process`` being what its supervisor's directory says
+        (:meth:`process`): :class:`Collect` when that evidence remains (the
+        caller collects it: :meth:`collect`), :class:`Run` when it is safe to re-run
+        (the caller runs it again under the same effect id), else the facts
+        of an ``unknown`` effect for :meth:`resolve` (the choices name what
+        may be done)."""
+        (action,) = inv.machine.recover(can_ask=can_ask, process=process)
+        if isinstance(action, Run | Collect):
             return action
         assert isinstance(action, Resolve) and inv.started is not None
         return UnknownEffect(
@@ -249,6 +295,37 @@ class SessionEffects:
                 )
         return result
 
+    async def collect(self, inv: Invocation, *, can_ask: bool) -> jr.ToolResult | UnknownEffect:
+        """After :class:`Collect`: wait for ``inv``'s supervisor while it runs
+        (its timeout is the supervisor's) and commit its exit record as the
+        result — the real output, redacted of :attr:`secrets`, with evidence
+        ``supervisor``. When no record is left (the supervisor was killed
+        unrecorded, the directory is damaged), the effect is recovered again
+        with ``lost``: the facts of an ``unknown`` effect.
+
+        Raises:
+            anyio.get_cancelled_exc_class(): the caller was cancelled (an
+                interrupt): the command's whole tree was stopped first, as
+                for a live command (:func:`mind.shell.supervision.collect`).
+            JournalWriteError: the result could not be made durable.
+        """
+        directory = self.directory(inv)
+        result = None
+        if directory is not None:
+            try:
+                result = await supervision.collect(directory)
+            except (SupervisorRecordError, PrivateStateError):
+                result = None  # damaged: the outcome is unknown
+        if result is None:
+            found = self.recover(inv, can_ask=can_ask, process="lost")
+            assert isinstance(found, UnknownEffect)
+            return found
+        return self._collected(inv, result)
+
+    def _collected(self, inv: Invocation, result: supervision.ProcessResult) -> jr.ToolResult:
+        text = redact(replace_lone_surrogates(result.text), self.secrets, shapes=False)
+        return self.commit(inv, "ok" if result.ok else "error", text, "supervisor")
+
     def commit(
         self, inv: Invocation, status: str, output: str, evidence: Evidence = "ran"
     ) -> jr.ToolResult:
@@ -261,6 +338,8 @@ class SessionEffects:
         Args:
             status: ``ok`` | ``error`` | ``denied`` | ``interrupted``.
             output: the result text (already redacted).
+            evidence: ``ran`` (mind saw it end) or ``supervisor`` (its exit
+                record, after a crash).
         """
         if not inv.machine.prepared:
             inv.machine.deny()
@@ -297,6 +376,10 @@ class SessionEffects:
         )
         assert isinstance(record, jr.ToolResult)
         inv.result = record
+        directory = self.directory(inv)
+        if directory is not None:
+            # Only now that the result is durable (a crash before keeps the evidence).
+            supervision.discard(directory)
         return record
 
 
@@ -307,61 +390,218 @@ class OpenReconciliation:
     Attributes:
         told: unknown effects resolved ``tell_model`` (each got a synthetic result).
         waiting: unknown effects left for a person's answer, in journal order.
+        collected: effects whose supervisor's exit record became their result.
     """
 
     told: int = 0
     waiting: tuple[UnknownEffect, ...] = ()
+    collected: int = 0
 
 
-def reconcile_at_open(journal: Journal, session_id: str, *, can_ask: bool) -> OpenReconciliation:
+def reconcile_at_open(
+    journal: Journal,
+    session_id: str,
+    *,
+    can_ask: bool,
+    effects_dir: Path | None = None,
+    secrets: Sequence[str | None] = (),
+) -> OpenReconciliation:
     """Startup step ``repair_processes`` (``session_startup.yaml``), before
     orphan calls are closed: every effect prepared in an unterminated turn
-    and never answered is recovered through its machine
-    (docs/design/effects.md §4).
+    and never answered is recovered through its machine, given what its
+    supervisor's directory says (docs/design/effects.md §4):
 
-    - rerun-safe (``read_only``, ``idempotent``): nothing here — a resumed
-      turn re-runs it, a closed one gets the orphan-call result;
-    - ``non_idempotent``, nobody can answer (``can_ask`` False: ``exec``, a
-      library caller): resolved ``tell_model`` — ``effect_reconciled`` and an
-      "outcome unknown" result, fsynced; never re-run;
-    - ``non_idempotent``, a person can answer: left open for the ``reconcile``
+    - its supervisor finished: its exit record is the result (real output
+      redacted of ``secrets``, exit status; ``committed`` | ``failed``,
+      evidence ``supervisor``), fsynced, then the directory is removed;
+    - its supervisor still runs: nothing here — the resumed turn waits for it
+      (:func:`redrive_rule`);
+    - rerun-safe (``read_only``, ``idempotent``, or it provably never
+      started): nothing here — a resumed turn runs it, a closed one gets the
+      orphan-call result;
+    - otherwise (``non_idempotent``, no evidence), nobody can answer
+      (``can_ask`` False: ``exec``, a library caller): resolved
+      ``tell_model`` — ``effect_reconciled`` and an "outcome unknown" result,
+      fsynced; never re-run;
+    - otherwise, a person can answer: left open for the ``reconcile``
       question (``mind.shell.interactions``), returned.
 
     A ``tool_started`` without an effect id (a journal older than effects)
-    is left to the orphan-call step as before. Idempotent.
+    is left to the orphan-call step as before. A directory of ``effects_dir``
+    no open effect names and no supervisor holds (its call was answered —
+    an interrupt's result, say — before a crash cut the cleanup) is removed
+    first. Idempotent.
+
+    Args:
+        effects_dir: ``<session dir>/effects``; None: no evidence looked for.
 
     Returns:
-        How many were resolved here, and the ones left for a person.
+        How many were collected and resolved here, and the ones left for a person.
 
     Raises:
         JournalWriteError: an append failed (a ``StorageError``: path, errno).
     """
-    effects = SessionEffects(session_id, journal)
+    effects = SessionEffects(session_id, journal, effects_dir, secrets)
     waiting: list[UnknownEffect] = []
-    told = 0
-    for turn_id in unterminated_turns(journal.records):
-        for paired in pair_calls(journal.records, turn_id):
+    told = collected = 0
+    opened = _open_effects(journal.records, session_id)
+    if effects_dir is not None:
+        _sweep(effects_dir, {inv.effect_id for inv in opened})
+    for inv in opened:
+        process = effects.process(inv)
+        if process == "running":
+            continue  # the resumed turn's re-drive waits for it
+        found = effects.recover(inv, can_ask=can_ask, process=process)
+        if isinstance(found, Collect):
+            directory = effects.directory(inv)
+            assert directory is not None
+            state = _state(directory)
+            if isinstance(state, supervision.Finished):
+                effects._collected(inv, state.result)
+                collected += 1
+                continue
+            found = effects.recover(inv, can_ask=can_ask, process="lost")
+            assert isinstance(found, UnknownEffect)
+        if isinstance(found, Run):
+            continue
+        if found.choices == ("tell_model",):
+            effects.resolve(inv, found, "tell_model")
+            told += 1
+        else:
+            waiting.append(found)
+    return OpenReconciliation(told, tuple(waiting), collected)
+
+
+@dataclass(frozen=True, slots=True)
+class RunningEffect:
+    """A shell command a crashed mind left running under its supervisor.
+
+    Attributes:
+        effect_id: ``ef_…``.
+        turn_id: the turn of the call.
+        call_id: the provider's call id.
+        arguments: the call's raw arguments (the command).
+        supervisor_pid: the supervisor's pid, or None in its first milliseconds.
+    """
+
+    effect_id: str
+    turn_id: str
+    call_id: str
+    arguments: str
+    supervisor_pid: int | None
+
+
+def running_effects(
+    records: Sequence[jr.JournalRecord], session_id: str, effects_dir: Path
+) -> list[RunningEffect]:
+    """The effects prepared in an unterminated turn, with no result, whose
+    supervisor still holds its directory (:func:`mind.shell.supervision.inspect`
+    says :class:`~mind.shell.supervision.Running`), in journal order. Reads
+    the directories; a damaged one is not listed (it runs nothing mind can
+    name)."""
+    found: list[RunningEffect] = []
+    for inv in _open_effects(list(records), session_id):
+        directory = _directory(effects_dir, inv)
+        state = _state(directory) if directory is not None else None
+        if isinstance(state, supervision.Running):
+            found.append(
+                RunningEffect(
+                    inv.effect_id, inv.turn_id, inv.call.call_id, inv.call.arguments, state.pid
+                )
+            )
+    return found
+
+
+def redrive_rule(
+    records: Sequence[jr.JournalRecord], session_id: str, effects_dir: Path | None
+) -> Callable[[PairedCall], bool]:
+    """The rule a resumed turn's re-drive rests on
+    (:func:`mind.machines.turn_replay.resume_plan`'s ``redrivable``): the
+    effect chart's :func:`~mind.machines.effect.redrivable` of the call's
+    effect class and what its supervisor's directory says now. Reads the
+    directories (I/O); the decision is the chart's guard."""
+    journaled = list(records)
+
+    def rule(paired: PairedCall) -> bool:
+        inv = _invocation(journaled, session_id, paired)
+        return redrivable(inv.machine.effect_class, _process(effects_dir, inv))
+
+    return rule
+
+
+def _open_effects(records: list[jr.JournalRecord], session_id: str) -> list[Invocation]:
+    """Every effect prepared in an unterminated turn, with no result, that
+    names its effect id (an older mind's start is the orphan step's)."""
+    found: list[Invocation] = []
+    for turn_id in unterminated_turns(records):
+        for paired in pair_calls(records, turn_id):
             if paired.result is not None or not paired.started:
                 continue
-            call = ToolCall(
-                call_id=paired.call.call_id, name=paired.call.name, arguments=paired.call.arguments
-            )
-            sha = arguments_sha256(call.arguments)
-            ident = effect_id(session_id, turn_id, call.call_id, paired.occurrence, sha)
-            started = _started(journal.records, turn_id, ident)
-            if started is None:
-                continue
-            machine = _replayed(journal.records, turn_id, ident, call.name, started)
-            inv = Invocation(turn_id, call, paired.occurrence, sha, ident, machine, started)
-            found = effects.recover(inv, can_ask=can_ask)
-            if isinstance(found, Run):
-                continue
-            if found.choices == ("tell_model",):
-                effects.resolve(inv, found, "tell_model")
-                told += 1
-            else:
-                waiting.append(found)
-    return OpenReconciliation(told, tuple(waiting))
+            inv = _invocation(records, session_id, paired)
+            if inv.started is not None:
+                found.append(inv)
+    return found
+
+
+def _invocation(records: list[jr.JournalRecord], session_id: str, paired: PairedCall) -> Invocation:
+    """``paired`` named and replayed from ``records`` (``started`` only when a
+    ``tool_started`` names its effect id)."""
+    call = ToolCall(
+        call_id=paired.call.call_id, name=paired.call.name, arguments=paired.call.arguments
+    )
+    sha = arguments_sha256(call.arguments)
+    ident = effect_id(session_id, paired.turn_id, call.call_id, paired.occurrence, sha)
+    started = _started(records, paired.turn_id, ident)
+    machine = _replayed(records, paired.turn_id, ident, call.name, started)
+    return Invocation(paired.turn_id, call, paired.occurrence, sha, ident, machine, started)
+
+
+def _sweep(effects_dir: Path, open_ids: set[str]) -> None:
+    """Remove the directories of ``effects_dir`` whose effect is answered
+    (not in ``open_ids``) and that no supervisor holds (a running one is
+    left to its end: its directory is its own)."""
+    try:
+        names = os.listdir(effects_dir)
+    except FileNotFoundError:
+        return
+    for name in names:
+        if name in open_ids:
+            continue
+        directory = effects_dir / name
+        if not isinstance(_state(directory), supervision.Running):
+            supervision.discard(directory)
+
+
+def _state(directory: Path) -> supervision.State | None:
+    """:func:`mind.shell.supervision.inspect`, None when the directory is
+    damaged or not private (fail closed: no evidence)."""
+    try:
+        return supervision.inspect(directory)
+    except (SupervisorRecordError, PrivateStateError):
+        return None
+
+
+def _directory(effects_dir: Path | None, inv: Invocation) -> Path | None:
+    if effects_dir is None or inv.call.name != "shell":
+        return None
+    return effects_dir / inv.effect_id
+
+
+def _process(effects_dir: Path | None, inv: Invocation) -> ProcessFact:
+    """:meth:`SessionEffects.process`."""
+    directory = _directory(effects_dir, inv)
+    if directory is None or inv.started is None or not inv.started.effect_id:
+        return "none"
+    if inv.machine.state == "executing" and not os.path.lexists(directory):
+        return "lost"  # `effect_running` says a supervisor ran: gone is not "never started"
+    state = _state(directory)
+    if isinstance(state, supervision.Finished):
+        return "finished"
+    if isinstance(state, supervision.Running):
+        return "running"
+    if isinstance(state, supervision.NeverStarted):
+        return "never_started"
+    return "lost"
 
 
 def _turn_records(records: list[jr.JournalRecord], turn_id: str) -> list[jr.JournalRecord]:

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
-from mind.call_pairing import pair_calls
-from mind.effects.tools import BUILTIN_TOOLS
+from mind.call_pairing import PairedCall, pair_calls
 from mind.generated import journal as jr
 from mind.history import records_starts
 from mind.machines.turn_replay import ResumePlan, recovered_closing, resume_plan
@@ -119,25 +118,22 @@ def unterminated_turns(records: Iterable[jr.JournalRecord]) -> list[str]:
     return [r.turn_id for r in records if isinstance(r, jr.TurnStarted) and r.turn_id not in closed]
 
 
-def tool_is_read_only(name: str) -> bool:
-    """Whether the built-in tool ``name`` never changes files or runs commands
-    (``ToolContract.read_only``); an unknown name is not (fail closed)."""
-    contract = BUILTIN_TOOLS.get(name)
-    return contract is not None and contract.read_only
-
-
 def resumable_turn(
-    records: Sequence[jr.JournalRecord], *, can_ask: bool = False
+    records: Sequence[jr.JournalRecord],
+    *,
+    redrivable: Callable[[PairedCall], bool],
+    can_ask: bool = False,
 ) -> ResumePlan | None:
     """The crashed turn a startup that can drive turns resumes instead of
     closing, if any: the guard :func:`mind.machines.turn_replay.resume_plan`
-    on the last unterminated turn, read-only as the tool contracts say;
-    ``can_ask``: a person can answer the reconcile question of a started
-    call (docs/design/recovery.md §8). Pure."""
+    on the last unterminated turn, a started call re-driven as the effect
+    chart's rule says (``redrivable``: :func:`mind.shell.effects.redrive_rule`;
+    docs/design/recovery.md §8, effects.md §4); ``can_ask``: a person can
+    answer the reconcile question of a started call."""
     open_turns = unterminated_turns(records)
     if not open_turns:
         return None
-    return resume_plan(records, open_turns[-1], read_only=tool_is_read_only, can_ask=can_ask)
+    return resume_plan(records, open_turns[-1], redrivable=redrivable, can_ask=can_ask)
 
 
 def close_orphan_calls(journal: Journal, *, resume: ResumePlan | None = None) -> int:

@@ -33,7 +33,8 @@ from mind.machines.mailbox import Mailbox, MailboxMessage
 from mind.machines.session_startup import reusable
 from mind.machines.turn_replay import ResumePlan
 from mind.shell import faults
-from mind.shell.config import ResolvedConfig, known_secrets
+from mind.shell.config import ResolvedConfig, session_secrets
+from mind.shell.effects import RunningEffect, running_effects
 from mind.shell.ids import new_id
 from mind.shell.inbox import Inbox
 from mind.shell.interactions import AnswerResult, Decision, Interactions, as_decision
@@ -41,7 +42,6 @@ from mind.shell.journal import Journal
 from mind.shell.lease import SessionLease
 from mind.shell.mounts import MountHandle
 from mind.shell.providers import Provider, make_provider
-from mind.shell.redact import url_secrets
 from mind.shell.sandbox.command import session_sandbox
 from mind.shell.tool_env import tool_environment
 from mind.shell.tools import ToolRunner, session_boundary
@@ -131,11 +131,7 @@ class Session:
             sandbox=self.sandbox,
             effects_dir=runtime.store.session_dir(session_id) / "effects",
         )
-        self.secrets = (
-            config.provider.api_key,
-            *url_secrets(config.provider.base_url),
-            *known_secrets(os.environ),
-        )
+        self.secrets = session_secrets(config)
         """What :func:`~mind.shell.redact.redact` masks in this session's
         messages and tool results: the API key, the base URL's secrets and
         every provider key in mind's environment."""
@@ -264,6 +260,37 @@ class Session:
             JournalWriteError: the answer could not be made durable.
         """
         return self.interactions.answer(interaction_id, as_decision(decision), reason=reason)
+
+    def running_effects(self) -> list[RunningEffect]:
+        """Shell commands a crash of mind left running under their
+        supervisors (docs/design/effects.md §4), in journal order: the
+        resumed turn waits for each; :meth:`kill_effect` stops one. Reads
+        their directories (short, blocking)."""
+        effects_dir = self.tools.effects_dir
+        if effects_dir is None:
+            return []
+        return running_effects(self.journal.records, self.session_id, effects_dir)
+
+    def kill_effect(self, effect_id: str) -> bool:
+        """Stop a command :meth:`running_effects` lists, as a whole tree
+        (SIGTERM to its supervisor, which kills every descendant, ``setsid``
+        ones too, then records ``killed``: docs/design/processes.md §4).
+        Returns without waiting; the turn waiting for it then gets that
+        result (``failed``, evidence ``supervisor``).
+
+        Returns:
+            True when its live supervisor was signalled; False when
+            ``effect_id`` names no running effect of this session.
+
+        Raises:
+            SupervisorRecordError: its ``supervisor.json`` is damaged.
+        """
+        if not any(e.effect_id == effect_id for e in self.running_effects()):
+            return False
+        from mind.shell import supervision  # the first kill pays
+
+        assert self.tools.effects_dir is not None
+        return supervision.kill_tree(self.tools.effects_dir / effect_id)
 
     def history(self) -> list[jr.JournalRecord]:
         """The session's journal records in order (read-only: a copy), for

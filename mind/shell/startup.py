@@ -25,8 +25,8 @@ from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.machines.session_startup import SessionStartup, StartupEffect
 from mind.machines.turn_replay import ResumePlan
-from mind.shell.config import ResolvedConfig
-from mind.shell.effects import UnknownEffect, reconcile_at_open
+from mind.shell.config import ResolvedConfig, session_secrets
+from mind.shell.effects import UnknownEffect, reconcile_at_open, redrive_rule
 from mind.shell.inbox import Inbox
 from mind.shell.journal import Journal
 from mind.shell.lease import SessionLease
@@ -169,11 +169,19 @@ class Opening:
 
     def _repair_processes(self, _machine: SessionStartup) -> None:
         """Effects a crash left prepared and unanswered, before orphan calls
-        are closed (docs/design/effects.md §4): an unknown non_idempotent one
+        are closed (docs/design/effects.md §4): a finished supervisor's exit
+        record becomes the result; a running one is left to the resumed
+        turn, which waits for it; an unknown non_idempotent one
         is never re-run; when nobody can answer, the model is told what is
         known; otherwise it waits for the person's ``reconcile`` answer."""
         assert self.journal is not None
-        done = reconcile_at_open(self.journal, self.session_id, can_ask=self.interactive)
+        done = reconcile_at_open(
+            self.journal,
+            self.session_id,
+            can_ask=self.interactive,
+            effects_dir=self.directory / "effects",
+            secrets=session_secrets(self.config),
+        )
         self.synthetic += done.told  # each got a synthetic "outcome unknown" result
         self.unknown_effects = list(done.waiting)
 
@@ -194,7 +202,9 @@ class Opening:
         assert self.journal is not None
         # The guard (turn_replay.resume_plan) decides which crashed turn goes
         # on: its re-driven calls get no synthetic result (recovery.md §8).
-        self.resume = resumable_turn(self.journal.records, can_ask=self.interactive)
+        records = self.journal.records
+        rule = redrive_rule(records, self.session_id, self.directory / "effects")
+        self.resume = resumable_turn(records, redrivable=rule, can_ask=self.interactive)
         self.synthetic += close_orphan_calls(self.journal, resume=self.resume)
 
     def _close_turns(self, _machine: SessionStartup) -> None:

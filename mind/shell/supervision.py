@@ -6,7 +6,9 @@ mind (§1), :func:`wait` gives the command's :class:`ProcessResult` once it
 ends (a cancellation stops the whole tree first, §4), :func:`inspect` reads
 a directory any process left — after a crash too — as :class:`Finished`,
 :class:`Running`, :class:`NeverStarted` or :class:`Lost` (§6), and
-:func:`kill_tree` stops a running one (§4).
+:func:`kill_tree` stops a running one (§4); after a restart :func:`collect`
+waits for one a crashed mind left and :func:`discard` removes a directory
+whose result is durable (§7).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import json
 import math
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -45,7 +48,9 @@ __all__ = [
     "ProcessResult",
     "Running",
     "State",
+    "collect",
     "collect_strays",
+    "discard",
     "handle_of",
     "inspect",
     "kill_tree",
@@ -331,6 +336,39 @@ async def _wait_unlocked(directory: Path) -> None:
             os.close(fd)
 
     await anyio.to_thread.run_sync(block, abandon_on_cancel=True)
+
+
+async def collect(directory: Path) -> ProcessResult | None:
+    """The result of the command a supervisor ran (or still runs) in
+    ``directory``, after a restart (docs/design/effects.md §4): waits while
+    its supervisor holds the lock (the timeout is the supervisor's), then
+    reads ``exit.json``. None when no exit record is there (the supervisor
+    never started the command, or ended unrecorded: :class:`Lost`).
+
+    Raises:
+        anyio.get_cancelled_exc_class(): the caller was cancelled (the turn
+            waiting for it was interrupted); as in :func:`wait`, the whole
+            tree was stopped first (shielded).
+        SupervisorRecordError: a file of the directory is damaged.
+    """
+    if not os.path.lexists(directory):
+        return None
+    try:
+        await _wait_unlocked(directory)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            if kill_tree(directory):
+                await _wait_unlocked(directory)
+        raise
+    state = inspect(directory)
+    return state.result if isinstance(state, Finished) else None
+
+
+def discard(directory: Path) -> None:
+    """Remove an effect directory whose result is durable (or superseded):
+    its raw output may hold secrets the journaled result was redacted of
+    (§7). Missing: nothing to do."""
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def handle_of(directory: Path, *, proof_sha256: str = "") -> Handle | None:

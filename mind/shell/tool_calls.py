@@ -35,6 +35,7 @@ from mind.effects.tools import parse_arguments
 from mind.errors import InteractionTooLarge, ToolArgumentsError
 from mind.generated import events as ev
 from mind.generated import journal as jr
+from mind.machines.effect import Collect
 from mind.machines.effect import Resolution as EffectResolution
 from mind.machines.turn import RefuseCall, RunGranted, TurnMachine
 from mind.shell import faults
@@ -46,6 +47,8 @@ from mind.shell.turn_handle import Turn
 
 if TYPE_CHECKING:
     from mind.shell.session import Session
+    from mind.shell.supervision import Handle
+    from mind.shell.tools._process import StartHook
 
 
 @final
@@ -70,7 +73,12 @@ class ToolCalls:
             )
         )
         faults.boundary("after_tool_call")
-        effects = SessionEffects(self.session.session_id, self.session.journal)
+        effects = SessionEffects(
+            self.session.session_id,
+            self.session.journal,
+            self.session.tools.effects_dir,
+            self.session.secrets,
+        )
         inv = effects.propose(turn.turn_id, call)
         if inv.machine.prepared:  # replayed from the journal: a crash came after its start
             result = await self._redrive(turn, effects, inv)
@@ -91,10 +99,18 @@ class ToolCalls:
         )
 
     async def _redrive(self, turn: Turn, effects: SessionEffects, inv: Invocation) -> jr.ToolResult:
-        """A call prepared before a crash, with no result: a rerun-safe one
-        runs again; an ``unknown`` one is resolved first — by a person when
-        one can answer, else ``tell_model`` (docs/design/effects.md §4)."""
-        found = effects.recover(inv, can_ask=self.session.interactive)
+        """A call prepared before a crash, with no result: its supervisor's
+        exit record is collected (waiting while it still runs); else a
+        rerun-safe one (or one that provably never started) runs again; an
+        ``unknown`` one is resolved first — by a person when one can answer,
+        else ``tell_model`` (docs/design/effects.md §4)."""
+        can_ask = self.session.interactive
+        found = effects.recover(inv, can_ask=can_ask, process=effects.process(inv))
+        if isinstance(found, Collect):
+            collected = await effects.collect(inv, can_ask=can_ask)
+            if isinstance(collected, jr.ToolResult):
+                return collected
+            found = collected
         if isinstance(found, UnknownEffect):
             resolution = await self._ask_reconcile(turn, inv.call, found)
             written = effects.resolve(inv, found, resolution)
@@ -105,7 +121,9 @@ class ToolCalls:
         except ToolArgumentsError as exc:  # prepared calls passed this: a changed contract
             return effects.commit(inv, "error", str(exc))
         # Again with no more than the defaults: inside the sandbox, no boundary consent.
-        outcome = await self.session.tools.run(inv.call.name, args, effect_id=inv.effect_id)
+        outcome = await self.session.tools.run(
+            inv.call.name, args, effect_id=inv.effect_id, on_started=self._running(effects, inv)
+        )
         faults.boundary("effect_executing")
         return effects.commit(
             inv, outcome.status, redact(outcome.output, self.session.secrets, shapes=False)
@@ -259,6 +277,7 @@ class ToolCalls:
             sandboxed=sandboxed,
             sandbox_mode=run_mode,
             effect_id=inv.effect_id,
+            on_started=self._running(effects, inv),
         )
         if call.name == "shell" and sandboxed:
             offer = rerun_reason(
@@ -276,10 +295,26 @@ class ToolCalls:
                 )
                 if refusal is None:
                     result = await self.session.tools.run(
-                        call.name, args, sandboxed=False, effect_id=inv.effect_id
+                        call.name,
+                        args,
+                        sandboxed=False,
+                        effect_id=inv.effect_id,
+                        on_started=self._running(effects, inv),
                     )
                 # refused or nobody can be asked: the sandboxed result stands
         return result.status, result.output
+
+    @staticmethod
+    def _running(effects: SessionEffects, inv: Invocation) -> StartHook:
+        """The start hook of ``inv``'s command: ``effect_running`` (the
+        supervisor's pid + start identity) fsynced while it runs, so a crash
+        of mind leaves a record of where its exit status will be
+        (docs/design/effects.md §4)."""
+
+        async def started(handle: Handle) -> None:
+            effects.running(inv, handle.pid, handle.start_identity)
+
+        return started
 
     def _crossing(self, path: str, access: Access) -> Refusal | None:
         """The policy's view of where a file tool path lands (kernel-resolved)."""

@@ -4,9 +4,10 @@ against the fake model, killed by ``MIND_CRASH_AT`` inside a tool round, then
 
 Resumed: a read-only call that started, a shell call that never started —
 each runs once after the restart and the same turn ends with the model's
-answer. Closed as before: a shell call that started (never run twice), and a
-crash while sampling. Every request the model received stays valid (each
-call answered exactly once): :func:`tests.crash.harness.check`.
+answer; so does a shell call whose start is durable but whose supervisor
+never ran it (effects.md §4). Closed as before: a crash while sampling.
+Every request the model received stays valid (each call answered exactly
+once): :func:`tests.crash.harness.check`.
 """
 
 from __future__ import annotations
@@ -82,18 +83,23 @@ def test_a_shell_call_that_never_started_is_resumed_and_runs_once(case: Case) ->
     assert report.violations == [], report.violations
 
 
-def test_a_started_shell_call_is_never_rerun_and_the_turn_closes(case: Case) -> None:
-    """Its outcome is unknown (it may have run): synthetic result, turn
-    aborted, input replayed with the next turn, as before resume existed."""
+def test_a_prepared_shell_call_whose_supervisor_never_started_is_resumed_and_runs_once(
+    case: Case,
+) -> None:
+    """Its start is durable but no supervisor ever ran it (no effect
+    directory): provably never ran, so the effect chart re-drives it
+    (effects.md §4) — run once, the same turn answered."""
     prompt = "TOOL: change something"
     _crash(case, prompt, "effect_prepared:1")
+    assert not (case.cwd / EFFECTS_FILE).exists()
     recovery = recover(case)
     first = recovery.recovered[0]
-    assert (first["resumed_turns"], first["aborted_turns"], first["synthetic_results"]) == (0, 1, 1)
-    assert _of(recovery.events, "turn.resumed") == []
+    assert (first["resumed_turns"], first["aborted_turns"], first["synthetic_results"]) == (1, 0, 0)
     statuses = [r.status for r in _records(case) if isinstance(r, jr.TurnCompleted)]
-    assert statuses == [jr.TurnStatus.aborted, jr.TurnStatus.completed]
-    report = check(case, [Input(prompt, "durable")], recovery, tools_never_started=True)
+    assert statuses == [jr.TurnStatus.completed]
+    assert len((case.cwd / EFFECTS_FILE).read_text().split()) == 1
+    assert _results(_records(case)) == [("shell", "ok", False)]
+    report = check(case, [Input(prompt, "durable")], recovery)
     assert report.violations == [], report.violations
 
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import msgspec
 
+from mind.call_pairing import PairedCall
+from mind.effects.tools import effect_class
 from mind.generated import journal as jr
+from mind.machines.effect import redrivable as effect_redrivable
 from mind.machines.turn_replay import (
     RecoveredClosing,
     recovered_closing,
@@ -175,13 +178,14 @@ def completed() -> jr.TurnCompleted:
     )
 
 
-def read_only(name: str) -> bool:
-    return name in ("read_file", "list_dir")
+def redrivable(paired: PairedCall) -> bool:
+    """The effect chart's rule with no supervisor evidence (file tools, or none left)."""
+    return effect_redrivable(effect_class(paired.call.name))
 
 
 def plan_of(records: list[jr.JournalRecord]) -> tuple[list[str], list[str]] | None:
     """``(redriven ids, unknown ids)`` of the plan, or None when the turn is closed."""
-    plan = resume_plan(records, T, read_only=read_only)
+    plan = resume_plan(records, T, redrivable=redrivable)
     if plan is None:
         return None
     return [p.call.call_id for p in plan.redrive], [p.call.call_id for p in plan.unknown]
@@ -218,6 +222,29 @@ def test_a_turn_stopped_inside_a_tool_round_is_resumed_else_closed() -> None:
     assert got == {name: want for name, (_, want) in cases.items()}
 
 
+def test_the_rerun_rule_is_the_effect_charts() -> None:
+    # One rule (effects.md §4): a started write_file is idempotent, so the
+    # resumed turn re-drives it; a started shell only when its supervisor's
+    # evidence remains or proves it never started.
+    write_round = named_round(("w1", "write_file"), ("c2", "shell"))
+    records = [started(), write_round, tool_started("w1", "write_file")]
+    assert plan_of(records) == (["w1", "c2"], [])
+    shell = [started(), named_round(("c1", "shell")), tool_started("c1")]
+    for process, driven in [
+        ("finished", True),
+        ("running", True),
+        ("never_started", True),
+        ("lost", False),
+        ("none", False),
+    ]:
+        plan = resume_plan(
+            shell,
+            T,
+            redrivable=lambda p, f=process: effect_redrivable(effect_class(p.call.name), f),
+        )
+        assert (plan is not None) == driven, process
+
+
 def test_a_turn_without_recorded_starts_never_reruns_a_tool_that_changes_things() -> None:
     old = msgspec.structs.replace(started(), tool_starts=msgspec.UNSET)
     # No start recorded, but an old journal cannot prove the shell never ran.
@@ -229,20 +256,20 @@ def test_where_a_person_can_answer_a_started_call_is_redriven_to_be_asked_about(
     """The reconcile question needs the turn resumed (docs/design/effects.md §4)."""
     shell_round = named_round(("c1", "shell"), ("c2", "shell"))
     records = [started(), shell_round, result("c1"), tool_started("c2")]
-    plan = resume_plan(records, T, read_only=read_only, can_ask=True)
+    plan = resume_plan(records, T, redrivable=redrivable, can_ask=True)
     assert plan is not None
     assert ([p.call.call_id for p in plan.redrive], plan.unknown) == (["c2"], ())
     # An old journal's missing start proves nothing: not prepared, never re-driven.
     old = msgspec.structs.replace(started(), tool_starts=msgspec.UNSET)
     assert (
-        resume_plan([old, named_round(("c1", "shell"))], T, read_only=read_only, can_ask=True)
+        resume_plan([old, named_round(("c1", "shell"))], T, redrivable=redrivable, can_ask=True)
         is None
     )
 
 
 def test_a_repeated_call_id_is_paired_per_occurrence_when_resuming() -> None:
     dup = named_round(("d", "shell"), ("d", "shell"))
-    plan = resume_plan([started(), dup, result("d")], T, read_only=read_only)
+    plan = resume_plan([started(), dup, result("d")], T, redrivable=redrivable)
     assert plan is not None
     assert [(p.call.call_id, p.occurrence, p.index) for p in plan.redrive] == [("d", 1, 1)]
 
@@ -258,7 +285,7 @@ def test_a_resumed_turn_claims_its_journaled_inputs_in_order() -> None:
         message("s", jr.Kind.steer),
         named_round(("c1", "shell")),
     ]
-    plan = resume_plan(records, T, read_only=read_only)
+    plan = resume_plan(records, T, redrivable=redrivable)
     assert plan is not None and plan.inputs == ("a", "s")
     assert [p.call.call_id for p in plan.redrive] == ["c1"]
 

@@ -3,7 +3,8 @@
 1. Per edge, deterministic: :func:`check_every_edge` reaches and fires every
    transition of ``EffectChart`` and checks the state each lands in.
 2. Sequences: hypothesis sends random facts (approve, deny, prepare,
-   execute, finish with a status, recover, reconcile with a resolution) to a
+   execute, finish with a status, recover with what the supervisor's
+   directory says, reconcile with a resolution) to a
    real :class:`EffectMachine` of each effect class and compares the state
    and the actions named after every fact with a reference written by hand
    from docs/design/effects.md (a table, not derived from the chart); a fact
@@ -16,12 +17,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from mind.errors import IllegalTransition
 from mind.generated.effect_chart import EffectChart
 from mind.machines.effect import (
+    Collect,
     Commit,
     DeliverUnknown,
     EffectClass,
@@ -41,7 +43,7 @@ CLASSES: tuple[EffectClass, ...] = ("read_only", "idempotent", "non_idempotent")
 def test_every_edge_is_walked_and_lands_where_the_chart_says(
     request: pytest.FixtureRequest,
 ) -> None:
-    check_every_edge(request, EffectChart, 12)
+    check_every_edge(request, EffectChart, 14)
 
 
 def reference(
@@ -62,9 +64,12 @@ def reference(
         ok = arg == "ok"
         return ("committed" if ok else "failed"), [Commit("committed" if ok else "failed", "ran")]
     if state in ("prepared", "executing") and name == "recover":
-        if rerun_safe:
+        can_ask, process = arg
+        if process in ("finished", "running"):  # its end is collected, never re-run
+            return "executing", [Collect()]
+        if rerun_safe or process == "never_started":
             return "executing", [Run()]
-        choices = ("rerun", "mark_failed", "tell_model") if arg else ("tell_model",)
+        choices = ("rerun", "mark_failed", "tell_model") if can_ask else ("tell_model",)
         return "unknown", [Resolve(choices)]
     if state == "unknown" and name == "reconcile":
         if arg == "rerun":
@@ -79,7 +84,7 @@ def send(machine: EffectMachine, fact: tuple[str, Any]) -> list[object]:
     if name == "finish":
         return list(machine.finish(arg))
     if name == "recover":
-        return list(machine.recover(can_ask=arg))
+        return list(machine.recover(can_ask=arg[0], process=arg[1]))
     if name == "reconcile":
         return list(machine.reconcile(arg))
     return list(getattr(machine, name)())
@@ -88,7 +93,13 @@ def send(machine: EffectMachine, fact: tuple[str, Any]) -> list[object]:
 FACTS = st.one_of(
     st.sampled_from([("approve", None), ("deny", None), ("persisted", None), ("execute", None)]),
     st.tuples(st.just("finish"), st.sampled_from(["ok", "error", "denied", "interrupted"])),
-    st.tuples(st.just("recover"), st.booleans()),
+    st.tuples(
+        st.just("recover"),
+        st.tuples(
+            st.booleans(),
+            st.sampled_from(["finished", "running", "never_started", "lost", "none"]),
+        ),
+    ),
     st.tuples(st.just("reconcile"), st.sampled_from(["rerun", "mark_failed", "tell_model"])),
 )
 # Mostly the lifecycle's next fact, so runs get deep; random ones in between.
@@ -110,8 +121,19 @@ def runs(draw: st.DrawFn) -> tuple[EffectClass, list[tuple[str, Any]]]:
 COVERAGE = TransitionCoverage(EffectChart)
 
 
+_LIFE = [("approve", None), ("persisted", None)]
+
+
 @CI
 @given(runs())
+# The unknown branch from both sources, for certain (not left to the draw).
+@example(("non_idempotent", [*_LIFE, ("recover", (True, "lost")), ("reconcile", "rerun")]))
+@example(
+    (
+        "non_idempotent",
+        [*_LIFE, ("execute", None), ("recover", (False, "none")), ("reconcile", "tell_model")],
+    )
+)
 def _random_runs_match_the_reference(run: tuple[EffectClass, list[tuple[str, Any]]]) -> None:
     effect_class, facts = run
     machine = EffectMachine("ef_" + "0" * 32, effect_class)

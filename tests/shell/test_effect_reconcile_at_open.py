@@ -7,11 +7,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import anyio
+
 from mind._version import __version__
 from mind.conversation import ToolCall
 from mind.effects.identity import interaction_id
 from mind.generated import journal as jr
-from mind.shell.effects import SessionEffects, reconcile_at_open
+from mind.shell import supervision
+from mind.shell.effects import OpenReconciliation, SessionEffects, reconcile_at_open
 from mind.shell.journal import Journal
 from mind.shell.procs import start_identity
 from tests.support import records as rec
@@ -89,3 +92,133 @@ def test_when_a_person_can_answer_the_unknown_effect_waits_with_its_choices(
     assert facts.effect_id.startswith("ef_") and facts.prepared_at_ms > 0
     assert facts.interaction_id == interaction_id(facts.effect_id, "unknown_outcome")
     assert len(_reopened(path)) == before  # nothing written: the person decides
+
+
+def _supervised(tmp_path: Path, effect_id: str, command: str) -> Path:
+    """``command`` run to its end by a real supervisor in ``effects/<effect_id>``."""
+    directory = tmp_path / "effects" / effect_id
+
+    async def run() -> None:
+        handle = await supervision.start(
+            directory,
+            ["/bin/sh", "-c", command],
+            cwd=tmp_path,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            timeout_s=30,
+            max_output_bytes=4000,
+        )
+        await supervision.wait(handle)
+
+    anyio.run(run)
+    return directory
+
+
+def _shell_effect(records: list[jr.JournalRecord]) -> str:
+    (started,) = [r for r in records if isinstance(r, jr.ToolStarted) and r.name == "shell"]
+    assert started.effect_id
+    return started.effect_id
+
+
+def test_a_finished_supervisor_s_exit_record_becomes_the_result(tmp_path: Path) -> None:
+    """§4: the real output (redacted of the session's secrets) and exit
+    status, ``failed`` for exit 3, evidence ``supervisor``; the directory
+    goes once the result is durable; a second open finds nothing to do."""
+    for running in (True, False):  # effect_running durable, or the crash came first
+        where = tmp_path / str(running)
+        where.mkdir()
+        path = _crashed(where, running=running)
+        ident = _shell_effect(_reopened(path))
+        directory = _supervised(where, ident, "echo done sk-secret-1; exit 3")
+        with Journal.open(path, session_id=SID) as journal:
+            done = reconcile_at_open(
+                journal, SID, can_ask=False, effects_dir=where / "effects", secrets=["sk-secret-1"]
+            )
+        assert (done.collected, done.told, done.waiting) == (1, 0, ())
+        records = _reopened(path)
+        (result,) = [r for r in records if isinstance(r, jr.ToolResult)]
+        assert (result.effect_id, result.status, result.effect_outcome, result.evidence) == (
+            ident,
+            jr.ToolStatus.error,
+            jr.EffectOutcome.failed,
+            jr.EffectEvidence.supervisor,
+        )
+        assert not result.synthetic
+        assert result.output == "done ***\nexit code: 3"
+        assert not directory.exists()
+        assert [r for r in records if isinstance(r, jr.EffectReconciled)] == []
+        with Journal.open(path, session_id=SID) as journal:
+            again = reconcile_at_open(journal, SID, can_ask=False, effects_dir=where / "effects")
+        assert again == OpenReconciliation()
+
+
+def test_a_lost_or_damaged_supervisor_leaves_the_outcome_unknown(tmp_path: Path) -> None:
+    path = _crashed(tmp_path, running=True)
+    ident = _shell_effect(_reopened(path))
+    directory = _supervised(tmp_path, ident, "true")
+    (directory / "exit.json").write_text('{"version": 1, "exit_code": "zero"')  # damaged
+    with Journal.open(path, session_id=SID) as journal:
+        done = reconcile_at_open(journal, SID, can_ask=False, effects_dir=tmp_path / "effects")
+    assert (done.collected, done.told) == (0, 1)
+    (result,) = [r for r in _reopened(path) if isinstance(r, jr.ToolResult)]
+    assert (result.effect_outcome, result.evidence) == (
+        jr.EffectOutcome.unknown,
+        jr.EffectEvidence.none,
+    )
+    assert not directory.exists()
+
+
+def test_a_shell_effect_that_provably_never_started_is_left_to_run(tmp_path: Path) -> None:
+    """No directory (mind died before its supervisor started): safe to run —
+    nothing is written at open; the resumed turn's re-drive runs it."""
+    path = _crashed(tmp_path, running=False)
+    before = len(_reopened(path))
+    with Journal.open(path, session_id=SID) as journal:
+        done = reconcile_at_open(journal, SID, can_ask=False, effects_dir=tmp_path / "effects")
+    assert done == OpenReconciliation()
+    assert len(_reopened(path)) == before
+
+
+def test_a_recorded_supervisor_whose_directory_is_gone_is_unknown_not_never_started(
+    tmp_path: Path,
+) -> None:
+    """``effect_running`` is durable: a supervisor ran it. A missing
+    directory then proves nothing — fail closed, never re-run."""
+    path = _crashed(tmp_path, running=True)
+    with Journal.open(path, session_id=SID) as journal:
+        done = reconcile_at_open(journal, SID, can_ask=False, effects_dir=tmp_path / "effects")
+    assert (done.collected, done.told) == (0, 1)
+    results = [r for r in _reopened(path) if isinstance(r, jr.ToolResult)]
+    assert [(r.call_id, r.effect_outcome) for r in results] == [("c1", jr.EffectOutcome.unknown)]
+
+
+def test_leftover_directories_of_answered_effects_are_removed_at_open(tmp_path: Path) -> None:
+    """An interrupt's result is durable but a crash cut the cleanup: the raw
+    output does not stay (processes.md §7). A directory a supervisor still
+    holds is its own and stays."""
+    path = _crashed(tmp_path, running=False)
+    answered = _supervised(tmp_path, "ef_answered", "echo secret")
+    held = tmp_path / "effects" / "ef_held"
+
+    async def hold() -> None:
+        handle = await supervision.start(
+            held,
+            ["sleep", "300"],
+            cwd=tmp_path,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            timeout_s=30,
+            max_output_bytes=100,
+        )
+        try:
+            with anyio.fail_after(10):
+                # Written under its lock before the command starts (processes.md §2).
+                while not (held / "supervisor.json").exists():  # noqa: ASYNC110 - no event for it
+                    await anyio.sleep(0.01)
+            with Journal.open(path, session_id=SID) as journal:
+                reconcile_at_open(journal, SID, can_ask=False, effects_dir=tmp_path / "effects")
+            assert not answered.exists()
+            assert held.exists()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await supervision.stop(handle)
+
+    anyio.run(hold)

@@ -6,6 +6,7 @@ its journal; the crash is the state its records leave."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import anyio
@@ -15,6 +16,7 @@ from mind.conversation import ToolCall
 from mind.effects.retry import RetryPolicy
 from mind.generated import journal as jr
 from mind.machines.turn import TurnMachine
+from mind.shell import private_files
 from mind.shell.effects import SessionEffects
 from mind.shell.tool_calls import ToolCalls
 from mind.shell.turn_handle import Turn
@@ -23,7 +25,9 @@ from tests.support import records as rec
 TURN = "turn_redrive"
 
 
-def _redrive(tmp_path: Path, call: ToolCall, *, legacy: bool = False) -> list[jr.JournalRecord]:
+def _redrive(
+    tmp_path: Path, call: ToolCall, *, legacy: bool = False, lost: bool = False
+) -> list[jr.JournalRecord]:
     script = tmp_path / "s.yaml"
     script.write_text("- text: unused\n", encoding="utf-8")
     config = mind.resolve_config(provider="scripted", script=str(script), approval="never", env={})
@@ -47,7 +51,16 @@ def _redrive(tmp_path: Path, call: ToolCall, *, legacy: bool = False) -> list[jr
                     sync=True,
                 )
             else:
-                effects.prepare(effects.propose(TURN, call))  # then mind "crashed"
+                inv = effects.propose(TURN, call)
+                effects.prepare(inv)  # then mind "crashed"
+                if lost:  # its supervisor ran (supervisor.json) and died unrecorded
+                    directory = session.tools.effect_directory(inv.effect_id)
+                    assert directory is not None
+                    private_files.private_dir(directory)
+                    record = {"version": 1, "pid": 1, "start_identity": "gone"}
+                    private_files.write_atomic(
+                        directory / "supervisor.json", json.dumps(record).encode()
+                    )
             machine = TurnMachine(retry=RetryPolicy())
             await ToolCalls(session).run(Turn(session, TURN, []), machine, call)
             out.extend(journal.records)
@@ -56,11 +69,11 @@ def _redrive(tmp_path: Path, call: ToolCall, *, legacy: bool = False) -> list[jr
     return out
 
 
-def test_a_prepared_shell_command_is_not_run_again_and_the_model_is_told(
+def test_a_prepared_shell_command_whose_supervisor_was_lost_is_not_run_again(
     tmp_path: Path,
 ) -> None:
     call = ToolCall(call_id="c1", name="shell", arguments='{"command": "touch ran"}')
-    records = _redrive(tmp_path, call)
+    records = _redrive(tmp_path, call, lost=True)
     assert not (tmp_path / "ran").exists()
     (started,) = [r for r in records if isinstance(r, jr.ToolStarted)]
     (reconciled,) = [r for r in records if isinstance(r, jr.EffectReconciled)]
@@ -72,6 +85,24 @@ def test_a_prepared_shell_command_is_not_run_again_and_the_model_is_told(
         jr.ToolStatus.interrupted,
     )
     assert "It was not run again" in result.output
+
+
+def test_a_prepared_shell_command_that_provably_never_started_runs_once(tmp_path: Path) -> None:
+    """No supervisor directory: the command never started (it runs only
+    under its supervisor there): safe to run, evidence ``ran``; then its
+    directory is gone with the durable result."""
+    call = ToolCall(call_id="c1", name="shell", arguments='{"command": "echo x >> ran"}')
+    records = _redrive(tmp_path, call)
+    assert (tmp_path / "ran").read_text() == "x\n"
+    (result,) = [r for r in records if isinstance(r, jr.ToolResult)]
+    assert [r for r in records if isinstance(r, jr.EffectReconciled)] == []
+    assert (result.effect_outcome, result.evidence) == (
+        jr.EffectOutcome.committed,
+        jr.EffectEvidence.ran,
+    )
+    running = [r for r in records if isinstance(r, jr.EffectRunning)]
+    assert [r.effect_id for r in running] == [result.effect_id]
+    assert result.effect_id and list((tmp_path / "state").rglob(result.effect_id)) == []
 
 
 def test_a_prepared_read_only_call_runs_again_under_the_same_effect(tmp_path: Path) -> None:

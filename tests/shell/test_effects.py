@@ -112,37 +112,39 @@ def test_a_shell_command_sees_its_effect_id_and_its_records_carry_it(tmp_path: P
     assert refused.status == jr.ToolStatus.error
 
 
-def test_killed_while_a_command_ran_it_is_never_rerun_and_the_model_is_told(
+def test_killed_after_a_command_ran_its_kept_exit_record_becomes_the_result(
     tmp_path: Path,
 ) -> None:
+    """Killed after the command ended, before its result was journaled: the
+    effect directory outlives the returned result until that is durable, so
+    the next open collects the supervisor's exit record (evidence
+    ``supervisor``, the real output) — never run again, never ``unknown``."""
     _setup(
         tmp_path,
-        [{"tool_calls": [_call("c1", "shell", {"command": COUNT})]}, {"text": "done"}],
+        [
+            {"tool_calls": [_call("c1", "shell", {"command": COUNT + "; echo hi"})]},
+            {"text": "done"},
+        ],
     )
     _exec(tmp_path, "go", new=True, crash_at="effect_executing")
     assert _runs(tmp_path) == 1
     events = _exec(tmp_path, None)
-    assert _runs(tmp_path) == 1  # never silently run again
+    assert _runs(tmp_path) == 1  # never run again
     assert not any(e.get("type") == "tool.call" for e in events)
     (recovered,) = [e for e in events if e.get("type") == "session.recovered"]
-    assert recovered["synthetic_results"] == 1  # the "outcome unknown" result
+    assert recovered["synthetic_results"] == 0
     records = _records(tmp_path)
     (started,) = _of(records, jr.ToolStarted)
-    (reconciled,) = _of(records, jr.EffectReconciled)
     (result,) = _of(records, jr.ToolResult)
-    assert (reconciled.effect_id, reconciled.resolution) == (
-        started.effect_id,
-        jr.EffectResolution.tell_model,
-    )
+    assert _of(records, jr.EffectReconciled) == []
     assert (result.effect_id, result.effect_outcome, result.evidence, result.synthetic) == (
         started.effect_id,
-        jr.EffectOutcome.unknown,
-        jr.EffectEvidence.none,
-        True,
+        jr.EffectOutcome.committed,
+        jr.EffectEvidence.supervisor,
+        False,
     )
-    assert result.output.startswith("[outcome unknown: this `shell` call was started at ")
-    assert "no exit status or output was recorded. It was not run again" in result.output
-    assert reconciled.seq < result.seq
+    assert result.output.startswith("hi\n") and result.output.endswith("\nexit code: 0")
+    assert not list((tmp_path / "state").rglob(started.effect_id or "-"))
 
 
 def test_a_result_committed_but_not_delivered_is_kept_never_recomputed(tmp_path: Path) -> None:
@@ -164,8 +166,8 @@ def test_a_result_committed_but_not_delivered_is_kept_never_recomputed(tmp_path:
 
 
 def test_a_prepared_read_only_call_is_not_made_unknown(tmp_path: Path) -> None:
-    """Rerun-safe: nothing to reconcile; the orphan-call step closes it (or a
-    resumed turn runs it again)."""
+    """Rerun-safe: nothing to reconcile; the resumed turn runs it again under
+    the same effect (the effect chart's one rule, effects.md §4)."""
     _setup(
         tmp_path,
         [{"tool_calls": [_call("c1", "list_dir", {})]}, {"text": "done"}],
@@ -175,5 +177,10 @@ def test_a_prepared_read_only_call_is_not_made_unknown(tmp_path: Path) -> None:
     records = _records(tmp_path)
     assert _of(records, jr.EffectReconciled) == []
     (result,) = _of(records, jr.ToolResult)
-    # The turn is resumed and the rerun-safe call runs again for real.
-    assert not result.synthetic and result.effect_outcome is jr.EffectOutcome.committed
+    (started,) = _of(records, jr.ToolStarted)
+    assert (result.effect_id, result.synthetic, result.effect_outcome, result.evidence) == (
+        started.effect_id,
+        False,
+        jr.EffectOutcome.committed,
+        jr.EffectEvidence.ran,
+    )

@@ -42,7 +42,8 @@ async def _card(turn: Turn) -> ev.ApprovalRequestedEvent:
 
 
 def _crashed_session(tmp_path: Path) -> tuple[Path, mind.Config]:
-    """A session whose journal holds a prepared shell call without a result."""
+    """A session whose journal holds a prepared shell call without a result
+    and without evidence of how it ended."""
     script = tmp_path / "s.yaml"
     script.write_text("- text: unused\n", encoding="utf-8")
     config = mind.resolve_config(provider="scripted", script=str(script), approval="never", env={})
@@ -70,7 +71,10 @@ def _prepare(session: Session) -> str:
     journal.append(rec.model_round(TURN, "", [recorded]))
     effects = SessionEffects(session.session_id, journal)
     inv = effects.propose(TURN, CALL)
-    effects.prepare(inv)  # then mind "crashed"
+    effects.prepare(inv)
+    # Its supervisor ran (recorded), then mind "crashed" and the directory
+    # with the exit record is gone: no evidence, the outcome is unknown.
+    effects.running(inv, supervisor_pid=2**22 + 1, supervisor_start="gone")
     return inv.effect_id
 
 

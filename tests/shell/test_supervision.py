@@ -9,6 +9,7 @@ and finds them through ``/proc/*/environ``: "zero descendants left" is
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -252,6 +253,48 @@ async def test_a_supervisor_killed_outright_is_lost_and_takes_the_leader(
     assert await _until(lambda: _marked(marker) == [])
 
 
+async def test_a_cancelled_named_command_keeps_its_directory_with_the_killed_record(
+    tmp_path: Path, marker: str
+) -> None:
+    """processes.md §7: the directory goes only once the call's result is
+    durable — after an interrupt too, so a crash before that result is
+    journaled finds ``killed``, not a command that seems never started."""
+    effects = tmp_path / "effects"
+    runner = ToolRunner(tmp_path, env=_env(marker), effects_dir=effects)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(
+            functools.partial(runner.run, "shell", {"command": "sleep 300"}, effect_id="ef_x")
+        )
+        assert await _until(lambda: len(_marked(marker, "sleep")) == 1)
+        tg.cancel_scope.cancel()
+    state = supervision.inspect(effects / "ef_x")
+    assert isinstance(state, supervision.Finished) and "were killed" in state.result.text
+
+
+async def test_collect_after_a_restart_waits_for_the_end_and_a_cancel_stops_the_tree(
+    tmp_path: Path, marker: str
+) -> None:
+    """docs/design/effects.md §4: a restarted mind has only the directory —
+    ``collect`` waits on its lock and reads the exit record; cancelled (an
+    interrupt of the turn waiting), it stops the whole tree first."""
+    done = tmp_path / "ef_c1"
+    handle = await _start(done, "echo hi; exit 4", marker)
+    await supervision.wait(handle)
+    collected = await supervision.collect(done)
+    assert collected is not None and (collected.text, collected.ok) == ("hi\nexit code: 4", False)
+    assert await supervision.collect(tmp_path / "ef_none") is None
+    running = tmp_path / "ef_c2"
+    started = await _start(running, "sleep 300 & setsid sleep 300 & sleep 300", marker)
+    assert await _until(lambda: len(_marked(marker, "sleep")) == 3)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(supervision.collect, running)
+        tg.cancel_scope.cancel()
+    assert await _until(lambda: _marked(marker) == [])
+    state = supervision.inspect(running)
+    assert isinstance(state, supervision.Finished) and "were killed" in state.result.text
+    assert (await supervision.wait(started)).text == state.result.text  # reaped
+
+
 async def test_a_damaged_exit_record_is_refused_with_its_path(tmp_path: Path, marker: str) -> None:
     directory = tmp_path / "ef_6"
     assert (await supervision.wait(await _start(directory, "true", marker))).ok
@@ -266,12 +309,14 @@ async def test_a_damaged_exit_record_is_refused_with_its_path(tmp_path: Path, ma
 # ---- the shell tool's effect directory ------------------------------------------------
 
 
-async def test_a_command_runs_in_its_effect_directory_which_goes_once_delivered(
+async def test_a_command_runs_in_its_effect_directory_kept_until_its_result_is_durable(
     tmp_path: Path, marker: str
 ) -> None:
     """docs/design/processes.md §1, §7: ``effects_dir/<effect id>`` holds the
     supervisor's files while the command runs; the command sees the id as
-    ``MIND_EFFECT_ID``; the raw output is removed once the result is back."""
+    ``MIND_EFFECT_ID``; the directory outlives the returned result (a crash
+    before the result is journaled must not lose the evidence) until the
+    caller discards it; a second run of the same effect replaces it."""
     effects = tmp_path / "effects"
     runner = ToolRunner(tmp_path, env=_env(marker), effects_dir=effects)
     command = f"echo $MIND_EFFECT_ID; ls {effects}; ls {effects}/ef_abc"
@@ -280,6 +325,14 @@ async def test_a_command_runs_in_its_effect_directory_which_goes_once_delivered(
         status="ok",
         output="ef_abc\nef_abc\nstderr\nstdout\nsupervisor.json\nsupervisor.log\nexit code: 0",
     )
+    directory = runner.effect_directory("ef_abc")
+    assert directory is not None and (directory / "exit.json").exists()
+    again = await runner.run("shell", {"command": "echo again"}, effect_id="ef_abc")
+    assert again == ToolOutcome(status="ok", output="again\nexit code: 0")
+    supervision.discard(directory)
+    assert list(effects.iterdir()) == []
+    # An unnamed command's directory goes with its result (nobody could collect it).
+    assert (await runner.run("shell", {"command": "true"})).status == "ok"
     assert list(effects.iterdir()) == []
 
 

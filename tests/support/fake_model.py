@@ -14,7 +14,8 @@ process that restarts the session after a crash. Rules, on the request's
   message is ``U`` or a tool result: reply with one ``shell`` tool call whose
   command appends the call's fresh id (``call_<hex>``) as one line to
   ``effects.log`` in the session's working directory (after ``sleep
-  tool_sleep_s`` when set). A tool that runs twice
+  tool_sleep_s`` when set; or the ``command`` template, ``{call_id}`` and
+  ``{effects}`` filled in). A tool that runs twice
   shows as a duplicate line; one that never ran has no line.
 - Otherwise reply with text that names every user text the request carried
   (``saw N user message(s): ...``).
@@ -80,12 +81,17 @@ def wanted_tools(text: str) -> int:
     return 1 if "TOOL" in text or "LIST" in text else 0
 
 
-def decide(body: dict[str, Any], *, tool_sleep_s: float = 0.0) -> dict[str, Any]:
+def decide(
+    body: dict[str, Any], *, tool_sleep_s: float = 0.0, command: str | None = None
+) -> dict[str, Any]:
     """The reply to a request body: ``{"tool_call": {...}}`` or ``{"text": "..."}``.
 
     Args:
         tool_sleep_s: the tool command sleeps this long before its effect
             (a window in which the tool is running).
+        command: the shell command of each call, ``{call_id}`` and
+            ``{effects}`` (the side-effect file) filled in; None: the
+            default above.
     """
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
@@ -100,12 +106,12 @@ def decide(body: dict[str, Any], *, tool_sleep_s: float = 0.0) -> dict[str, Any]
                 return {
                     "tool_call": {"id": call_id, "name": "list_dir", "arguments": {"path": "."}}
                 }
-            command = f"echo {call_id} >> {EFFECTS_FILE}"
-            if tool_sleep_s:
-                command = f"sleep {tool_sleep_s:g}; {command}"
-            return {
-                "tool_call": {"id": call_id, "name": "shell", "arguments": {"command": command}}
-            }
+            line = f"echo {call_id} >> {EFFECTS_FILE}"
+            if command is not None:
+                line = command.format(call_id=call_id, effects=EFFECTS_FILE)
+            elif tool_sleep_s:
+                line = f"sleep {tool_sleep_s:g}; {line}"
+            return {"tool_call": {"id": call_id, "name": "shell", "arguments": {"command": line}}}
     seen = user_texts(messages)
     return {"text": f"saw {len(seen)} user message(s): " + " | ".join(seen)}
 
@@ -185,7 +191,7 @@ class _Handler(BaseHTTPRequestHandler):
         if owner._take_failure():
             self._error(503, "fake model: failing as asked (fail_first)", retry_after="0")
             return
-        reply = decide(body, tool_sleep_s=owner.tool_sleep_s)
+        reply = decide(body, tool_sleep_s=owner.tool_sleep_s, command=owner.command)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
@@ -223,6 +229,7 @@ class FakeModel(LoopbackServer):
         record_path: append every request body here as one JSON line.
         chunk_delay_s: pause before each SSE chunk, in seconds (0: none).
         tool_sleep_s: each tool command sleeps this long before its effect.
+        command: each shell call's command template (:func:`decide`).
         fail_first: answer the first this many requests with ``503`` and
             ``Retry-After: 0`` (a transient failure the client retries at once).
 
@@ -240,11 +247,13 @@ class FakeModel(LoopbackServer):
         record_path: Path | None = None,
         chunk_delay_s: float = 0.0,
         tool_sleep_s: float = 0.0,
+        command: str | None = None,
         fail_first: int = 0,
     ) -> None:
         self.record_path = record_path
         self.chunk_delay_s = chunk_delay_s
         self.tool_sleep_s = tool_sleep_s
+        self.command = command
         self.fail_first = fail_first
         self.requests: list[dict[str, Any]] = []
         self.raw_requests: list[bytes] = []

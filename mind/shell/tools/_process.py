@@ -3,7 +3,6 @@ time and output (``docs/design/processes.md``)."""
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -40,6 +39,7 @@ async def run_command(
     pass_fds: Sequence[int] = (),
     directory: Path | None = None,
     on_started: StartHook | None = None,
+    keep: bool = False,
 ) -> ProcessResult:
     """Run one command to completion, timeout or cancellation, supervised.
 
@@ -62,11 +62,18 @@ async def run_command(
         directory: the effect directory (``<session dir>/effects/<id>``):
             what a crash of mind leaves there is collected at the next start
             (:func:`mind.shell.supervision.inspect`); None: a private temp
-            directory. Either is removed once the result is returned (§7).
+            directory. Either is removed once the result is returned (§7),
+            unless ``keep``.
         on_started: awaited with the handle (pid + start identity) while the
             command runs — where the effect record makes them durable. If it
             raises, the tree is stopped (shielded) and the error propagates
             (wrapped in ``_HookFailed``; the runner unwraps it).
+        keep: ``directory`` stays, whatever happens here (a result, an
+            error, a cancellation: the tree stopped, ``exit.json`` says
+            ``killed``), for its owner to
+            :func:`~mind.shell.supervision.discard` once the call's result is
+            durable — a crash before must not lose the evidence, nor make a
+            started command look never started (docs/design/effects.md §4).
 
     Returns:
         The result; a command that cannot be started (missing program, bad
@@ -78,6 +85,7 @@ async def run_command(
     """
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
     where = Path(tempfile.mkdtemp(prefix="mind-effect-")) if directory is None else directory
+    kept = keep and directory is not None
     try:
         try:
             handle = await supervision.start(
@@ -105,4 +113,5 @@ async def run_command(
     finally:
         # Delivered (or the caller gave up): the raw output, which may hold
         # secrets the result was redacted of, does not stay on disk (§7).
-        shutil.rmtree(where, ignore_errors=True)
+        if not kept:
+            supervision.discard(where)

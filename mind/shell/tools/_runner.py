@@ -127,6 +127,12 @@ class ToolRunner:
             )
         self.workspace = _workspace.Workspace(self.cwd, boundary)
 
+    def effect_directory(self, effect_id: str) -> Path | None:
+        """Where effect ``effect_id``'s ``shell`` command keeps its
+        supervisor's files (``effects_dir/<effect_id>``); None without an
+        ``effects_dir``."""
+        return None if self.effects_dir is None else self.effects_dir / effect_id
+
     def boundary_reason(self, path: str, access: Access) -> Refusal | None:
         """Why a file tool reading, writing or unlinking (``access``) ``path``
         would cross the boundary, resolved now as the tool will resolve it;
@@ -166,7 +172,10 @@ class ToolRunner:
             effect_id: the call's effect id (:func:`mind.effects.identity.effect_id`):
                 a ``shell`` command's effect directory is
                 ``effects_dir/<effect_id>`` and the command sees it as
-                ``MIND_EFFECT_ID``; None: a fresh directory name, no variable.
+                ``MIND_EFFECT_ID``; that directory is left after a returned
+                result (the caller discards it once the result is durable:
+                :meth:`effect_directory`); None: a fresh directory name,
+                removed after, no variable.
             on_started: for ``shell``, awaited with the supervisor's handle
                 (pid + start identity) while the command runs
                 (:func:`mind.shell.tools._process.run_command`); its error
@@ -212,7 +221,8 @@ class ToolRunner:
         return await anyio.to_thread.run_sync(call)
 
     async def _shell(self, args: dict[str, Any], shell: _Shell) -> tuple[bool, str]:
-        from mind.shell.tools._process import run_command  # the first command pays
+        from mind.shell import supervision  # the first command pays
+        from mind.shell.tools._process import run_command
 
         timeout_s = min(float(args.get("timeout_s", SHELL_DEFAULT_TIMEOUT_S)), SHELL_MAX_TIMEOUT_S)
         command = args["command"]
@@ -221,8 +231,15 @@ class ToolRunner:
         if shell.effect_id is not None:
             env["MIND_EFFECT_ID"] = shell.effect_id
         directory = None
+        keep = False
         if self.effects_dir is not None:
             directory = self.effects_dir / (shell.effect_id or new_id("ef"))
+            # A named effect's directory outlives the result: its caller
+            # discards it once the result is durable (effects.md §4). What an
+            # earlier run of the same effect left is superseded by this run.
+            keep = shell.effect_id is not None
+            if keep:
+                supervision.discard(directory)
         sandbox = self.sandbox
         if sandbox is not None and shell.mode is not None:
             sandbox = sandbox.in_mode(shell.mode)
@@ -235,6 +252,7 @@ class ToolRunner:
                 max_output_bytes=self.max_output_bytes,
                 directory=directory,
                 on_started=shell.on_started,
+                keep=keep,
             )
             return result.ok, result.text
         refused = sandbox.refusal()
@@ -256,6 +274,7 @@ class ToolRunner:
                 pass_fds=confined.pass_fds,
                 directory=directory,
                 on_started=shell.on_started,
+                keep=keep,
             )
         finally:
             release(confined)

@@ -1,0 +1,247 @@
+"""A shell command outlives a ``kill -9`` of mind and its end is collected
+(docs/design/effects.md §4, docs/design/processes.md §6): real ``mind exec``
+processes against the fake model, killed once ``effect_running`` is durable.
+
+- finished before the restart: its real output and exit status become the
+  result (``failed``, evidence ``supervisor``), it is not run again (the
+  counter file), the effect directory is gone, every request stays valid;
+- still running at the restart: the turn is resumed and waits for it, then
+  collects it the same way;
+- a tree with ``setsid`` children still running: the restarted library
+  session lists it (``Session.running_effects``) and kills it as a whole tree
+  (``Session.kill_effect``): no process of it is left.
+
+Figures (runs, violations, how killed-mid-tool effects ended) join
+``.pytest_cache/d/effect-crash-summary.txt`` (``test_effect_crashes``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import anyio
+import pytest
+
+import mind
+from mind.errors import JournalError
+from mind.generated import journal as jr
+from mind.shell.journal import read_records
+from tests.crash.harness import PROCESS_TIMEOUT_S, REPO, Case, Input, check, new_case, recover
+from tests.crash.test_effect_crashes import _summary
+from tests.support.fake_model import EFFECTS_FILE, FakeModel
+
+pytestmark = pytest.mark.slow
+
+RUNS = 3
+PROMPT = "TOOL supervised prompt"
+
+
+def _running(journal: Path) -> jr.EffectRunning | None:
+    try:
+        records, _ = read_records(journal)
+    except (OSError, JournalError):  # not there yet, or mid-creation
+        return None
+    return next((r for r in records if isinstance(r, jr.EffectRunning)), None)
+
+
+def _start_and_kill(case: Case) -> jr.EffectRunning:
+    """``mind exec`` the prompt; SIGKILL it once ``effect_running`` is durable."""
+    proc = subprocess.Popen(
+        case.exec_argv(PROMPT, new=True),
+        cwd=REPO,
+        env=case.env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + PROCESS_TIMEOUT_S
+        while (running := _running(case.session_dir / "journal.jsonl")) is None:
+            assert proc.poll() is None, "mind ended before its command ran"
+            assert time.monotonic() < deadline, "effect_running was never journaled"
+            time.sleep(0.01)  # polling a file written by another process
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=PROCESS_TIMEOUT_S)
+    return running
+
+
+def _collected(case: Case, running: jr.EffectRunning) -> tuple[list[str], jr.ToolResult | None]:
+    """Checks common to a collected effect; returns (violations, its result)."""
+    v: list[str] = []
+    records, _ = read_records(case.session_dir / "journal.jsonl")
+    results = [r for r in records if isinstance(r, jr.ToolResult)]
+    (answer,) = [r for r in results if r.effect_id == running.effect_id] or [None]
+    if answer is None:
+        return [f"effect {running.effect_id} has no result"], None
+    if answer.synthetic or answer.evidence != jr.EffectEvidence.supervisor:
+        v.append(f"effect {running.effect_id} ended {answer.effect_outcome}/{answer.evidence}")
+    if any(isinstance(r, jr.EffectReconciled) for r in records):
+        v.append("a collected effect was reconciled")
+    lines = Counter((case.cwd / EFFECTS_FILE).read_text().split())
+    if lines[running.call_id] != 1:
+        v.append(f"call {running.call_id} ran {lines[running.call_id]} times")
+    if (case.session_dir / "effects" / running.effect_id).exists():
+        v.append(f"effect directory {running.effect_id} left after its result")
+    return v, answer
+
+
+def _cell(
+    request: pytest.FixtureRequest, boundary: str, answer: jr.ToolResult | None, v: int
+) -> str:
+    ended = "missing" if answer is None else f"{answer.effect_outcome}/{answer.evidence}"
+    cell = {"id": request.node.nodeid, "boundary": boundary, "ended": ended}
+    return _summary(request.config, {**cell, "violations": v, "tools_run": 1})
+
+
+@pytest.mark.parametrize("repeat", range(RUNS))
+def test_kill_9_mid_command_its_exit_status_and_output_are_collected(
+    request: pytest.FixtureRequest, tmp_path: Path, repeat: int
+) -> None:
+    command = "echo {call_id} >> {effects}; sleep 1; echo done; exit 3"
+    with FakeModel(record_path=tmp_path / "requests.jsonl", command=command) as model:
+        case = new_case(tmp_path, model.base_url)
+        running = _start_and_kill(case)
+        exit_file = case.session_dir / "effects" / running.effect_id / "exit.json"
+        deadline = time.monotonic() + 10
+        while not exit_file.exists():
+            assert time.monotonic() < deadline, "the orphaned command never finished"
+            time.sleep(0.01)  # the supervisor finishes it on its own
+        recovery = recover(case)
+        report = check(case, [Input(PROMPT, "durable")], recovery)
+    extra, answer = _collected(case, running)
+    report.violations += extra
+    if answer is not None:
+        if answer.effect_outcome != jr.EffectOutcome.failed or answer.status != jr.ToolStatus.error:
+            report.violations.append(f"exit 3 recorded {answer.effect_outcome}/{answer.status}")
+        if "done" not in answer.output or "exit code: 3" not in answer.output:
+            report.violations.append(f"output not collected: {answer.output!r}")
+    print(f"\n{_cell(request, 'kill-9 mid command, finished', answer, len(report.violations))}")
+    assert report.violations == [], "\n".join(report.violations)
+
+
+@pytest.mark.parametrize("repeat", range(RUNS))
+def test_kill_9_mid_long_command_the_restart_waits_for_it_and_collects_it(
+    request: pytest.FixtureRequest, tmp_path: Path, repeat: int
+) -> None:
+    # It runs until the restarted mind waits on its directory (then "go").
+    command = "echo {call_id} >> {effects}; while [ ! -e go ]; do sleep 0.02; done; echo done"
+    with FakeModel(record_path=tmp_path / "requests.jsonl", command=command) as model:
+        case = new_case(tmp_path, model.base_url)
+        running = _start_and_kill(case)
+        directory = case.session_dir / "effects" / running.effect_id
+        waiter = threading.Thread(
+            target=_go_once_waited_on, args=(directory, running.supervisor_pid, case.cwd / "go")
+        )
+        waiter.start()
+        try:
+            recovery = recover(case)
+        finally:
+            (case.cwd / "go").touch()
+            waiter.join()
+        report = check(case, [Input(PROMPT, "durable")], recovery)
+    extra, answer = _collected(case, running)
+    report.violations += extra
+    if recovery.recovered and recovery.recovered[0]["resumed_turns"] != 1:
+        report.violations.append(f"the turn was not resumed: {recovery.recovered[0]}")
+    if answer is not None and (
+        answer.effect_outcome != jr.EffectOutcome.committed or "done" not in answer.output
+    ):
+        report.violations.append(f"not collected: {answer.effect_outcome} {answer.output!r}")
+    print(f"\n{_cell(request, 'kill-9 mid command, running', answer, len(report.violations))}")
+    assert report.violations == [], "\n".join(report.violations)
+
+
+def _go_once_waited_on(directory: Path, supervisor: int, go: Path) -> None:
+    """Touch ``go`` once a restarted mind (``mind.shell.cli``; not the
+    supervisor or its command, which may hold the directory too) holds
+    ``directory`` open — waiting on its lock — or after a bounded wait (the
+    test then fails on what it finds)."""
+    deadline = time.monotonic() + PROCESS_TIMEOUT_S
+    while not go.exists() and time.monotonic() < deadline:
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == supervisor:
+                continue
+            try:
+                if b"mind.shell.cli" not in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    continue
+                links = [
+                    os.readlink(f"/proc/{entry}/fd/{fd}") for fd in os.listdir(f"/proc/{entry}/fd")
+                ]
+            except OSError:
+                continue  # ended meanwhile, or not ours
+            if str(directory) in links:
+                go.touch()
+                return
+        time.sleep(0.01)  # polling the process table of other processes
+    go.touch()
+
+
+def _marked(marker: str) -> list[int]:
+    """Pids whose command line holds ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue  # ended meanwhile
+        if marker.encode() in cmdline:
+            found.append(int(entry))
+    return found
+
+
+def test_kill_9_then_kill_at_restart_leaves_no_descendant(tmp_path: Path) -> None:
+    marker = f"300.{uuid.uuid4().int % 10**9:09d}"
+    command = (
+        "echo {call_id} >> {effects}; "
+        f"bash -c 'sleep {marker} & setsid sleep {marker} & sleep {marker}'"
+    )
+    with FakeModel(record_path=tmp_path / "requests.jsonl", command=command) as model:
+        case = new_case(tmp_path, model.base_url)
+        try:
+            running = _start_and_kill(case)
+            deadline = time.monotonic() + 10
+            while len(_marked(marker)) < 3:
+                assert time.monotonic() < deadline, f"the tree never grew: {_marked(marker)}"
+                time.sleep(0.01)  # the orphaned tree starts on its own
+
+            async def restart() -> tuple[list[str], bool, str]:
+                config = mind.resolve_config(
+                    provider="openai-chat", model="fake", base_url=model.base_url, approval="never"
+                )
+                async with mind.Runtime.open(state_root=case.state) as rt:
+                    session = await rt.open_session(case.session_id, config=config)
+                    listed = [e.effect_id for e in session.running_effects()]
+                    killed = session.kill_effect(running.effect_id)
+                    assert session.resumed_turn is not None
+                    with anyio.fail_after(15):
+                        outcome = await session.resumed_turn.wait()
+                    return listed, killed, outcome.status
+
+            listed, killed, status = anyio.run(restart)
+            assert listed == [running.effect_id]
+            assert killed
+            assert status == "completed"
+            deadline = time.monotonic() + 10
+            while _marked(marker):
+                assert time.monotonic() < deadline, f"descendants left: {_marked(marker)}"
+                time.sleep(0.01)  # the supervisor's SIGTERM, grace, SIGKILL
+        finally:
+            for pid in _marked(marker):  # never leave a test's tree behind
+                os.kill(pid, signal.SIGKILL)
+    records, _ = read_records(case.session_dir / "journal.jsonl")
+    (answer,) = [r for r in records if isinstance(r, jr.ToolResult)]
+    assert (answer.effect_outcome, answer.evidence) == (
+        jr.EffectOutcome.failed,
+        jr.EffectEvidence.supervisor,
+    )
+    assert "every process it started were killed" in answer.output
