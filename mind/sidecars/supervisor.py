@@ -16,8 +16,8 @@ its stdout and stderr read here and kept bounded in the files ``stdout`` and
 ``stderr`` (§3); enforce the timeout itself; on SIGTERM/SIGINT/SIGHUP, or
 at the timeout, stop the whole tree (SIGTERM to every descendant, then
 SIGKILL after the grace, §4); when the command's leader exits, SIGKILL what
-it left (§4); write ``exit.json`` atomically (tmp + fsync + rename + fsync
-of the directory, §5) and exit 0.
+it left (§4); write ``exit.json`` atomically (tmp + rename, then fsync of it,
+of both output files and of the directory, §5) and exit 0.
 
 Standard library only, and loaded by path: it must start fast and must not
 depend on mind's package (the import-linter contract "the supervisor imports
@@ -33,10 +33,17 @@ import fcntl
 import math
 import os
 import select
-import signal
 import stat
 import sys
 import time
+
+TYPE_CHECKING = False  # not `typing`'s: importing typing costs as much as enum
+if TYPE_CHECKING:
+    import signal
+else:
+    # The C module itself: ``signal`` wraps it in enums, and importing ``enum``
+    # costs a third of the interpreter's own start, paid by every command.
+    import _signal as signal
 
 REFUSED_EXIT = 125
 """Exit status when the supervisor refused to run (bad arguments, a directory
@@ -118,16 +125,28 @@ class _Directory:
         os.fchmod(fd, 0o600)  # the umask only narrows a mode
         return fd
 
-    def write_atomic(self, name: str, data: bytes) -> None:
-        """tmp + write + fsync + rename + fsync of the directory (§5)."""
+    def write_atomic(self, name: str, data: bytes, *, durable: tuple[int, ...] = ()) -> None:
+        """``name`` appears whole (tmp + write + rename), then it, the files
+        ``durable`` and the directory are fsynced (§5).
+
+        Every fsync comes after the rename, with nothing between them, so a
+        journaling file system commits the whole record in one transaction
+        and the later fsyncs find nothing left to write (§9). Readers see
+        ``name`` before it is durable: ``supervisor.json`` is durable before
+        the command starts, ``exit.json`` before this process ends and drops
+        its lock — and a reader trusts ``exit.json`` only once the lock is
+        free (:func:`mind.shell.supervision.inspect`).
+        """
         tmp = f".{name}.{os.getpid()}.tmp"
         fd = self.create(tmp)
         try:
             _write_all(fd, data)
+            os.replace(tmp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+            for other in durable:
+                os.fsync(other)
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
         os.fsync(self.fd)
 
 
@@ -189,10 +208,9 @@ class _Sink:
                 del self.tail[:excess]
 
     def finish(self) -> dict[str, int]:
-        """Append the tail, fsync, and give ``exit.json``'s account of the stream."""
+        """Append the tail and give ``exit.json``'s account of the stream (the
+        file is fsynced with ``exit.json``)."""
         _write_all(self.fd, bytes(self.tail))
-        os.fsync(self.fd)
-        os.close(self.fd)
         return {
             "total_bytes": self.total,
             "head_bytes": self.head,
@@ -475,7 +493,10 @@ def main(args: list[str]) -> int:
             "stderr": sinks[1].finish(),
         }
     )
-    directory.write_atomic(EXIT_FILE, _json(outcome).encode())
+    streams = tuple(sink.fd for sink in sinks)
+    directory.write_atomic(EXIT_FILE, _json(outcome).encode(), durable=streams)
+    for fd in streams:
+        os.close(fd)
     return 0
 
 
