@@ -30,7 +30,8 @@ import anyio.abc
 import anyio.to_thread
 
 from mind.errors import SupervisorRecordError
-from mind.shell import private_files, procs
+from mind.shell import private_files, procs, spare_supervisors
+from mind.shell.spare_supervisors import SpareProcess
 from mind.shell.tools._text import StreamText, split_budget
 
 __all__ = [
@@ -107,7 +108,9 @@ class Handle:
     directory: Path
     pid: int
     start_identity: str
-    _process: anyio.abc.Process | None = field(default=None, repr=False, compare=False)
+    _process: anyio.abc.Process | SpareProcess | None = field(
+        default=None, repr=False, compare=False
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +190,16 @@ async def start(
         pass_fds=pass_fds,
         kill_grace_s=kill_grace_s,
     )
+    if not pass_fds:  # a spare cannot receive descriptors: those start cold
+        whole_env = dict(env) if env is not None else dict(os.environ)
+        try:
+            spare = spare_supervisors.hand_over(directory, whole_env, args[5:])
+        except BaseException:
+            os.close(log_fd)
+            raise
+        if spare is not None:
+            os.close(log_fd)  # the spare opens the log itself, in the directory
+            return Handle(directory, spare.pid, spare.start_identity, spare)
     try:
         # Shielded: a cancellation while it starts would leave it unseen;
         # delivered at the next checkpoint, inside wait(), which stops it.

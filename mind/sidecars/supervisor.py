@@ -19,8 +19,11 @@ SIGKILL after the grace, §4); when the command's leader exits, SIGKILL what
 it left (§4); write ``exit.json`` atomically (tmp + rename, then fsync of it,
 of both output files and of the directory, §5) and exit 0.
 
-Standard library only, and loaded by path: it must start fast and must not
-depend on mind's package (the import-linter contract "the supervisor imports
+mind imports it as the top-level module ``supervisor`` (``python -I -S -c``,
+this directory first on ``sys.path``: its cached bytecode runs, §9) and calls
+:func:`main`, or starts it ahead of need as a spare (:func:`spare`, §9) that
+reads one command's job from its stdin. Standard library only: it must start
+fast and must not depend on mind's package (the import-linter contract "the supervisor imports
 nothing from mind"). So the few file rules of ``mind/shell/private_files.py``
 it needs (no-follow, owner and mode checks, 0600 files, atomic replace) are
 repeated here in minimal form rather than imported.
@@ -288,7 +291,6 @@ class _Supervisor:
         self.max_bytes = max_bytes
         self.leader = 0
         self.status: int | None = None
-        self.stop_asked = False
         self.killed = False
         self.timed_out = False
         self.leftovers = 0
@@ -345,9 +347,9 @@ class _Supervisor:
         kill_at: float | None = None
         while self.status is None:
             now = time.monotonic()
-            if kill_at is None and (self.stop_asked or now >= self.deadline):
-                self.killed = self.stop_asked
-                self.timed_out = not self.stop_asked
+            if kill_at is None and (_stop_asked[0] or now >= self.deadline):
+                self.killed = _stop_asked[0]
+                self.timed_out = not _stop_asked[0]
                 _signal(descendants(), signal.SIGTERM)
                 kill_at = now + self.grace_s
             if kill_at is not None and now >= kill_at:
@@ -417,20 +419,67 @@ def _parse(args: list[str]) -> tuple[str, float, int, float, list[int], list[str
     return cwd, timeout_s, max_bytes, grace_s, fds, rest[1:]
 
 
+SPARE_END = b"end"
+"""Last field of a spare's job (:func:`spare`): a job cut short lacks it."""
+
+_stop_asked = [False]
+"""Set by SIGTERM/SIGINT/SIGHUP from the first instant (a list: set in a handler)."""
+
+
+def _ask_stop(_signum: int, _frame: object) -> None:
+    _stop_asked[0] = True
+
+
+def _catch_signals() -> None:
+    """First of all: a stop asked while starting is honoured, never a silent death."""
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, _ask_stop)
+    signal.signal(signal.SIGCHLD, lambda _s, _f: None)  # wakes select via the wakeup fd
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+
+
+def spare() -> int:
+    """Wait, started and imported, for one command, then run it as :func:`main` (§9).
+
+    mind starts a spare ahead of need, with stdin a pipe, stdout and stderr
+    ``/dev/null``, and an empty environment. The job is read from stdin to
+    EOF: NUL-terminated fields — the effect directory, the number N of
+    environment entries, N ``NAME=VALUE`` entries, :func:`main`'s arguments,
+    then :data:`SPARE_END`. EOF without a whole job (mind ended or gave the
+    spare up) ends it at once, having touched nothing. Otherwise it enters
+    the directory, makes its ``supervisor.log`` stderr and ``/dev/null``
+    stdin — no pipe to mind is left — takes the environment, and runs.
+    """
+    _catch_signals()
+    job = bytearray()
+    while chunk := os.read(0, 65536):
+        job += chunk
+    fields = bytes(job).split(b"\0")
+    if len(fields) < 4 or fields[-2:] != [SPARE_END, b""] or not fields[1].isdigit():
+        return REFUSED_EXIT  # no job: nothing was touched, nothing to record
+    count = int(fields[1])
+    env_fields, args = fields[2 : 2 + count], fields[2 + count : -2]
+    try:
+        os.chdir(fields[0])
+        log = os.open("supervisor.log", os.O_WRONLY | os.O_APPEND | _OPEN_FLAGS)
+        devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return REFUSED_EXIT  # mind's wait() reports an unrecorded end
+    os.dup2(log, 2)
+    os.dup2(devnull, 0)
+    os.close(log)
+    os.close(devnull)
+    os.environ.clear()
+    for entry in env_fields:
+        name, _, value = entry.partition(b"=")
+        os.environb[name] = value
+    return main([os.fsdecode(arg) for arg in args])
+
+
 def main(args: list[str]) -> int:
     """Run one command under supervision (module docstring); 0 once
     ``exit.json`` is durable, :data:`REFUSED_EXIT` when refused."""
-    supervisor: _Supervisor | None = None
-
-    def ask_stop(_signum: int, _frame: object) -> None:
-        if supervisor is not None:
-            supervisor.stop_asked = True
-
-    # First of all: a stop asked while starting is honoured, never a silent death.
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, ask_stop)
-    signal.signal(signal.SIGCHLD, lambda _s, _f: None)  # wakes select via the wakeup fd
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    _catch_signals()
     try:
         cwd, timeout_s, max_bytes, grace_s, fds, argv = _parse(args)
         directory = _Directory()
@@ -460,7 +509,7 @@ def main(args: list[str]) -> int:
         _Sink(directory.create(STDERR_FILE), max_bytes),
     )
     outcome: dict[str, object] = {"start_error": None}
-    if supervisor.stop_asked:
+    if _stop_asked[0]:
         supervisor.killed = True
         outcome["start_error"] = {
             "errno": 0,
