@@ -88,36 +88,55 @@ class SpareProcess:
 
 
 class _Slot:
-    """The one idle spare, behind a lock (starts may come from several threads)."""
+    """The one idle spare, behind a lock (starts may come from several
+    threads). A new spare is started in a worker thread: ``fork_exec`` waits
+    for the interpreter's exec (ms under load), which the command just
+    handed over must not wait for."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.idle: subprocess.Popen[bytes] | None = None
         self.identity = ""
+        self.starting: threading.Thread | None = None
         self.exit_hook = False
 
+    def settle(self) -> None:
+        """Wait for a spare being started (long done but for back-to-back calls)."""
+        if self.starting is not None:
+            self.starting.join()
+            self.starting = None
+
     def refill(self) -> None:
-        self.idle = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", _LAUNCH],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            cwd="/",
-            env={},
-            start_new_session=True,
-        )
-        self.identity = procs.start_identity(self.idle.pid)
+        """Start the next spare in a worker thread (the caller holds the lock)."""
+        self.starting = threading.Thread(target=self._start, name="mind-spare-supervisor")
+        self.starting.start()
         if not self.exit_hook:
             atexit.register(self.close)
             self.exit_hook = True
 
+    def _start(self) -> None:
+        try:
+            idle = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _LAUNCH],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                cwd="/",
+                env={},
+                start_new_session=True,
+            )
+        except OSError:
+            return  # no spare: the next command starts cold and tries again
+        self.identity = procs.start_identity(idle.pid)
+        self.idle = idle
+
     def close(self) -> None:
         """Give the idle spare up: EOF on its pipe ends it; reaped here."""
         with self.lock:
+            self.settle()
             idle, self.idle = self.idle, None
-        if idle is None:
-            return
-        _give_up(idle)
+        if idle is not None:
+            _give_up(idle)
 
 
 def _give_up(popen: subprocess.Popen[bytes]) -> None:
@@ -155,17 +174,16 @@ def hand_over(directory: Path, env: Mapping[str, str], args: Sequence[str]) -> S
         The supervisor process now running the command, or None when no
         spare was ready to take it (the first call of a process, a job
         larger than :data:`JOB_MAX_BYTES`, a spare that died): the caller
-        starts one cold. Either way a new spare is started for the next
-        command.
-
-    Raises:
-        OSError: the next spare cannot be started.
+        starts one cold. Unless the job was too large, a new spare is then
+        started for the next command (in a worker thread; one that cannot be
+        started leaves the slot empty, and the next command starts cold).
     """
     job = _job(directory, env, args)
+    if len(job) > JOB_MAX_BYTES:
+        return None
     with _SLOT.lock:
+        _SLOT.settle()
         idle, identity = _SLOT.idle, _SLOT.identity
-        if len(job) > JOB_MAX_BYTES:
-            return None
         _SLOT.idle = None
         handed = idle is not None and _write_job(idle, job)
         _SLOT.refill()

@@ -192,11 +192,7 @@ async def start(
     )
     if not pass_fds:  # a spare cannot receive descriptors: those start cold
         whole_env = dict(env) if env is not None else dict(os.environ)
-        try:
-            spare = spare_supervisors.hand_over(directory, whole_env, args[5:])
-        except BaseException:
-            os.close(log_fd)
-            raise
+        spare = spare_supervisors.hand_over(directory, whole_env, args[5:])
         if spare is not None:
             os.close(log_fd)  # the spare opens the log itself, in the directory
             return Handle(directory, spare.pid, spare.start_identity, spare)

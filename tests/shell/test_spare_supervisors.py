@@ -30,6 +30,8 @@ def anyio_backend() -> str:
 
 def _idle_spare() -> int:
     slot = spare_supervisors._SLOT
+    with slot.lock:
+        slot.settle()  # started in a worker thread
     assert slot.idle is not None
     return slot.idle.pid
 
@@ -124,6 +126,7 @@ def test_an_idle_spare_ends_when_mind_is_killed(tmp_path: Path) -> None:
         f"    h = await supervision.start(Path({str(tmp_path / 'ef_1')!r}), ['true'],"
         " cwd=Path('/'), env={}, timeout_s=5, max_output_bytes=100)\n"
         "    await supervision.wait(h)\n"
+        "    spare_supervisors._SLOT.settle()\n"
         "    print(spare_supervisors._SLOT.idle.pid, flush=True)\n"
         "    await anyio.sleep(300)\n"
         "anyio.run(main)\n"
