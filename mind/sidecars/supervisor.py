@@ -43,6 +43,7 @@ import time
 TYPE_CHECKING = False  # not `typing`'s: importing typing costs as much as enum
 if TYPE_CHECKING:
     import signal
+    from collections.abc import Callable
 else:
     # The C module itself: ``signal`` wraps it in enums, and importing ``enum``
     # costs a third of the interpreter's own start, paid by every command.
@@ -503,22 +504,19 @@ def main(args: list[str]) -> int:
         "timeout_s": timeout_s,
         "max_output_bytes": max_bytes,
     }
-    directory.write_atomic(SUPERVISOR_FILE, _json(record).encode())
     sinks = (
         _Sink(directory.create(STDOUT_FILE), max_bytes),
         _Sink(directory.create(STDERR_FILE), max_bytes),
     )
+
+    def announce() -> bool:
+        """supervisor.json, durable, before the command may start; False
+        when a stop was asked meanwhile (the command is then not started)."""
+        directory.write_atomic(SUPERVISOR_FILE, _json(record).encode())
+        return not _stop_asked[0]
+
     outcome: dict[str, object] = {"start_error": None}
-    if _stop_asked[0]:
-        supervisor.killed = True
-        outcome["start_error"] = {
-            "errno": 0,
-            "message": "stopped before the command started",
-            "cwd": None,
-            "program": argv[0],
-        }
-    else:
-        outcome.update(_run(supervisor, sinks, cwd, fds, argv))
+    outcome.update(_run(supervisor, sinks, cwd, fds, argv, announce))
     status = supervisor.status
     exit_code = signal_number = None
     if status is not None:
@@ -549,15 +547,36 @@ def main(args: list[str]) -> int:
     return 0
 
 
+class _NotStarted(Exception):
+    """A stop was asked before the command started: it was not started."""
+
+
 def _run(
-    supervisor: _Supervisor, sinks: tuple[_Sink, _Sink], cwd: str, fds: list[int], argv: list[str]
+    supervisor: _Supervisor,
+    sinks: tuple[_Sink, _Sink],
+    cwd: str,
+    fds: list[int],
+    argv: list[str],
+    announce: Callable[[], bool],
 ) -> dict[str, object]:
-    """Start the command and supervise it to its end; a start failure is
-    ``start_error`` (errno, message, whether the cwd was the cause)."""
+    """Start the command once ``announce`` allows it and supervise it to its
+    end; a start failure is ``start_error`` (errno, message, whether the cwd
+    was the cause), a stop asked before the start too (``killed``)."""
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
     try:
-        leader = _spawn(argv, cwd, fds, out_w, err_w)
+        leader = _spawn(argv, cwd, fds, out_w, err_w, announce)
+    except _NotStarted:
+        for fd in (out_r, err_r):
+            os.close(fd)
+        supervisor.killed = True
+        problem = {
+            "errno": 0,
+            "message": "stopped before the command started",
+            "cwd": None,
+            "program": argv[0],
+        }
+        return {"start_error": problem}
     except OSError as exc:
         for fd in (out_r, err_r):
             os.close(fd)
@@ -581,17 +600,30 @@ def _run(
     return {"pid": leader}
 
 
-def _spawn(argv: list[str], cwd: str, fds: list[int], out_w: int, err_w: int) -> int:
+def _spawn(
+    argv: list[str],
+    cwd: str,
+    fds: list[int],
+    out_w: int,
+    err_w: int,
+    announce: Callable[[], bool],
+) -> int:
     """fork + exec of the command (stdin ``/dev/null``, the pipes as stdout and
     stderr, ``fds`` inherited). Not ``subprocess``: importing it would double
     the supervisor's start, paid by every command; forking is safe here (one
     thread).
 
+    The child is forked first and waits, set up, for a go byte; ``announce``
+    (``supervisor.json`` made durable) runs meanwhile, so the fork overlaps
+    the fsync and the command still starts only after it (§2.4, §9).
+
     Raises:
+        _NotStarted: ``announce`` returned False; the child ended unexecuted.
         OSError: ``chdir`` (``filename`` = ``cwd``) or ``exec`` (``filename``
             = the program) failed in the child; the child is reaped.
     """
     report_r, report_w = os.pipe2(os.O_CLOEXEC)
+    go_r, go_w = os.pipe2(os.O_CLOEXEC)
     devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     libc = ctypes.CDLL(None, use_errno=True)
     supervisor = os.getpid()
@@ -599,6 +631,7 @@ def _spawn(argv: list[str], cwd: str, fds: list[int], out_w: int, err_w: int) ->
     if pid == 0:  # the child: only async-signal-safe-minded steps, then exec
         stage = "exec"
         try:
+            os.close(go_w)  # else its own copy would keep the pipe from EOF
             # A supervisor SIGKILLed takes the leader along (§2.5): a command
             # nothing supervises must not go on unseen.
             libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -612,6 +645,8 @@ def _spawn(argv: list[str], cwd: str, fds: list[int], out_w: int, err_w: int) ->
             # Ignored dispositions survive exec: the command gets the defaults.
             signal.signal(signal.SIGPIPE, signal.SIG_DFL)
             signal.set_wakeup_fd(-1)
+            if os.read(go_r, 1) != b"g":
+                os._exit(127)  # no go (a stop, or the supervisor failed): never started
             stage = "chdir"
             os.chdir(cwd)
             stage = "exec"
@@ -621,7 +656,22 @@ def _spawn(argv: list[str], cwd: str, fds: list[int], out_w: int, err_w: int) ->
         finally:
             os._exit(127)
     os.close(report_w)
+    os.close(go_r)
     os.close(devnull)
+    try:
+        go = announce()
+        if go:
+            os.write(go_w, b"g")
+    except BaseException:
+        os.close(go_w)
+        os.close(report_r)
+        os.waitpid(pid, 0)
+        raise
+    os.close(go_w)
+    if not go:
+        os.close(report_r)
+        os.waitpid(pid, 0)
+        raise _NotStarted()
     report = b""
     while chunk := os.read(report_r, 64):
         report += chunk

@@ -12,12 +12,15 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from mind.shell import private_files, supervision
+from mind.shell import private_files, spare_supervisors, supervision
 
 DEADLINE_S = 10.0
 """Generous bound for one supervised ``true`` (never a timing assertion)."""
@@ -140,3 +143,45 @@ def test_an_exit_record_counts_only_once_its_supervisor_is_gone(tmp_path: Path) 
         os.close(held)
     state = supervision.inspect(directory)
     assert isinstance(state, supervision.Finished) and state.result.ok, state
+
+
+def test_a_stop_asked_before_the_start_is_recorded_and_nothing_runs(tmp_path: Path) -> None:
+    """§2: a stop that comes while the supervisor starts is honoured — the
+    command is never executed (its forked child gets no go) and exit.json
+    says so (``killed``)."""
+    directory = _effect_dir(tmp_path, "ef_stopped")
+    (directory / "supervisor.log").touch(mode=0o600)
+    ran = tmp_path / "ran"
+    args = supervision.supervisor_argv(
+        ["touch", str(ran)], cwd=tmp_path, timeout_s=5.0, max_output_bytes=100
+    )[5:]
+    spare = subprocess.Popen(
+        [sys.executable, "-I", "-S", "-c", spare_supervisors._LAUNCH],
+        stdin=subprocess.PIPE,
+        env={},
+        start_new_session=True,
+    )
+    # Ready once blocked reading its job (syscall 0, read, on fd 0): its
+    # handlers are in place by then.
+    deadline = time.monotonic() + DEADLINE_S
+    while not _blocked_reading_stdin(spare.pid) and time.monotonic() < deadline:
+        time.sleep(0.005)  # no event tells when another process reached a syscall
+    assert _blocked_reading_stdin(spare.pid)
+    os.kill(spare.pid, signal.SIGTERM)
+    env = {"PATH": os.environ["PATH"]}
+    spare.communicate(spare_supervisors._job(directory, env, args), timeout=DEADLINE_S)
+    assert spare.returncode == 0
+    assert not ran.exists()
+    state = supervision.inspect(directory)
+    assert state == supervision.Finished(
+        supervision.ProcessResult("cannot start 'touch': stopped before the command started", False)
+    ), state
+    assert json.loads((directory / "exit.json").read_text())["killed"] is True
+    assert (directory / "supervisor.json").exists()
+
+
+def _blocked_reading_stdin(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/syscall").read_text().startswith("0 0x0 ")
+    except OSError:
+        return False
