@@ -36,7 +36,8 @@ import anyio.abc
 import anyio.to_thread
 
 from mind.errors import SupervisorRecordError
-from mind.shell import private_files, procs
+from mind.shell import private_files, procs, spare_supervisors
+from mind.shell.spare_supervisors import SpareProcess
 from mind.shell.tools._text import StreamText, split_budget
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "proven",
     "start",
     "stop",
+    "supervisor_argv",
     "wait",
 ]
 
@@ -64,7 +66,16 @@ KILL_GRACE_S: Final = 2.0
 """Seconds between SIGTERM and SIGKILL to every process of the tree (§4)."""
 
 SUPERVISOR: Final = str(Path(__file__).resolve().parent.parent / "sidecars" / "supervisor.py")
-"""The supervisor program, run by path (it imports nothing from mind)."""
+"""The supervisor program (it imports nothing from mind)."""
+
+_LAUNCH: Final = (
+    f"import sys; sys.path.insert(0, {str(Path(SUPERVISOR).parent)!r}); "
+    "import supervisor; sys.exit(supervisor.main(sys.argv[1:]))"
+)
+"""How the supervisor is started (``python -I -S -c``): imported as the
+top-level module ``supervisor`` from its own directory, never as a script,
+so it runs from its cached bytecode (``__pycache__``) instead of being
+compiled again at every command (§9)."""
 
 SUPERVISOR_FILE: Final = "supervisor.json"
 EXIT_FILE: Final = "exit.json"
@@ -117,7 +128,9 @@ class Handle:
     directory: Path
     pid: int
     start_identity: str
-    _process: anyio.abc.Process | None = field(default=None, repr=False, compare=False)
+    _process: anyio.abc.Process | SpareProcess | None = field(
+        default=None, repr=False, compare=False
+    )
     proof_sha256: str = ""
 
 
@@ -195,23 +208,20 @@ async def start(
     env[PROOF_ENV] = proof
     private_files.private_dir(directory)
     log_fd = private_files.open_file(directory / LOG_FILE, os.O_WRONLY | os.O_APPEND, create=True)
-    args = [
-        sys.executable,
-        "-I",
-        "-S",
-        SUPERVISOR,
-        "--cwd",
-        str(cwd),
-        "--timeout",
-        repr(float(timeout_s)),
-        "--max-output",
-        str(max_output_bytes),
-        "--grace",
-        repr(float(kill_grace_s)),
-    ]
-    for fd in pass_fds:
-        args += ["--fd", str(fd)]
-    args += ["--", *argv]
+    args = supervisor_argv(
+        argv,
+        cwd=cwd,
+        timeout_s=timeout_s,
+        max_output_bytes=max_output_bytes,
+        pass_fds=pass_fds,
+        kill_grace_s=kill_grace_s,
+    )
+    if not pass_fds:  # a spare cannot receive descriptors: those start cold
+        whole_env = dict(env) if env is not None else dict(os.environ)
+        spare = spare_supervisors.hand_over(directory, whole_env, args[5:])
+        if spare is not None:
+            os.close(log_fd)  # the spare opens the log itself, in the directory
+            return Handle(directory, spare.pid, spare.start_identity, spare, _sha256(proof))
     try:
         # Shielded: a cancellation while it starts would leave it unseen;
         # delivered at the next checkpoint, inside wait(), which stops it.
@@ -231,6 +241,39 @@ async def start(
     return Handle(
         directory, process.pid, procs.start_identity(process.pid), process, _sha256(proof)
     )
+
+
+def supervisor_argv(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    timeout_s: float,
+    max_output_bytes: int,
+    pass_fds: Sequence[int] = (),
+    kill_grace_s: float = KILL_GRACE_S,
+) -> list[str]:
+    """The supervisor's own command line for ``argv`` (arguments as :func:`start`'s).
+
+    To be run with the effect directory as working directory (``start`` does).
+    """
+    args = [
+        sys.executable,
+        "-I",
+        "-S",
+        "-c",
+        _LAUNCH,
+        "--cwd",
+        str(cwd),
+        "--timeout",
+        repr(float(timeout_s)),
+        "--max-output",
+        str(max_output_bytes),
+        "--grace",
+        repr(float(kill_grace_s)),
+    ]
+    for fd in pass_fds:
+        args += ["--fd", str(fd)]
+    return [*args, "--", *argv]
 
 
 async def wait(handle: Handle) -> ProcessResult:
@@ -411,8 +454,9 @@ def kill_tree(directory: Path) -> bool:
 def inspect(directory: Path) -> State:
     """What ``directory`` says about its command, now (§6).
 
-    ``exit.json`` present: :class:`Finished`. Else the lock held:
-    :class:`Running`. Else ``supervisor.json`` present: :class:`Lost`.
+    The lock held: :class:`Running` (even once ``exit.json`` is named: it
+    is durable only when its supervisor is gone). Else ``exit.json``
+    present: :class:`Finished`. Else ``supervisor.json`` present: :class:`Lost`.
     Else (or no directory at all) :class:`NeverStarted` — made final by a
     ``never_started`` marker written under the lock, which a supervisor
     starting late sees and refuses on.
@@ -424,16 +468,15 @@ def inspect(directory: Path) -> State:
     """
     if not os.path.lexists(directory):
         return NeverStarted()
-    finished = _finished(directory)
-    if finished is not None:
-        return finished
     lock = private_files.lock_dir(directory)
     if lock is None:
+        # Even with exit.json in place: its supervisor names it before its last
+        # fsyncs (§9), so it counts only once that process is gone.
         record = _record(directory / SUPERVISOR_FILE)
         pid = _identity(directory / SUPERVISOR_FILE, record)[0] if record is not None else None
         return Running(pid)
     try:
-        finished = _finished(directory)  # ended between the first look and the lock
+        finished = _finished(directory)
         if finished is not None:
             return finished
         record = _record(directory / SUPERVISOR_FILE)

@@ -16,11 +16,14 @@ its stdout and stderr read here and kept bounded in the files ``stdout`` and
 ``stderr`` (§3); enforce the timeout itself; on SIGTERM/SIGINT/SIGHUP, or
 at the timeout, stop the whole tree (SIGTERM to every descendant, then
 SIGKILL after the grace, §4); when the command's leader exits, SIGKILL what
-it left (§4); write ``exit.json`` atomically (tmp + fsync + rename + fsync
-of the directory, §5) and exit 0.
+it left (§4); write ``exit.json`` atomically (tmp + rename, then fsync of it,
+of both output files and of the directory, §5) and exit 0.
 
-Standard library only, and loaded by path: it must start fast and must not
-depend on mind's package (the import-linter contract "the supervisor imports
+mind imports it as the top-level module ``supervisor`` (``python -I -S -c``,
+this directory first on ``sys.path``: its cached bytecode runs, §9) and calls
+:func:`main`, or starts it ahead of need as a spare (:func:`spare`, §9) that
+reads one command's job from its stdin. Standard library only: it must start
+fast and must not depend on mind's package (the import-linter contract "the supervisor imports
 nothing from mind"). So the few file rules of ``mind/shell/private_files.py``
 it needs (no-follow, owner and mode checks, 0600 files, atomic replace) are
 repeated here in minimal form rather than imported.
@@ -33,10 +36,18 @@ import fcntl
 import math
 import os
 import select
-import signal
 import stat
 import sys
 import time
+
+TYPE_CHECKING = False  # not `typing`'s: importing typing costs as much as enum
+if TYPE_CHECKING:
+    import signal
+    from collections.abc import Callable
+else:
+    # The C module itself: ``signal`` wraps it in enums, and importing ``enum``
+    # costs a third of the interpreter's own start, paid by every command.
+    import _signal as signal
 
 REFUSED_EXIT = 125
 """Exit status when the supervisor refused to run (bad arguments, a directory
@@ -121,16 +132,28 @@ class _Directory:
         os.fchmod(fd, 0o600)  # the umask only narrows a mode
         return fd
 
-    def write_atomic(self, name: str, data: bytes) -> None:
-        """tmp + write + fsync + rename + fsync of the directory (§5)."""
+    def write_atomic(self, name: str, data: bytes, *, durable: tuple[int, ...] = ()) -> None:
+        """``name`` appears whole (tmp + write + rename), then it, the files
+        ``durable`` and the directory are fsynced (§5).
+
+        Every fsync comes after the rename, with nothing between them, so a
+        journaling file system commits the whole record in one transaction
+        and the later fsyncs find nothing left to write (§9). Readers see
+        ``name`` before it is durable: ``supervisor.json`` is durable before
+        the command starts, ``exit.json`` before this process ends and drops
+        its lock — and a reader trusts ``exit.json`` only once the lock is
+        free (:func:`mind.shell.supervision.inspect`).
+        """
         tmp = f".{name}.{os.getpid()}.tmp"
         fd = self.create(tmp)
         try:
             _write_all(fd, data)
+            os.replace(tmp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+            for other in durable:
+                os.fsync(other)
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
         os.fsync(self.fd)
 
 
@@ -192,10 +215,9 @@ class _Sink:
                 del self.tail[:excess]
 
     def finish(self) -> dict[str, int]:
-        """Append the tail, fsync, and give ``exit.json``'s account of the stream."""
+        """Append the tail and give ``exit.json``'s account of the stream (the
+        file is fsynced with ``exit.json``)."""
         _write_all(self.fd, bytes(self.tail))
-        os.fsync(self.fd)
-        os.close(self.fd)
         return {
             "total_bytes": self.total,
             "head_bytes": self.head,
@@ -273,7 +295,6 @@ class _Supervisor:
         self.max_bytes = max_bytes
         self.leader = 0
         self.status: int | None = None
-        self.stop_asked = False
         self.killed = False
         self.timed_out = False
         self.leftovers = 0
@@ -330,9 +351,9 @@ class _Supervisor:
         kill_at: float | None = None
         while self.status is None:
             now = time.monotonic()
-            if kill_at is None and (self.stop_asked or now >= self.deadline):
-                self.killed = self.stop_asked
-                self.timed_out = not self.stop_asked
+            if kill_at is None and (_stop_asked[0] or now >= self.deadline):
+                self.killed = _stop_asked[0]
+                self.timed_out = not _stop_asked[0]
                 _signal(descendants(), signal.SIGTERM)
                 kill_at = now + self.grace_s
             if kill_at is not None and now >= kill_at:
@@ -441,20 +462,67 @@ def _parse(args: list[str]) -> tuple[str, float, int, float, list[int], list[str
     return cwd, timeout_s, max_bytes, grace_s, fds, rest[1:]
 
 
+SPARE_END = b"end"
+"""Last field of a spare's job (:func:`spare`): a job cut short lacks it."""
+
+_stop_asked = [False]
+"""Set by SIGTERM/SIGINT/SIGHUP from the first instant (a list: set in a handler)."""
+
+
+def _ask_stop(_signum: int, _frame: object) -> None:
+    _stop_asked[0] = True
+
+
+def _catch_signals() -> None:
+    """First of all: a stop asked while starting is honoured, never a silent death."""
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, _ask_stop)
+    signal.signal(signal.SIGCHLD, lambda _s, _f: None)  # wakes select via the wakeup fd
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+
+
+def spare() -> int:
+    """Wait, started and imported, for one command, then run it as :func:`main` (§9).
+
+    mind starts a spare ahead of need, with stdin a pipe, stdout and stderr
+    ``/dev/null``, and an empty environment. The job is read from stdin to
+    EOF: NUL-terminated fields — the effect directory, the number N of
+    environment entries, N ``NAME=VALUE`` entries, :func:`main`'s arguments,
+    then :data:`SPARE_END`. EOF without a whole job (mind ended or gave the
+    spare up) ends it at once, having touched nothing. Otherwise it enters
+    the directory, makes its ``supervisor.log`` stderr and ``/dev/null``
+    stdin — no pipe to mind is left — takes the environment, and runs.
+    """
+    _catch_signals()
+    job = bytearray()
+    while chunk := os.read(0, 65536):
+        job += chunk
+    fields = bytes(job).split(b"\0")
+    if len(fields) < 4 or fields[-2:] != [SPARE_END, b""] or not fields[1].isdigit():
+        return REFUSED_EXIT  # no job: nothing was touched, nothing to record
+    count = int(fields[1])
+    env_fields, args = fields[2 : 2 + count], fields[2 + count : -2]
+    try:
+        os.chdir(fields[0])
+        log = os.open("supervisor.log", os.O_WRONLY | os.O_APPEND | _OPEN_FLAGS)
+        devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return REFUSED_EXIT  # mind's wait() reports an unrecorded end
+    os.dup2(log, 2)
+    os.dup2(devnull, 0)
+    os.close(log)
+    os.close(devnull)
+    os.environ.clear()
+    for entry in env_fields:
+        name, _, value = entry.partition(b"=")
+        os.environb[name] = value
+    return main([os.fsdecode(arg) for arg in args])
+
+
 def main(args: list[str]) -> int:
     """Run one command under supervision (module docstring); 0 once
     ``exit.json`` is durable, :data:`REFUSED_EXIT` when refused."""
-    supervisor: _Supervisor | None = None
-
-    def ask_stop(_signum: int, _frame: object) -> None:
-        if supervisor is not None:
-            supervisor.stop_asked = True
-
-    # First of all: a stop asked while starting is honoured, never a silent death.
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, ask_stop)
-    signal.signal(signal.SIGCHLD, lambda _s, _f: None)  # wakes select via the wakeup fd
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    _catch_signals()
     try:
         cwd, timeout_s, max_bytes, grace_s, fds, argv = _parse(args)
         directory = _Directory()
@@ -479,22 +547,19 @@ def main(args: list[str]) -> int:
         "timeout_s": timeout_s,
         "max_output_bytes": max_bytes,
     }
-    directory.write_atomic(SUPERVISOR_FILE, _json(record).encode())
     sinks = (
         _Sink(directory.create(STDOUT_FILE), max_bytes),
         _Sink(directory.create(STDERR_FILE), max_bytes),
     )
+
+    def announce() -> bool:
+        """supervisor.json, durable, before the command may start; False
+        when a stop was asked meanwhile (the command is then not started)."""
+        directory.write_atomic(SUPERVISOR_FILE, _json(record).encode())
+        return not _stop_asked[0]
+
     outcome: dict[str, object] = {"start_error": None}
-    if supervisor.stop_asked:
-        supervisor.killed = True
-        outcome["start_error"] = {
-            "errno": 0,
-            "message": "stopped before the command started",
-            "cwd": None,
-            "program": argv[0],
-        }
-    else:
-        outcome.update(_run(supervisor, sinks, cwd, fds, argv))
+    outcome.update(_run(supervisor, sinks, cwd, fds, argv, announce))
     status = supervisor.status
     exit_code = signal_number = None
     if status is not None:
@@ -519,19 +584,43 @@ def main(args: list[str]) -> int:
             "stderr": sinks[1].finish(),
         }
     )
-    directory.write_atomic(EXIT_FILE, _json(outcome).encode())
+    streams = tuple(sink.fd for sink in sinks)
+    directory.write_atomic(EXIT_FILE, _json(outcome).encode(), durable=streams)
+    for fd in streams:
+        os.close(fd)
     return 0
 
 
+class _NotStarted(Exception):
+    """A stop was asked before the command started: it was not started."""
+
+
 def _run(
-    supervisor: _Supervisor, sinks: tuple[_Sink, _Sink], cwd: str, fds: list[int], argv: list[str]
+    supervisor: _Supervisor,
+    sinks: tuple[_Sink, _Sink],
+    cwd: str,
+    fds: list[int],
+    argv: list[str],
+    announce: Callable[[], bool],
 ) -> dict[str, object]:
-    """Start the command and supervise it to its end; a start failure is
-    ``start_error`` (errno, message, whether the cwd was the cause)."""
+    """Start the command once ``announce`` allows it and supervise it to its
+    end; a start failure is ``start_error`` (errno, message, whether the cwd
+    was the cause), a stop asked before the start too (``killed``)."""
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
     try:
-        leader = _spawn(argv, cwd, fds, out_w, err_w)
+        leader = _spawn(argv, cwd, fds, out_w, err_w, announce)
+    except _NotStarted:
+        for fd in (out_r, err_r):
+            os.close(fd)
+        supervisor.killed = True
+        problem = {
+            "errno": 0,
+            "message": "stopped before the command started",
+            "cwd": None,
+            "program": argv[0],
+        }
+        return {"start_error": problem}
     except OSError as exc:
         for fd in (out_r, err_r):
             os.close(fd)
@@ -555,17 +644,30 @@ def _run(
     return {"pid": leader}
 
 
-def _spawn(argv: list[str], cwd: str, fds: list[int], out_w: int, err_w: int) -> int:
+def _spawn(
+    argv: list[str],
+    cwd: str,
+    fds: list[int],
+    out_w: int,
+    err_w: int,
+    announce: Callable[[], bool],
+) -> int:
     """fork + exec of the command (stdin ``/dev/null``, the pipes as stdout and
     stderr, ``fds`` inherited). Not ``subprocess``: importing it would double
     the supervisor's start, paid by every command; forking is safe here (one
     thread).
 
+    The child is forked first and waits, set up, for a go byte; ``announce``
+    (``supervisor.json`` made durable) runs meanwhile, so the fork overlaps
+    the fsync and the command still starts only after it (§2.4, §9).
+
     Raises:
+        _NotStarted: ``announce`` returned False; the child ended unexecuted.
         OSError: ``chdir`` (``filename`` = ``cwd``) or ``exec`` (``filename``
             = the program) failed in the child; the child is reaped.
     """
     report_r, report_w = os.pipe2(os.O_CLOEXEC)
+    go_r, go_w = os.pipe2(os.O_CLOEXEC)
     devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     libc = ctypes.CDLL(None, use_errno=True)
     supervisor = os.getpid()
@@ -573,6 +675,7 @@ def _spawn(argv: list[str], cwd: str, fds: list[int], out_w: int, err_w: int) ->
     if pid == 0:  # the child: only async-signal-safe-minded steps, then exec
         stage = "exec"
         try:
+            os.close(go_w)  # else its own copy would keep the pipe from EOF
             # A supervisor SIGKILLed takes the leader along (§2.5): a command
             # nothing supervises must not go on unseen.
             libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -586,6 +689,8 @@ def _spawn(argv: list[str], cwd: str, fds: list[int], out_w: int, err_w: int) ->
             # Ignored dispositions survive exec: the command gets the defaults.
             signal.signal(signal.SIGPIPE, signal.SIG_DFL)
             signal.set_wakeup_fd(-1)
+            if os.read(go_r, 1) != b"g":
+                os._exit(127)  # no go (a stop, or the supervisor failed): never started
             stage = "chdir"
             os.chdir(cwd)
             stage = "exec"
@@ -595,7 +700,22 @@ def _spawn(argv: list[str], cwd: str, fds: list[int], out_w: int, err_w: int) ->
         finally:
             os._exit(127)
     os.close(report_w)
+    os.close(go_r)
     os.close(devnull)
+    try:
+        go = announce()
+        if go:
+            os.write(go_w, b"g")
+    except BaseException:
+        os.close(go_w)
+        os.close(report_r)
+        os.waitpid(pid, 0)
+        raise
+    os.close(go_w)
+    if not go:
+        os.close(report_r)
+        os.waitpid(pid, 0)
+        raise _NotStarted()
     report = b""
     while chunk := os.read(report_r, 64):
         report += chunk
