@@ -235,7 +235,10 @@ def test_a_session_held_by_a_live_process_is_refused_with_its_pid(
 
     script = _script(
         tmp_path / "s.yaml",
-        [{"tool_calls": [{"name": "shell", "arguments": {"command": "sleep 30"}}]}, {"text": "x"}],
+        [
+            {"tool_calls": [{"name": "shell", "arguments": {"command": "sleep 29.5"}}]},
+            {"text": "x"},
+        ],
     )
     common = ["--provider", "scripted", "--script", str(script), "--cwd", str(tmp_path)]
     holder = subprocess.Popen(
@@ -271,8 +274,12 @@ def test_a_session_held_by_a_live_process_is_refused_with_its_pid(
         holder.wait(timeout=30)
         if holder.stdout is not None:
             holder.stdout.close()
-    # the holder died without cleanup: its lease is stale and the session opens,
-    # closing the killed turn as aborted and replaying its prompt once
+    # The holder died without cleanup; its command runs on under its
+    # supervisor (docs/design/processes.md) until it is killed here: its end
+    # is recorded, so the reopen collects it as the call's result.
+    subprocess.run(["pkill", "-KILL", "-f", r"^sleep 29\.5$"], check=False)
+    # Its lease is stale and the session opens, closing the killed turn as
+    # aborted (its round is answered) and replaying its prompt once.
     deadline = time.monotonic() + 30
     while True:
         r = run_mind("exec", "--json", *common, "--approval", "never", "--session", "held")
@@ -281,7 +288,8 @@ def test_a_session_held_by_a_live_process_is_refused_with_its_pid(
     assert r.returncode == 0, r.stderr
     recovered = r.of_type("session.recovered")
     assert recovered and recovered[0]["aborted_turns"] == 1
-    assert recovered[0]["synthetic_results"] == 1 and recovered[0]["replayed_inputs"] == 1
+    # No synthetic result: the supervisor's exit record answered the call.
+    assert recovered[0]["synthetic_results"] == 0 and recovered[0]["replayed_inputs"] == 1
     assert r.events[-1]["type"] == "turn.completed"
 
 

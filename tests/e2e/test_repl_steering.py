@@ -52,9 +52,12 @@ def inbox(tmp_path: Path, sid: str) -> list[dict[str, Any]]:
 
 
 def outline(records: list[dict[str, Any]]) -> list[str]:
-    """The journal as ``type[:detail]`` strings (user messages with kind and text)."""
+    """The journal as ``type[:detail]`` strings (user messages with kind and
+    text), without ``effect_running`` records."""
     out = []
     for r in records:
+        if r["type"] == "effect_running":
+            continue  # the effect's own record (docs/design/effects.md): not about steering
         if r["type"] == "user_message":
             out.append(f"user:{r['kind']}:{r['text']}")
         elif r["type"] == "turn_completed":
