@@ -213,7 +213,10 @@ def resume_plan(
     the effect chart's ``recover`` takes it to ``executing`` (its
     supervisor's evidence is collected, or running it again is safe). Any
     other started call is never re-run (its outcome is unknown); when every
-    unanswered call is such a one, the turn is closed as before (None). Where a person can answer
+    unanswered call is such a one, the turn is closed as before (None). A
+    turn whose last record is a ``tool_result`` (its round fully answered,
+    no request sent with the results yet) is resumed at the round boundary:
+    a plan with nothing to re-drive (recovery.md §8). Where a person can answer
     (``can_ask``), a started call is re-driven too — to be reconciled by the
     person's answer to a ``reconcile`` question before anything runs again
     (docs/design/effects.md §4). A call only an old journal's missing start
@@ -235,9 +238,16 @@ def resume_plan(
     mine = [r for r in records if getattr(r, "turn_id", None) == turn_id]
     if any(isinstance(r, jr.TurnCompleted) for r in mine) or not _is_last_turn(records, turn_id):
         return None
-    if "running_tools" not in replayed_turn(mine, turn_id).configuration:
-        return None
+    configuration = replayed_turn(mine, turn_id).configuration
     rounds = [at for at, r in enumerate(mine) if isinstance(r, jr.ModelRound)]
+    inputs = dict.fromkeys(r.message_id for r in mine if isinstance(r, jr.UserMessage))
+    if "requesting" in configuration and rounds and isinstance(mine[-1], jr.ToolResult):
+        # Every call of the last round is answered (before the crash, or by
+        # this startup's reconciliation) and no request carried the results
+        # yet: the turn goes on with its next model round (recovery.md §8).
+        return ResumePlan(turn_id, (), (), tuple(inputs))
+    if "running_tools" not in configuration:
+        return None
     # Without recorded starts, absence of a start proves nothing: "may have run".
     starts = any(isinstance(r, jr.TurnStarted) and r.tool_starts is True for r in mine)
     open_calls = [p for p in pair_calls(mine, turn_id) if p.round_at == rounds[-1] and not p.result]
@@ -251,7 +261,6 @@ def resume_plan(
     if not redrive:
         return None
     unknown = tuple(p for p, ok in zip(open_calls, runnable, strict=True) if not ok)
-    inputs = dict.fromkeys(r.message_id for r in mine if isinstance(r, jr.UserMessage))
     return ResumePlan(turn_id, redrive, unknown, tuple(inputs))
 
 

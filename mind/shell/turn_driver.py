@@ -144,7 +144,7 @@ class TurnDriver:
             else:  # the replay fed the machine the inputs the turn journaled
                 self._begin_resumed(turn, self.resume)
             with turn._scope:
-                if self.resume is not None:
+                if self.resume is not None and self.resume.redrive:
                     await redrive_round(self.calls, turn, machine)
                     self._tools_done(turn, machine)
                     if machine.terminal is not None:  # out of rounds

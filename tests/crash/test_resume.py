@@ -103,14 +103,15 @@ def test_a_prepared_shell_call_whose_supervisor_never_started_is_resumed_and_run
     assert report.violations == [], report.violations
 
 
-def test_a_crash_while_sampling_keeps_closing_the_turn(case: Case) -> None:
-    """All results in, the next round not journaled: aborted, inputs replay."""
+def test_a_crash_after_every_result_resumes_with_the_next_round(case: Case) -> None:
+    """All results in, the next round not journaled: the turn goes on with
+    its next model round (recovery.md §8), no input is replayed."""
     prompt = "TOOL: then answer"
     _crash(case, prompt, "after_tool_result:1")
     recovery = recover(case)
     first = recovery.recovered[0]
-    assert (first["resumed_turns"], first["aborted_turns"], first["replayed_inputs"]) == (0, 1, 1)
-    assert _of(recovery.events, "turn.resumed") == []
+    assert (first["resumed_turns"], first["aborted_turns"], first["replayed_inputs"]) == (1, 0, 0)
+    assert [e["call_ids"] for e in _of(recovery.events, "turn.resumed")] == [[]]
     assert [e["status"] for e in _of(recovery.events, "turn.completed")] == ["completed"]
     report = check(case, [Input(prompt, "durable")], recovery)
     assert report.violations == [], report.violations

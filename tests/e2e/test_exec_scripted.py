@@ -278,8 +278,8 @@ def test_a_session_held_by_a_live_process_is_refused_with_its_pid(
     # supervisor (docs/design/processes.md) until it is killed here: its end
     # is recorded, so the reopen collects it as the call's result.
     subprocess.run(["pkill", "-KILL", "-f", r"^sleep 29\.5$"], check=False)
-    # Its lease is stale and the session opens, closing the killed turn as
-    # aborted (its round is answered) and replaying its prompt once.
+    # Its lease is stale and the session opens; the killed turn's round is
+    # answered, so the turn goes on with its next model round.
     deadline = time.monotonic() + 30
     while True:
         r = run_mind("exec", "--json", *common, "--approval", "never", "--session", "held")
@@ -287,9 +287,10 @@ def test_a_session_held_by_a_live_process_is_refused_with_its_pid(
             break
     assert r.returncode == 0, r.stderr
     recovered = r.of_type("session.recovered")
-    assert recovered and recovered[0]["aborted_turns"] == 1
+    assert recovered and recovered[0]["resumed_turns"] == 1
+    assert recovered[0]["aborted_turns"] == 0 and recovered[0]["replayed_inputs"] == 0
     # No synthetic result: the supervisor's exit record answered the call.
-    assert recovered[0]["synthetic_results"] == 0 and recovered[0]["replayed_inputs"] == 1
+    assert recovered[0]["synthetic_results"] == 0
     assert r.events[-1]["type"] == "turn.completed"
 
 

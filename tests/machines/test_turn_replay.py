@@ -210,7 +210,7 @@ def test_a_turn_stopped_inside_a_tool_round_is_resumed_else_closed() -> None:
             [started(), read_round, tool_started("r1", "read_file")],
             (["r1", "c2"], []),
         ),
-        "every call answered": ([started(), shell_round, result("c1"), result("c2")], None),
+        "every call answered": ([started(), shell_round, result("c1"), result("c2")], ([], [])),
         "final answer journaled": (
             [started(), shell_round, result("c1"), result("c2"), round_("done")],
             None,
