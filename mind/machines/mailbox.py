@@ -73,6 +73,10 @@ message not yet acknowledged raises it with ``chart="inbox_message"``. A drop
 the person asked for that the message chart does not allow raises
 :class:`~mind.errors.DropNotAllowed` (a refusal, not misuse). The mailbox is
 unchanged either way. Pure: no I/O, no clock.
+
+One module (over 500 lines) because the mailbox chart and the per-message
+charts share one state — the queue, the claims, the limits — and splitting
+them would give an input's state two owners.
 """
 
 from __future__ import annotations

@@ -33,6 +33,10 @@ provider kind), never from the journal, logs or ``mind config``.
     [shell_environment]             # tools get an allow-list only (mind.shell.tool_env)
     include = ["GOPATH", "CARGO_*"] # pass these through from mind's environment
     set = { RUST_LOG = "info" }     # give every tool these values
+
+One module (over 500 lines) because it is the one table of settings: each
+setting's sources, default and check sit beside the one precedence rule
+(flag > env > config.toml > default); split, that rule would be repeated.
 """
 
 from __future__ import annotations

@@ -13,6 +13,10 @@ after a crash that record, not a re-run, gives the result (evidence
 ``supervisor``); the directory is removed once a result is durable.
 :func:`reconcile_at_open` is the startup step ``repair_processes``. The
 approval part of a call is not here (``mind.shell.tool_calls``); running the tool is the caller's.
+
+One module (over 500 lines) because preparing, committing, reconciling at
+open and collecting after a restart all read the same effect records; split,
+the projection of those records would be written twice.
 """
 
 from __future__ import annotations
@@ -323,7 +327,7 @@ class SessionEffects:
         return self._collected(inv, result)
 
     def _collected(self, inv: Invocation, result: supervision.ProcessResult) -> jr.ToolResult:
-        text = redact(replace_lone_surrogates(result.text), self.secrets, shapes=False)
+        text = replace_lone_surrogates(result.text)  # redacted by commit
         return self.commit(inv, "ok" if result.ok else "error", text, "supervisor")
 
     def commit(
@@ -337,7 +341,8 @@ class SessionEffects:
 
         Args:
             status: ``ok`` | ``error`` | ``denied`` | ``interrupted``.
-            output: the result text (already redacted).
+            output: the result text; redacted of :attr:`secrets` here, the
+                one exit of results to the journal (docs/design/secrets.md).
             evidence: ``ran`` (mind saw it end) or ``supervisor`` (its exit
                 record, after a crash).
         """
@@ -366,7 +371,8 @@ class SessionEffects:
                 call_id=inv.call.call_id,
                 name=inv.call.name,
                 status=jr.ToolStatus(status),
-                output=output,
+                # Behind the sandbox: mind's own keys never enter a result.
+                output=redact(output, self.secrets, shapes=False),
                 synthetic=evidence == "none",
                 effect_id=inv.effect_id,
                 effect_outcome=msgspec.UNSET if outcome is None else jr.EffectOutcome(outcome),

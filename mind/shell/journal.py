@@ -79,6 +79,10 @@ still names the open file (one ``lstat``) — every synced append (turn
 boundaries) and any append :data:`SAME_FILE_CHECK_MS` after the last check —
 so a replaced or removed journal is :class:`~mind.errors.JournalReplacedError`
 at the latest at the next turn boundary, never silently lost.
+
+One module (over 500 lines) because the writer and the reader of the
+file format (per-line CRC, torn tails, the first record) must agree byte
+for byte; they change together.
 """
 
 from __future__ import annotations

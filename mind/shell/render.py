@@ -28,6 +28,10 @@ redrawn later, so rendering is append-only, with these exceptions:
 
 :class:`TurnView` is a projection of one session's event stream: it can be
 fed any :data:`mind.generated.events.Event` and keeps no durable state.
+
+One module (over 500 lines) because ``TurnView`` keeps one screen state
+(open blocks, the live line) that every event kind writes to; a split by
+event kind is possible and is noted for a later change.
 """
 
 from __future__ import annotations

@@ -1,5 +1,10 @@
 """A session: its journal, inbox, mailbox and settings; accepting input
-(``send`` / ``steer`` / ``queue`` / ``drop``) and starting turns."""
+(``send`` / ``steer`` / ``queue`` / ``drop``) and starting turns.
+
+One module (over 500 lines) because ``Session`` is the library surface:
+its methods are short delegations to the mailbox, the interactions, the
+effects and the turn driver, kept together so the public API reads in one place.
+"""
 
 from __future__ import annotations
 

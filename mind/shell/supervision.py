@@ -9,6 +9,10 @@ a directory any process left — after a crash too — as :class:`Finished`,
 :func:`kill_tree` stops a running one (§4); after a restart :func:`collect`
 waits for one a crashed mind left and :func:`discard` removes a directory
 whose result is durable (§7).
+
+One module (over 500 lines) because it is the client of one on-disk
+protocol (``supervisor.json``, ``exit.json``, the lock, the proof): start,
+wait, inspect and collect must read it by the same rules.
 """
 
 from __future__ import annotations

@@ -1,7 +1,12 @@
 """One tool call of a turn: validate the arguments, apply the approval
 policy, ask the person through the session's interactions (or a standing
 session grant: docs/design/interactions.md §5), run it (sandboxed or not) as
-a prepared effect, journal its result (docs/design/effects.md §3)."""
+a prepared effect, journal its result (docs/design/effects.md §3).
+
+One module (over 500 lines) because one tool call's steps share its
+invocation (ids, decision, effect); the approval part (``_approve``,
+``_request``, ``_show``) is a candidate to move out, noted for a later change.
+"""
 
 from __future__ import annotations
 
@@ -41,7 +46,6 @@ from mind.machines.turn import RefuseCall, RunGranted, TurnMachine
 from mind.shell import faults
 from mind.shell.effects import Invocation, SessionEffects, UnknownEffect
 from mind.shell.interactions import APPROVAL_CHOICES, Resolution
-from mind.shell.redact import redact
 from mind.shell.tools import ToolOutcome
 from mind.shell.turn_handle import Turn
 
@@ -86,8 +90,8 @@ class ToolCalls:
             status, output = await self._execute(turn, machine, call, effects, inv)
             if inv.machine.prepared:
                 faults.boundary("effect_executing")
-            # Behind the sandbox: mind's own keys never enter a result (journal, model).
-            result = effects.commit(inv, status, redact(output, self.session.secrets, shapes=False))
+            # commit redacts the result: mind's own keys never enter a result.
+            result = effects.commit(inv, status, output)
         faults.boundary("after_tool_result")
         turn._emit(
             ev.ToolResultEvent(
@@ -125,9 +129,7 @@ class ToolCalls:
             inv.call.name, args, effect_id=inv.effect_id, on_started=self._running(effects, inv)
         )
         faults.boundary("effect_executing")
-        return effects.commit(
-            inv, outcome.status, redact(outcome.output, self.session.secrets, shapes=False)
-        )
+        return effects.commit(inv, outcome.status, outcome.output)
 
     async def _ask_reconcile(
         self, turn: Turn, call: ToolCall, facts: UnknownEffect

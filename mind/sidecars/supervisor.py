@@ -27,6 +27,10 @@ fast and must not depend on mind's package (the import-linter contract "the supe
 nothing from mind"). So the few file rules of ``mind/shell/private_files.py``
 it needs (no-follow, owner and mode checks, 0600 files, atomic replace) are
 repeated here in minimal form rather than imported.
+
+One file (over 500 lines) because it runs alone beside mind: it imports
+nothing from mind (a contract), and every extra module would add its import
+to each command's start (docs/design/processes.md §9).
 """
 
 from __future__ import annotations
