@@ -474,6 +474,122 @@ class EffectRunning(Struct, kw_only=True, tag_field='type', tag='effect_running'
     ]
 
 
+class CompactionTrigger(StrEnum):
+    """
+    Why a compaction ran: /compact or Session.compact (manual), the projected context passed auto_compact_percent of the window (auto), a request failed with context_length (overflow).
+    """
+
+    manual = 'manual'
+    auto = 'auto'
+    overflow = 'overflow'
+
+
+class CompactionStarted(Struct, kw_only=True, tag_field='type', tag='compaction_started', frozen=True):
+    """A compaction began (docs/design/compaction.md); fsynced before its summarisation request is sent. Without a matching compaction_completed the old context stands."""
+
+    seq: Annotated[
+        int, Meta(description='Monotonic record number within the journal, from 0.', ge=0)
+    ]
+    recorded_at_ms: Annotated[
+        int,
+        Meta(description='Wall-clock time the record was written, Unix epoch milliseconds.', ge=0),
+    ]
+    compaction_id: str
+    trigger: CompactionTrigger
+    through_seq: Annotated[
+        int,
+        Meta(
+            description='The last journal seq the compaction summarises; records after it stay verbatim.',
+            ge=0,
+        ),
+    ]
+    turn_id: (
+        Annotated[
+            str,
+            Meta(
+                description='The turn an automatic compaction ran inside; absent for a manual one between turns.'
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    focus: (
+        Annotated[
+            str, Meta(description='What the person asked the summary to focus on (/compact FOCUS).')
+        ]
+        | UnsetType
+    ) = UNSET
+
+
+KeptItem: TypeAlias = Annotated[int, Meta(ge=0)]
+
+
+class CompactionCompleted(Struct, kw_only=True, tag_field='type', tag='compaction_completed', frozen=True):
+    """A compaction's result (a tombstone view): from here on the model sees the instructions, the summary, the kept user messages and the records after through_seq; the journal keeps every original record. fsynced before the next request uses it."""
+
+    seq: Annotated[
+        int, Meta(description='Monotonic record number within the journal, from 0.', ge=0)
+    ]
+    recorded_at_ms: Annotated[
+        int,
+        Meta(description='Wall-clock time the record was written, Unix epoch milliseconds.', ge=0),
+    ]
+    compaction_id: str
+    through_seq: Annotated[
+        int,
+        Meta(
+            description="The last journal seq the summary replaces (equal to its compaction_started's).",
+            ge=0,
+        ),
+    ]
+    summary: Annotated[
+        str,
+        Meta(
+            description='The summary text the model sees in place of the records up to through_seq (without the fixed prefix, which the request builder adds).'
+        ),
+    ]
+    kept: Annotated[
+        list[KeptItem],
+        Meta(
+            description='Seqs of user_message records at or before through_seq that the model still sees verbatim after the summary (the most recent user messages within the kept-token budget), oldest first.'
+        ),
+    ]
+    before_tokens: (
+        Annotated[
+            int,
+            Meta(
+                description='Projected tokens of the context before the compaction, when known.',
+                ge=0,
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    after_tokens: (
+        Annotated[
+            int, Meta(description='Projected tokens of the context after it, when known.', ge=0)
+        ]
+        | UnsetType
+    ) = UNSET
+
+
+class CompactionFailed(Struct, kw_only=True, tag_field='type', tag='compaction_failed', frozen=True):
+    """A compaction ended without a usable summary; the old context stands."""
+
+    seq: Annotated[
+        int, Meta(description='Monotonic record number within the journal, from 0.', ge=0)
+    ]
+    recorded_at_ms: Annotated[
+        int,
+        Meta(description='Wall-clock time the record was written, Unix epoch milliseconds.', ge=0),
+    ]
+    compaction_id: str
+    reason: Annotated[
+        str,
+        Meta(
+            description='Why the summary was not used (request failed, empty summary, larger than what it replaces), redacted.'
+        ),
+    ]
+
+
 class Failure(Struct, kw_only=True, frozen=True):
     """A turn failure: closed kind plus its canonical message (no provider text)."""
 
@@ -566,7 +682,7 @@ class TurnCompleted(Struct, kw_only=True, tag_field='type', tag='turn_completed'
 
 
 JournalRecord: TypeAlias = Annotated[
-    SessionStarted | TurnStarted | UserMessage | ModelRound | ToolStarted | ToolResult | TurnCompleted | InputDropped | InteractionRequested | InteractionResolved | PermissionGranted | PermissionRevoked | EffectRunning | EffectReconciled,
+    SessionStarted | TurnStarted | UserMessage | ModelRound | ToolStarted | ToolResult | TurnCompleted | InputDropped | InteractionRequested | InteractionResolved | PermissionGranted | PermissionRevoked | EffectRunning | EffectReconciled | CompactionStarted | CompactionCompleted | CompactionFailed,
     Meta(
         description='One line of sessions/<id>/journal.jsonl (tagged union on `type`).',
         title='JournalRecord',

@@ -1,0 +1,52 @@
+"""The context-usage arithmetic: windows, projection, the auto-compaction threshold (docs/design/context.md §1)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mind.context.usage import (
+    context_window,
+    estimate_tokens,
+    known_window,
+    over_threshold,
+    projected_tokens,
+)
+
+
+def test_known_window_takes_the_longest_prefix() -> None:
+    assert known_window("gpt-4o-mini") == 128_000
+    assert known_window("GPT-4.1-nano") == 1_047_576
+    assert known_window("claude-sonnet-4-5") == 200_000
+    assert known_window("my-local-llama") is None
+
+
+def test_window_prefers_configured_then_learned_then_table() -> None:
+    assert context_window("gpt-4o", configured=8000, learned=4000) == 8000
+    assert context_window("gpt-4o", configured=None, learned=4000) == 4000
+    assert context_window("gpt-4o", configured=None, learned=None) == 128_000
+    assert context_window("unknown", configured=None, learned=None) is None
+
+
+def test_unknown_usage_projects_unknown() -> None:
+    assert projected_tokens(last_input_tokens=None, last_output_tokens=5, added_bytes=400) is None
+    assert projected_tokens(last_input_tokens=100, last_output_tokens=None, added_bytes=5) == 102
+
+
+def test_estimate_rounds_up_and_refuses_negative() -> None:
+    assert estimate_tokens(0) == 0
+    assert estimate_tokens(1) == 1
+    assert estimate_tokens(8) == 2
+    with pytest.raises(ValueError):
+        estimate_tokens(-1)
+
+
+@given(st.integers(0, 10**7), st.integers(1, 10**7), st.integers(1, 100))
+def test_threshold_matches_percentage(projected: int, window: int, percent: int) -> None:
+    assert over_threshold(projected, window, percent) == (Fraction(projected, window) * 100 >= percent)
+    assert not over_threshold(projected, window, 0)
+    assert not over_threshold(None, window, percent)
+    assert not over_threshold(projected, None, percent)
