@@ -9,7 +9,7 @@ at :data:`BYTES_PER_TOKEN` bytes of UTF-8 per token, rounded up.
 from __future__ import annotations
 
 BYTES_PER_TOKEN = 4
-"""Bytes of UTF-8 text per token assumed when a size must be projected (a common, deliberately high estimate)."""
+"""Bytes of UTF-8 text per token assumed when a size must be projected (a common estimate)."""
 
 # Longest prefix wins; windows are the providers' published input+output limits in tokens.
 _KNOWN_WINDOWS: tuple[tuple[str, int], ...] = (
@@ -40,7 +40,7 @@ def known_window(model: str) -> int | None:
 
 
 def context_window(model: str, *, configured: int | None, learned: int | None) -> int | None:
-    """The window to plan against, in tokens: configured > learned from the server > built-in > ``None``.
+    """The window to plan against, in tokens: configured > learned > built-in > ``None``.
 
     ``configured`` is ``model_context_window`` from the settings; ``learned``
     a window the server stated in its own context-length error.
@@ -77,7 +77,7 @@ def projected_tokens(
 
 
 def over_threshold(projected: int | None, window: int | None, percent: int) -> bool:
-    """Whether a request of ``projected`` tokens passes ``percent``% of ``window`` (auto-compaction's trigger).
+    """Whether ``projected`` tokens pass ``percent``% of ``window`` (auto-compaction's trigger).
 
     ``percent`` 0 disables it; an unknown projection or window never triggers
     (an unknown value is not evidence of a full context).

@@ -1,4 +1,4 @@
-"""The context-usage arithmetic: windows, projection, the auto-compaction threshold (docs/design/context.md §1)."""
+"""Context-usage arithmetic: windows, projection, the threshold (docs/design/context.md §1)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,8 @@ def test_estimate_rounds_up_and_refuses_negative() -> None:
 
 @given(st.integers(0, 10**7), st.integers(1, 10**7), st.integers(1, 100))
 def test_threshold_matches_percentage(projected: int, window: int, percent: int) -> None:
-    assert over_threshold(projected, window, percent) == (Fraction(projected, window) * 100 >= percent)
+    expected = Fraction(projected, window) * 100 >= percent
+    assert over_threshold(projected, window, percent) == expected
     assert not over_threshold(projected, window, 0)
     assert not over_threshold(None, window, percent)
     assert not over_threshold(projected, None, percent)
