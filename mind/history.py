@@ -29,6 +29,9 @@ Rules, in journal order:
 - A call without a result gets a synthetic error result whose output is
   exactly :data:`SYNTHETIC_INTERRUPTED_OUTPUT` (docs/design/recovery.md §5 startup repair).
 - Other record types produce no message.
+- Tool output is bounded last, per call and per request
+  (:func:`mind.context.tool_output.bound_tool_results`; the journal keeps it
+  whole): docs/design/context.md §3.
 
 Normalisations that keep the request valid for every provider:
 
@@ -62,6 +65,7 @@ from typing import Any, Final
 import msgspec
 
 from mind.call_pairing import pair_calls
+from mind.context.tool_output import DEFAULT_LIMITS, OutputLimits, bound_tool_results
 from mind.conversation import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
 from mind.generated import journal as jr
 
@@ -250,12 +254,17 @@ def _arguments(raw: str) -> str:
     return msgspec.json.encode({"invalid_arguments": raw}).decode()
 
 
-def build_messages(records: Sequence[jr.JournalRecord]) -> list[Message]:
+def build_messages(
+    records: Sequence[jr.JournalRecord], *, output_limits: OutputLimits = DEFAULT_LIMITS
+) -> list[Message]:
     """Build the conversation a model request carries from journal records.
 
     Args:
         records: journal records in ``seq`` order (any subset or prefix of a
             journal; other record types are ignored).
+        output_limits: the tool-output budgets (per call, per request) the
+            results are bounded to (:func:`mind.context.tool_output.bound_tool_results`;
+            the journal keeps them whole).
 
     Returns:
         Messages in conversation order. Invariant: every
@@ -307,7 +316,8 @@ def build_messages(records: Sequence[jr.JournalRecord]) -> list[Message]:
                         is_error=slot.result.status != "ok",
                     )
                 )
-    return messages
+    # What the model sees of tool output is bounded (docs/design/context.md §3).
+    return bound_tool_results(messages, output_limits)
 
 
 def pending_tool_calls(

@@ -29,6 +29,9 @@ provider kind), never from the journal, logs or ``mind config``.
     max_output_mib = 8              # model output (text, reasoning, tool arguments) one turn
                                     # may stream; past it the turn fails `output_limit`
                                     # and its input waits (env MIND_MAX_OUTPUT_MIB)
+    tool_output_max_bytes = 32768   # bytes of one tool result the model sees (head + tail)
+    tool_output_request_max_bytes = 262144  # of all tool results in one request; the
+                                    # oldest are cut first (docs/design/context.md §3)
 
     [shell_environment]             # tools get an allow-list only (mind.shell.tool_env)
     include = ["GOPATH", "CARGO_*"] # pass these through from mind's environment
@@ -46,12 +49,13 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Final, Literal, cast, get_args
 
 import msgspec
 
+from mind.context.tool_output import DEFAULT_LIMITS, MIN_PER_CALL_BYTES, OutputLimits
 from mind.conversation import DEFAULT_MAX_OUTPUT_BYTES
 from mind.effects.boundary import SANDBOX_MODES, SandboxMode
 from mind.effects.policy import ApprovalPolicy
@@ -234,6 +238,24 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=1,
         maximum=1024,
     ),
+    Setting(
+        key="tool_output_max_bytes",
+        help="bytes of one tool result the model sees; a longer one keeps its head and "
+        "tail and says what was cut (default 32768; the journal keeps it whole)",
+        env=("MIND_TOOL_OUTPUT_MAX_BYTES",),
+        type="int",
+        minimum=MIN_PER_CALL_BYTES,
+        maximum=64 * 1024 * 1024,
+    ),
+    Setting(
+        key="tool_output_request_max_bytes",
+        help="bytes of all tool results one model request carries; past it the oldest "
+        "results are cut first (default 262144; at least tool_output_max_bytes)",
+        env=("MIND_TOOL_OUTPUT_REQUEST_MAX_BYTES",),
+        type="int",
+        minimum=MIN_PER_CALL_BYTES,
+        maximum=1024 * 1024 * 1024,
+    ),
 )
 """Every setting, in the order ``mind config`` prints them."""
 
@@ -247,6 +269,8 @@ DEFAULTS: dict[str, str | int | float] = {
     "max_retry_seconds": 300.0,
     "stream_idle_timeout": 300.0,
     "max_output_mib": 8,
+    "tool_output_max_bytes": DEFAULT_LIMITS.per_call_bytes,
+    "tool_output_request_max_bytes": DEFAULT_LIMITS.per_request_bytes,
 }
 """Defaults of the settings that have one whatever the provider (``model`` and
 ``base_url`` default per provider: :data:`DEFAULT_MODELS`, :data:`OFFICIAL_BASE_URLS`)."""
@@ -282,6 +306,8 @@ class ConfigFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     stream_idle_timeout: float | None = None
     """Seconds (a TOML integer or float)."""
     max_output_mib: int | None = None
+    tool_output_max_bytes: int | None = None
+    tool_output_request_max_bytes: int | None = None
     shell_environment: ShellEnvironment | None = None
     """``[shell_environment]``, parsed by its owner (:meth:`ShellEnvironment.from_table`)."""
 
@@ -355,6 +381,10 @@ class ResolvedConfig(msgspec.Struct, frozen=True, kw_only=True):
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
     """Bytes of model output (text, reasoning, tool-call arguments) one turn may
     stream (``max_output_mib`` × 2**20, env ``MIND_MAX_OUTPUT_MIB``, default 8 MiB)."""
+    tool_output: OutputLimits = DEFAULT_LIMITS
+    """Bytes of tool output the model sees, per call and per request
+    (``tool_output_max_bytes``, ``tool_output_request_max_bytes``;
+    docs/design/context.md §3)."""
 
 
 class SettingValue(msgspec.Struct, frozen=True, kw_only=True):
@@ -668,6 +698,7 @@ def _resolve(
     note("stream_idle_timeout", idle_s, source)
     out_mib, source = src.pick("max_output_mib") or (DEFAULTS["max_output_mib"], "default")
     note("max_output_mib", out_mib, source)
+    tool_output = _tool_output_limits(src, note)
     shell_env = src.file.shell_environment
     if shell_env is not None:
         rows.append(_shell_env_row(shell_env, f"config {src.path}"))
@@ -694,7 +725,33 @@ def _resolve(
         max_retry_s=float(retry_s),
         stream_idle_timeout_s=float(idle_s),
         max_output_bytes=int(out_mib) * 1024 * 1024,
+        tool_output=tool_output,
     )
+
+
+def _tool_output_limits(src: _Sources, note: Callable[[str, object, str], None]) -> OutputLimits:
+    """The tool-output budgets (docs/design/context.md §3).
+
+    Raises:
+        ConfigError: the per-request total is below the per-call budget
+            (names both sources).
+    """
+    per_call, call_src = src.pick("tool_output_max_bytes") or (
+        DEFAULTS["tool_output_max_bytes"],
+        "default",
+    )
+    note("tool_output_max_bytes", per_call, call_src)
+    total, total_src = src.pick("tool_output_request_max_bytes") or (
+        DEFAULTS["tool_output_request_max_bytes"],
+        "default",
+    )
+    note("tool_output_request_max_bytes", total, total_src)
+    if int(total) < int(per_call):
+        raise ConfigError(
+            f"tool_output_request_max_bytes ({total}, {total_src}) must be at least "
+            f"tool_output_max_bytes ({per_call}, {call_src})"
+        )
+    return OutputLimits(per_call_bytes=int(per_call), per_request_bytes=int(total))
 
 
 def _provider_kind(src: _Sources) -> tuple[str, str]:

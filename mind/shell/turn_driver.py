@@ -393,7 +393,9 @@ class TurnDriver:
             request = ModelRequest(
                 model=self.session.config.provider.model,
                 system=SYSTEM_PROMPT.format(cwd=self.session.cwd),
-                messages=build_messages(self.session.journal.records),
+                messages=build_messages(
+                    self.session.journal.records, output_limits=self.session.config.tool_output
+                ),
                 tools=tool_specs(),
                 # The turn's cap, less what earlier rounds streamed (docs/design/turn.md §5).
                 max_output_bytes=max(0, self.session.config.max_output_bytes - output_used),

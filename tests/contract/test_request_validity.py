@@ -24,6 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mind.context.tool_output import DEFAULT_LIMITS
 from mind.conversation import ModelRequest, ToolSpec, UserMessage
 from mind.errors import JournalCorruptError
 from mind.generated import journal as jr
@@ -482,3 +483,34 @@ def test_requests_after_a_crash_cut_the_journal_file_at_any_byte(
             reopened = list(j.records)
     assert len(reopened) <= len(records)
     _check_all(_request(reopened, "after the crash"))
+
+
+def test_a_5_mb_tool_result_gives_a_request_under_the_bound() -> None:
+    """One huge result cannot blow the context (docs/design/context.md §3):
+    the request carries at most the per-call budget of it, for every provider."""
+    huge = "".join(f"{n:07} some output of a command\n" for n in range(160_000))  # ~5 MB
+    assert len(huge) > 5_000_000
+    records: list[jr.JournalRecord] = [
+        rec.turn_started("t"),
+        rec.user_message("t", "m", "build it", jr.Kind.prompt),
+        rec.model_round("t", calls=[rec.call("c1"), rec.call("c2")]),
+        *(
+            jr.ToolResult(
+                seq=0,
+                recorded_at_ms=0,
+                turn_id="t",
+                call_id=cid,
+                name="shell",
+                status=jr.ToolStatus.ok,
+                output=huge,
+                synthetic=False,
+            )
+            for cid in ("c1", "c2")
+        ),
+    ]
+    request = _request(records, "and now?")
+    _check_all(request)
+    for name, (build, _) in PROVIDERS.items():
+        size = len(json.dumps(build(request)).encode())
+        # Two results at the per-call budget, plus the envelope and JSON escapes.
+        assert size < 2 * DEFAULT_LIMITS.per_call_bytes + 8192, (name, size)

@@ -23,6 +23,8 @@ ORDER = [
     "max_retry_seconds",
     "stream_idle_timeout",
     "max_output_mib",
+    "tool_output_max_bytes",
+    "tool_output_request_max_bytes",
     "api_key",
     "shell_environment",
 ]

@@ -294,3 +294,20 @@ def test_a_good_idna_host_and_an_ipv6_base_url_resolve(tmp_path: Path) -> None:
     for url in ("http://bücher.example:8080/v1", "http://[::1]:11434/v1", "https://h/v1?k=v"):
         r = resolve(CliOverrides(provider="openai-chat", base_url=url), {}, tmp_path / "x")
         assert r.provider.base_url == url
+
+
+def test_tool_output_budgets_follow_env_and_file_and_must_nest(tmp_path: Path) -> None:
+    """docs/design/context.md §3: per call and per request, bytes; the total
+    is at least the per-call budget."""
+    cli = CliOverrides(provider="openai-chat", base_url="http://127.0.0.1:9/v1")
+    r = resolve(cli, {}, tmp_path / "none.toml")
+    assert (r.tool_output.per_call_bytes, r.tool_output.per_request_bytes) == (32768, 262144)
+    path = _toml(tmp_path, "tool_output_max_bytes = 4096\ntool_output_request_max_bytes = 65536\n")
+    r = resolve(cli, {}, path)
+    assert (r.tool_output.per_call_bytes, r.tool_output.per_request_bytes) == (4096, 65536)
+    r = resolve(cli, {"MIND_TOOL_OUTPUT_MAX_BYTES": "2048"}, path)
+    assert r.tool_output.per_call_bytes == 2048
+    with pytest.raises(ConfigError, match=r"tool_output_request_max_bytes \(65536, config"):
+        resolve(cli, {"MIND_TOOL_OUTPUT_MAX_BYTES": "100000"}, path)
+    with pytest.raises(ConfigError, match="tool_output_max_bytes must be between 1024"):
+        resolve(cli, {"MIND_TOOL_OUTPUT_MAX_BYTES": "10"}, path)
