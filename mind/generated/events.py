@@ -340,6 +340,56 @@ class WaitingInput(Struct, kw_only=True, frozen=True):
     ]
 
 
+class InstructionScope(StrEnum):
+    """
+    `user`: AGENTS.md under MIND_HOME; `project`: AGENTS.md or CLAUDE.md from the repository root down to the working directory.
+    """
+
+    user = 'user'
+    project = 'project'
+
+
+class InstructionSource(Struct, kw_only=True, frozen=True):
+    """One instructions file found for a session (docs/design/context.md §4): loaded whole, cut to its caps, or skipped with a reason."""
+
+    path: Annotated[
+        str,
+        Meta(
+            description='Absolute path of the file (as found, before any symlink inside its root).'
+        ),
+    ]
+    scope: Annotated[
+        InstructionScope,
+        Meta(
+            description='`user`: AGENTS.md under MIND_HOME; `project`: AGENTS.md or CLAUDE.md from the repository root down to the working directory.',
+            title='InstructionScope',
+        ),
+    ]
+    size_bytes: Annotated[int, Meta(description="The file's size, bytes (0 when skipped).", ge=0)]
+    included_bytes: Annotated[
+        int, Meta(description='Bytes of it the instructions carry (UTF-8 of the text read).', ge=0)
+    ]
+    cut: Annotated[
+        bool, Meta(description='True when the per-file or total cap left part of it out.')
+    ]
+    skipped: (
+        Annotated[
+            str,
+            Meta(
+                description='Why nothing of it was read (a symbolic link out of its root, a FIFO, unreadable); absent when read.'
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+
+
+class InstructionsLoadedEvent(Struct, kw_only=True, tag_field='type', tag='instructions.loaded', frozen=True):
+    """The instructions files a session's model requests carry, in the order they are given (user first, then repository root down to the working directory: nearer files later, so they win); read at open and again at a turn start when changed (docs/design/context.md §4)."""
+
+    session_id: str
+    sources: list[InstructionSource]
+
+
 class InputWaitingEvent(Struct, kw_only=True, tag_field='type', tag='input.waiting', frozen=True):
     """A turn ended and accepted input still waits (docs/design/turn.md §6): it is durable and goes, first, into the next turn of this session unless dropped (`mind inbox SESSION --drop ID`)."""
 
@@ -436,7 +486,7 @@ class TurnCompletedEvent(Struct, kw_only=True, tag_field='type', tag='turn.compl
 
 
 Event: TypeAlias = Annotated[
-    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | InputClaimedEvent | TurnStartedEvent | TurnResumedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | InteractionRequestedEvent | ApprovalRequestedEvent | InteractionResolvedEvent | ToolResultEvent | TurnRetryingEvent | TurnWarningEvent | TurnCompletedEvent | ExecFailedEvent | InputWaitingEvent,
+    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | InputClaimedEvent | TurnStartedEvent | TurnResumedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | InteractionRequestedEvent | ApprovalRequestedEvent | InteractionResolvedEvent | ToolResultEvent | TurnRetryingEvent | TurnWarningEvent | TurnCompletedEvent | ExecFailedEvent | InputWaitingEvent | InstructionsLoadedEvent,
     Meta(
         description="One event of a session: the library's typed events and `mind exec --json` lines (tagged union on `type`).",
         title='Event',

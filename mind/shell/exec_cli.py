@@ -162,6 +162,8 @@ def _print_header(
         )
     if json_mode:
         emit_json(out, session.started_event())
+        if session.instructions_sources:  # which files the requests carry (context.md §4)
+            emit_json(out, session.instructions_event())
     else:
         print(
             f"session {session.session_id} · {session.provider.label} · "

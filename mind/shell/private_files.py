@@ -44,6 +44,7 @@ __all__ = [
     "FILE_MODE",
     "check_owned",
     "fsync_dir",
+    "kind_name",
     "lock_dir",
     "open_dir",
     "open_file",
@@ -71,7 +72,8 @@ def resolve_root(root: Path) -> Path:
     return Path(os.path.realpath(os.path.expanduser(root)))
 
 
-def _kind(mode: int) -> str:
+def kind_name(mode: int) -> str:
+    """What a ``st_mode`` names, for messages: "a symbolic link", "a FIFO", ..."""
     if stat.S_ISLNK(mode):
         return "a symbolic link"
     if stat.S_ISDIR(mode):
@@ -135,7 +137,9 @@ def private_dir(path: Path, *, create: bool = True) -> None:
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode):
         raise PrivateStateError(
-            path, f"is {_kind(info.st_mode)}, not a directory", f"remove it (mkdir -m 700 {path})"
+            path,
+            f"is {kind_name(info.st_mode)}, not a directory",
+            f"remove it (mkdir -m 700 {path})",
         )
     check_owned(info, path, directory=True)
 
@@ -177,7 +181,7 @@ def open_file(path: Path, flags: int, *, create: bool = False) -> int:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise PrivateStateError(
-                path, f"is {_kind(info.st_mode)}, not a regular file", f"remove it ({path})"
+                path, f"is {kind_name(info.st_mode)}, not a regular file", f"remove it ({path})"
             )
         check_owned(info, path, directory=False)
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)

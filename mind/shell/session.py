@@ -42,6 +42,7 @@ from mind.shell.config import ResolvedConfig, session_secrets
 from mind.shell.effects import RunningEffect, running_effects
 from mind.shell.ids import new_id
 from mind.shell.inbox import Inbox
+from mind.shell.instructions import Instructions
 from mind.shell.interactions import AnswerResult, Decision, Interactions, as_decision
 from mind.shell.journal import Journal
 from mind.shell.lease import SessionLease
@@ -140,6 +141,9 @@ class Session:
         """What :func:`~mind.shell.redact.redact` masks in this session's
         messages and tool results: the API key, the base URL's secrets and
         every provider key in mind's environment."""
+        self.instructions = Instructions(cwd, os.environ, self.secrets)
+        """The system instructions: mind's prompt and the instructions files
+        (read here and at each turn start; docs/design/context.md §4)."""
         self.interactions = Interactions(journal)
         """The session's questions to the person and its grants (their one
         owner; projected from the journal, so grants hold after resume)."""
@@ -383,6 +387,19 @@ class Session:
         """This session is shown again."""
         if self.mount.state == "parked":
             self.mount.attach()
+
+    @property
+    def instructions_sources(self) -> list[ev.InstructionSource]:
+        """The instructions files the model requests carry, in reading order
+        (``AGENTS.md`` / ``CLAUDE.md``: path, scope, bytes, whether cut, or
+        why skipped), as last read (at open or the latest turn start)."""
+        return self.instructions.sources
+
+    def instructions_event(self) -> ev.InstructionsLoadedEvent:
+        """The ``instructions.loaded`` event for :attr:`instructions_sources`."""
+        return ev.InstructionsLoadedEvent(
+            session_id=self.session_id, sources=self.instructions.sources
+        )
 
     def started_event(self) -> ev.SessionStartedEvent:
         """The ``session.started`` event for this session."""

@@ -75,12 +75,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mind.runtime")
 
-SYSTEM_PROMPT = """\
-You are mind, a coding agent working in a terminal on the user's machine.
-The working directory is {cwd}. Use the tools to inspect and change files and to run
-commands; prefer apply_patch for edits to existing files. Keep answers short and concrete,
-and say what you changed. Never claim to have run something you did not run."""
-
 
 @final
 class TurnDriver:
@@ -386,13 +380,16 @@ class TurnDriver:
         Raises the cancellation of ``turn._scope`` on interrupt.
         """
         output_used = 0  # bytes of model output in this turn's rounds
+        # Instructions files are read again at each turn start (docs/design/context.md §4).
+        if self.session.instructions.refresh():
+            turn._emit(self.session.instructions_event())
         while True:
             # Built once per round: every retry of the round sends this same
             # request (docs/design/providers.md §8); input that arrives meanwhile waits for the
             # next round boundary.
             request = ModelRequest(
                 model=self.session.config.provider.model,
-                system=SYSTEM_PROMPT.format(cwd=self.session.cwd),
+                system=self.session.instructions.system_prompt,
                 messages=build_messages(
                     self.session.journal.records, output_limits=self.session.config.tool_output
                 ),

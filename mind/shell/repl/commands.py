@@ -19,9 +19,11 @@ from mind.errors import MindError, SessionError
 from mind.shell.render import format_tokens
 from mind.shell.repl import permissions
 from mind.shell.store import resolve_session_id
+from mind.shell.terminal_text import plain
 
 if TYPE_CHECKING:
     from mind.shell.repl.app import Repl
+    from mind.shell.session import Session
 
 
 @dataclass(frozen=True)
@@ -233,9 +235,27 @@ class SlashCommands:
             ("approval", f"{s.approval} (always allowed: {allowed})"),
             ("state", state + (f", {waiting} waiting" if waiting else "")),
             ("usage", format_tokens(repl.hosting.current.tokens)),
+            *_instructions_rows(s),
         ]
         repl.view.print(*(Text.assemble((k.ljust(10), "dim"), v) for k, v in pairs))
         return True
 
     def _exit(self, _: str) -> bool:
         return False
+
+
+def _instructions_rows(session: Session) -> list[tuple[str, str]]:
+    """``/status``'s lines for the instructions files the requests carry
+    (docs/design/context.md §4): path, bytes, cut or skipped."""
+    rows: list[str] = []
+    for source in session.instructions_sources:
+        if source.skipped:
+            note = f"skipped: {source.skipped}"
+        elif source.cut:
+            note = f"{source.size_bytes} bytes, cut to {source.included_bytes}"
+        else:
+            note = f"{source.size_bytes} bytes"
+        rows.append(f"{plain(source.path)} ({note})")
+    if not rows:
+        return [("instructions", "none (no AGENTS.md or CLAUDE.md found)")]
+    return [("instructions" if n == 0 else "", row) for n, row in enumerate(rows)]

@@ -1,0 +1,32 @@
+"""``/status`` lists the instructions files the requests carry, in a real
+pseudo-terminal (docs/design/context.md §4): path and bytes, cut or skipped."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from mind.context.instructions import PER_FILE_BYTES
+from tests.e2e.test_repl import ENTER, Spawn, exit_cleanly, spawn, words
+
+__all__ = ["spawn"]  # the fixture, used by name
+
+
+def test_status_lists_the_instructions_files_loaded(spawn: Spawn, tmp_path: Path) -> None:
+    (tmp_path / "home").mkdir(mode=0o700)
+    (tmp_path / "home" / "AGENTS.md").write_text("be brief\n")
+    (tmp_path / "AGENTS.md").write_text("x" * (PER_FILE_BYTES + 5))
+    child = spawn([{"text": "hi"}])
+    child.send("/status" + ENTER)
+    child.expect(words(f"instructions {tmp_path / 'home' / 'AGENTS.md'} (9 bytes)"))
+    child.expect(words(f"{tmp_path / 'AGENTS.md'} ({PER_FILE_BYTES + 5} bytes, cut to"))
+    child.expect(words(f"{PER_FILE_BYTES})"))
+    exit_cleanly(child)
+
+
+def test_status_says_why_a_file_was_skipped(spawn: Spawn, tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "AGENTS.md")
+    child = spawn([{"text": "hi"}])
+    child.send("/status" + ENTER)
+    child.expect(words(f"instructions {tmp_path / 'AGENTS.md'} (skipped: a FIFO, not a regular"))
+    exit_cleanly(child)
