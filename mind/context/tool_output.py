@@ -57,10 +57,10 @@ class OutputLimits(msgspec.Struct, frozen=True, kw_only=True):
         per_call_bytes: most bytes of one result's output
             (``tool_output_max_bytes``), >= :data:`MIN_PER_CALL_BYTES`.
         per_request_bytes: most bytes of all results' outputs together
-            (``tool_output_request_max_bytes``), >= ``per_call_bytes``; can
-            be passed only when more results than ``per_request_bytes //
-            OLD_RESULT_BYTES`` are in the request (then each old one is at
-            :data:`OLD_RESULT_BYTES`; compaction is what shrinks further).
+            (``tool_output_request_max_bytes``), >= ``per_call_bytes``. It
+            holds while the request has at most ``per_request_bytes //
+            OLD_RESULT_BYTES`` results; past that every old result is at
+            :data:`OLD_RESULT_BYTES` and compaction is what shrinks further.
     """
 
     per_call_bytes: int = 32 * 1024
