@@ -559,6 +559,10 @@ class TurnView:
         elif isinstance(event, ev.TurnWarningEvent):
             self.flush_text()
             self.print(Text(f"⚠ {event.message}.", style="yellow"), kind="note")
+        elif isinstance(event, ev.InstructionsLoadedEvent):
+            # The files changed since they were last read (docs/design/context.md §4).
+            names = ", ".join(plain(s.path) for s in event.sources) or "none"
+            self.note(f"Instructions files changed; this turn reads: {names} (/status).")
         elif isinstance(event, ev.TurnCompletedEvent):
             self.flush_text()
             self._show_end(event, failure_detail)

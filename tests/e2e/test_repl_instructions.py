@@ -30,3 +30,17 @@ def test_status_says_why_a_file_was_skipped(spawn: Spawn, tmp_path: Path) -> Non
     child.send("/status" + ENTER)
     child.expect(words(f"instructions {tmp_path / 'AGENTS.md'} (skipped: a FIFO, not a regular"))
     exit_cleanly(child)
+
+
+def test_an_edit_between_prompts_is_read_at_the_next_turn_and_said(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    child = spawn([{"text": "first answer"}, {"text": "second answer"}])
+    child.send("one" + ENTER)
+    child.expect(words("first answer"))
+    child.expect(words("── completed"))
+    (tmp_path / "AGENTS.md").write_text("new rule\n")
+    child.send("two" + ENTER)
+    child.expect(words(f"Instructions files changed; this turn reads: {tmp_path / 'AGENTS.md'}"))
+    child.expect(words("second answer"))
+    exit_cleanly(child)
