@@ -385,12 +385,14 @@ async def _wait_unlocked(directory: Path) -> None:
     await anyio.to_thread.run_sync(block, abandon_on_cancel=True)
 
 
-async def collect(directory: Path) -> ProcessResult | None:
+async def collect(directory: Path, *, proof_sha256: str = "") -> ProcessResult | None:
     """The result of the command a supervisor ran (or still runs) in
     ``directory``, after a restart (docs/design/effects.md §4): waits while
     its supervisor holds the lock (the timeout is the supervisor's), then
     reads ``exit.json``. None when no exit record is there (the supervisor
-    never started the command, or ended unrecorded: :class:`Lost`).
+    never started the command, or ended unrecorded: :class:`Lost`) or when
+    it is not proven its supervisor's (:func:`proven` with ``proof_sha256``,
+    the hash the effect record kept, §10: a command can write one itself).
 
     Raises:
         anyio.get_cancelled_exc_class(): the caller was cancelled (the turn
@@ -408,7 +410,9 @@ async def collect(directory: Path) -> ProcessResult | None:
                 await _wait_unlocked(directory)
         raise
     state = inspect(directory)
-    return state.result if isinstance(state, Finished) else None
+    if isinstance(state, Finished) and proven(directory, proof_sha256):
+        return state.result
+    return None
 
 
 def discard(directory: Path) -> None:
