@@ -39,7 +39,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from mind.errors import SupervisorRecordError
+from mind.errors import SupervisorRecordError, SupervisorUnsupported
 from mind.shell import private_files, procs, spare_supervisors
 from mind.shell.spare_supervisors import SpareProcess
 from mind.shell.tools._text import StreamText, split_budget
@@ -202,9 +202,12 @@ async def start(
         The handle (pid and start identity: the effect record's evidence).
 
     Raises:
+        SupervisorUnsupported: not Linux (checked first: nothing is made).
         PrivateStateError: ``directory`` or its log is not private and owned.
         OSError: the directory cannot be made or the supervisor not started.
     """
+    if not sys.platform.startswith("linux"):
+        raise SupervisorUnsupported(sys.platform)
     # The marker that finds the command's processes if its supervisor dies
     # (§6.7); the token only the supervisor sees, proof of its exit.json (§10).
     proof = secrets.token_hex(16)

@@ -435,3 +435,23 @@ async def test_a_failing_start_hook_stops_the_tree_and_propagates(
     with pytest.raises(OSError, match="No space left"):
         await runner.run("shell", {"command": ["bash", "-c", TREE]}, on_started=started)
     assert await _until(lambda: _marked(marker) == [])
+
+
+async def test_another_platform_is_refused_with_a_typed_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mind.errors import SupervisorUnsupported
+    from mind.shell.tools._process import run_command
+
+    monkeypatch.setattr(sys, "platform", "darwin")
+    with pytest.raises(SupervisorUnsupported) as caught:
+        await supervision.start(
+            tmp_path / "ef", ["true"], cwd=tmp_path, env=None, timeout_s=5, max_output_bytes=100
+        )
+    assert caught.value.platform == "darwin"
+    assert "darwin" in str(caught.value) and "Linux" in str(caught.value)
+    assert not (tmp_path / "ef").exists()  # refused before anything was made
+    # The shell tool's result says so (no silent fallback to an unsupervised run).
+    result = await run_command("true", cwd=tmp_path, env=None, timeout_s=5, max_output_bytes=100)
+    assert not result.ok
+    assert "darwin" in result.text

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import anyio
 
-from mind.errors import PrivateStateError
+from mind.errors import PrivateStateError, SupervisorUnsupported
 from mind.shell import supervision
 from mind.shell.supervision import ProcessResult
 
@@ -98,7 +98,7 @@ async def run_command(
                 pass_fds=pass_fds,
                 kill_grace_s=KILL_GRACE_S,
             )
-        except (OSError, PrivateStateError) as exc:
+        except (OSError, PrivateStateError, SupervisorUnsupported) as exc:
             return ProcessResult(f"cannot start the command's supervisor: {exc}", False)
         if on_started is not None:
             try:
