@@ -49,7 +49,7 @@ from mind.machines.effect import (
     Run,
     redrivable,
 )
-from mind.shell import faults, supervision
+from mind.shell import faults, procs, supervision
 from mind.shell.journal import Journal
 from mind.shell.recovery import unterminated_turns
 from mind.shell.redact import redact
@@ -181,7 +181,7 @@ class SessionEffects:
         ``lost`` when the directory is damaged or not private (fail closed:
         the outcome is unknown) and when its ``exit.json`` is not proven its
         supervisor's (the journaled ``proof_sha256``: processes.md §10)."""
-        return _process(self.effects_dir, inv, _proof(self.journal.records, inv))
+        return _process(self.effects_dir, inv, self.journal.records)
 
     def propose(self, turn_id: str, call: ToolCall) -> Invocation:
         """Name ``call`` (its journaled occurrence in ``turn_id``) and find
@@ -506,7 +506,7 @@ def reconcile_at_open(
         _sweep(effects_dir, {inv.effect_id for inv in opened})
     for inv in opened:
         proof = _proof(journal.records, inv)
-        process = _process(effects_dir, inv, proof)
+        process = _process(effects_dir, inv, journal.records)
         if process == "running":
             continue  # the resumed turn's re-drive waits for it
         found = effects.recover(inv, can_ask=can_ask, process=process)
@@ -582,7 +582,7 @@ def redrive_rule(
 
     def rule(paired: PairedCall) -> bool:
         inv = _invocation(journaled, session_id, paired)
-        process = _process(effects_dir, inv, _proof(journaled, inv))
+        process = _process(effects_dir, inv, journaled)
         return redrivable(inv.machine.effect_class, process)
 
     return rule
@@ -646,13 +646,23 @@ def _directory(effects_dir: Path | None, inv: Invocation) -> Path | None:
     return effects_dir / inv.effect_id
 
 
-def _process(effects_dir: Path | None, inv: Invocation, proof_sha256: str) -> ProcessFact:
-    """:meth:`SessionEffects.process` (``proof_sha256``: :func:`_proof`)."""
+def _process(
+    effects_dir: Path | None, inv: Invocation, records: Sequence[jr.JournalRecord]
+) -> ProcessFact:
+    """:meth:`SessionEffects.process`, the effect records being ``records``."""
     directory = _directory(effects_dir, inv)
     if directory is None or inv.started is None or not inv.started.effect_id:
         return "none"
-    if inv.machine.state == "executing" and not os.path.lexists(directory):
-        return "lost"  # `effect_running` says a supervisor ran: gone is not "never started"
+    journaled = _journaled(records, inv)
+    if journaled is not None and not os.path.lexists(directory):
+        return "lost"  # made before any supervisor had it: gone is not "never started"
+    if journaled is not None and not _recorded(directory):
+        # `effect_running` is durable before a spare gets the job, and its
+        # supervisor.json is not fsynced (processes.md §9.4): no record is
+        # not "never started" — the journaled supervisor still runs, or is Lost.
+        alive = procs.same_process(journaled.supervisor_pid, journaled.supervisor_start)
+        return "running" if alive else "lost"
+    proof_sha256 = journaled.proof_sha256 or "" if journaled is not None else ""
     state = _state(directory)
     if isinstance(state, supervision.Finished):
         # A record its command wrote (it can reach the directory) is no evidence.
@@ -664,10 +674,17 @@ def _process(effects_dir: Path | None, inv: Invocation, proof_sha256: str) -> Pr
     return "lost"
 
 
-def _proof(records: Sequence[jr.JournalRecord], inv: Invocation) -> str:
-    """The ``proof_sha256`` the last ``effect_running`` of ``inv``'s effect
-    journaled (found from the end: a live effect's is near it); "" when none
-    does (a journal older than it: then unchecked)."""
+def _recorded(directory: Path) -> bool:
+    """Whether ``directory`` holds ``supervisor.json`` or ``exit.json``."""
+    return any(
+        os.path.lexists(directory / name)
+        for name in (supervision.SUPERVISOR_FILE, supervision.EXIT_FILE)
+    )
+
+
+def _journaled(records: Sequence[jr.JournalRecord], inv: Invocation) -> jr.EffectRunning | None:
+    """The last ``effect_running`` of ``inv``'s effect (found from the end:
+    a live effect's is near it), or None."""
     for at in range(len(records) - 1, -1, -1):
         record = records[at]
         if (
@@ -675,8 +692,15 @@ def _proof(records: Sequence[jr.JournalRecord], inv: Invocation) -> str:
             and record.effect_id == inv.effect_id
             and record.turn_id == inv.turn_id
         ):
-            return record.proof_sha256 or ""
-    return ""
+            return record
+    return None
+
+
+def _proof(records: Sequence[jr.JournalRecord], inv: Invocation) -> str:
+    """The ``proof_sha256`` of ``inv``'s journaled supervisor; "" when none is
+    journaled or its record is older than the field (then unchecked)."""
+    journaled = _journaled(records, inv)
+    return journaled.proof_sha256 or "" if journaled is not None else ""
 
 
 def _turn_records(records: list[jr.JournalRecord], turn_id: str) -> list[jr.JournalRecord]:

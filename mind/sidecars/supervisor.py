@@ -1,7 +1,7 @@
 """The process supervisor of one tool command (``docs/design/processes.md``).
 
 ``python -I -S supervisor.py --cwd DIR --timeout S --max-output N --grace S
-[--fd N]... -- PROGRAM ARGS...``, started by mind with its working directory
+[--fd N]... [--journaled 0|1] -- PROGRAM ARGS...``, started by mind with its working directory
 being the command's effect directory (0700, made by
 :func:`mind.shell.supervision.start`), in its own session, stdin and stdout
 ``/dev/null`` and stderr the directory's ``supervisor.log``: nothing ties it
@@ -136,9 +136,12 @@ class _Directory:
         os.fchmod(fd, 0o600)  # the umask only narrows a mode
         return fd
 
-    def write_atomic(self, name: str, data: bytes, *, durable: tuple[int, ...] = ()) -> None:
+    def write_atomic(
+        self, name: str, data: bytes, *, durable: tuple[int, ...] = (), sync: bool = True
+    ) -> None:
         """``name`` appears whole (tmp + write + rename), then it, the files
-        ``durable`` and the directory are fsynced (§5).
+        ``durable`` and the directory are fsynced (§5) — none of them when
+        not ``sync``.
 
         Every fsync comes after the rename, with nothing between them, so a
         journaling file system commits the whole record in one transaction
@@ -153,12 +156,14 @@ class _Directory:
         try:
             _write_all(fd, data)
             os.replace(tmp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
-            for other in durable:
-                os.fsync(other)
-            os.fsync(fd)
+            if sync:
+                for other in durable:
+                    os.fsync(other)
+                os.fsync(fd)
         finally:
             os.close(fd)
-        os.fsync(self.fd)
+        if sync:
+            os.fsync(self.fd)
 
 
 def _json(value: object) -> str:
@@ -432,8 +437,9 @@ def _take_proof(libc: ctypes.CDLL) -> str | None:
     return proof
 
 
-def _parse(args: list[str]) -> tuple[str, float, int, float, list[int], list[str]]:
+def _parse(args: list[str]) -> tuple[str, float, int, float, list[int], bool, list[str]]:
     cwd: str | None = None
+    journaled = False
     timeout_s: float | None = None
     max_bytes: int | None = None
     grace_s: float | None = None
@@ -453,6 +459,8 @@ def _parse(args: list[str]) -> tuple[str, float, int, float, list[int], list[str
                 grace_s = float(value)
             elif option == "--fd":
                 fds.append(int(value))
+            elif option == "--journaled" and value in ("0", "1"):
+                journaled = value == "1"
             else:
                 raise ValueError(option)
     except ValueError as exc:
@@ -463,7 +471,7 @@ def _parse(args: list[str]) -> tuple[str, float, int, float, list[int], list[str
         raise _Refused(
             "usage: supervisor.py --cwd DIR --timeout S --max-output N --grace S -- PROGRAM ARGS..."
         )
-    return cwd, timeout_s, max_bytes, grace_s, fds, rest[1:]
+    return cwd, timeout_s, max_bytes, grace_s, fds, journaled, rest[1:]
 
 
 SPARE_END = b"end"
@@ -528,7 +536,7 @@ def main(args: list[str]) -> int:
     ``exit.json`` is durable, :data:`REFUSED_EXIT` when refused."""
     _catch_signals()
     try:
-        cwd, timeout_s, max_bytes, grace_s, fds, argv = _parse(args)
+        cwd, timeout_s, max_bytes, grace_s, fds, journaled, argv = _parse(args)
         directory = _Directory()
         directory.lock()
         for used in (SUPERVISOR_FILE, EXIT_FILE, NEVER_STARTED_FILE, STDOUT_FILE):
@@ -557,9 +565,11 @@ def main(args: list[str]) -> int:
     )
 
     def announce() -> bool:
-        """supervisor.json, durable, before the command may start; False
-        when a stop was asked meanwhile (the command is then not started)."""
-        directory.write_atomic(SUPERVISOR_FILE, _json(record).encode())
+        """supervisor.json before the command may start — durable, unless
+        mind journaled this supervisor before handing it the job
+        (``--journaled 1``, §9.4); False when a stop was asked meanwhile
+        (the command is then not started)."""
+        directory.write_atomic(SUPERVISOR_FILE, _json(record).encode(), sync=not journaled)
         return not _stop_asked[0]
 
     outcome: dict[str, object] = {"start_error": None}

@@ -427,11 +427,16 @@ async def test_the_caller_learns_the_supervisor_before_the_command_ends(
 async def test_a_failing_start_hook_stops_the_tree_and_propagates(
     tmp_path: Path, marker: str
 ) -> None:
+    """Started cold (a job too large for a spare's pipe), the hook runs once
+    the tree does; its failure stops the tree. (Handed to a spare, the hook
+    runs before the command exists: test_spare_supervisors.)"""
+    from mind.shell.spare_supervisors import JOB_MAX_BYTES
+
     async def started(handle: supervision.Handle) -> None:
         assert await _until(lambda: len(_marked(marker, "sleep")) == 3)
         raise OSError(28, "No space left on device")
 
-    runner = ToolRunner(tmp_path, env=_env(marker))
+    runner = ToolRunner(tmp_path, env={**_env(marker), "BIG": "v" * JOB_MAX_BYTES})
     with pytest.raises(OSError, match="No space left"):
         await runner.run("shell", {"command": ["bash", "-c", TREE]}, on_started=started)
     assert await _until(lambda: _marked(marker) == [])

@@ -26,9 +26,14 @@ DEADLINE_S = 10.0
 """Generous bound for one supervised ``true`` (never a timing assertion)."""
 
 
-def _argv(tmp_path: Path) -> list[str]:
+def _argv(tmp_path: Path, *, journaled: bool = False) -> list[str]:
     return supervision.supervisor_argv(
-        ["true"], cwd=tmp_path, timeout_s=5.0, max_output_bytes=100, kill_grace_s=1.0
+        ["true"],
+        cwd=tmp_path,
+        timeout_s=5.0,
+        max_output_bytes=100,
+        kill_grace_s=1.0,
+        journaled=journaled,
     )
 
 
@@ -77,7 +82,13 @@ def _calls(trace: str) -> list[tuple[int, str, str]]:
 
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
-def test_records_reach_the_disk_in_the_order_the_guarantees_need(tmp_path: Path) -> None:
+@pytest.mark.parametrize("journaled", [False, True])
+def test_records_reach_the_disk_in_the_order_the_guarantees_need(
+    tmp_path: Path, journaled: bool
+) -> None:
+    """Started cold (mind journals it after the start): ``supervisor.json``
+    durable before the command runs. Handed over once journaled (a spare,
+    §9.4): it is not fsynced at all — the journal names the supervisor."""
     directory = _effect_dir(tmp_path, "ef_traced")
     trace_file = tmp_path / "trace"
     run = subprocess.run(
@@ -90,7 +101,7 @@ def test_records_reach_the_disk_in_the_order_the_guarantees_need(tmp_path: Path)
             str(trace_file),
             "-e",
             "trace=execve,fsync,fdatasync,rename,renameat,renameat2,exit_group",
-            *_argv(tmp_path),
+            *_argv(tmp_path, journaled=journaled),
         ],
         cwd=directory,
         capture_output=True,
@@ -112,9 +123,13 @@ def test_records_reach_the_disk_in_the_order_the_guarantees_need(tmp_path: Path)
 
     command = index(False, "execve", '"true"')
     named = index(True, "rename", f'<{where}>, "supervisor.json"')
-    # supervisor.json: whole when named, its data and its name durable before the command runs.
-    assert named < index(True, "fsync", f"<{where}/supervisor.json>", after=named) < command
-    assert named < index(True, "fsync", f"<{where}>", after=named) < command
+    if journaled:
+        assert named < command
+        assert not [c for c in calls[:command] if c[1].startswith("fsync")], calls[:command]
+    else:
+        # supervisor.json: whole when named, its data and its name durable before the command.
+        assert named < index(True, "fsync", f"<{where}/supervisor.json>", after=named) < command
+        assert named < index(True, "fsync", f"<{where}>", after=named) < command
     # exit.json: named once whole; it, both output files and its name are durable
     # before the supervisor ends (and drops the lock: mind learns of the end then).
     exit_named = index(True, "rename", f'<{where}>, "exit.json"', after=command)
