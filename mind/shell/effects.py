@@ -504,11 +504,16 @@ def reconcile_at_open(
     opened = _open_effects(journal.records, session_id)
     if effects_dir is not None:
         _sweep(effects_dir, {inv.effect_id for inv in opened})
+    open_turns = unterminated_turns(journal.records)
     for inv in opened:
         proof = _proof(journal.records, inv)
         process = _process(effects_dir, inv, journal.records)
-        if process == "running":
+        if process == "running" and inv.turn_id == open_turns[-1]:
             continue  # the resumed turn's re-drive waits for it
+        if process == "running":
+            # An earlier turn is never resumed: its orphan calls get a result
+            # now, so the command is waited for first — never a result while it runs.
+            process = _settled(effects_dir, inv, journal.records)
         found = effects.recover(inv, can_ask=can_ask, process=process)
         if isinstance(found, Collect):
             directory = effects.directory(inv)
@@ -672,6 +677,24 @@ def _process(
     if isinstance(state, supervision.NeverStarted):
         return "never_started"
     return "lost"
+
+
+def _settled(
+    effects_dir: Path | None, inv: Invocation, records: Sequence[jr.JournalRecord]
+) -> ProcessFact:
+    """``inv``'s process fact once its supervisor has ended
+    (:func:`mind.shell.supervision.settle`, blocking): ``finished`` for an
+    exit record proven its supervisor's, else ``lost`` — a directory without
+    records proves nothing once ``effect_running`` is durable, and a damaged
+    one nothing at all (fail closed)."""
+    directory = _directory(effects_dir, inv)
+    assert directory is not None
+    try:
+        state = supervision.settle(directory)
+    except (SupervisorRecordError, PrivateStateError):
+        return "lost"
+    proven = supervision.proven(directory, _proof(records, inv))
+    return "finished" if isinstance(state, supervision.Finished) and proven else "lost"
 
 
 def _recorded(directory: Path) -> bool:

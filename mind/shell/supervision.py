@@ -60,6 +60,7 @@ __all__ = [
     "inspect",
     "kill_tree",
     "proven",
+    "settle",
     "start",
     "stop",
     "supervisor_argv",
@@ -457,6 +458,30 @@ async def collect(directory: Path, *, proof_sha256: str = "") -> ProcessResult |
     if isinstance(state, Finished) and proven(directory, proof_sha256):
         return state.result
     return None
+
+
+def settle(directory: Path) -> State:
+    """What ``directory`` says once no supervisor holds it: blocks (a shared
+    ``flock``, woken by the kernel when the holder ends — the timeout stays
+    the supervisor's) and reads it again (:func:`inspect`) until it is not
+    :class:`Running`. A spare that has not taken the lock yet then finds
+    ``never_started`` and refuses: the answer is final. Blocking: call it
+    off the event loop (the startup steps run in a worker thread).
+
+    Raises:
+        SupervisorRecordError: a file of the directory is damaged.
+        PrivateStateError: something not private or owned is in its place.
+    """
+    while True:
+        if os.path.lexists(directory):
+            fd = private_files.open_dir(directory)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH)
+            finally:
+                os.close(fd)
+        state = inspect(directory)
+        if not isinstance(state, Running):
+            return state
 
 
 def discard(directory: Path) -> None:

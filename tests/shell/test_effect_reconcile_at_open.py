@@ -260,3 +260,46 @@ def test_a_journaled_supervisor_without_its_record_is_lost_once_gone_running_whi
         else:
             assert [r for r in results if r.call_id == "c1"] == []
             assert not (directory / "never_started").exists()  # its supervisor may still run it
+
+
+def test_a_command_still_running_in_an_earlier_unterminated_turn_is_waited_for_at_open(
+    tmp_path: Path,
+) -> None:
+    """effects.md §4: a turn that is not the last unterminated one is never
+    resumed, so its orphan calls get a result at open — a command still
+    running there is waited for (its supervisor's lock) and collected, never
+    given a synthetic result while it runs."""
+    from mind.shell.recovery import close_orphan_calls
+
+    path = _crashed(tmp_path, running=False)
+    ident = _shell_effect(_reopened(path))
+    directory = tmp_path / "effects" / ident
+
+    async def start() -> supervision.Handle:
+        return await supervision.start(
+            directory,
+            ["/bin/sh", "-c", "sleep 0.3; echo done"],
+            cwd=tmp_path,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            timeout_s=30,
+            max_output_bytes=4000,
+        )
+
+    handle = anyio.run(start)
+    with Journal.open(path, session_id=SID) as journal:
+        effects = SessionEffects(SID, journal)
+        inv = effects.propose(TURN, SHELL)
+        effects.running(inv, handle.pid, handle.start_identity, handle.proof_sha256)
+        journal.append(rec.turn_started("turn_2"))  # a later turn: turn_1 is not resumed
+    with Journal.open(path, session_id=SID) as journal:
+        done = reconcile_at_open(journal, SID, can_ask=False, effects_dir=tmp_path / "effects")
+        close_orphan_calls(journal)
+    anyio.run(supervision.wait, handle)  # reaps this test's child (its record is gone)
+    assert done.collected == 1
+    (result,) = [r for r in _reopened(path) if isinstance(r, jr.ToolResult) and r.call_id == "c1"]
+    assert not result.synthetic
+    assert (result.evidence, result.effect_outcome) == (
+        jr.EffectEvidence.supervisor,
+        jr.EffectOutcome.committed,
+    )
+    assert result.output == "done\nexit code: 0"
