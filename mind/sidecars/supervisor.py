@@ -532,8 +532,9 @@ def spare() -> int:
 
 
 def main(args: list[str]) -> int:
-    """Run one command under supervision (module docstring); 0 once
-    ``exit.json`` is durable, :data:`REFUSED_EXIT` when refused."""
+    """Run one command under supervision (module docstring): ends the
+    process with status 0 once ``exit.json`` is durable (``os._exit``:
+    no finalization), returns :data:`REFUSED_EXIT` when refused."""
     _catch_signals()
     try:
         cwd, timeout_s, max_bytes, grace_s, fds, journaled, argv = _parse(args)
@@ -602,7 +603,11 @@ def main(args: list[str]) -> int:
     directory.write_atomic(EXIT_FILE, _json(outcome).encode(), durable=streams)
     for fd in streams:
         os.close(fd)
-    return 0
+    # The end is durable: end now. The interpreter's finalization (module
+    # teardown, handlers restored) is ms every command would wait for, and
+    # nothing is left to flush but the log.
+    sys.stderr.flush()
+    os._exit(0)
 
 
 class _NotStarted(Exception):

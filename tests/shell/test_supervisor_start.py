@@ -100,7 +100,7 @@ def test_records_reach_the_disk_in_the_order_the_guarantees_need(
             "-o",
             str(trace_file),
             "-e",
-            "trace=execve,fsync,fdatasync,rename,renameat,renameat2,exit_group",
+            "trace=execve,fsync,fdatasync,rename,renameat,renameat2,exit_group,rt_sigaction",
             *_argv(tmp_path, journaled=journaled),
         ],
         cwd=directory,
@@ -137,6 +137,11 @@ def test_records_reach_the_disk_in_the_order_the_guarantees_need(
     for path in ("stdout", "stderr", "exit.json", ""):
         name = f"<{where}/{path}>" if path else f"<{where}>"
         assert exit_named < index(True, "fsync", name, after=exit_named) < ended, path
+    # Then it ends at once: no interpreter finalization (which restores every
+    # signal handler) between the durable record and the end mind waits for.
+    last_fsync = index(True, "fsync", f"<{where}>", after=exit_named)
+    between = [c for c in calls[last_fsync + 1 : ended] if c[0] == supervisor]
+    assert not [c for c in between if c[1].startswith("rt_sigaction")], between
 
 
 def test_an_exit_record_counts_only_once_its_supervisor_is_gone(tmp_path: Path) -> None:
