@@ -36,6 +36,7 @@ to each command's start (docs/design/processes.md §9).
 from __future__ import annotations
 
 import ctypes
+import errno  # built in: no file to load
 import fcntl
 import math
 import os
@@ -663,6 +664,34 @@ def _run(
     return {"pid": leader}
 
 
+def _candidates(program: str) -> list[str]:
+    """Where ``execvp`` would look for ``program``: itself when it names a
+    path, else each ``PATH`` entry (``os.defpath`` when unset; an empty
+    entry is the working directory). Computed before the fork: ``os.execvp``
+    reads ``PATH`` through ``os.get_exec_path``, which imports ``warnings``
+    in the child — ms every command would wait for."""
+    if os.sep in program:
+        return [program]
+    path = os.environ.get("PATH", os.defpath)
+    return [os.path.join(entry or os.curdir, program) for entry in path.split(os.pathsep)]
+
+
+def _exec(programs: list[str], argv: list[str]) -> None:
+    """``execvp``'s search over ``programs`` (:func:`_candidates`): the first
+    that execs; a missing one (``ENOENT``, ``ENOTDIR``) is skipped, and when
+    none execs the first other error is raised (else the last one)."""
+    first: OSError | None = None
+    last: OSError | None = None
+    for program in programs:
+        try:
+            os.execv(program, argv)
+        except OSError as exc:
+            last = exc
+            if exc.errno not in (errno.ENOENT, errno.ENOTDIR) and first is None:
+                first = exc
+    raise first or last or OSError(errno.ENOENT, "no program")
+
+
 def _spawn(
     argv: list[str],
     cwd: str,
@@ -690,6 +719,7 @@ def _spawn(
     devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     libc = ctypes.CDLL(None, use_errno=True)
     supervisor = os.getpid()
+    programs = _candidates(argv[0])
     pid = os.fork()
     if pid == 0:  # the child: only async-signal-safe-minded steps, then exec
         stage = "exec"
@@ -713,7 +743,7 @@ def _spawn(
             stage = "chdir"
             os.chdir(cwd)
             stage = "exec"
-            os.execvp(argv[0], argv)
+            _exec(programs, argv)
         except OSError as exc:
             os.write(report_w, f"{stage}:{exc.errno or 0}".encode())
         finally:

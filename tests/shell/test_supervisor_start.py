@@ -69,6 +69,27 @@ def test_the_supervisor_starts_from_cached_bytecode_without_enum(tmp_path: Path)
     assert not imported & {"enum", "signal", "json", "re", "subprocess"}, imported
 
 
+def test_the_forked_child_imports_nothing_before_its_exec(tmp_path: Path) -> None:
+    """Between fork and exec the child runs Python: an import there (``os.execvp``
+    imports ``warnings`` to read ``PATH``) is ms every command waits for. Under
+    ``python -v`` the child's import messages would land in the command's
+    stderr (it is dup'ed there before the exec)."""
+    python, *rest = _argv(tmp_path)
+    rest[rest.index("--") + 1 :] = ["sh", "-c", "exit 0"]  # found through PATH
+    directory = _effect_dir(tmp_path, "ef_child")
+    run = subprocess.run(
+        [python, "-v", *rest],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert json.loads((directory / "exit.json").read_text())["exit_code"] == 0
+    assert (directory / "stderr").read_text() == ""
+
+
 _CALL = re.compile(r"^(?P<pid>\d+) +(?P<call>\w+)\((?P<args>.*)")
 
 
