@@ -24,6 +24,7 @@ branch grows past a screen of classes.
     ├── InputRefused                  input empty or over a mailbox/inbox limit; reason code
     ├── InboxCorruptError             inbox.json damaged or over 8 MiB; path (fail closed)
     ├── SupervisorRecordError         a supervised command's file is damaged; path (fail closed)
+    ├── SupervisorUnsupported         the process supervisor needs Linux; platform
     ├── IllegalTransition             a chart refused an event (also RuntimeError: misuse);
     │                                 chart, state, configuration, event
     ├── DropNotAllowed                the mailbox cannot give a message back; message_id, state
@@ -551,6 +552,25 @@ class SupervisorRecordError(MindError):
         super().__init__(f"{path}: damaged supervisor record, left untouched: {detail}")
         self.path = path
         self.detail = detail
+
+
+class SupervisorUnsupported(MindError):
+    """The process supervisor cannot run on this platform: it needs Linux
+    (``prctl``: ``PR_SET_CHILD_SUBREAPER``, ``PR_SET_PDEATHSIG``,
+    ``PR_SET_DUMPABLE``; ``docs/design/processes.md`` §1). Raised by
+    ``mind.shell.supervision.start`` before anything is made; no command
+    runs unsupervised instead (fail closed).
+
+    Attributes:
+        platform: ``sys.platform`` of this Python (``darwin``, ``win32``, …).
+    """
+
+    def __init__(self, platform: str) -> None:
+        super().__init__(
+            f"tool commands run under mind's process supervisor, which needs Linux "
+            f"(prctl PR_SET_CHILD_SUBREAPER); this platform is {platform!r}"
+        )
+        self.platform = platform
 
 
 class SessionError(MindError):

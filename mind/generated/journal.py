@@ -472,6 +472,15 @@ class EffectRunning(Struct, kw_only=True, tag_field='type', tag='effect_running'
             description="The supervisor's start identity (mind.shell.procs.start_identity): with the pid, which process it was."
         ),
     ]
+    proof_sha256: (
+        Annotated[
+            str,
+            Meta(
+                description='Hex SHA-256 of the token handed to the supervisor alone, which its exit.json carries back (docs/design/processes.md §10): after a restart an exit.json whose proof does not hash to it is not evidence. Absent in journals written before it (then unchecked).'
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
 
 
 class CompactionTrigger(StrEnum):

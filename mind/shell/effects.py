@@ -49,7 +49,7 @@ from mind.machines.effect import (
     Run,
     redrivable,
 )
-from mind.shell import faults, supervision
+from mind.shell import faults, procs, supervision
 from mind.shell.journal import Journal
 from mind.shell.recovery import unterminated_turns
 from mind.shell.redact import redact
@@ -79,6 +79,8 @@ class UnknownEffect:
         name: the tool.
         prepared_at_ms: when its ``tool_started`` was recorded (Unix epoch ms).
         choices: what may be done (:func:`mind.machines.effect.reconcile_choices`).
+        reason: why it is unknown when mind saw it end ("" after a crash:
+            mind stopped before recording it).
     """
 
     effect_id: str
@@ -87,6 +89,7 @@ class UnknownEffect:
     name: str
     prepared_at_ms: int
     choices: tuple[Resolution, ...]
+    reason: str = ""
 
     @property
     def interaction_id(self) -> str:
@@ -102,10 +105,11 @@ def unknown_outcome_text(facts: UnknownEffect, resolution: Resolution) -> str:
     what ran and when, that no exit status was recorded, that it was not run
     again (docs/design/effects.md §4)."""
     when = datetime.fromtimestamp(facts.prepared_at_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    why = facts.reason or "mind stopped before it recorded how it ended"
     known = (
         f"this `{facts.name}` call was started at {when} UTC (effect {facts.effect_id}) and "
-        "mind stopped before it recorded how it ended: it may have run fully, in part or not "
-        "at all; no exit status or output was recorded. It was not run again"
+        f"{why}: it may have run fully, in part or not at all; no exit status or output was "
+        "recorded. It was not run again"
     )
     if resolution == "mark_failed":
         return f"[outcome unknown, marked failed by the user: {known}.]"
@@ -175,8 +179,9 @@ class SessionEffects:
         final): ``none`` for a call with no such directory or one prepared
         without an effect id (an older mind: nothing proves it never ran);
         ``lost`` when the directory is damaged or not private (fail closed:
-        the outcome is unknown)."""
-        return _process(self.effects_dir, inv)
+        the outcome is unknown) and when its ``exit.json`` is not proven its
+        supervisor's (the journaled ``proof_sha256``: processes.md §10)."""
+        return _process(self.effects_dir, inv, self.journal.records)
 
     def propose(self, turn_id: str, call: ToolCall) -> Invocation:
         """Name ``call`` (its journaled occurrence in ``turn_id``) and find
@@ -224,10 +229,18 @@ class SessionEffects:
         inv.machine.persisted()
         inv.machine.execute()
 
-    def running(self, inv: Invocation, supervisor_pid: int, supervisor_start: str) -> None:
+    def running(
+        self,
+        inv: Invocation,
+        supervisor_pid: int,
+        supervisor_start: str,
+        proof_sha256: str = "",
+    ) -> None:
         """The effect's process runs under its supervisor: ``effect_running``
-        (pid + start identity) is fsynced, so after a crash the supervisor's
-        exit record can be looked for (docs/design/effects.md §4).
+        (pid + start identity, and the hash of the token only the supervisor
+        holds: ``proof_sha256``, hex) is fsynced, so after a crash the
+        supervisor's exit record can be looked for and told from one its
+        command forged (docs/design/effects.md §4, processes.md §10).
 
         Raises:
             JournalWriteError: the record could not be made durable.
@@ -241,6 +254,7 @@ class SessionEffects:
                 effect_id=inv.effect_id,
                 supervisor_pid=supervisor_pid,
                 supervisor_start=supervisor_start,
+                proof_sha256=proof_sha256 or msgspec.UNSET,
             ),
             sync=True,
         )
@@ -317,7 +331,8 @@ class SessionEffects:
         result = None
         if directory is not None:
             try:
-                result = await supervision.collect(directory)
+                proof = _proof(self.journal.records, inv)
+                result = await supervision.collect(directory, proof_sha256=proof)
             except (SupervisorRecordError, PrivateStateError):
                 result = None  # damaged: the outcome is unknown
         if result is None:
@@ -349,11 +364,41 @@ class SessionEffects:
         if not inv.machine.prepared:
             inv.machine.deny()
             return self._result(inv, status, output, None, None)
+        if evidence == "ran" and inv.machine.state == "executing" and self._unrecorded(inv):
+            # Its supervisor ended without a record mind believes (killed, or
+            # the record is not its own): what it did is unknown, not failed.
+            (action,) = inv.machine.recover(can_ask=False, process="lost")
+            assert isinstance(action, Resolve) and inv.started is not None
+            facts = UnknownEffect(
+                inv.effect_id,
+                inv.turn_id,
+                inv.call.call_id,
+                inv.call.name,
+                inv.started.recorded_at_ms,
+                action.choices,
+                reason=_UNRECORDED,
+            )
+            told = self.resolve(inv, facts, "tell_model")
+            assert told is not None
+            return told
         (commit,) = inv.machine.finish(status, evidence)
         assert isinstance(commit, Commit)
         record = self._result(inv, status, output, commit.outcome, commit.evidence)
         faults.boundary("effect_committed_not_delivered")
         return record
+
+    def _unrecorded(self, inv: Invocation) -> bool:
+        """Whether ``inv``'s command ran under a supervisor that ended without
+        an exit record proven its own (processes.md §6.6, §10): its directory
+        reads Lost, or Finished with a proof that does not match, or is
+        damaged. A command that never started (refused, no directory) is not."""
+        directory = self.directory(inv)
+        if directory is None or not os.path.lexists(directory):
+            return False
+        state = _state(directory)
+        if isinstance(state, supervision.Finished):
+            return not supervision.proven(directory, _proof(self.journal.records, inv))
+        return state is None or isinstance(state, supervision.Lost)
 
     def _result(
         self,
@@ -387,6 +432,12 @@ class SessionEffects:
             # Only now that the result is durable (a crash before keeps the evidence).
             supervision.discard(directory)
         return record
+
+
+_UNRECORDED = (
+    "its supervisor ended without recording its end (it was killed, or the exit record "
+    "in its directory is not its own: the command can write there)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -453,16 +504,22 @@ def reconcile_at_open(
     opened = _open_effects(journal.records, session_id)
     if effects_dir is not None:
         _sweep(effects_dir, {inv.effect_id for inv in opened})
+    open_turns = unterminated_turns(journal.records)
     for inv in opened:
-        process = effects.process(inv)
-        if process == "running":
+        proof = _proof(journal.records, inv)
+        process = _process(effects_dir, inv, journal.records)
+        if process == "running" and inv.turn_id == open_turns[-1]:
             continue  # the resumed turn's re-drive waits for it
+        if process == "running":
+            # An earlier turn is never resumed: its orphan calls get a result
+            # now, so the command is waited for first — never a result while it runs.
+            process = _settled(effects_dir, inv, journal.records)
         found = effects.recover(inv, can_ask=can_ask, process=process)
         if isinstance(found, Collect):
             directory = effects.directory(inv)
             assert directory is not None
             state = _state(directory)
-            if isinstance(state, supervision.Finished):
+            if isinstance(state, supervision.Finished) and supervision.proven(directory, proof):
                 effects._collected(inv, state.result)
                 collected += 1
                 continue
@@ -530,7 +587,8 @@ def redrive_rule(
 
     def rule(paired: PairedCall) -> bool:
         inv = _invocation(journaled, session_id, paired)
-        return redrivable(inv.machine.effect_class, _process(effects_dir, inv))
+        process = _process(effects_dir, inv, journaled)
+        return redrivable(inv.machine.effect_class, process)
 
     return rule
 
@@ -593,21 +651,79 @@ def _directory(effects_dir: Path | None, inv: Invocation) -> Path | None:
     return effects_dir / inv.effect_id
 
 
-def _process(effects_dir: Path | None, inv: Invocation) -> ProcessFact:
-    """:meth:`SessionEffects.process`."""
+def _process(
+    effects_dir: Path | None, inv: Invocation, records: Sequence[jr.JournalRecord]
+) -> ProcessFact:
+    """:meth:`SessionEffects.process`, the effect records being ``records``."""
     directory = _directory(effects_dir, inv)
     if directory is None or inv.started is None or not inv.started.effect_id:
         return "none"
-    if inv.machine.state == "executing" and not os.path.lexists(directory):
-        return "lost"  # `effect_running` says a supervisor ran: gone is not "never started"
+    journaled = _journaled(records, inv)
+    if journaled is not None and not os.path.lexists(directory):
+        return "lost"  # made before any supervisor had it: gone is not "never started"
+    if journaled is not None and not _recorded(directory):
+        # `effect_running` is durable before a spare gets the job, and its
+        # supervisor.json is not fsynced (processes.md §9.4): no record is
+        # not "never started" — the journaled supervisor still runs, or is Lost.
+        alive = procs.same_process(journaled.supervisor_pid, journaled.supervisor_start)
+        return "running" if alive else "lost"
+    proof_sha256 = journaled.proof_sha256 or "" if journaled is not None else ""
     state = _state(directory)
     if isinstance(state, supervision.Finished):
-        return "finished"
+        # A record its command wrote (it can reach the directory) is no evidence.
+        return "finished" if supervision.proven(directory, proof_sha256) else "lost"
     if isinstance(state, supervision.Running):
         return "running"
     if isinstance(state, supervision.NeverStarted):
         return "never_started"
     return "lost"
+
+
+def _settled(
+    effects_dir: Path | None, inv: Invocation, records: Sequence[jr.JournalRecord]
+) -> ProcessFact:
+    """``inv``'s process fact once its supervisor has ended
+    (:func:`mind.shell.supervision.settle`, blocking): ``finished`` for an
+    exit record proven its supervisor's, else ``lost`` — a directory without
+    records proves nothing once ``effect_running`` is durable, and a damaged
+    one nothing at all (fail closed)."""
+    directory = _directory(effects_dir, inv)
+    assert directory is not None
+    try:
+        state = supervision.settle(directory)
+    except (SupervisorRecordError, PrivateStateError):
+        return "lost"
+    proven = supervision.proven(directory, _proof(records, inv))
+    return "finished" if isinstance(state, supervision.Finished) and proven else "lost"
+
+
+def _recorded(directory: Path) -> bool:
+    """Whether ``directory`` holds ``supervisor.json`` or ``exit.json``."""
+    return any(
+        os.path.lexists(directory / name)
+        for name in (supervision.SUPERVISOR_FILE, supervision.EXIT_FILE)
+    )
+
+
+def _journaled(records: Sequence[jr.JournalRecord], inv: Invocation) -> jr.EffectRunning | None:
+    """The last ``effect_running`` of ``inv``'s effect (found from the end:
+    a live effect's is near it), or None."""
+    for at in range(len(records) - 1, -1, -1):
+        record = records[at]
+        if (
+            isinstance(record, jr.EffectRunning)
+            and record.effect_id == inv.effect_id
+            and record.turn_id == inv.turn_id
+        ):
+            return record
+    return None
+
+
+def _proof(records: Sequence[jr.JournalRecord], inv: Invocation) -> str:
+    """The ``proof_sha256`` of ``inv``'s journaled supervisor; "" when none is
+    journaled or its record is older than the field (then unchecked)."""
+    journaled = _journaled(records, inv)
+    return journaled.proof_sha256 or "" if journaled is not None else ""
 
 
 def _turn_records(records: list[jr.JournalRecord], turn_id: str) -> list[jr.JournalRecord]:

@@ -4,8 +4,9 @@ interpreter's start (``docs/design/processes.md`` §9).
 One idle spare is kept per mind process: ``python -I -S`` running
 :func:`mind.sidecars.supervisor.spare`, in its own session, stdin a pipe from
 mind, stdout and stderr ``/dev/null``, an empty environment, working in
-``/``. :func:`hand_over` gives it one command's job (written at once into
-the pipe, which is then closed) and starts the next spare; the spare enters
+``/``. :func:`claim` takes it for one command (and starts the next spare),
+the caller journals its pid + start identity, then :func:`hand_over` gives
+it the job (written at once into the pipe, which is then closed); it enters
 the effect directory, drops the pipe and runs exactly as a supervisor
 started for that command would. A spare whose pipe closes without a whole
 job — mind exited, was killed, or gave it up — ends having touched nothing.
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -29,7 +31,7 @@ import anyio.to_thread
 
 from mind.shell import procs
 
-__all__ = ["JOB_MAX_BYTES", "SpareProcess", "hand_over"]
+__all__ = ["JOB_MAX_BYTES", "Claim", "SpareProcess", "claim", "give_up", "hand_over"]
 
 _SIDECARS: Final = str(Path(__file__).resolve().parent.parent / "sidecars")
 _LAUNCH: Final = (
@@ -160,8 +162,27 @@ def _job(directory: Path, env: Mapping[str, str], args: Sequence[str]) -> bytes:
     return b"".join(field + b"\0" for field in [*fields, _END])
 
 
-def hand_over(directory: Path, env: Mapping[str, str], args: Sequence[str]) -> SpareProcess | None:
-    """Give the idle spare the job of running ``args`` in ``directory``.
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The idle spare taken for one job, not yet handed it (:func:`claim`).
+
+    Attributes:
+        pid: the spare's pid — the command's supervisor once handed the job.
+        start_identity: its start identity (:func:`mind.shell.procs.start_identity`).
+    """
+
+    pid: int
+    start_identity: str
+    _popen: subprocess.Popen[bytes]
+    _job: bytes
+
+
+def claim(directory: Path, env: Mapping[str, str], args: Sequence[str]) -> Claim | None:
+    """Take the idle spare for the job of running ``args`` in ``directory``;
+    then :func:`hand_over` gives it the job, or :func:`give_up` lets it end
+    having touched nothing. Between the two its pid and start identity are
+    known while it cannot have started anything: where the caller makes
+    them durable (``effect_running``, processes.md §9.4).
 
     Args:
         directory: the effect directory, already made private, its
@@ -171,9 +192,8 @@ def hand_over(directory: Path, env: Mapping[str, str], args: Sequence[str]) -> S
             ... -- PROGRAM ARGS``).
 
     Returns:
-        The supervisor process now running the command, or None when no
-        spare was ready to take it (the first call of a process, a job
-        larger than :data:`JOB_MAX_BYTES`, a spare that died): the caller
+        The claim, or None when no spare was ready (the first call of a
+        process, a job larger than :data:`JOB_MAX_BYTES`): the caller
         starts one cold. Unless the job was too large, a new spare is then
         started for the next command (in a worker thread; one that cannot be
         started leaves the slot empty, and the next command starts cold).
@@ -185,14 +205,27 @@ def hand_over(directory: Path, env: Mapping[str, str], args: Sequence[str]) -> S
         _SLOT.settle()
         idle, identity = _SLOT.idle, _SLOT.identity
         _SLOT.idle = None
-        handed = idle is not None and _write_job(idle, job)
         _SLOT.refill()
     if idle is None:
         return None
-    if not handed:
-        _give_up(idle)
+    return Claim(idle.pid, identity, idle, job)
+
+
+def hand_over(taken: Claim) -> SpareProcess | None:
+    """Give the claimed spare its job (written at once into its pipe, then
+    EOF). None when it could not take it (it died): it is given up, and
+    the caller starts the command cold."""
+    if not _write_job(taken._popen, taken._job):
+        _give_up(taken._popen)
         return None
-    return SpareProcess(idle, identity)
+    return SpareProcess(taken._popen, taken.start_identity)
+
+
+def give_up(taken: Claim) -> None:
+    """Let the claimed spare go without a job: EOF on its pipe ends it,
+    having touched nothing; reaped here (within :data:`_EXIT_WAIT_S`, else
+    SIGKILLed)."""
+    _give_up(taken._popen)
 
 
 def _write_job(popen: subprocess.Popen[bytes], job: bytes) -> bool:

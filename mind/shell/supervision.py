@@ -30,7 +30,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TypeAlias
@@ -39,7 +39,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from mind.errors import SupervisorRecordError
+from mind.errors import SupervisorRecordError, SupervisorUnsupported
 from mind.shell import private_files, procs, spare_supervisors
 from mind.shell.spare_supervisors import SpareProcess
 from mind.shell.tools._text import StreamText, split_budget
@@ -60,6 +60,7 @@ __all__ = [
     "inspect",
     "kill_tree",
     "proven",
+    "settle",
     "start",
     "stop",
     "supervisor_argv",
@@ -179,6 +180,7 @@ async def start(
     max_output_bytes: int,
     pass_fds: Sequence[int] = (),
     kill_grace_s: float = KILL_GRACE_S,
+    on_started: Callable[[Handle], Awaitable[None]] | None = None,
 ) -> Handle:
     """Start ``argv`` under a supervisor working in ``directory`` (§1, §2).
 
@@ -197,14 +199,25 @@ async def start(
         max_output_bytes: bytes of head and of tail kept per stream (> 0).
         pass_fds: descriptors the command inherits (the seccomp program).
         kill_grace_s: seconds between SIGTERM and SIGKILL (§4).
+        on_started: awaited with the handle (pid, start identity, proof
+            hash) where the caller makes it durable (``effect_running``):
+            for a spare before it is handed the job, so its
+            ``supervisor.json`` need not be fsynced (§9.4); for a cold start
+            once it runs (its ``supervisor.json`` is fsynced, as nothing
+            durable names it before).
 
     Returns:
         The handle (pid and start identity: the effect record's evidence).
 
     Raises:
+        SupervisorUnsupported: not Linux (checked first: nothing is made).
         PrivateStateError: ``directory`` or its log is not private and owned.
         OSError: the directory cannot be made or the supervisor not started.
+        Exception: what ``on_started`` raised — the command was not started
+            (a spare) or its tree was stopped (a cold start).
     """
+    if not sys.platform.startswith("linux"):
+        raise SupervisorUnsupported(sys.platform)
     # The marker that finds the command's processes if its supervisor dies
     # (§6.7); the token only the supervisor sees, proof of its exit.json (§10).
     proof = secrets.token_hex(16)
@@ -212,20 +225,38 @@ async def start(
     env[PROOF_ENV] = proof
     private_files.private_dir(directory)
     log_fd = private_files.open_file(directory / LOG_FILE, os.O_WRONLY | os.O_APPEND, create=True)
-    args = supervisor_argv(
-        argv,
-        cwd=cwd,
-        timeout_s=timeout_s,
-        max_output_bytes=max_output_bytes,
-        pass_fds=pass_fds,
-        kill_grace_s=kill_grace_s,
-    )
+
+    def args_for(journaled: bool) -> list[str]:
+        return supervisor_argv(
+            argv,
+            cwd=cwd,
+            timeout_s=timeout_s,
+            max_output_bytes=max_output_bytes,
+            pass_fds=pass_fds,
+            kill_grace_s=kill_grace_s,
+            journaled=journaled,
+        )
+
     if not pass_fds:  # a spare cannot receive descriptors: those start cold
-        whole_env = dict(env) if env is not None else dict(os.environ)
-        spare = spare_supervisors.hand_over(directory, whole_env, args[5:])
-        if spare is not None:
-            os.close(log_fd)  # the spare opens the log itself, in the directory
-            return Handle(directory, spare.pid, spare.start_identity, spare, _sha256(proof))
+        # Journaled (on_started) before the hand-over, or journaled nowhere:
+        # either way its supervisor.json need not be durable (§9.4).
+        job = args_for(True)[5:]
+        taken = spare_supervisors.claim(directory, dict(env), job)
+        if taken is not None:
+            handle = Handle(directory, taken.pid, taken.start_identity, None, _sha256(proof))
+            if on_started is not None:
+                try:
+                    await on_started(handle)
+                except BaseException:
+                    spare_supervisors.give_up(taken)  # it never had the job
+                    os.close(log_fd)
+                    raise
+            spare = spare_supervisors.hand_over(taken)
+            if spare is not None:
+                os.close(log_fd)  # the spare opens the log itself, in the directory
+                return Handle(directory, spare.pid, spare.start_identity, spare, _sha256(proof))
+            # It died before taking the job (nothing ran): cold, journaled again.
+    args = args_for(on_started is None)
     try:
         # Shielded: a cancellation while it starts would leave it unseen;
         # delivered at the next checkpoint, inside wait(), which stops it.
@@ -242,9 +273,17 @@ async def start(
             )
     finally:
         os.close(log_fd)
-    return Handle(
+    handle = Handle(
         directory, process.pid, procs.start_identity(process.pid), process, _sha256(proof)
     )
+    if on_started is not None:
+        try:
+            await on_started(handle)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await stop(handle)
+            raise
+    return handle
 
 
 def supervisor_argv(
@@ -255,10 +294,14 @@ def supervisor_argv(
     max_output_bytes: int,
     pass_fds: Sequence[int] = (),
     kill_grace_s: float = KILL_GRACE_S,
+    journaled: bool = False,
 ) -> list[str]:
     """The supervisor's own command line for ``argv`` (arguments as :func:`start`'s).
 
-    To be run with the effect directory as working directory (``start`` does).
+    ``journaled``: mind made the supervisor's pid + start identity durable
+    before it got the job (or keeps no record of it), so it does not fsync
+    ``supervisor.json`` (§9.4). To be run with the effect directory as
+    working directory (``start`` does).
     """
     args = [
         sys.executable,
@@ -277,6 +320,8 @@ def supervisor_argv(
     ]
     for fd in pass_fds:
         args += ["--fd", str(fd)]
+    if journaled:
+        args += ["--journaled", "1"]
     return [*args, "--", *argv]
 
 
@@ -385,12 +430,14 @@ async def _wait_unlocked(directory: Path) -> None:
     await anyio.to_thread.run_sync(block, abandon_on_cancel=True)
 
 
-async def collect(directory: Path) -> ProcessResult | None:
+async def collect(directory: Path, *, proof_sha256: str = "") -> ProcessResult | None:
     """The result of the command a supervisor ran (or still runs) in
     ``directory``, after a restart (docs/design/effects.md §4): waits while
     its supervisor holds the lock (the timeout is the supervisor's), then
     reads ``exit.json``. None when no exit record is there (the supervisor
-    never started the command, or ended unrecorded: :class:`Lost`).
+    never started the command, or ended unrecorded: :class:`Lost`) or when
+    it is not proven its supervisor's (:func:`proven` with ``proof_sha256``,
+    the hash the effect record kept, §10: a command can write one itself).
 
     Raises:
         anyio.get_cancelled_exc_class(): the caller was cancelled (the turn
@@ -408,7 +455,33 @@ async def collect(directory: Path) -> ProcessResult | None:
                 await _wait_unlocked(directory)
         raise
     state = inspect(directory)
-    return state.result if isinstance(state, Finished) else None
+    if isinstance(state, Finished) and proven(directory, proof_sha256):
+        return state.result
+    return None
+
+
+def settle(directory: Path) -> State:
+    """What ``directory`` says once no supervisor holds it: blocks (a shared
+    ``flock``, woken by the kernel when the holder ends — the timeout stays
+    the supervisor's) and reads it again (:func:`inspect`) until it is not
+    :class:`Running`. A spare that has not taken the lock yet then finds
+    ``never_started`` and refuses: the answer is final. Blocking: call it
+    off the event loop (the startup steps run in a worker thread).
+
+    Raises:
+        SupervisorRecordError: a file of the directory is damaged.
+        PrivateStateError: something not private or owned is in its place.
+    """
+    while True:
+        if os.path.lexists(directory):
+            fd = private_files.open_dir(directory)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH)
+            finally:
+                os.close(fd)
+        state = inspect(directory)
+        if not isinstance(state, Running):
+            return state
 
 
 def discard(directory: Path) -> None:

@@ -314,7 +314,7 @@ class ToolCalls:
         (docs/design/effects.md §4)."""
 
         async def started(handle: Handle) -> None:
-            effects.running(inv, handle.pid, handle.start_identity)
+            effects.running(inv, handle.pid, handle.start_identity, handle.proof_sha256)
 
         return started
 

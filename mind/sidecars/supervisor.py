@@ -1,7 +1,7 @@
 """The process supervisor of one tool command (``docs/design/processes.md``).
 
 ``python -I -S supervisor.py --cwd DIR --timeout S --max-output N --grace S
-[--fd N]... -- PROGRAM ARGS...``, started by mind with its working directory
+[--fd N]... [--journaled 0|1] -- PROGRAM ARGS...``, started by mind with its working directory
 being the command's effect directory (0700, made by
 :func:`mind.shell.supervision.start`), in its own session, stdin and stdout
 ``/dev/null`` and stderr the directory's ``supervisor.log``: nothing ties it
@@ -36,6 +36,7 @@ to each command's start (docs/design/processes.md §9).
 from __future__ import annotations
 
 import ctypes
+import errno  # built in: no file to load
 import fcntl
 import math
 import os
@@ -136,9 +137,12 @@ class _Directory:
         os.fchmod(fd, 0o600)  # the umask only narrows a mode
         return fd
 
-    def write_atomic(self, name: str, data: bytes, *, durable: tuple[int, ...] = ()) -> None:
+    def write_atomic(
+        self, name: str, data: bytes, *, durable: tuple[int, ...] = (), sync: bool = True
+    ) -> None:
         """``name`` appears whole (tmp + write + rename), then it, the files
-        ``durable`` and the directory are fsynced (§5).
+        ``durable`` and the directory are fsynced (§5) — none of them when
+        not ``sync``.
 
         Every fsync comes after the rename, with nothing between them, so a
         journaling file system commits the whole record in one transaction
@@ -153,12 +157,14 @@ class _Directory:
         try:
             _write_all(fd, data)
             os.replace(tmp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
-            for other in durable:
-                os.fsync(other)
-            os.fsync(fd)
+            if sync:
+                for other in durable:
+                    os.fsync(other)
+                os.fsync(fd)
         finally:
             os.close(fd)
-        os.fsync(self.fd)
+        if sync:
+            os.fsync(self.fd)
 
 
 def _json(value: object) -> str:
@@ -432,8 +438,9 @@ def _take_proof(libc: ctypes.CDLL) -> str | None:
     return proof
 
 
-def _parse(args: list[str]) -> tuple[str, float, int, float, list[int], list[str]]:
+def _parse(args: list[str]) -> tuple[str, float, int, float, list[int], bool, list[str]]:
     cwd: str | None = None
+    journaled = False
     timeout_s: float | None = None
     max_bytes: int | None = None
     grace_s: float | None = None
@@ -453,6 +460,8 @@ def _parse(args: list[str]) -> tuple[str, float, int, float, list[int], list[str
                 grace_s = float(value)
             elif option == "--fd":
                 fds.append(int(value))
+            elif option == "--journaled" and value in ("0", "1"):
+                journaled = value == "1"
             else:
                 raise ValueError(option)
     except ValueError as exc:
@@ -463,7 +472,7 @@ def _parse(args: list[str]) -> tuple[str, float, int, float, list[int], list[str
         raise _Refused(
             "usage: supervisor.py --cwd DIR --timeout S --max-output N --grace S -- PROGRAM ARGS..."
         )
-    return cwd, timeout_s, max_bytes, grace_s, fds, rest[1:]
+    return cwd, timeout_s, max_bytes, grace_s, fds, journaled, rest[1:]
 
 
 SPARE_END = b"end"
@@ -524,11 +533,12 @@ def spare() -> int:
 
 
 def main(args: list[str]) -> int:
-    """Run one command under supervision (module docstring); 0 once
-    ``exit.json`` is durable, :data:`REFUSED_EXIT` when refused."""
+    """Run one command under supervision (module docstring): ends the
+    process with status 0 once ``exit.json`` is durable (``os._exit``:
+    no finalization), returns :data:`REFUSED_EXIT` when refused."""
     _catch_signals()
     try:
-        cwd, timeout_s, max_bytes, grace_s, fds, argv = _parse(args)
+        cwd, timeout_s, max_bytes, grace_s, fds, journaled, argv = _parse(args)
         directory = _Directory()
         directory.lock()
         for used in (SUPERVISOR_FILE, EXIT_FILE, NEVER_STARTED_FILE, STDOUT_FILE):
@@ -557,9 +567,11 @@ def main(args: list[str]) -> int:
     )
 
     def announce() -> bool:
-        """supervisor.json, durable, before the command may start; False
-        when a stop was asked meanwhile (the command is then not started)."""
-        directory.write_atomic(SUPERVISOR_FILE, _json(record).encode())
+        """supervisor.json before the command may start — durable, unless
+        mind journaled this supervisor before handing it the job
+        (``--journaled 1``, §9.4); False when a stop was asked meanwhile
+        (the command is then not started)."""
+        directory.write_atomic(SUPERVISOR_FILE, _json(record).encode(), sync=not journaled)
         return not _stop_asked[0]
 
     outcome: dict[str, object] = {"start_error": None}
@@ -592,7 +604,11 @@ def main(args: list[str]) -> int:
     directory.write_atomic(EXIT_FILE, _json(outcome).encode(), durable=streams)
     for fd in streams:
         os.close(fd)
-    return 0
+    # The end is durable: end now. The interpreter's finalization (module
+    # teardown, handlers restored) is ms every command would wait for, and
+    # nothing is left to flush but the log.
+    sys.stderr.flush()
+    os._exit(0)
 
 
 class _NotStarted(Exception):
@@ -648,6 +664,34 @@ def _run(
     return {"pid": leader}
 
 
+def _candidates(program: str) -> list[str]:
+    """Where ``execvp`` would look for ``program``: itself when it names a
+    path, else each ``PATH`` entry (``os.defpath`` when unset; an empty
+    entry is the working directory). Computed before the fork: ``os.execvp``
+    reads ``PATH`` through ``os.get_exec_path``, which imports ``warnings``
+    in the child — ms every command would wait for."""
+    if os.sep in program:
+        return [program]
+    path = os.environ.get("PATH", os.defpath)
+    return [os.path.join(entry or os.curdir, program) for entry in path.split(os.pathsep)]
+
+
+def _exec(programs: list[str], argv: list[str]) -> None:
+    """``execvp``'s search over ``programs`` (:func:`_candidates`): the first
+    that execs; a missing one (``ENOENT``, ``ENOTDIR``) is skipped, and when
+    none execs the first other error is raised (else the last one)."""
+    first: OSError | None = None
+    last: OSError | None = None
+    for program in programs:
+        try:
+            os.execv(program, argv)
+        except OSError as exc:
+            last = exc
+            if exc.errno not in (errno.ENOENT, errno.ENOTDIR) and first is None:
+                first = exc
+    raise first or last or OSError(errno.ENOENT, "no program")
+
+
 def _spawn(
     argv: list[str],
     cwd: str,
@@ -675,6 +719,7 @@ def _spawn(
     devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     libc = ctypes.CDLL(None, use_errno=True)
     supervisor = os.getpid()
+    programs = _candidates(argv[0])
     pid = os.fork()
     if pid == 0:  # the child: only async-signal-safe-minded steps, then exec
         stage = "exec"
@@ -698,7 +743,7 @@ def _spawn(
             stage = "chdir"
             os.chdir(cwd)
             stage = "exec"
-            os.execvp(argv[0], argv)
+            _exec(programs, argv)
         except OSError as exc:
             os.write(report_w, f"{stage}:{exc.errno or 0}".encode())
         finally:

@@ -5,6 +5,7 @@ unanswered, each through its machine; what the next open reads back."""
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import anyio
@@ -13,7 +14,7 @@ from mind._version import __version__
 from mind.conversation import ToolCall
 from mind.effects.identity import interaction_id
 from mind.generated import journal as jr
-from mind.shell import supervision
+from mind.shell import private_files, supervision
 from mind.shell.effects import OpenReconciliation, SessionEffects, reconcile_at_open
 from mind.shell.journal import Journal
 from mind.shell.procs import start_identity
@@ -25,9 +26,10 @@ SHELL = ToolCall(call_id="c1", name="shell", arguments='{"command": "make deploy
 LIST = ToolCall(call_id="c2", name="list_dir", arguments="{}")
 
 
-def _crashed(tmp_path: Path, *, running: bool) -> Path:
+def _crashed(tmp_path: Path, *, running: bool, supervisor: tuple[int, str] | None = None) -> Path:
     """A journal whose turn prepared both calls (and, ``running``, recorded
-    their supervisor) before mind died; closed, as a crash leaves it."""
+    their supervisor: ``supervisor`` or this process) before mind died;
+    closed, as a crash leaves it."""
     path = tmp_path / "journal.jsonl"
     with Journal.open(path, create=True, session_id=SID) as journal:
         journal.append(
@@ -47,7 +49,8 @@ def _crashed(tmp_path: Path, *, running: bool) -> Path:
             inv = effects.propose(TURN, call)
             effects.prepare(inv)
             if running:
-                effects.running(inv, os.getpid(), start_identity(os.getpid()))
+                pid, identity = supervisor or (os.getpid(), start_identity(os.getpid()))
+                effects.running(inv, pid, identity)
     return path
 
 
@@ -222,3 +225,81 @@ def test_leftover_directories_of_answered_effects_are_removed_at_open(tmp_path: 
                 await supervision.stop(handle)
 
     anyio.run(hold)
+
+
+def test_a_journaled_supervisor_without_its_record_is_lost_once_gone_running_while_alive(
+    tmp_path: Path,
+) -> None:
+    """processes.md §9.4: a spare is journaled before it gets the job and its
+    ``supervisor.json`` is not fsynced, so a directory without
+    ``supervisor.json`` and ``exit.json`` proves nothing: its journaled
+    supervisor gone → Lost (unknown, never re-run); still running →
+    Running (left to the re-drive) — never NeverStarted."""
+    gone = subprocess.Popen(["sleep", "30"])
+    identity = start_identity(gone.pid)
+    gone.kill()
+    gone.wait()
+    for name, supervisor, told in (
+        ("gone", (gone.pid, identity), 1),
+        ("alive", (os.getpid(), start_identity(os.getpid())), 0),
+    ):
+        where = tmp_path / name
+        where.mkdir()
+        path = _crashed(where, running=True, supervisor=supervisor)
+        ident = _shell_effect(_reopened(path))
+        directory = where / "effects" / ident
+        private_files.private_dir(directory)
+        (directory / "supervisor.log").touch(mode=0o600)  # handed over; power cut
+        with Journal.open(path, session_id=SID) as journal:
+            done = reconcile_at_open(journal, SID, can_ask=False, effects_dir=where / "effects")
+        assert done.told == told, name
+        results = [r for r in _reopened(path) if isinstance(r, jr.ToolResult)]
+        if told:
+            shell = next(r for r in results if r.call_id == "c1")
+            assert shell.effect_outcome == jr.EffectOutcome.unknown
+        else:
+            assert [r for r in results if r.call_id == "c1"] == []
+            assert not (directory / "never_started").exists()  # its supervisor may still run it
+
+
+def test_a_command_still_running_in_an_earlier_unterminated_turn_is_waited_for_at_open(
+    tmp_path: Path,
+) -> None:
+    """effects.md §4: a turn that is not the last unterminated one is never
+    resumed, so its orphan calls get a result at open — a command still
+    running there is waited for (its supervisor's lock) and collected, never
+    given a synthetic result while it runs."""
+    from mind.shell.recovery import close_orphan_calls
+
+    path = _crashed(tmp_path, running=False)
+    ident = _shell_effect(_reopened(path))
+    directory = tmp_path / "effects" / ident
+
+    async def start() -> supervision.Handle:
+        return await supervision.start(
+            directory,
+            ["/bin/sh", "-c", "sleep 0.3; echo done"],
+            cwd=tmp_path,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            timeout_s=30,
+            max_output_bytes=4000,
+        )
+
+    handle = anyio.run(start)
+    with Journal.open(path, session_id=SID) as journal:
+        effects = SessionEffects(SID, journal)
+        inv = effects.propose(TURN, SHELL)
+        effects.running(inv, handle.pid, handle.start_identity, handle.proof_sha256)
+        journal.append(rec.turn_started("turn_2"))  # a later turn: turn_1 is not resumed
+    with Journal.open(path, session_id=SID) as journal:
+        done = reconcile_at_open(journal, SID, can_ask=False, effects_dir=tmp_path / "effects")
+        close_orphan_calls(journal)
+    anyio.run(supervision.wait, handle)  # reaps this test's child (its record is gone)
+    assert done.collected == 1
+    (result,) = [r for r in _reopened(path) if isinstance(r, jr.ToolResult) and r.call_id == "c1"]
+    assert not result.synthetic
+    assert (result.evidence, result.effect_outcome) == (
+        jr.EffectEvidence.supervisor,
+        jr.EffectOutcome.committed,
+    )
+    assert result.output == "done\nexit code: 0"

@@ -142,3 +142,49 @@ def test_an_idle_spare_ends_when_mind_is_killed(tmp_path: Path) -> None:
     finally:
         os.close(pidfd)
     assert not _alive(spare)
+
+
+async def test_the_spare_is_journaled_before_it_is_handed_the_job(tmp_path: Path) -> None:
+    """processes.md §9.4: ``on_started`` (where ``effect_running`` is
+    fsynced) gets the spare's pid + start identity before the spare has the
+    job; if it fails, the command never runs."""
+    warm = await _run(tmp_path / "ef_1", "true", {"PATH": os.environ["PATH"]})
+    await supervision.wait(warm)
+    spare = _idle_spare()
+    seen: list[tuple[int, str, bool]] = []
+
+    async def journaled(handle: supervision.Handle) -> None:
+        ran = (tmp_path / "ran").exists() or (tmp_path / "ef_2" / "supervisor.json").exists()
+        seen.append((handle.pid, handle.start_identity, ran))
+
+    handle = await supervision.start(
+        tmp_path / "ef_2",
+        ["/bin/sh", "-c", "touch ../ran"],
+        cwd=tmp_path / "ef_2",
+        env={"PATH": os.environ["PATH"]},
+        timeout_s=10,
+        max_output_bytes=100,
+        on_started=journaled,
+    )
+    assert (await supervision.wait(handle)).ok
+    assert seen == [(spare, handle.start_identity, False)]
+    assert (tmp_path / "ran").exists()
+
+    spare = _idle_spare()
+
+    async def failing(handle: supervision.Handle) -> None:
+        raise RuntimeError("journal full")
+
+    with pytest.raises(RuntimeError, match="journal full"):
+        await supervision.start(
+            tmp_path / "ef_3",
+            ["/bin/sh", "-c", "touch ../ran3"],
+            cwd=tmp_path / "ef_3",
+            env={"PATH": os.environ["PATH"]},
+            timeout_s=10,
+            max_output_bytes=100,
+            on_started=failing,
+        )
+    assert not _alive(spare)  # given up (EOF ends it) and reaped before the raise
+    assert not (tmp_path / "ran3").exists()
+    assert sorted(os.listdir(tmp_path / "ef_3")) == ["supervisor.log"]

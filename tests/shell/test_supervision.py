@@ -427,11 +427,36 @@ async def test_the_caller_learns_the_supervisor_before_the_command_ends(
 async def test_a_failing_start_hook_stops_the_tree_and_propagates(
     tmp_path: Path, marker: str
 ) -> None:
+    """Started cold (a job too large for a spare's pipe), the hook runs once
+    the tree does; its failure stops the tree. (Handed to a spare, the hook
+    runs before the command exists: test_spare_supervisors.)"""
+    from mind.shell.spare_supervisors import JOB_MAX_BYTES
+
     async def started(handle: supervision.Handle) -> None:
         assert await _until(lambda: len(_marked(marker, "sleep")) == 3)
         raise OSError(28, "No space left on device")
 
-    runner = ToolRunner(tmp_path, env=_env(marker))
+    runner = ToolRunner(tmp_path, env={**_env(marker), "BIG": "v" * JOB_MAX_BYTES})
     with pytest.raises(OSError, match="No space left"):
         await runner.run("shell", {"command": ["bash", "-c", TREE]}, on_started=started)
     assert await _until(lambda: _marked(marker) == [])
+
+
+async def test_another_platform_is_refused_with_a_typed_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mind.errors import SupervisorUnsupported
+    from mind.shell.tools._process import run_command
+
+    monkeypatch.setattr(sys, "platform", "darwin")
+    with pytest.raises(SupervisorUnsupported) as caught:
+        await supervision.start(
+            tmp_path / "ef", ["true"], cwd=tmp_path, env=None, timeout_s=5, max_output_bytes=100
+        )
+    assert caught.value.platform == "darwin"
+    assert "darwin" in str(caught.value) and "Linux" in str(caught.value)
+    assert not (tmp_path / "ef").exists()  # refused before anything was made
+    # The shell tool's result says so (no silent fallback to an unsupervised run).
+    result = await run_command("true", cwd=tmp_path, env=None, timeout_s=5, max_output_bytes=100)
+    assert not result.ok
+    assert "darwin" in result.text

@@ -26,9 +26,14 @@ DEADLINE_S = 10.0
 """Generous bound for one supervised ``true`` (never a timing assertion)."""
 
 
-def _argv(tmp_path: Path) -> list[str]:
+def _argv(tmp_path: Path, *, journaled: bool = False) -> list[str]:
     return supervision.supervisor_argv(
-        ["true"], cwd=tmp_path, timeout_s=5.0, max_output_bytes=100, kill_grace_s=1.0
+        ["true"],
+        cwd=tmp_path,
+        timeout_s=5.0,
+        max_output_bytes=100,
+        kill_grace_s=1.0,
+        journaled=journaled,
     )
 
 
@@ -64,6 +69,27 @@ def test_the_supervisor_starts_from_cached_bytecode_without_enum(tmp_path: Path)
     assert not imported & {"enum", "signal", "json", "re", "subprocess"}, imported
 
 
+def test_the_forked_child_imports_nothing_before_its_exec(tmp_path: Path) -> None:
+    """Between fork and exec the child runs Python: an import there (``os.execvp``
+    imports ``warnings`` to read ``PATH``) is ms every command waits for. Under
+    ``python -v`` the child's import messages would land in the command's
+    stderr (it is dup'ed there before the exec)."""
+    python, *rest = _argv(tmp_path)
+    rest[rest.index("--") + 1 :] = ["sh", "-c", "exit 0"]  # found through PATH
+    directory = _effect_dir(tmp_path, "ef_child")
+    run = subprocess.run(
+        [python, "-v", *rest],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert json.loads((directory / "exit.json").read_text())["exit_code"] == 0
+    assert (directory / "stderr").read_text() == ""
+
+
 _CALL = re.compile(r"^(?P<pid>\d+) +(?P<call>\w+)\((?P<args>.*)")
 
 
@@ -77,7 +103,13 @@ def _calls(trace: str) -> list[tuple[int, str, str]]:
 
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
-def test_records_reach_the_disk_in_the_order_the_guarantees_need(tmp_path: Path) -> None:
+@pytest.mark.parametrize("journaled", [False, True])
+def test_records_reach_the_disk_in_the_order_the_guarantees_need(
+    tmp_path: Path, journaled: bool
+) -> None:
+    """Started cold (mind journals it after the start): ``supervisor.json``
+    durable before the command runs. Handed over once journaled (a spare,
+    §9.4): it is not fsynced at all — the journal names the supervisor."""
     directory = _effect_dir(tmp_path, "ef_traced")
     trace_file = tmp_path / "trace"
     run = subprocess.run(
@@ -89,8 +121,8 @@ def test_records_reach_the_disk_in_the_order_the_guarantees_need(tmp_path: Path)
             "-o",
             str(trace_file),
             "-e",
-            "trace=execve,fsync,fdatasync,rename,renameat,renameat2,exit_group",
-            *_argv(tmp_path),
+            "trace=execve,fsync,fdatasync,rename,renameat,renameat2,exit_group,rt_sigaction",
+            *_argv(tmp_path, journaled=journaled),
         ],
         cwd=directory,
         capture_output=True,
@@ -112,9 +144,13 @@ def test_records_reach_the_disk_in_the_order_the_guarantees_need(tmp_path: Path)
 
     command = index(False, "execve", '"true"')
     named = index(True, "rename", f'<{where}>, "supervisor.json"')
-    # supervisor.json: whole when named, its data and its name durable before the command runs.
-    assert named < index(True, "fsync", f"<{where}/supervisor.json>", after=named) < command
-    assert named < index(True, "fsync", f"<{where}>", after=named) < command
+    if journaled:
+        assert named < command
+        assert not [c for c in calls[:command] if c[1].startswith("fsync")], calls[:command]
+    else:
+        # supervisor.json: whole when named, its data and its name durable before the command.
+        assert named < index(True, "fsync", f"<{where}/supervisor.json>", after=named) < command
+        assert named < index(True, "fsync", f"<{where}>", after=named) < command
     # exit.json: named once whole; it, both output files and its name are durable
     # before the supervisor ends (and drops the lock: mind learns of the end then).
     exit_named = index(True, "rename", f'<{where}>, "exit.json"', after=command)
@@ -122,6 +158,11 @@ def test_records_reach_the_disk_in_the_order_the_guarantees_need(tmp_path: Path)
     for path in ("stdout", "stderr", "exit.json", ""):
         name = f"<{where}/{path}>" if path else f"<{where}>"
         assert exit_named < index(True, "fsync", name, after=exit_named) < ended, path
+    # Then it ends at once: no interpreter finalization (which restores every
+    # signal handler) between the durable record and the end mind waits for.
+    last_fsync = index(True, "fsync", f"<{where}>", after=exit_named)
+    between = [c for c in calls[last_fsync + 1 : ended] if c[0] == supervisor]
+    assert not [c for c in between if c[1].startswith("rt_sigaction")], between
 
 
 def test_an_exit_record_counts_only_once_its_supervisor_is_gone(tmp_path: Path) -> None:

@@ -7,9 +7,7 @@ import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
-import anyio
-
-from mind.errors import PrivateStateError
+from mind.errors import PrivateStateError, SupervisorUnsupported
 from mind.shell import supervision
 from mind.shell.supervision import ProcessResult
 
@@ -86,6 +84,14 @@ async def run_command(
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
     where = Path(tempfile.mkdtemp(prefix="mind-effect-")) if directory is None else directory
     kept = keep and directory is not None
+
+    async def started(handle: supervision.Handle) -> None:
+        assert on_started is not None
+        try:
+            await on_started(handle)
+        except Exception as exc:  # the caller's failure, not the command's
+            raise _HookFailed() from exc
+
     try:
         try:
             handle = await supervision.start(
@@ -97,18 +103,10 @@ async def run_command(
                 max_output_bytes=max_output_bytes,
                 pass_fds=pass_fds,
                 kill_grace_s=KILL_GRACE_S,
+                on_started=None if on_started is None else started,
             )
-        except (OSError, PrivateStateError) as exc:
+        except (OSError, PrivateStateError, SupervisorUnsupported) as exc:
             return ProcessResult(f"cannot start the command's supervisor: {exc}", False)
-        if on_started is not None:
-            try:
-                await on_started(handle)
-            except BaseException as exc:
-                with anyio.CancelScope(shield=True):
-                    await supervision.stop(handle)
-                if isinstance(exc, Exception):
-                    raise _HookFailed() from exc
-                raise
         return await supervision.wait(handle)
     finally:
         # Delivered (or the caller gave up): the raw output, which may hold
