@@ -43,7 +43,7 @@ from mind.shell.effects import RunningEffect, running_effects
 from mind.shell.ids import new_id
 from mind.shell.inbox import Inbox
 from mind.shell.interactions import AnswerResult, Decision, Interactions, as_decision
-from mind.shell.journal import Journal
+from mind.shell.journal import Journal, read_records
 from mind.shell.lease import SessionLease
 from mind.shell.mounts import MountHandle
 from mind.shell.providers import Provider, make_provider
@@ -298,10 +298,16 @@ class Session:
         return supervision.kill_tree(self.tools.effects_dir / effect_id)
 
     def history(self) -> list[jr.JournalRecord]:
-        """The session's journal records in order (read-only: a copy), for
-        recaps of what happened before; facts a client acts on have their
-        own properties."""
-        return list(self.journal.records)
+        """Every record of the session's journal in order, read from the file
+        when asked (memory holds only what the runtime retains:
+        docs/design/checkpoints.md §1), for showing what happened before;
+        facts a client acts on have their own properties.
+
+        Raises:
+            JournalError: the file cannot be read; JournalCorruptError: it
+                was damaged since the session opened (path, line).
+        """
+        return read_records(self.journal.path)[0]
 
     @property
     def waiting(self) -> list[MailboxMessage]:

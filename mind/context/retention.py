@@ -1,0 +1,140 @@
+"""Which journal records a running session keeps in memory (docs/design/checkpoints.md §1).
+
+The journal keeps every record; the runtime needs only those that still
+decide something: what the model sees after the newest compaction, and what
+the open path and a turn consult (grants, settled inputs, an unterminated
+turn, its unanswered questions and effects). Everything a compaction
+superseded stays on disk only, so memory on resume follows the model context,
+not the journal's age.
+
+The rule — with ``C`` the newest ``compaction_completed`` (``T`` its
+``through_seq``, ``K`` its ``kept``; no compaction: ``T = -1``), ``O`` the
+turns with a ``turn_started`` and no ``turn_completed`` and ``M`` the newest
+``model_round`` — a record is kept when
+
+1. its ``seq > T`` (what the model sees after ``C``, ``C`` itself included);
+2. it is ``session_started``, ``turn_completed``, ``input_dropped``,
+   ``permission_granted`` or ``permission_revoked`` (small, and the open
+   path's settled inputs, closed turns and grants are folds over all of them);
+3. it is a ``user_message`` whose seq is in ``K``;
+4. it names a turn in ``O`` (``turn_id``), or it is the
+   ``interaction_resolved`` of a question asked in such a turn: recovery
+   replays an unterminated turn whole, even one a compaction cut through;
+5. it is ``M`` (the last reported usage).
+
+A later compaction never reaches back past an earlier one: its ``through_seq``
+is not smaller and its ``kept`` are the earlier ``kept`` or records after the
+earlier ``through_seq`` (what the model saw). Under that invariant the rule
+composes: ``retained(retained(prefix) + tail) == retained(prefix + tail)``,
+which is what lets a checkpoint hold ``retained(prefix)`` and a startup read
+only the tail.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+from mind.generated import journal as jr
+
+__all__ = ["CHECKPOINT_TAIL_BYTES", "Retention", "checkpoint_due", "retained"]
+
+CHECKPOINT_TAIL_BYTES: Final = 4 * 1024 * 1024
+"""A turn end writes a checkpoint once the journal grew by this many bytes
+since the newest checkpoint (or since the start, with none)."""
+
+_ALWAYS: Final = (
+    jr.SessionStarted,
+    jr.TurnCompleted,
+    jr.InputDropped,
+    jr.PermissionGranted,
+    jr.PermissionRevoked,
+)
+
+
+class Retention:
+    """The rule above, folded one record at a time (journal order).
+
+    Holds a superset of what the rule keeps at every point and prunes
+    whenever a ``compaction_completed`` arrives, so a stream through a long
+    journal never holds more than one compaction's worth of records plus
+    the always-kept ones. :meth:`records` gives exactly the rule's result.
+    """
+
+    def __init__(self) -> None:
+        self._held: list[jr.JournalRecord] = []
+        self._compaction: jr.CompactionCompleted | None = None
+        self._kept: frozenset[int] = frozenset()
+        self._open: set[str] = set()
+        self._asked: dict[str, str] = {}  # interaction id -> its open turn
+        self._newest_round = -1
+
+    def add(self, record: jr.JournalRecord) -> None:
+        """Fold ``record`` (the next in journal order)."""
+        self._held.append(record)
+        if isinstance(record, jr.TurnStarted):
+            self._open.add(record.turn_id)
+        elif isinstance(record, jr.TurnCompleted):
+            self._open.discard(record.turn_id)
+            self._asked = {i: t for i, t in self._asked.items() if t != record.turn_id}
+        elif isinstance(record, jr.InteractionRequested) and record.turn_id in self._open:
+            self._asked[record.interaction_id] = record.turn_id
+        elif isinstance(record, jr.ModelRound):
+            self._newest_round = record.seq
+        elif isinstance(record, jr.CompactionCompleted):
+            self._compaction = record
+            self._kept = frozenset(record.kept)
+            self._prune()
+
+    @property
+    def compacted(self) -> bool:
+        """Whether a ``compaction_completed`` was folded."""
+        return self._compaction is not None
+
+    def extend(self, records: Iterable[jr.JournalRecord]) -> None:
+        """:meth:`add` each of ``records`` in order."""
+        for record in records:
+            self.add(record)
+
+    def records(self) -> list[jr.JournalRecord]:
+        """The kept records in journal order (a list owned by this object:
+        further :meth:`add` calls append to it)."""
+        self._prune()
+        return self._held
+
+    def _prune(self) -> None:
+        through = -1 if self._compaction is None else self._compaction.through_seq
+        self._held[:] = [r for r in self._held if r.seq > through or self._keeps(r)]
+
+    def _keeps(self, record: jr.JournalRecord) -> bool:
+        """Rules 2-5 for a record at or before the newest ``through_seq``."""
+        if isinstance(record, _ALWAYS):
+            return True
+        if isinstance(record, jr.UserMessage) and record.seq in self._kept:
+            return True
+        if isinstance(record, jr.InteractionResolved):
+            return record.interaction_id in self._asked
+        turn_id = getattr(record, "turn_id", None)
+        if isinstance(turn_id, str) and turn_id in self._open:
+            return True
+        return isinstance(record, jr.ModelRound) and record.seq == self._newest_round
+
+
+def retained(records: Iterable[jr.JournalRecord]) -> list[jr.JournalRecord]:
+    """The records of ``records`` (one journal, in order) the rule keeps, in order."""
+    retention = Retention()
+    retention.extend(records)
+    return retention.records()
+
+
+def checkpoint_due(record: jr.JournalRecord, grown_bytes: int) -> bool:
+    """Whether appending ``record`` is a point to write a checkpoint
+    (docs/design/checkpoints.md §3): after every ``compaction_completed``
+    (what the runtime holds just shrank), and at a ``turn_completed`` once
+    the journal grew by :data:`CHECKPOINT_TAIL_BYTES` (``grown_bytes``)
+    since the newest checkpoint."""
+    if isinstance(record, jr.CompactionCompleted):
+        return True
+    return isinstance(record, jr.TurnCompleted) and grown_bytes >= CHECKPOINT_TAIL_BYTES
