@@ -759,7 +759,9 @@ class Journal:
         records: the records the runtime retains (:mod:`mind.context.retention`:
             what the newest compaction left, an unterminated turn, grants,
             settled inputs…) as opened, then every appended one, in ``seq``
-            order. Not the whole history: :func:`read_records` reads that.
+            order; a checkpoint drops what the rule no longer keeps (the list
+            is replaced, not changed in place: index by ``seq``, never by
+            position). Not the whole history: :func:`read_records` reads that.
         report: what :meth:`open` found (torn tail, record count, checkpoint).
     """
 
@@ -900,14 +902,18 @@ class Journal:
             return False
         self.sync()
         last = self._last_proof or checkpoint.LineProof.of(self._last_line + b"\n")
+        kept = retained(self.records)
         taken = checkpoint.Checkpoint(
             offset=self._size,
             next_seq=self._next_seq,
             lines=self._lines,
             first_line=self._first_line,
             last_line=last,
-            records=retained(self.records),
+            records=kept,
         )
+        # What a compaction superseded leaves memory now, not at the next
+        # open; a new list, so a reader holding the old one is not disturbed.
+        self.records = kept
         try:
             checkpoint.write(self.path, self.session_id, taken)
         except (OSError, PrivateStateError) as exc:

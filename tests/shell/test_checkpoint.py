@@ -209,3 +209,16 @@ def test_checkpoint_and_tail_give_the_state_of_a_full_read(
         assert full.report.checkpoint in ("", "no checkpoint")
         assert via_checkpoint == full.records == retained(whole)
         assert next_seq == full.next_seq == len(whole)
+
+
+def test_a_running_session_lets_go_of_what_a_compaction_superseded(tmp_path: Path) -> None:
+    records = _compacted()
+    path = tmp_path / "sessions" / "s1" / "journal.jsonl"
+    with Journal.open(path, create=True, session_id="s1", checkpoints=True) as journal:
+        for n, record in enumerate(records, 1):
+            journal.append(record)
+            if isinstance(record, jr.CompactionCompleted):
+                assert [r.seq for r in journal.records] == [r.seq for r in retained(records[:n])]
+        assert [r.seq for r in journal.records] == [r.seq for r in retained(records)]
+        assert len(journal.records) < len(records) // 2
+        assert journal.next_seq == len(records)
