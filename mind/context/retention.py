@@ -60,10 +60,13 @@ class Retention:
     Holds a superset of what the rule keeps at every point and prunes
     whenever a ``compaction_completed`` arrives, so a stream through a long
     journal never holds more than one compaction's worth of records plus
-    the always-kept ones. :meth:`records` gives exactly the rule's result.
+    the always-kept ones (rule 2, held apart: they are never pruned, so a
+    prune costs the model context, not the journal's age). :meth:`records`
+    gives exactly the rule's result.
     """
 
     def __init__(self) -> None:
+        self._always: list[jr.JournalRecord] = []
         self._held: list[jr.JournalRecord] = []
         self._compaction: jr.CompactionCompleted | None = None
         self._kept: frozenset[int] = frozenset()
@@ -71,14 +74,23 @@ class Retention:
         self._asked: dict[str, str] = {}  # interaction id -> its open turn
         self._newest_round = -1
 
+    @property
+    def compacted(self) -> bool:
+        """Whether a ``compaction_completed`` was folded."""
+        return self._compaction is not None
+
     def add(self, record: jr.JournalRecord) -> None:
         """Fold ``record`` (the next in journal order)."""
+        if isinstance(record, _ALWAYS):
+            self._always.append(record)
+            if isinstance(record, jr.TurnCompleted):
+                self._open.discard(record.turn_id)
+                if self._asked:
+                    self._asked = {i: t for i, t in self._asked.items() if t != record.turn_id}
+            return
         self._held.append(record)
         if isinstance(record, jr.TurnStarted):
             self._open.add(record.turn_id)
-        elif isinstance(record, jr.TurnCompleted):
-            self._open.discard(record.turn_id)
-            self._asked = {i: t for i, t in self._asked.items() if t != record.turn_id}
         elif isinstance(record, jr.InteractionRequested) and record.turn_id in self._open:
             self._asked[record.interaction_id] = record.turn_id
         elif isinstance(record, jr.ModelRound):
@@ -88,30 +100,25 @@ class Retention:
             self._kept = frozenset(record.kept)
             self._prune()
 
-    @property
-    def compacted(self) -> bool:
-        """Whether a ``compaction_completed`` was folded."""
-        return self._compaction is not None
-
     def extend(self, records: Iterable[jr.JournalRecord]) -> None:
         """:meth:`add` each of ``records`` in order."""
         for record in records:
             self.add(record)
 
     def records(self) -> list[jr.JournalRecord]:
-        """The kept records in journal order (a list owned by this object:
-        further :meth:`add` calls append to it)."""
+        """The kept records in journal order (a new list)."""
         self._prune()
-        return self._held
+        if not self._held:
+            return list(self._always)
+        # Two runs already in seq order: the sort merges them in one pass.
+        return sorted(self._always + self._held, key=_seq)
 
     def _prune(self) -> None:
         through = -1 if self._compaction is None else self._compaction.through_seq
         self._held[:] = [r for r in self._held if r.seq > through or self._keeps(r)]
 
     def _keeps(self, record: jr.JournalRecord) -> bool:
-        """Rules 2-5 for a record at or before the newest ``through_seq``."""
-        if isinstance(record, _ALWAYS):
-            return True
+        """Rules 3-5 for a record at or before the newest ``through_seq``."""
         if isinstance(record, jr.UserMessage) and record.seq in self._kept:
             return True
         if isinstance(record, jr.InteractionResolved):
@@ -120,6 +127,10 @@ class Retention:
         if isinstance(turn_id, str) and turn_id in self._open:
             return True
         return isinstance(record, jr.ModelRound) and record.seq == self._newest_round
+
+
+def _seq(record: jr.JournalRecord) -> int:
+    return record.seq
 
 
 def retained(records: Iterable[jr.JournalRecord]) -> list[jr.JournalRecord]:
