@@ -67,7 +67,14 @@ def _fields(record: jr.JournalRecord) -> dict[str, object]:
 
 
 def _damage_cases() -> list[str]:
-    return ["deleted", "truncated", "hash_mismatch", "older_than_journal", "other_session"]
+    return [
+        "deleted",
+        "truncated",
+        "hash_mismatch",
+        "older_than_journal",
+        "journal_begun_again",
+        "other_session",
+    ]
 
 
 @pytest.mark.parametrize("damage", _damage_cases())
@@ -96,12 +103,17 @@ def test_a_damaged_checkpoint_falls_back_to_a_full_read_reported_once(
         checkpoint.write_bytes(json.dumps(header).encode() + b"\n" + body)
     elif damage == "older_than_journal":
         os.replace(older, path)  # the journal as it was before the checkpoint
+    elif damage == "journal_begun_again":  # same session id, another journal, longer
+        again = _write(tmp_path / "again", _compacted(seed=6, turns=45))
+        os.replace(again, path)
     else:
         other = _write(tmp_path, generated_session(random.Random(1), "s2", turns=3), "s2")
         shutil.copy(other.parent / CHECKPOINT_NAME, checkpoint)
     whole = read_records(path)[0]
     with caplog.at_level(logging.WARNING, logger="mind.shell.journal"), _open(path) as journal:
         assert journal.report.checkpoint not in ("", "used")
+        if damage == "journal_begun_again":
+            assert "differ" in journal.report.checkpoint  # proved by its first line, not size
         assert journal.records == retained(whole)
         assert journal.next_seq == len(whole)
     reports = [r for r in caplog.records if "checkpoint not used" in r.getMessage()]
