@@ -13,21 +13,26 @@ turns with a ``turn_started`` and no ``turn_completed`` and ``M`` the newest
 ``model_round`` — a record is kept when
 
 1. its ``seq > T`` (what the model sees after ``C``, ``C`` itself included);
-2. it is ``session_started``, ``turn_completed``, ``input_dropped``,
-   ``permission_granted`` or ``permission_revoked`` (small, and the open
-   path's settled inputs, closed turns and grants are folds over all of them);
+2. it is ``session_started``, ``permission_granted`` or
+   ``permission_revoked`` (grants are a fold over all of them);
 3. it is a ``user_message`` whose seq is in ``K``;
 4. it names a turn in ``O`` (``turn_id``), or it is the
    ``interaction_resolved`` of a question asked in such a turn: recovery
    replays an unterminated turn whole, even one a compaction cut through;
 5. it is ``M`` (the last reported usage).
 
+A ``turn_completed`` or ``input_dropped`` the rule drops leaves its facts
+behind as derived state (:class:`Folded`): the input ids it settled (no turn
+may take them again, and sending one again stays an idempotent success) and
+the count of turns it closed — a few bytes a turn instead of a record a turn,
+so what an open reads does not grow with the journal's age.
+
 A later compaction never reaches back past an earlier one: its ``through_seq``
 is not smaller and its ``kept`` are the earlier ``kept`` or records after the
 earlier ``through_seq`` (what the model saw). Under that invariant the rule
-composes: ``retained(retained(prefix) + tail) == retained(prefix + tail)``,
-which is what lets a checkpoint hold ``retained(prefix)`` and a startup read
-only the tail.
+composes: ``retained(retained(prefix) + tail) == retained(prefix + tail)``
+(and the folded state continues alike), which is what lets a checkpoint hold
+``retained(prefix)`` with its :class:`Folded` and a startup read only the tail.
 
 Pure: no I/O.
 """
@@ -35,23 +40,32 @@ Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Final
 
 from mind.generated import journal as jr
 
-__all__ = ["CHECKPOINT_TAIL_BYTES", "Retention", "checkpoint_due", "retained"]
+__all__ = ["CHECKPOINT_TAIL_BYTES", "Folded", "Retention", "checkpoint_due", "retained"]
 
 CHECKPOINT_TAIL_BYTES: Final = 4 * 1024 * 1024
 """A turn end writes a checkpoint once the journal grew by this many bytes
 since the newest checkpoint (or since the start, with none)."""
 
-_ALWAYS: Final = (
-    jr.SessionStarted,
-    jr.TurnCompleted,
-    jr.InputDropped,
-    jr.PermissionGranted,
-    jr.PermissionRevoked,
-)
+_ALWAYS: Final = (jr.SessionStarted, jr.PermissionGranted, jr.PermissionRevoked)
+
+
+@dataclass(frozen=True)
+class Folded:
+    """What the records :class:`Retention` dropped still say.
+
+    Attributes:
+        settled: input ids acknowledged by a dropped ``turn_completed`` or
+            dropped by a dropped ``input_dropped``.
+        closed_turns: how many turns a dropped ``turn_completed`` closed.
+    """
+
+    settled: frozenset[str] = frozenset()
+    closed_turns: int = 0
 
 
 class Retention:
@@ -65,7 +79,11 @@ class Retention:
     gives exactly the rule's result.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, folded: Folded | None = None) -> None:
+        """Start empty, or after a prefix whose dropped records left ``folded``."""
+        folded = folded or Folded()
+        self._settled: set[str] = set(folded.settled)
+        self._closed = folded.closed_turns
         self._always: list[jr.JournalRecord] = []
         self._held: list[jr.JournalRecord] = []
         self._compaction: jr.CompactionCompleted | None = None
@@ -83,13 +101,13 @@ class Retention:
         """Fold ``record`` (the next in journal order)."""
         if isinstance(record, _ALWAYS):
             self._always.append(record)
-            if isinstance(record, jr.TurnCompleted):
-                self._open.discard(record.turn_id)
-                if self._asked:
-                    self._asked = {i: t for i, t in self._asked.items() if t != record.turn_id}
             return
         self._held.append(record)
-        if isinstance(record, jr.TurnStarted):
+        if isinstance(record, jr.TurnCompleted):
+            self._open.discard(record.turn_id)
+            if self._asked:
+                self._asked = {i: t for i, t in self._asked.items() if t != record.turn_id}
+        elif isinstance(record, jr.TurnStarted):
             self._open.add(record.turn_id)
         elif isinstance(record, jr.InteractionRequested) and record.turn_id in self._open:
             self._asked[record.interaction_id] = record.turn_id
@@ -113,9 +131,24 @@ class Retention:
         # Two runs already in seq order: the sort merges them in one pass.
         return sorted(self._always + self._held, key=_seq)
 
+    @property
+    def folded(self) -> Folded:
+        """What the records dropped so far still say (after pruning)."""
+        self._prune()
+        return Folded(frozenset(self._settled), self._closed)
+
     def _prune(self) -> None:
         through = -1 if self._compaction is None else self._compaction.through_seq
-        self._held[:] = [r for r in self._held if r.seq > through or self._keeps(r)]
+        kept: list[jr.JournalRecord] = []
+        for r in self._held:
+            if r.seq > through or self._keeps(r):
+                kept.append(r)
+            elif isinstance(r, jr.TurnCompleted):
+                self._settled.update(r.acknowledged)
+                self._closed += 1
+            elif isinstance(r, jr.InputDropped):
+                self._settled.add(r.message_id)
+        self._held[:] = kept
 
     def _keeps(self, record: jr.JournalRecord) -> bool:
         """Rules 3-5 for a record at or before the newest ``through_seq``."""

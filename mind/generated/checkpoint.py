@@ -16,7 +16,7 @@ class Struct(_Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
 
 
 class CheckpointHeader(Struct, kw_only=True, frozen=True):
-    """The first line of sessions/<id>/checkpoint.json (docs/design/checkpoints.md §2): which prefix of the journal the checkpoint covers and how to prove the journal still holds it. The second line is the body: a JSON array of the journal records the runtime retains from that prefix (mind.context.retention), each as the journal's schema encodes it."""
+    """The first line of sessions/<id>/checkpoint.json (docs/design/checkpoints.md §2): which prefix of the journal the checkpoint covers and how to prove the journal still holds it. The second line is the body: a JSON object {records, settled, closed_turns}: the journal records the runtime retains from that prefix (mind.context.retention), each as the journal's schema encodes it, the input ids settled and the count of turns closed by the records it dropped."""
 
     version: Annotated[
         Literal[1], Meta(description='File format version; any other value is refused (full read).')

@@ -29,6 +29,7 @@ from typing import Final
 
 import msgspec
 
+from mind.context.retention import Folded
 from mind.errors import CheckpointRefused, PrivateStateError
 from mind.generated.checkpoint import CheckpointHeader
 from mind.generated.journal import JournalRecord, SessionStarted
@@ -45,10 +46,19 @@ model context, far below this)."""
 
 _HEADER_MAX: Final = 4096
 _HEADER_DECODER: Final = msgspec.json.Decoder(CheckpointHeader)
-_BODY_DECODER: Final[msgspec.json.Decoder[list[JournalRecord]]] = msgspec.json.Decoder(
-    list[JournalRecord]
-)
 _ENCODER: Final = msgspec.json.Encoder()
+
+
+class _Body(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The body line: the retained records, then what the dropped ones left
+    (:class:`mind.context.retention.Folded`)."""
+
+    records: list[JournalRecord]
+    settled: list[str]
+    closed_turns: int
+
+
+_BODY_DECODER: Final = msgspec.json.Decoder(_Body)
 
 
 class LineProof(msgspec.Struct, frozen=True):
@@ -74,6 +84,7 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
         first_line: proof of the journal's first line.
         last_line: proof of the line ending at ``offset``.
         records: the retained records of the covered prefix, in seq order.
+        folded: what the prefix's dropped records still say.
     """
 
     offset: int
@@ -82,6 +93,7 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
     first_line: LineProof
     last_line: LineProof
     records: list[JournalRecord]
+    folded: Folded
 
 
 def path_for(journal_path: Path) -> Path:
@@ -101,7 +113,8 @@ def write(journal_path: Path, session_id: str, checkpoint: Checkpoint) -> None:
         OSError: the write, fsync or rename failed (the old file stands).
         PrivateStateError: the session directory is not private.
     """
-    body = _ENCODER.encode(checkpoint.records)
+    folded = checkpoint.folded
+    body = _ENCODER.encode(_Body(checkpoint.records, sorted(folded.settled), folded.closed_turns))
     header = CheckpointHeader(
         version=1,
         session_id=session_id,
@@ -181,9 +194,10 @@ def load(journal_path: Path, fd: int, size: int, session_id: str | None) -> Chec
     if not _proves(fd, first, first.length) or not _proves(fd, last, header.journal_offset):
         raise CheckpointRefused(path, "the journal's bytes differ from the ones it covers")
     try:
-        records = _BODY_DECODER.decode(body)
+        decoded = _BODY_DECODER.decode(body)
     except (msgspec.DecodeError, RecursionError) as exc:
         raise CheckpointRefused(path, f"bad body: {exc}") from None
+    records = decoded.records
     _check_records(path, records, header)
     return Checkpoint(
         offset=header.journal_offset,
@@ -192,6 +206,7 @@ def load(journal_path: Path, fd: int, size: int, session_id: str | None) -> Chec
         first_line=first,
         last_line=last,
         records=records,
+        folded=Folded(frozenset(decoded.settled), decoded.closed_turns),
     )
 
 

@@ -80,6 +80,15 @@ boundaries) and any append :data:`SAME_FILE_CHECK_MS` after the last check —
 so a replaced or removed journal is :class:`~mind.errors.JournalReplacedError`
 at the latest at the next turn boundary, never silently lost.
 
+Checkpoints
+-----------
+
+:meth:`Journal.open` keeps in memory only the records the runtime retains
+(:mod:`mind.context.retention`), folding them as it reads; it starts from
+the session's ``checkpoint.json`` (:mod:`mind.shell.checkpoint`) when that
+proves itself, verifying only the journal after its offset with the rules
+above, and else reads the whole file (docs/design/checkpoints.md).
+
 One module (over 500 lines) because the writer and the reader of the
 file format (per-line CRC, torn tails, the first record) must agree byte
 for byte; they change together.
@@ -100,7 +109,7 @@ from typing import IO, Any, Final, final
 
 import msgspec
 
-from mind.context.retention import CHECKPOINT_TAIL_BYTES, Retention, checkpoint_due, retained
+from mind.context.retention import CHECKPOINT_TAIL_BYTES, Folded, Retention, checkpoint_due
 from mind.errors import (
     CheckpointRefused,
     JournalCorruptError,
@@ -193,6 +202,7 @@ class _Scan:
         "ends_with_newline",
         "first_line",
         "first_tag",
+        "folded",
         "last_line",
         "last_proof",
         "lines",
@@ -209,6 +219,7 @@ class _Scan:
         self.records: list[JournalRecord] = []
         self.start = 0  # where the scan began (a checkpoint's offset, or 0)
         self.checkpoint = ""
+        self.folded = Folded()
         self.first_line: checkpoint.LineProof | None = None
         self.last_line = b""  # the last verified line, without its newline
         self.last_proof: checkpoint.LineProof | None = None  # a checkpoint's, when no line followed
@@ -718,13 +729,13 @@ def _open_scan(fd: int, path: Path, session_id: str | None) -> tuple[_Scan, int]
         OSError: reading failed.
     """
     size = os.fstat(fd).st_size
-    retention = Retention()
     refused = ""
     found: checkpoint.Checkpoint | None = None
     try:
         found = checkpoint.load(path, fd, size, session_id)
     except CheckpointRefused as exc:
         refused = f"{exc.path.name}: {exc.reason}"
+    retention = Retention(None if found is None else found.folded)
     with _open_reader(fd) as reader:
         if found is None:
             scan = _scan(reader, path, keep=retention.add)
@@ -744,6 +755,7 @@ def _open_scan(fd: int, path: Path, session_id: str | None) -> tuple[_Scan, int]
             if scan.count == found.next_seq:
                 scan.last_proof = found.last_line  # nothing after it: its proof stands
     scan.records = retention.records()
+    scan.folded = retention.folded
     return scan, (0 if found is None else found.offset)
 
 
@@ -790,6 +802,10 @@ class Journal:
         self._tail_bytes = scan.tail_bytes
         self._tail_crc = scan.tail_crc
         self._ends_with_newline = scan.ends_with_newline
+        self.folded: Folded = scan.folded
+        """What the records the runtime let go of still say (input ids they
+        settled, turns they closed): add it to any fold over :attr:`records`
+        that needs the whole journal (docs/design/checkpoints.md §1)."""
         self.bytes_read = scan.size - scan.start
         """Journal bytes :meth:`open` read and verified (the tail after a checkpoint)."""
         self._next_seq = scan.count
@@ -902,7 +918,9 @@ class Journal:
             return False
         self.sync()
         last = self._last_proof or checkpoint.LineProof.of(self._last_line + b"\n")
-        kept = retained(self.records)
+        retention = Retention(self.folded)
+        retention.extend(self.records)
+        kept = retention.records()
         taken = checkpoint.Checkpoint(
             offset=self._size,
             next_seq=self._next_seq,
@@ -910,10 +928,11 @@ class Journal:
             first_line=self._first_line,
             last_line=last,
             records=kept,
+            folded=retention.folded,
         )
         # What a compaction superseded leaves memory now, not at the next
         # open; a new list, so a reader holding the old one is not disturbed.
-        self.records = kept
+        self.records, self.folded = kept, retention.folded
         try:
             checkpoint.write(self.path, self.session_id, taken)
         except (OSError, PrivateStateError) as exc:

@@ -192,7 +192,8 @@ class Opening:
 
     def _open_inbox(self, _machine: SessionStartup) -> None:
         assert self.journal is not None
-        acknowledged = settled_inputs(self.journal.records)
+        # The records retained, and what those a compaction let go of settled.
+        acknowledged = settled_inputs(self.journal.records) | self.journal.folded.settled
         self.settled = frozenset(acknowledged)  # computed once: the session gets it too
         inbox = Inbox.open(self.directory / "inbox.json", acknowledged=acknowledged)
         # The file too: a crash after the terminal record, before the

@@ -7,7 +7,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mind.context.retention import retained
+from mind.context.retention import Retention, retained
 from mind.generated import journal as jr
 from mind.history import build_messages
 from mind.machines.turn_replay import recovered_closing
@@ -28,7 +28,14 @@ def test_retaining_a_prefix_first_changes_nothing(seed: int, turns: int, cut: fl
     records = _session(seed, turns)
     at = max(1, int(len(records) * cut))
     prefix, tail = records[:at], records[at:]
-    assert retained(retained(prefix) + tail) == retained(records)
+    first = Retention()
+    first.extend(prefix)
+    resumed = Retention(first.folded)  # what a checkpoint of the prefix holds
+    resumed.extend(first.records() + tail)
+    whole = Retention()
+    whole.extend(records)
+    assert resumed.records() == whole.records() == retained(records)
+    assert resumed.folded == whole.folded
 
 
 @settings(max_examples=60, deadline=None)
@@ -37,8 +44,12 @@ def test_what_the_open_path_derives_is_the_same_from_the_retained_records(
     seed: int, turns: int
 ) -> None:
     records = _session(seed, turns)
-    kept = retained(records)
-    assert settled_inputs(kept) == settled_inputs(records)
+    retention = Retention()
+    retention.extend(records)
+    kept, folded = retention.records(), retention.folded
+    assert settled_inputs(kept) | folded.settled == settled_inputs(records)
+    closed = {r.turn_id for r in kept if isinstance(r, jr.TurnStarted | jr.TurnCompleted)}
+    assert len(closed) + folded.closed_turns == sum(isinstance(r, jr.TurnStarted) for r in records)
     assert unterminated_turns(kept) == unterminated_turns(records)
     whole, part = InteractionLog.of(records), InteractionLog.of(kept)
     assert part.grants == whole.grants

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mind.context.retention import retained
+from mind.context.retention import Folded, Retention, retained
 from mind.generated import journal as jr
 from mind.shell.checkpoint import CHECKPOINT_NAME
 from mind.shell.journal import Journal, read_records
@@ -56,10 +56,17 @@ def test_startup_reads_the_checkpoint_and_only_the_tail(tmp_path: Path) -> None:
         assert journal.report.checkpoint == "used"
         assert journal.bytes_read < path.stat().st_size // 3
         assert journal.records == retained(whole)
+        assert journal.folded == _folded(whole)
         assert journal.next_seq == len(whole)
         appended = journal.append(records[-1].__class__(**_fields(records[-1])))
         assert appended.seq == len(whole)
     assert read_records(path)[0][-1] == appended
+
+
+def _folded(records: list[jr.JournalRecord]) -> Folded:
+    retention = Retention()
+    retention.extend(records)
+    return retention.folded
 
 
 def _fields(record: jr.JournalRecord) -> dict[str, object]:
@@ -115,6 +122,7 @@ def test_a_damaged_checkpoint_falls_back_to_a_full_read_reported_once(
         if damage == "journal_begun_again":
             assert "differ" in journal.report.checkpoint  # proved by its first line, not size
         assert journal.records == retained(whole)
+        assert journal.folded == _folded(whole)
         assert journal.next_seq == len(whole)
     reports = [r for r in caplog.records if "checkpoint not used" in r.getMessage()]
     assert len(reports) == 1, caplog.text
@@ -214,12 +222,13 @@ def test_checkpoint_and_tail_give_the_state_of_a_full_read(
                 journal.write_checkpoint()
     whole = read_records(path)[0]
     with _open(path) as journal:
-        via_checkpoint = journal.records
+        via_checkpoint, folded = journal.records, journal.folded
         next_seq = journal.next_seq
     (path.parent / CHECKPOINT_NAME).unlink(missing_ok=True)
     with Journal.open(path, session_id="s1") as full:
         assert full.report.checkpoint in ("", "no checkpoint")
         assert via_checkpoint == full.records == retained(whole)
+        assert folded == full.folded == _folded(whole)
         assert next_seq == full.next_seq == len(whole)
 
 
