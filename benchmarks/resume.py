@@ -220,6 +220,18 @@ def bench_resume() -> tuple[list[tuple[str, float, float]], list[str]]:
             f"resume {name}: journal {journal.stat().st_size / 1e6:.0f} MB / {lines} lines, "
             f"first request {secs:.2f} s, body {body / 1e6:.2f} MB, peak RSS {rss / 1e6:.0f} MB"
         )
+    from benchmarks.__main__ import best_of  # __main__ imports this module
+
+    opened = []
+    for name in SIZES:
+        path = home / "sessions" / f"bench-{name}" / "journal.jsonl"
+
+        def reopen(p: Path = path, n: str = name) -> None:
+            Journal.open(p, session_id=f"bench-{n}").close()
+
+        secs = best_of(reopen)
+        opened.append(f"{name} {secs * 1e3:.1f} ms")
+    notes.append(f"Journal.open through the checkpoint (in process): {', '.join(opened)}")
     notes.append(
         f"resume 200mb without its checkpoint (full read, once): first request {full[0]:.2f} s, "
         f"peak RSS {full[1] / 1e6:.0f} MB"
