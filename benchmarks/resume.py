@@ -33,7 +33,7 @@ from mind.history import build_messages
 from mind.shell.journal import Journal
 from tests.support import records as rec
 
-RUNS = 5
+RUNS = 7
 COMPACT_EVERY = 50
 SIZES = {"1mb": 1 << 20, "200mb": 200 << 20, "1gb": 1 << 30}
 
