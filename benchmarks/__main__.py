@@ -18,6 +18,11 @@ job with the standard library, in the same process and run, and prints
     cli.version         `mind --version`, spawn to exit (≤ 3×)     vs  `python -c pass`
     exec.first_request  `mind exec`, spawn to first request (≤ 1.5×) vs  a bare httpx.post script
                         (both against a loopback server; see cli_start)
+    resume.200mb        `mind exec --session` of a 200 MB / ~50k-line session, spawn to first
+                        request (≤ 2×, peak RSS ≤ 200 MB)  vs  the same for a 1 MB session
+    resume.1gb          the same for a 1 GB session (≤ 2×)  vs  the 1 MB session
+                        (generated once into $MIND_BENCH_CACHE; see resume)
+    request.encode      msgspec encoding of a long request body  vs  json.dumps of it
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from typing import Any
 from benchmarks.cli_start import bench_cli_start
 from benchmarks.mount_claims import bench_mount_claims
 from benchmarks.repl_render import TOKENS, bench_repl_render
+from benchmarks.resume import bench_resume
 from benchmarks.sandbox_start import bench_sandbox_start
 from benchmarks.shell_supervised import bench_shell_supervised
 from mind.generated import journal as jr
@@ -281,6 +287,8 @@ def main() -> int:
         rows += bench_sandbox_start(Path(tmp))
     with tempfile.TemporaryDirectory() as tmp:
         rows += bench_cli_start(Path(tmp))
+    resumed, notes = bench_resume()
+    rows += resumed
     print(f"{'benchmark':<24} {'mind (ms)':>10} {'baseline (ms)':>14} {'ratio':>7}")
     for name, mine, base in rows:
         print(f"{name:<24} {mine * 1e3:>10.1f} {base * 1e3:>14.1f} {mine / base:>7.2f}x")
@@ -288,6 +296,7 @@ def main() -> int:
         f"(records: {len(records)}; stream chunks: 20000; REPL answers: {TOKENS} tokens; "
         f"best of {REPEATS})"
     )
+    print("\n".join(notes))
     return 0
 
 

@@ -168,6 +168,23 @@ class JournalReplacedError(JournalCorruptError):
     file (``docs/design/state.md``)."""
 
 
+class CheckpointRefused(MindError):
+    """A session's checkpoint cannot be used (docs/design/checkpoints.md §4):
+    missing parts, another session's, or the journal no longer holds the
+    bytes it covers. Never shown as a failure: the journal is then read
+    whole (correct, slower) and the reason reported once.
+
+    Attributes:
+        path: the checkpoint file.
+        reason: why it was refused.
+    """
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
 class JournalRecordTooLarge(JournalError):
     """A record would be longer than the journal's line limit (16 MiB once
     encoded); nothing was written and the journal stays usable. The runtime

@@ -9,6 +9,7 @@
 - mount_chart: MountChart (specs/statecharts/mount.yaml)
 - session_startup_chart: SessionStartupChart (specs/statecharts/session_startup.yaml)
 - turn_chart: TurnChart (specs/statecharts/turn.yaml)
+- checkpoint: msgspec Structs (specs/schemas/checkpoint.schema.json)
 - events: msgspec Structs (specs/schemas/events.schema.json)
 - inbox: msgspec Structs (specs/schemas/inbox.schema.json)
 - journal: msgspec Structs (specs/schemas/journal.schema.json)

@@ -27,6 +27,7 @@ BOUNDARIES: tuple[str, ...] = (
     "after_tool_result",
     "before_terminal",
     "after_terminal",
+    "checkpoint_written",
 )
 """Every named durable boundary, in the order a turn reaches them.
 
@@ -50,6 +51,8 @@ BOUNDARIES: tuple[str, ...] = (
 - ``before_terminal``: the turn's outcome is decided; ``turn_completed`` not yet written.
 - ``after_terminal``: ``turn_completed`` (with the acknowledgements) is fsynced; the
   acknowledged inputs are still in ``inbox.json``.
+- ``checkpoint_written``: a new ``checkpoint.json`` is written and fsynced under
+  its tmp name, not yet renamed over the old one (docs/design/checkpoints.md §3).
 """
 
 

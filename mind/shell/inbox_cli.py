@@ -38,6 +38,7 @@ from mind.shell.inbox import Inbox
 from mind.shell.index import format_age
 from mind.shell.journal import Journal
 from mind.shell.providers import ProviderSettings
+from mind.shell.recovery import unterminated_turns
 from mind.shell.runtime import Runtime, first_line, settled_inputs
 from mind.shell.store import resolve_session_id
 from mind.shell.terminal_text import plain
@@ -161,10 +162,12 @@ def _read_waiting(journal_path: Path, inbox_path: Path) -> list[tuple[str, str, 
     """Rows of the unacknowledged, undropped inputs, read without holding the session."""
     with Journal.open(journal_path) as journal:
         records = list(journal.records)
-    settled = settled_inputs(records)
-    ended = {r.turn_id for r in records if isinstance(r, jr.TurnCompleted)}
+        folded = journal.folded.settled  # what the records no longer held settled
+    settled = settled_inputs(records) | folded
+    # Open turns by their start: a kept message of a compacted turn has no terminal in memory.
+    running = set(unterminated_turns(records))
     in_turn = {
-        r.message_id for r in records if isinstance(r, jr.UserMessage) and r.turn_id not in ended
+        r.message_id for r in records if isinstance(r, jr.UserMessage) and r.turn_id in running
     }
     try:
         entries = Inbox.open(inbox_path, acknowledged=settled).entries

@@ -80,6 +80,15 @@ boundaries) and any append :data:`SAME_FILE_CHECK_MS` after the last check —
 so a replaced or removed journal is :class:`~mind.errors.JournalReplacedError`
 at the latest at the next turn boundary, never silently lost.
 
+Checkpoints
+-----------
+
+:meth:`Journal.open` keeps in memory only the records the runtime retains
+(:mod:`mind.context.retention`), folding them as it reads; it starts from
+the session's ``checkpoint.json`` (:mod:`mind.shell.checkpoint`) when that
+proves itself, verifying only the journal after its offset with the rules
+above, and else reads the whole file (docs/design/checkpoints.md).
+
 One module (over 500 lines) because the writer and the reader of the
 file format (per-line CRC, torn tails, the first record) must agree byte
 for byte; they change together.
@@ -88,6 +97,7 @@ for byte; they change together.
 from __future__ import annotations
 
 import io
+import logging
 import os
 import re
 import time
@@ -99,7 +109,9 @@ from typing import IO, Any, Final, final
 
 import msgspec
 
+from mind.context.retention import CHECKPOINT_TAIL_BYTES, Folded, Retention, checkpoint_due
 from mind.errors import (
+    CheckpointRefused,
     JournalCorruptError,
     JournalError,
     JournalRecordTooLarge,
@@ -109,7 +121,7 @@ from mind.errors import (
     os_error_detail,
 )
 from mind.generated.journal import JournalRecord, SessionStarted
-from mind.shell import private_files
+from mind.shell import checkpoint, private_files
 
 __all__ = [
     "MAX_LINE_BYTES",
@@ -123,6 +135,8 @@ __all__ = [
     "line_damage",
     "read_records",
 ]
+
+_log = logging.getLogger(__name__)
 
 MAX_LINE_BYTES: Final = 16 * 1024 * 1024
 """Longest line (without its newline) written or accepted, in bytes."""
@@ -163,6 +177,10 @@ class JournalOpenReport(msgspec.Struct, frozen=True, kw_only=True):
             (0 when none).
         earlier_torn_spans: number of historic torn tails inside the file that
             later records vouch for (informational; they are skipped).
+        checkpoint: how the journal was read (docs/design/checkpoints.md §4):
+            ``"used"`` (a checkpoint, then the tail), ``""`` (read whole; no
+            checkpoint was due yet), or why a checkpoint could not be used
+            (the journal was read whole: correct, slower).
     """
 
     torn_tail_dropped: bool
@@ -170,18 +188,27 @@ class JournalOpenReport(msgspec.Struct, frozen=True, kw_only=True):
     records: int
     torn_tail_line: int = 0
     earlier_torn_spans: int = 0
+    checkpoint: str = ""
 
 
 class _Scan:
     """Result of reading a journal file (internal)."""
 
     __slots__ = (
+        "all_lines",
+        "checkpoint",
         "count",
         "earlier_torn_spans",
         "ends_with_newline",
+        "first_line",
         "first_tag",
+        "folded",
+        "last_line",
+        "last_proof",
+        "lines",
         "records",
         "size",
+        "start",
         "tail_bytes",
         "tail_crc",
         "tail_line",
@@ -190,7 +217,15 @@ class _Scan:
 
     def __init__(self) -> None:
         self.records: list[JournalRecord] = []
+        self.start = 0  # where the scan began (a checkpoint's offset, or 0)
+        self.checkpoint = ""
+        self.folded = Folded()
+        self.first_line: checkpoint.LineProof | None = None
+        self.last_line = b""  # the last verified line, without its newline
+        self.last_proof: checkpoint.LineProof | None = None  # a checkpoint's, when no line followed
+        self.all_lines = 0  # lines read, a torn tail's included
         self.size = 0
+        self.lines = 0  # verified lines up to the last one (torn ones included)
         self.tail_bytes = 0
         self.tail_crc = 0
         self.tail_line = 0
@@ -207,6 +242,7 @@ class _Scan:
             records=self.count,
             torn_tail_line=self.tail_line,
             earlier_torn_spans=self.earlier_torn_spans,
+            checkpoint=self.checkpoint,
         )
 
 
@@ -295,12 +331,25 @@ def _read_line(stream: IO[bytes], crc_seed: int) -> tuple[bytes | None, int, int
     return None, length, crc, False
 
 
-def _scan(stream: IO[bytes], path: Path, on_record: RecordSink | None = None) -> _Scan:
-    """Read and verify a whole journal (see the module docstring for rules).
+def _scan(
+    stream: IO[bytes],
+    path: Path,
+    on_record: RecordSink | None = None,
+    *,
+    keep: Callable[[JournalRecord], None] | None = None,
+    start: tuple[int, int, int] = (0, 0, 0),
+) -> _Scan:
+    """Read and verify a journal (see the module docstring for rules).
 
     With ``on_record`` the records are not decoded with the schema (only
     their ``type`` and ``seq``) nor kept: each sound record's type and JSON
-    bytes are passed to it instead (:func:`check_journal`).
+    bytes are passed to it instead (:func:`check_journal`). Otherwise each
+    decoded record goes to ``keep`` (default: appended to ``records``), so a
+    caller decides what stays in memory.
+
+    ``start`` is ``(byte offset, seq, lines before)`` of a verified line
+    boundary to begin at (a checkpoint's): ``stream`` is positioned there;
+    the bytes before it are not read.
 
     Raises:
         JournalCorruptError: damage other than a torn tail, with the 1-based
@@ -308,12 +357,15 @@ def _scan(stream: IO[bytes], path: Path, on_record: RecordSink | None = None) ->
         OSError: reading failed.
     """
     scan = _Scan()
-    offset = 0  # start of the current line
-    span_start = 0  # end of the last verified line
+    scan.start, scan.count, line_no = start
+    scan.lines = line_no
+    if keep is None:
+        keep = scan.records.append
+    offset = scan.start  # start of the current line
+    span_start = offset  # end of the last verified line
     span_crc = 0  # CRC-32 of the damaged bytes [span_start, offset)
     span_line = 0  # first line of the damaged run (0: none)
     span_reason = ""
-    line_no = 0
     terminated = True
     # An unvouched damaged run may only be the torn tail: its last line, plus
     # lines our own appends ended with the separator ``~``. The first other
@@ -367,15 +419,21 @@ def _scan(stream: IO[bytes], path: Path, on_record: RecordSink | None = None) ->
             on_record(tag, checked.record_bytes)
         if seq != expected:
             raise JournalCorruptError(path, line_no, f"seq {seq} where {expected} was expected")
+        assert content is not None  # a sound line has content
         if on_record is None:
-            scan.records.append(record)
+            keep(record)
+        if expected == 0:
+            scan.first_line = checkpoint.LineProof.of(content + b"\n")
         scan.count += 1
+        scan.last_line = content  # kept by reference: the proof is hashed when needed
+        scan.lines = line_no
         offset += length
         span_start, span_crc, span_line, span_reason = offset, 0, 0, ""
         not_last = previous = None
     if not_last is not None:
         raise JournalCorruptError(path, not_last[0], f"{not_last[1]} (not the last line)")
     scan.size = offset
+    scan.all_lines = line_no
     scan.tail_bytes = offset - span_start
     scan.tail_crc = span_crc
     scan.tail_line = span_line
@@ -650,18 +708,73 @@ def read_records(path: Path) -> tuple[list[JournalRecord], JournalOpenReport]:
     return scan.records, scan.report()
 
 
+def checkpoint_due_at_open(scan: _Scan) -> bool:
+    """Whether an open should write a checkpoint at once: it read more than
+    a checkpoint's tail (:data:`~mind.context.retention.CHECKPOINT_TAIL_BYTES`)
+    of journal (a session from before checkpoints, or one that crashed
+    before its next one)."""
+    return scan.size - scan.start >= CHECKPOINT_TAIL_BYTES
+
+
+def _open_scan(fd: int, path: Path, session_id: str | None) -> tuple[_Scan, int]:
+    """Read the journal open on ``fd`` through its checkpoint when one
+    proves itself, else whole, keeping what :class:`Retention` retains.
+
+    Returns:
+        The scan (``checkpoint`` says how it went) and the journal bytes the
+        checkpoint read covers (0 without one).
+
+    Raises:
+        JournalCorruptError: damage other than a torn tail.
+        OSError: reading failed.
+    """
+    size = os.fstat(fd).st_size
+    refused = ""
+    found: checkpoint.Checkpoint | None = None
+    try:
+        found = checkpoint.load(path, fd, size, session_id)
+    except CheckpointRefused as exc:
+        refused = f"{exc.path.name}: {exc.reason}"
+    retention = Retention(None if found is None else found.folded)
+    with _open_reader(fd) as reader:
+        if found is None:
+            scan = _scan(reader, path, keep=retention.add)
+            if not refused and (retention.compacted or checkpoint_due_at_open(scan)):
+                refused = "no checkpoint"  # one is written after every compaction
+            scan.checkpoint = refused
+            if refused:
+                _log.warning("%s: checkpoint not used, read the whole journal: %s", path, refused)
+        else:
+            retention.extend(found.records)
+            reader.seek(found.offset)
+            start = (found.offset, found.next_seq, found.lines)
+            scan = _scan(reader, path, keep=retention.add, start=start)
+            scan.checkpoint = "used"
+            scan.first_line = found.first_line
+            scan.first_tag = "session_started"  # the checkpoint proved it
+            if scan.count == found.next_seq:
+                scan.last_proof = found.last_line  # nothing after it: its proof stands
+    scan.records = retention.records()
+    scan.folded = retention.folded
+    return scan, (0 if found is None else found.offset)
+
+
 @final
 class Journal:
-    """An open session journal: verified records in memory, appends to disk.
+    """An open session journal: the retained records in memory, appends to disk.
 
     Obtain one with :meth:`Journal.open`. One process writes a journal at a
     time (the session lease guarantees it); the object is not thread-safe.
 
     Attributes:
         path: the ``journal.jsonl`` file.
-        records: every verified record, loaded then appended, in ``seq`` order
-            (``records[i].seq == i``).
-        report: what :meth:`open` found (torn tail, record count).
+        records: the records the runtime retains (:mod:`mind.context.retention`:
+            what the newest compaction left, an unterminated turn, grants,
+            settled inputs…) as opened, then every appended one, in ``seq``
+            order; a checkpoint drops what the rule no longer keeps (the list
+            is replaced, not changed in place: index by ``seq``, never by
+            position). Not the whole history: :func:`read_records` reads that.
+        report: what :meth:`open` found (torn tail, record count, checkpoint).
     """
 
     def __init__(
@@ -671,6 +784,9 @@ class Journal:
         scan: _Scan,
         clock_ms: Callable[[], int],
         session_id: str | None = None,
+        *,
+        checkpoints: bool = False,
+        covered: int = 0,
     ) -> None:
         """Internal: use :meth:`Journal.open`."""
         self.path = path
@@ -686,6 +802,21 @@ class Journal:
         self._tail_bytes = scan.tail_bytes
         self._tail_crc = scan.tail_crc
         self._ends_with_newline = scan.ends_with_newline
+        self.folded: Folded = scan.folded
+        """What the records the runtime let go of still say (input ids they
+        settled, turns they closed): add it to any fold over :attr:`records`
+        that needs the whole journal (docs/design/checkpoints.md §1)."""
+        self.bytes_read = scan.size - scan.start
+        """Journal bytes :meth:`open` read and verified (the tail after a checkpoint)."""
+        self._next_seq = scan.count
+        self._size = scan.size  # the file's length: appends keep it
+        self._lines = scan.lines
+        self._first_line = scan.first_line
+        self._last_line = scan.last_line
+        self._last_proof = scan.last_proof  # when _last_line is not read
+        self._tail_lines = scan.all_lines - scan.lines  # lines of a torn tail
+        self._checkpoints = checkpoints
+        self._covered = covered  # journal bytes the newest checkpoint covers
         self._broken: str | None = None
         self._broken_as: type[JournalError] = JournalError
         self._broken_errno: int | None = None
@@ -698,8 +829,11 @@ class Journal:
         create: bool = False,
         clock_ms: Callable[[], int] | None = None,
         session_id: str | None = None,
+        checkpoints: bool = False,
     ) -> Journal:
-        """Open a journal for appending, reading and verifying all of it.
+        """Open a journal for appending: read its newest valid checkpoint and
+        verify the journal after it, or read and verify all of it; keep the
+        records the runtime retains (docs/design/checkpoints.md).
 
         Args:
             path: the ``sessions/<id>/journal.jsonl`` file.
@@ -711,10 +845,15 @@ class Journal:
             session_id: the session the file must belong to: its
                 ``session_started`` record must name it (a journal swapped in
                 from another session is damage); None skips the check.
+            checkpoints: this process hosts the session (holds its lease):
+                write checkpoints (now, when the read was long or fell back;
+                later at the points :func:`mind.context.retention.checkpoint_due`
+                names). Any opener reads one.
 
         Returns:
-            The open journal. A torn tail is reported in :attr:`report`; the
-            file is never modified by opening.
+            The open journal. A torn tail and how the checkpoint served
+            are reported in :attr:`report` (a refused checkpoint is also
+            logged); the journal file is never modified by opening.
 
         Raises:
             JournalError: missing and ``create`` is false, or the file cannot
@@ -745,8 +884,7 @@ class Journal:
             if created:
                 os.fsync(fd)
                 private_files.fsync_dir(path.parent)
-            with _open_reader(fd) as reader:
-                scan = _scan(reader, path)
+            scan, covered = _open_scan(fd, path, session_id)
             if not created:
                 _require_start(scan, path)
                 _require_session(scan, path, session_id)
@@ -756,12 +894,57 @@ class Journal:
         except BaseException:
             os.close(fd)
             raise
-        return cls(path, fd, scan, clock_ms or _now_ms, session_id)
+        clock = clock_ms or _now_ms
+        journal = cls(path, fd, scan, clock, session_id, checkpoints=checkpoints, covered=covered)
+        if checkpoints and (scan.checkpoint not in ("", "used") or checkpoint_due_at_open(scan)):
+            journal.write_checkpoint()  # reported once: the next open reads this one
+        return journal
+
+    def write_checkpoint(self) -> bool:
+        """Write a checkpoint of the retained records up to the journal's end
+        (fsyncing the journal first: a checkpoint never covers bytes that are
+        not durable). Not after a torn tail no append has closed yet.
+
+        A failure to write it is logged and leaves the old checkpoint: it is
+        an optimisation, never a reason to fail a turn.
+
+        Returns:
+            Whether a checkpoint was written.
+
+        Raises:
+            JournalWriteError: the journal's fsync failed (see :meth:`sync`).
+        """
+        if self._tail_bytes or self._first_line is None or self.session_id is None:
+            return False
+        self.sync()
+        last = self._last_proof or checkpoint.LineProof.of(self._last_line + b"\n")
+        retention = Retention(self.folded)
+        retention.extend(self.records)
+        kept = retention.records()
+        taken = checkpoint.Checkpoint(
+            offset=self._size,
+            next_seq=self._next_seq,
+            lines=self._lines,
+            first_line=self._first_line,
+            last_line=last,
+            records=kept,
+            folded=retention.folded,
+        )
+        # What a compaction superseded leaves memory now, not at the next
+        # open; a new list, so a reader holding the old one is not disturbed.
+        self.records, self.folded = kept, retention.folded
+        try:
+            checkpoint.write(self.path, self.session_id, taken)
+        except (OSError, PrivateStateError) as exc:
+            _log.warning("%s: checkpoint not written: %s", self.path, exc)
+            return False
+        self._covered = self._size
+        return True
 
     @property
     def next_seq(self) -> int:
-        """The ``seq`` the next appended record gets (= ``len(records)``)."""
-        return len(self.records)
+        """The ``seq`` the next appended record gets (records so far)."""
+        return self._next_seq
 
     def append(self, record: JournalRecord, *, sync: bool = False) -> JournalRecord:
         """Stamp and append one record as one line.
@@ -834,8 +1017,17 @@ class Journal:
         self._tail_crc = 0
         self._ends_with_newline = True
         self.records.append(read_back)
+        if self._next_seq == 0:
+            self._first_line = checkpoint.LineProof.of(line + b"\n")
+        self._next_seq += 1
+        self._size += len(prefix) + len(line) + 1
+        self._lines += self._tail_lines + 1
+        self._tail_lines = 0
+        self._last_line, self._last_proof = line, None
         if sync:
             self.sync()
+        if self._checkpoints and checkpoint_due(read_back, self._size - self._covered):
+            self.write_checkpoint()
         return read_back
 
     @property

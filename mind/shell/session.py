@@ -8,6 +8,7 @@ effects and the turn driver, kept together so the public API reads in one place.
 
 from __future__ import annotations
 
+import bisect
 import os
 import time
 from collections.abc import AsyncIterator, Collection
@@ -44,7 +45,7 @@ from mind.shell.ids import new_id
 from mind.shell.inbox import Inbox
 from mind.shell.instructions import Instructions
 from mind.shell.interactions import AnswerResult, Decision, Interactions, as_decision
-from mind.shell.journal import Journal
+from mind.shell.journal import Journal, read_records
 from mind.shell.lease import SessionLease
 from mind.shell.mounts import MountHandle
 from mind.shell.providers import Provider, make_provider
@@ -176,7 +177,7 @@ class Session:
         self._inputs: dict[str, jr.UserMessage] = {}
         """Journaled inputs by id, the last journaled of each (for :meth:`claimed_inputs`)."""
         self._inputs_indexed = 0
-        """How many journal records :attr:`_inputs` accounts for (the journal only grows)."""
+        """The seq up to which :attr:`_inputs` accounts for the journal (it only grows)."""
         self._consuming = False
 
     @property
@@ -197,11 +198,20 @@ class Session:
         without input, which the REPL does not keep)."""
         records = self.journal.records
         return (
-            len(records) == 1
+            self.journal.next_seq == 1
             and isinstance(records[0], jr.SessionStarted)
             and not self.inbox.entries
             and not self.busy
         )
+
+    @property
+    def checkpoint_fallback(self) -> str | None:
+        """Why this open could not use the session's checkpoint and read its
+        whole journal (docs/design/checkpoints.md §4: damaged, missing when
+        one was due, another session's…), or ``None`` when it did not have
+        to. Reported by the open that fell back only: it wrote a new one."""
+        note = self.journal.report.checkpoint
+        return None if note in ("", "used") else note
 
     @property
     def storage_broken(self) -> str | None:
@@ -227,12 +237,15 @@ class Session:
         recovery is found as last journaled. Incremental: each journal record
         is read once over the session's life, whatever the number of look-ups.
         """
-        records = self.journal.records
-        if self._inputs_indexed < len(records):
-            for record in records[self._inputs_indexed :]:
+        if self._inputs_indexed < self.journal.next_seq:
+            # By seq: a checkpoint replaces the retained list (an input of
+            # an open turn is always retained, so none is missed).
+            records = self.journal.records
+            start = bisect.bisect_left(records, self._inputs_indexed, key=lambda r: r.seq)
+            for record in records[start:]:
                 if isinstance(record, jr.UserMessage):
                     self._inputs[record.message_id] = record
-            self._inputs_indexed = len(records)
+            self._inputs_indexed = self.journal.next_seq
         return [self._inputs[m] for m in message_ids if m in self._inputs]
 
     def pending_interactions(self) -> list[jr.InteractionRequested]:
@@ -302,10 +315,16 @@ class Session:
         return supervision.kill_tree(self.tools.effects_dir / effect_id)
 
     def history(self) -> list[jr.JournalRecord]:
-        """The session's journal records in order (read-only: a copy), for
-        recaps of what happened before; facts a client acts on have their
-        own properties."""
-        return list(self.journal.records)
+        """Every record of the session's journal in order, read from the file
+        when asked (memory holds only what the runtime retains:
+        docs/design/checkpoints.md §1), for showing what happened before;
+        facts a client acts on have their own properties.
+
+        Raises:
+            JournalError: the file cannot be read; JournalCorruptError: it
+                was damaged since the session opened (path, line).
+        """
+        return read_records(self.journal.path)[0]
 
     @property
     def waiting(self) -> list[MailboxMessage]:

@@ -147,7 +147,9 @@ class Opening:
     def _create_journal(self, _machine: SessionStartup) -> None:
         if self.journal_path.exists():
             raise SessionError(self.session_id, "already exists")
-        journal = Journal.open(self.journal_path, create=True, session_id=self.session_id)
+        journal = Journal.open(
+            self.journal_path, create=True, session_id=self.session_id, checkpoints=True
+        )
         try:
             journal.append(
                 jr.SessionStarted(
@@ -165,7 +167,7 @@ class Opening:
         self.journal = journal
 
     def _open_journal(self, _machine: SessionStartup) -> None:
-        self.journal = Journal.open(self.journal_path, session_id=self.session_id)
+        self.journal = Journal.open(self.journal_path, session_id=self.session_id, checkpoints=True)
 
     def _repair_processes(self, _machine: SessionStartup) -> None:
         """Effects a crash left prepared and unanswered, before orphan calls
@@ -190,7 +192,8 @@ class Opening:
 
     def _open_inbox(self, _machine: SessionStartup) -> None:
         assert self.journal is not None
-        acknowledged = settled_inputs(self.journal.records)
+        # The records retained, and what those a compaction let go of settled.
+        acknowledged = settled_inputs(self.journal.records) | self.journal.folded.settled
         self.settled = frozenset(acknowledged)  # computed once: the session gets it too
         inbox = Inbox.open(self.directory / "inbox.json", acknowledged=acknowledged)
         # The file too: a crash after the terminal record, before the

@@ -397,6 +397,7 @@ def boundary_hits(case: Case, inputs_sent: int) -> dict[str, int]:
             1 for r in records if isinstance(r, jr.InteractionResolved)
         ),
         "effect_prepared": sum(1 for r in records if isinstance(r, jr.ToolStarted)),
+        "checkpoint_written": 0,  # none is due in sessions this short
         "effect_executing": sum(1 for r in records if isinstance(r, jr.ToolStarted)),
         "effect_committed_not_delivered": sum(
             1

@@ -155,3 +155,33 @@ def test_opening_a_session_computes_its_settled_inputs_once(
 
     assert anyio.run(reopen) == []
     assert len(calls) == 1
+
+
+def test_a_refused_checkpoint_is_a_fact_of_the_session_once(tmp_path: Path) -> None:
+    """docs/design/checkpoints.md §4: the open that could not use the
+    checkpoint says why; it wrote a new one, so the next open says nothing."""
+    from mind.shell.checkpoint import CHECKPOINT_NAME
+
+    config = _config(tmp_path, [{"text": "hi"}])
+    state = tmp_path / "state"
+
+    async def first() -> tuple[str, str | None]:
+        async with mind.Runtime.open(state_root=state) as rt:
+            s = await rt.create_session(cwd=tmp_path, config=config)
+            await s.submit("hello").wait()
+            assert s.journal.write_checkpoint()
+            return s.session_id, s.checkpoint_fallback
+
+    async def reopen(sid: str) -> str | None:
+        async with mind.Runtime.open(state_root=state) as rt:
+            s = await rt.open_session(sid, config=config)
+            return s.checkpoint_fallback
+
+    sid, fresh = anyio.run(first)
+    checkpoint = next(state.rglob(CHECKPOINT_NAME))
+    checkpoint.write_bytes(checkpoint.read_bytes()[:-10])  # truncated
+    damaged = anyio.run(reopen, sid)
+    again = anyio.run(reopen, sid)
+    assert fresh is None
+    assert damaged is not None and "truncated" in damaged
+    assert again is None

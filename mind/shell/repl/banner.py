@@ -23,7 +23,7 @@ def banner_lines(session: Session, config: ResolvedConfig, width: int) -> list[T
         config: the resolved config (a scripted provider is marked as such).
         width: the terminal's width in columns.
     """
-    resumed = any(isinstance(r, jr.TurnStarted) for r in session.history())
+    resumed = recap_turns(session) > 0
     label = session.provider.label
     # A scripted provider is never mistaken for a real model.
     provider = (
@@ -49,9 +49,11 @@ def banner_lines(session: Session, config: ResolvedConfig, width: int) -> list[T
 
 def recap_lines(session: Session, width: int) -> list[Text]:
     """For a resumed session: how many turns, the last prompt and answer
-    (``[]`` when it has no turn); ``width`` is the terminal's, in columns."""
-    records = session.history()
-    turns = sum(1 for r in records if isinstance(r, jr.TurnStarted))
+    (``[]`` when it has no turn); ``width`` is the terminal's, in columns.
+    From the records the session retains (every terminal record is one, and
+    the newest prompt and answer): never the whole journal."""
+    records = session.journal.records
+    turns = recap_turns(session)
     if not turns:
         return []
     prompt = next((r.text for r in reversed(records) if isinstance(r, jr.UserMessage)), "")
@@ -65,6 +67,14 @@ def recap_lines(session: Session, width: int) -> list[Text]:
     if answer:
         out.append(Text.assemble(("          ", "dim"), (_one_line(answer, room), "dim")))
     return out
+
+
+def recap_turns(session: Session) -> int:
+    """How many turns the session has had: those whose records it retains,
+    and those a compaction let go of (``Journal.folded``)."""
+    journal = session.journal
+    seen = {r.turn_id for r in journal.records if isinstance(r, jr.TurnStarted | jr.TurnCompleted)}
+    return len(seen) + journal.folded.closed_turns
 
 
 def _one_line(text: str, width: int) -> str:

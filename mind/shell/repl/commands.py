@@ -236,6 +236,11 @@ class SlashCommands:
             ("state", state + (f", {waiting} waiting" if waiting else "")),
             ("usage", format_tokens(repl.hosting.current.tokens)),
             *_instructions_rows(s),
+            *(
+                [("resume", f"read whole: {s.checkpoint_fallback}")]
+                if s.checkpoint_fallback
+                else []
+            ),
         ]
         repl.view.print(*(Text.assemble((k.ljust(10), "dim"), v) for k, v in pairs))
         return True
