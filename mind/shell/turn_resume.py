@@ -4,9 +4,10 @@ from the journal, then the unanswered calls of its tool round run again.
 Startup decided the turn goes on (:func:`mind.shell.recovery.resumable_turn`,
 the pure guard :func:`mind.machines.turn_replay.resume_plan`) and left the
 calls it re-drives unanswered; :class:`mind.shell.turn_driver.TurnDriver`
-calls :func:`resumed_machine` in place of a fresh machine and
-:func:`redrive_round` in place of the turn's start, then goes on with its
-loop (the next model round gets the real results).
+calls :func:`resumed_machine` in place of a fresh machine and sends it
+``resume``: the turn chart then names :class:`~mind.machines.turn.RedriveCalls`
+(performed by :func:`redrive_round`) or nothing (the round was fully
+answered), and the loop goes on (the next model round gets the real results).
 
 The seam for interactions and effects (issue #10): :func:`redrive_round` is
 the one place a resumed call is checked against the journal before it runs
@@ -22,7 +23,6 @@ from typing import TYPE_CHECKING
 
 from mind.call_pairing import PairedCall, pair_calls
 from mind.conversation import ToolCall
-from mind.errors import IllegalTransition
 from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.machines.turn_replay import ResumePlan, replayed_turn
@@ -75,29 +75,23 @@ def round_calls(records: list[jr.JournalRecord], turn_id: str) -> list[PairedCal
 
 
 async def redrive_round(calls: ToolCalls, turn: Turn, machine: TurnMachine) -> int:
-    """Run the unanswered calls of the resumed turn's round, in call order.
+    """Perform :class:`~mind.machines.turn.RedriveCalls`: run the unanswered
+    calls of the resumed turn's round, in call order.
 
-    Before each call the journal is read again: a call with its
-    ``tool_result`` (answered before the crash, or given the synthetic
-    "outcome unknown" result by startup because it may have changed
-    something) is skipped — never run twice. The caller sends
-    ``tools_done`` afterwards, as after any round.
+    The turn chart decided this (its ``resume`` event, taken only while
+    ``executing`` and when the plan re-drives calls). Before each call the
+    journal is read again: a call with its ``tool_result`` (answered before
+    the crash, or given the synthetic "outcome unknown" result by startup
+    because it may have changed something) is skipped — never run twice.
+    The caller sends ``tools_done`` afterwards, as after any round.
 
     Returns:
         How many calls ran.
 
     Raises:
-        IllegalTransition: the rebuilt machine is not in ``running_tools``
-            (the journal changed under the plan, or the round limit was
-            lowered): nothing runs and the driver fails safe (aborted, the
-            inputs replay).
         What :meth:`ToolCalls.run` raises (a journal write failed: the
         driver fails the turn).
     """
-    if "running_tools" not in machine.configuration:
-        raise IllegalTransition(
-            "turn", "(resume a tool round)", machine.state, configuration=machine.configuration
-        )
     ran = 0
     count = len(round_calls(list(turn.session.journal.records), turn.turn_id))
     for index in range(count):
