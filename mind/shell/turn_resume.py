@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mind.call_pairing import PairedCall, pair_calls
+from mind.call_pairing import PairedCall
 from mind.conversation import ToolCall
 from mind.generated import events as ev
 from mind.generated import journal as jr
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from mind.shell.tool_calls import ToolCalls
     from mind.shell.turn_handle import Turn
 
-__all__ = ["redrive_round", "resumed_event", "resumed_machine", "round_calls"]
+__all__ = ["last_round", "redrive_round", "resumed_event", "resumed_machine"]
 
 
 def resumed_machine(session: Session, plan: ResumePlan) -> TurnMachine:
@@ -63,14 +63,13 @@ def resumed_event(plan: ResumePlan) -> ev.TurnResumedEvent:
     )
 
 
-def round_calls(records: list[jr.JournalRecord], turn_id: str) -> list[PairedCall]:
-    """The calls of ``turn_id``'s last ``model_round``, paired with their
-    records as the journal holds them now (per occurrence:
-    :func:`mind.call_pairing.pair_calls`), in call order."""
-    paired = pair_calls(records, turn_id)
+def last_round(paired: list[PairedCall]) -> list[PairedCall]:
+    """The calls of the last ``model_round`` among ``paired`` (a turn's calls
+    paired per occurrence, :class:`mind.call_pairing.CallPairing`), in call
+    order."""
     if not paired:
         return []
-    last = max(p.round_at for p in paired)
+    last = paired[-1].round_at
     return [p for p in paired if p.round_at == last]
 
 
@@ -93,9 +92,11 @@ async def redrive_round(calls: ToolCalls, turn: Turn, machine: TurnMachine) -> i
         driver fails the turn).
     """
     ran = 0
-    count = len(round_calls(list(turn.session.journal.records), turn.turn_id))
-    for index in range(count):
-        paired = round_calls(list(turn.session.journal.records), turn.turn_id)[index]
+    # Paired once for the round; each call's result is then read from the
+    # records appended since (the effects' index follows the journal).
+    index = calls.effects.turn_index(turn.turn_id)
+    for paired in last_round(index.pairing.calls):
+        calls.effects.turn_index(turn.turn_id)
         if paired.result is not None:
             continue
         recorded = paired.call
