@@ -60,3 +60,39 @@ def exec_records(tmp: Path, session: str) -> list[jr.JournalRecord]:
     """The records of session ``session``'s journal under ``tmp/state``."""
     records, _ = read_records(tmp / "state" / "sessions" / session / "journal.jsonl")
     return records
+
+
+def exec_killed_at(
+    tmp_path: Path,
+    replies: Sequence[Mapping[str, Any]],
+    crash_at: str,
+    prompt: str,
+    *options: str,
+    cwd: Path,
+) -> Path:
+    """Run ``mind exec --provider scripted`` with ``replies`` (written to
+    ``tmp_path/crash.yaml``) and ``options``, in ``tmp_path/home`` and
+    ``tmp_path/state`` (where the REPL of ``tests/e2e`` looks), working in
+    ``tmp_path``, and assert it was SIGKILLed at fault boundary ``crash_at``
+    (``MIND_CRASH_AT``, e.g. ``effect_prepared:1``). Returns the script's path.
+    """
+    script = tmp_path / "crash.yaml"
+    script.write_text(yaml.safe_dump([dict(r) for r in replies]), encoding="utf-8")
+    env = without_prefixes("MIND_", "OPENAI_", "ANTHROPIC_")
+    env.update(
+        MIND_HOME=str(tmp_path / "home"),
+        MIND_STATE_HOME=str(tmp_path / "state"),
+        MIND_CRASH_AT=crash_at,
+    )
+    argv = [sys.executable, "-m", "mind.shell.cli", "exec", "--provider", "scripted"]
+    argv += ["--script", str(script), *options, "--cwd", str(tmp_path), prompt]
+    proc = subprocess.run(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=EXEC_TIMEOUT_S,
+    )
+    assert proc.returncode == -9, proc.stderr[-800:]
+    return script
