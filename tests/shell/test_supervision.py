@@ -23,23 +23,21 @@ import pytest
 from mind.errors import PrivateStateError, SupervisorRecordError
 from mind.shell import supervision
 from mind.shell.tools import ToolOutcome, ToolRunner
-from tests.support.process_trees import DEADLINE_S, marked, marker_env, new_marker, until
+from tests.support.process_trees import (
+    DEADLINE_S,
+    anyio_backend,
+    marked,
+    marker,
+    marker_env,
+    until,
+)
 
 pytestmark = pytest.mark.anyio
+__all__ = ["anyio_backend", "marker"]  # the fixtures, from tests.support.process_trees
 
 
 TREE = "sleep 300 & setsid sleep 300 & sleep 300"
 """The issue's tree: a background child, a setsid escapee, a foreground child."""
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def marker() -> str:
-    return new_marker()
 
 
 # ---- the issue's tree: interrupt, timeout ------------------------------------------

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from mind.shell import supervision
-from tests.support.process_trees import marked, marker_env, new_marker, until
+from tests.support.process_trees import anyio_backend, marked, marker, marker_env, until
 
 pytestmark = pytest.mark.anyio
+__all__ = ["anyio_backend", "marker"]  # the fixtures, from tests.support.process_trees
 
 
 FAKE_EXIT = (
@@ -36,16 +37,6 @@ FORGE = (
     f'printf \'%s\' \'{FAKE_EXIT}\' > "$d/.x" && mv "$d/.x" "$d/exit.json"; '
 )
 """Shell that forges the supervisor's record in its effect directory."""
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def marker() -> str:
-    return new_marker()
 
 
 async def _run(directory: Path, argv: list[str], marker: str) -> supervision.Handle:

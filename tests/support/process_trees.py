@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import anyio
+import pytest
 
 DEADLINE_S = 10.0
 """Generous bound for waiting on the system (never a timing assertion)."""
@@ -55,3 +56,15 @@ async def until(condition: Callable[[], bool], deadline_s: float = DEADLINE_S) -
         while not condition():  # noqa: ASYNC110 - no event tells when a process is gone
             await anyio.sleep(0.01)
     return condition()
+
+
+@pytest.fixture
+def marker() -> str:
+    """A fresh marker for the test's processes (:func:`new_marker`)."""
+    return new_marker()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The supervision tests run on asyncio (the runtime's backend)."""
+    return "asyncio"
