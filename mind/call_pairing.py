@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from mind.generated import journal as jr
 
-__all__ = ["PairedCall", "pair_calls"]
+__all__ = ["CallPairing", "PairedCall", "pair_calls"]
 
 
 @dataclass(slots=True)
@@ -58,27 +58,69 @@ def pair_calls(records: Sequence[jr.JournalRecord], turn_id: str | None = None) 
         call, or a result or start with no earlier unanswered call of its
         turn and id, pairs with nothing.
     """
-    calls: list[PairedCall] = []
-    open_calls: dict[tuple[str, str], deque[PairedCall]] = {}
-    seen: dict[tuple[str, str], int] = {}
-    for at, record in enumerate(records):
-        if turn_id is not None and getattr(record, "turn_id", None) != turn_id:
-            continue
+    pairing = CallPairing(turn_id)
+    pairing.follow(records)
+    return pairing.calls
+
+
+class CallPairing:
+    """:func:`pair_calls` kept up to date as records are appended: each
+    :meth:`follow` reads only the records added since the last one, so a
+    turn's calls cost O(its records) in all, not per look-up.
+
+    Args:
+        turn_id: only this turn's calls; None: every turn's.
+        start: the position in the record list to read from (records before
+            it are not this pairing's: e.g. a turn's ``turn_started``);
+            ``round_at`` counts from it.
+
+    Attributes:
+        calls: the calls paired so far, in journal and call order (each
+            :class:`PairedCall` is updated in place as its start and result
+            are read).
+        read: the position up to which records were read.
+    """
+
+    def __init__(self, turn_id: str | None = None, start: int = 0) -> None:
+        self.turn_id = turn_id
+        self.calls: list[PairedCall] = []
+        self.read = start
+        self._start = start
+        self._open: dict[tuple[str, str], deque[PairedCall]] = {}
+        self._seen: dict[tuple[str, str], int] = {}
+
+    def follow(self, records: Sequence[jr.JournalRecord]) -> None:
+        """Read the records appended to ``records`` since the last call (the
+        same growing list, in ``seq`` order)."""
+        for at in range(self.read, len(records)):
+            self.feed(records[at])
+        self.read = max(self.read, len(records))
+
+    def unanswered(self, turn_id: str, call_id: str) -> PairedCall | None:
+        """The earliest call of ``turn_id`` with ``call_id`` and no result yet."""
+        waiting = self._open.get((turn_id, call_id))
+        return waiting[0] if waiting else None
+
+    def feed(self, record: jr.JournalRecord) -> None:
+        """Pair one record, the next of the list (:meth:`follow` calls it)."""
+        at = self.read - self._start
+        self.read += 1
+        if self.turn_id is not None and getattr(record, "turn_id", None) != self.turn_id:
+            return
         if isinstance(record, jr.ModelRound):
             for index, call in enumerate(record.tool_calls):
                 key = (record.turn_id, call.call_id)
-                paired = PairedCall(record.turn_id, at, index, seen.get(key, 0), call)
-                seen[key] = paired.occurrence + 1
-                calls.append(paired)
-                open_calls.setdefault(key, deque()).append(paired)
+                paired = PairedCall(record.turn_id, at, index, self._seen.get(key, 0), call)
+                self._seen[key] = paired.occurrence + 1
+                self.calls.append(paired)
+                self._open.setdefault(key, deque()).append(paired)
         elif isinstance(record, jr.ToolResult):
-            waiting = open_calls.get((record.turn_id, record.call_id))
+            waiting = self._open.get((record.turn_id, record.call_id))
             if waiting:
                 waiting.popleft().result = record
         elif isinstance(record, jr.ToolStarted):
-            waiting = open_calls.get((record.turn_id, record.call_id))
+            waiting = self._open.get((record.turn_id, record.call_id))
             for paired in waiting or ():
                 if not paired.started:
                     paired.started = True
                     break
-    return calls

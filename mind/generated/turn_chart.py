@@ -37,6 +37,7 @@ TurnEventName = Literal[
     "round_failed",
     "stream_opened",
     "inputs_claimed",
+    "resume",
     "tools_done",
     "approval_needed",
     "call_refused",
@@ -79,6 +80,7 @@ TURN_EVENTS: Final[tuple[TurnEventName, ...]] = (
     "round_failed",
     "stream_opened",
     "inputs_claimed",
+    "resume",
     "tools_done",
     "approval_needed",
     "call_refused",
@@ -121,6 +123,9 @@ class TurnModel(Protocol):
     def granted(self) -> bool: ...
 
     @property
+    def has_redrive(self) -> bool: ...
+
+    @property
     def has_tool_calls(self) -> bool: ...
 
     @property
@@ -142,6 +147,8 @@ class TurnModel(Protocol):
     def leave_for_recovery(self, *args: Any, **kwargs: Any) -> object: ...
 
     def note_inputs(self, *args: Any, **kwargs: Any) -> object: ...
+
+    def redrive_calls(self, *args: Any, **kwargs: Any) -> object: ...
 
     def refuse_call(self, *args: Any, **kwargs: Any) -> object: ...
 
@@ -236,6 +243,10 @@ class TurnChart(StateChart[TurnModel]):
     )
     stream_opened = _to(active.sampling.requesting, active.sampling.streaming)
     inputs_claimed = _to(active.sampling.requesting, active.sampling.requesting, internal=True, on=['note_inputs'])
+    resume = (
+        _to(active.sampling.requesting, active.sampling.requesting, unless='has_redrive', internal=True)
+        | _to(active.running_tools.executing, active.running_tools.executing, cond='has_redrive', internal=True, on=['redrive_calls'])
+    )
     tools_done = (
         _to(active.running_tools, active.sampling, cond='within_round_limit', on=['drain_steering'])
         | _to(active.running_tools, failed, unless='within_round_limit', on=['fail_round_limit'])

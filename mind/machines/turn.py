@@ -37,6 +37,10 @@ Decisions (guards, pure functions of the event's data):
   turn took (each journaled as a ``user_message`` first): the machine owns the
   turn's input list, live and in recovery (``turn_replay`` feeds it the same
   events from those records), so both acknowledge by the one rule.
+- ``resume`` (a crashed turn replayed from its records, docs/design/recovery.md
+  §8): the plan re-drives calls -> :class:`RedriveCalls` (still ``executing``);
+  its round was fully answered -> on in ``requesting`` (the next model round).
+  The state the replay reached and the fact must agree, else the chart refuses.
 - every terminal: :class:`WriteTerminal` with the status, whether the inputs
   are acknowledged (:func:`acknowledges`), their ids and the failure;
   :meth:`TurnMachine.next_turn` then says whether the next turn starts.
@@ -74,6 +78,7 @@ __all__ = [
     "DrainSteering",
     "Effect",
     "LeaveForRecovery",
+    "RedriveCalls",
     "RefuseCall",
     "RetryRule",
     "RunGranted",
@@ -294,6 +299,13 @@ class RunTools:
 
 
 @dataclass(frozen=True, slots=True)
+class RedriveCalls:
+    """A resumed turn (docs/design/recovery.md §8): run the calls of its last
+    round that still have no result, in call order (one answered meanwhile is
+    skipped, never run twice), then send ``tools_done``."""
+
+
+@dataclass(frozen=True, slots=True)
 class DrainOrSeal:
     """One atomic mailbox step: claim new steering (send ``steering_claimed``)
     or seal the box (send ``seal``)."""
@@ -324,6 +336,7 @@ Effect: TypeAlias = (
     | RunGranted
     | LeaveForRecovery
     | RunTools
+    | RedriveCalls
     | DrainOrSeal
     | DrainSteering
 )
@@ -370,6 +383,7 @@ class _TurnData:
     call_id: str = ""
     asking: bool = False
     grant: bool = False
+    redrive: int = 0
     reason: str = ""
     state: object = None
 
@@ -400,6 +414,11 @@ class _TurnData:
         """Guard ``granted``: a durable session grant covers the call."""
         return self.grant
 
+    @property
+    def has_redrive(self) -> bool:
+        """Guard ``has_redrive``: the resume plan re-drives some call."""
+        return self.redrive > 0
+
     def _delay_s(self) -> float:
         return self.retry.delay_s(self.retries_used + 1, self.retry_after_s)
 
@@ -421,6 +440,10 @@ class _TurnData:
     def run_tools(self, *args: Any, **kwargs: Any) -> None:
         """Action ``run_tools``."""
         self.effects.append(RunTools())
+
+    def redrive_calls(self, *args: Any, **kwargs: Any) -> None:
+        """Action ``redrive_calls`` (``resume`` in ``executing``)."""
+        self.effects.append(RedriveCalls())
 
     def drain_or_seal(self, *args: Any, **kwargs: Any) -> None:
         """Action ``drain_or_seal`` (entry of ``draining``)."""
@@ -777,6 +800,26 @@ class TurnMachine:
         return self._data.terminal
 
     # Recovery: a crashed turn, replayed from its records (mind.machines.turn_replay).
+
+    def resume(self, *, redrive: int) -> list[Effect]:
+        """Go on with a crashed turn replayed from its records
+        (docs/design/recovery.md §8; ``turn_replay.replayed_turn``).
+
+        Args:
+            redrive: how many unanswered calls of its last round the resume
+                plan re-drives (``len(ResumePlan.redrive)``).
+
+        Returns:
+            ``[RedriveCalls()]`` when the replay stopped in ``executing`` and
+            ``redrive`` > 0; ``[]`` when it stopped in ``requesting`` (the
+            round was fully answered) and ``redrive`` is 0: the next model
+            round follows.
+
+        Raises:
+            IllegalTransition: any other state or fact (the journal changed
+                under the plan, the chart refused the replay): fail safe.
+        """
+        return self._send("resume", redrive=redrive)
 
     def recover(self) -> list[Effect]:
         """Close a crashed turn at startup: ``draining -> completed`` (its final

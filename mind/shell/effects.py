@@ -50,6 +50,7 @@ from mind.machines.effect import (
     redrivable,
 )
 from mind.shell import faults, procs, supervision
+from mind.shell.effect_index import TurnEffectIndex
 from mind.shell.journal import Journal
 from mind.shell.recovery import unterminated_turns
 from mind.shell.redact import redact
@@ -167,6 +168,7 @@ class SessionEffects:
         self.journal = journal
         self.effects_dir = effects_dir
         self.secrets = tuple(secrets)
+        self._index: TurnEffectIndex | None = None
 
     def directory(self, inv: Invocation) -> Path | None:
         """The supervisor directory of ``inv``'s shell command, or None (not a
@@ -188,18 +190,30 @@ class SessionEffects:
         what the journal already holds of it: a resumed turn re-drives calls
         a crash left, and a prepared or answered one must be recognised, never
         prepared again."""
-        records = _turn_records(self.journal.records, turn_id)
-        paired = _unanswered(records, turn_id, call.call_id)
+        index = self.turn_index(turn_id)
+        paired = index.pairing.unanswered(turn_id, call.call_id)
         occurrence = paired.occurrence if paired is not None else 0
         sha = arguments_sha256(call.arguments)
         ident = effect_id(self.session_id, turn_id, call.call_id, occurrence, sha)
-        started = _started(records, turn_id, ident)
+        started = index.started.get(ident)
         if started is None and paired is not None and paired.started:
             # Started by a mind older than effects (no effect id): fail closed,
             # it is prepared — never run again without a resolution.
-            started = _legacy_start(records, turn_id, call.call_id)
-        machine = _replayed(records, turn_id, ident, call.name, started)
+            started = index.legacy_started.get(call.call_id)
+        machine = _machine_of(ident, call.name, started, running=ident in index.running)
         return Invocation(turn_id, call, occurrence, sha, ident, machine, started)
+
+    def turn_index(self, turn_id: str) -> TurnEffectIndex:
+        """The index of ``turn_id``'s effect records, brought up to date with
+        the records appended since it was last asked (O(new records); a new
+        turn, or a replaced journal, is read once from its ``turn_started``)."""
+        records = self.journal.records
+        index = self._index
+        if index is None or index.turn_id != turn_id or index.stale(records):
+            index = self._index = TurnEffectIndex(records, turn_id)
+        else:
+            index.follow(records)
+        return index
 
     def prepare(self, inv: Invocation) -> None:
         """``approve`` then ``persist``: the ``tool_started`` record (effect
@@ -726,25 +740,6 @@ def _proof(records: Sequence[jr.JournalRecord], inv: Invocation) -> str:
     return journaled.proof_sha256 or "" if journaled is not None else ""
 
 
-def _turn_records(records: list[jr.JournalRecord], turn_id: str) -> list[jr.JournalRecord]:
-    """The records from ``turn_id``'s ``turn_started`` on (found from the end:
-    a live turn is the last one), so a call costs its turn, not the session."""
-    for at in range(len(records) - 1, -1, -1):
-        record = records[at]
-        if isinstance(record, jr.TurnStarted) and record.turn_id == turn_id:
-            return records[at:]
-    return records
-
-
-def _unanswered(records: list[jr.JournalRecord], turn_id: str, call_id: str) -> PairedCall | None:
-    """The earliest journaled call of ``turn_id`` with ``call_id`` and no result
-    (the runtime runs a round's calls in order, each answered before the next)."""
-    for paired in pair_calls(records, turn_id):
-        if paired.call.call_id == call_id and paired.result is None:
-            return paired
-    return None
-
-
 def _replayed(
     records: list[jr.JournalRecord],
     turn_id: str,
@@ -755,33 +750,27 @@ def _replayed(
     """A machine in the durable state the journal gives effect ``ident``:
     ``proposed`` (no ``tool_started``), ``prepared``, or ``executing`` when
     an ``effect_running`` record says its supervisor ran."""
+    running = started is not None and any(
+        isinstance(r, jr.EffectRunning) and r.turn_id == turn_id and r.effect_id == ident
+        for r in records
+    )
+    return _machine_of(ident, name, started, running=running)
+
+
+def _machine_of(
+    ident: str, name: str, started: jr.ToolStarted | None, *, running: bool
+) -> EffectMachine:
+    """Effect ``ident``'s machine in the durable state its records give:
+    ``proposed`` (no ``started``), ``prepared``, or ``executing`` when
+    ``running`` (an ``effect_running`` record names it)."""
     machine = EffectMachine(ident, effect_class(name))
     if started is None:
         return machine
     machine.approve()
     machine.persisted()
-    if any(
-        isinstance(r, jr.EffectRunning) and r.turn_id == turn_id and r.effect_id == ident
-        for r in records
-    ):
+    if running:
         machine.execute()
     return machine
-
-
-def _legacy_start(
-    records: list[jr.JournalRecord], turn_id: str, call_id: str
-) -> jr.ToolStarted | None:
-    """The last ``tool_started`` of ``call_id`` in the turn that names no effect."""
-    found: jr.ToolStarted | None = None
-    for record in records:
-        if (
-            isinstance(record, jr.ToolStarted)
-            and record.turn_id == turn_id
-            and record.call_id == call_id
-            and not record.effect_id
-        ):
-            found = record
-    return found
 
 
 def _started(records: list[jr.JournalRecord], turn_id: str, ident: str) -> jr.ToolStarted | None:

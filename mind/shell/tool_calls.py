@@ -61,6 +61,12 @@ class ToolCalls:
 
     def __init__(self, session: Session) -> None:
         self.session = session
+        self.effects = SessionEffects(
+            session.session_id, session.journal, session.tools.effects_dir, session.secrets
+        )
+        """The session's effect records, one for every call of the turn: its
+        index of the turn's records follows the journal, so a call reads the
+        records appended since the last one, not the whole turn again."""
 
     async def run(self, turn: Turn, machine: TurnMachine, call: ToolCall) -> None:
         """Run one call of the round and journal its one result
@@ -77,12 +83,7 @@ class ToolCalls:
             )
         )
         faults.boundary("after_tool_call")
-        effects = SessionEffects(
-            self.session.session_id,
-            self.session.journal,
-            self.session.tools.effects_dir,
-            self.session.secrets,
-        )
+        effects = self.effects
         inv = effects.propose(turn.turn_id, call)
         if inv.machine.prepared:  # replayed from the journal: a crash came after its start
             result = await self._redrive(turn, effects, inv)

@@ -47,6 +47,7 @@ from mind.machines.turn import (
     DrainSteering,
     Effect,
     LeaveForRecovery,
+    RedriveCalls,
     RunTools,
     StartBackoff,
     StartNextTurn,
@@ -138,9 +139,13 @@ class TurnDriver:
             else:  # the replay fed the machine the inputs the turn journaled
                 self._begin_resumed(turn, self.resume)
             with turn._scope:
-                if self.resume is not None and self.resume.redrive:
-                    await redrive_round(self.calls, turn, machine)
-                    self._tools_done(turn, machine)
+                if self.resume is not None:
+                    # The chart decides how the turn goes on: re-drive its
+                    # round's calls, or its next model round (recovery.md §8).
+                    for effect in machine.resume(redrive=len(self.resume.redrive)):
+                        if isinstance(effect, RedriveCalls):
+                            await redrive_round(self.calls, turn, machine)
+                            self._tools_done(turn, machine)
                     if machine.terminal is not None:  # out of rounds
                         return machine.terminal
                 return await self._loop(turn, machine)

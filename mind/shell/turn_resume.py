@@ -4,9 +4,10 @@ from the journal, then the unanswered calls of its tool round run again.
 Startup decided the turn goes on (:func:`mind.shell.recovery.resumable_turn`,
 the pure guard :func:`mind.machines.turn_replay.resume_plan`) and left the
 calls it re-drives unanswered; :class:`mind.shell.turn_driver.TurnDriver`
-calls :func:`resumed_machine` in place of a fresh machine and
-:func:`redrive_round` in place of the turn's start, then goes on with its
-loop (the next model round gets the real results).
+calls :func:`resumed_machine` in place of a fresh machine and sends it
+``resume``: the turn chart then names :class:`~mind.machines.turn.RedriveCalls`
+(performed by :func:`redrive_round`) or nothing (the round was fully
+answered), and the loop goes on (the next model round gets the real results).
 
 The seam for interactions and effects (issue #10): :func:`redrive_round` is
 the one place a resumed call is checked against the journal before it runs
@@ -20,9 +21,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mind.call_pairing import PairedCall, pair_calls
+from mind.call_pairing import PairedCall
 from mind.conversation import ToolCall
-from mind.errors import IllegalTransition
 from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.machines.turn_replay import ResumePlan, replayed_turn
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from mind.shell.tool_calls import ToolCalls
     from mind.shell.turn_handle import Turn
 
-__all__ = ["redrive_round", "resumed_event", "resumed_machine", "round_calls"]
+__all__ = ["last_round", "redrive_round", "resumed_event", "resumed_machine"]
 
 
 def resumed_machine(session: Session, plan: ResumePlan) -> TurnMachine:
@@ -63,45 +63,40 @@ def resumed_event(plan: ResumePlan) -> ev.TurnResumedEvent:
     )
 
 
-def round_calls(records: list[jr.JournalRecord], turn_id: str) -> list[PairedCall]:
-    """The calls of ``turn_id``'s last ``model_round``, paired with their
-    records as the journal holds them now (per occurrence:
-    :func:`mind.call_pairing.pair_calls`), in call order."""
-    paired = pair_calls(records, turn_id)
+def last_round(paired: list[PairedCall]) -> list[PairedCall]:
+    """The calls of the last ``model_round`` among ``paired`` (a turn's calls
+    paired per occurrence, :class:`mind.call_pairing.CallPairing`), in call
+    order."""
     if not paired:
         return []
-    last = max(p.round_at for p in paired)
+    last = paired[-1].round_at
     return [p for p in paired if p.round_at == last]
 
 
 async def redrive_round(calls: ToolCalls, turn: Turn, machine: TurnMachine) -> int:
-    """Run the unanswered calls of the resumed turn's round, in call order.
+    """Perform :class:`~mind.machines.turn.RedriveCalls`: run the unanswered
+    calls of the resumed turn's round, in call order.
 
-    Before each call the journal is read again: a call with its
-    ``tool_result`` (answered before the crash, or given the synthetic
-    "outcome unknown" result by startup because it may have changed
-    something) is skipped — never run twice. The caller sends
-    ``tools_done`` afterwards, as after any round.
+    The turn chart decided this (its ``resume`` event, taken only while
+    ``executing`` and when the plan re-drives calls). Before each call the
+    journal is read again: a call with its ``tool_result`` (answered before
+    the crash, or given the synthetic "outcome unknown" result by startup
+    because it may have changed something) is skipped — never run twice.
+    The caller sends ``tools_done`` afterwards, as after any round.
 
     Returns:
         How many calls ran.
 
     Raises:
-        IllegalTransition: the rebuilt machine is not in ``running_tools``
-            (the journal changed under the plan, or the round limit was
-            lowered): nothing runs and the driver fails safe (aborted, the
-            inputs replay).
         What :meth:`ToolCalls.run` raises (a journal write failed: the
         driver fails the turn).
     """
-    if "running_tools" not in machine.configuration:
-        raise IllegalTransition(
-            "turn", "(resume a tool round)", machine.state, configuration=machine.configuration
-        )
     ran = 0
-    count = len(round_calls(list(turn.session.journal.records), turn.turn_id))
-    for index in range(count):
-        paired = round_calls(list(turn.session.journal.records), turn.turn_id)[index]
+    # Paired once for the round; each call's result is then read from the
+    # records appended since (the effects' index follows the journal).
+    index = calls.effects.turn_index(turn.turn_id)
+    for paired in last_round(index.pairing.calls):
+        calls.effects.turn_index(turn.turn_id)
         if paired.result is not None:
             continue
         recorded = paired.call

@@ -23,16 +23,11 @@ Figures (runs, violations, how killed-mid-tool effects ended) go to
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from mind.errors import JournalError
 from mind.generated import journal as jr
 from mind.shell.journal import read_records
 from tests.crash.harness import (
@@ -46,6 +41,7 @@ from tests.crash.harness import (
     run,
 )
 from tests.support.fake_model import EFFECTS_FILE, FakeModel
+from tests.support.kill_when import first_record, kill_when
 
 pytestmark = pytest.mark.slow
 
@@ -166,24 +162,15 @@ def test_kill_9_while_a_slow_command_runs_it_is_never_run_again(
     with FakeModel(record_path=tmp_path / "requests.jsonl", tool_sleep_s=TOOL_SLEEP_S) as model:
         case = new_case(tmp_path, model.base_url)
         prompt = "TOOL slow effects prompt"
-        proc = subprocess.Popen(
+        journal = case.session_dir / "journal.jsonl"
+        kill_when(
             case.exec_argv(prompt, new=True),
             cwd=REPO,
             env=case.env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            found=lambda: first_record(journal, _prepared),
+            timeout_s=PROCESS_TIMEOUT_S,
+            what="its tool was prepared",
         )
-        try:
-            journal = case.session_dir / "journal.jsonl"
-            deadline = time.monotonic() + PROCESS_TIMEOUT_S
-            while not _prepared(journal):
-                assert proc.poll() is None, "mind ended before its tool was prepared"
-                assert time.monotonic() < deadline, "the tool was never prepared"
-                time.sleep(0.01)  # polling a file written by another process
-            os.kill(proc.pid, signal.SIGKILL)
-        finally:
-            proc.wait(timeout=PROCESS_TIMEOUT_S)
         recovery = recover(case)
         report = check(case, [Input(prompt, "durable")], recovery)
     extra, ended = _effect_violations(case, "kill-9 mid command", 1)
@@ -200,9 +187,5 @@ def test_kill_9_while_a_slow_command_runs_it_is_never_run_again(
     assert report.violations == [], "\n".join(report.violations)
 
 
-def _prepared(journal: Path) -> bool:
-    try:
-        records, _ = read_records(journal)
-    except (OSError, JournalError):  # not there yet, or mid-creation
-        return False
-    return any(isinstance(r, jr.ToolStarted) and r.effect_id for r in records)
+def _prepared(record: jr.JournalRecord) -> bool:
+    return isinstance(record, jr.ToolStarted) and bool(record.effect_id)

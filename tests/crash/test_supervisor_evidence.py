@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import threading
 import time
 import uuid
@@ -30,12 +29,12 @@ import anyio
 import pytest
 
 import mind
-from mind.errors import JournalError
 from mind.generated import journal as jr
 from mind.shell.journal import read_records
 from tests.crash.harness import PROCESS_TIMEOUT_S, REPO, Case, Input, check, new_case, recover
 from tests.crash.test_effect_crashes import _summary
 from tests.support.fake_model import EFFECTS_FILE, FakeModel
+from tests.support.kill_when import first_record, kill_when
 
 pytestmark = pytest.mark.slow
 
@@ -44,33 +43,20 @@ PROMPT = "TOOL supervised prompt"
 
 
 def _running(journal: Path) -> jr.EffectRunning | None:
-    try:
-        records, _ = read_records(journal)
-    except (OSError, JournalError):  # not there yet, or mid-creation
-        return None
-    return next((r for r in records if isinstance(r, jr.EffectRunning)), None)
+    found = first_record(journal, lambda r: isinstance(r, jr.EffectRunning))
+    return found if isinstance(found, jr.EffectRunning) else None
 
 
 def _start_and_kill(case: Case) -> jr.EffectRunning:
     """``mind exec`` the prompt; SIGKILL it once ``effect_running`` is durable."""
-    proc = subprocess.Popen(
+    return kill_when(
         case.exec_argv(PROMPT, new=True),
         cwd=REPO,
         env=case.env(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        found=lambda: _running(case.session_dir / "journal.jsonl"),
+        timeout_s=PROCESS_TIMEOUT_S,
+        what="effect_running was journaled",
     )
-    try:
-        deadline = time.monotonic() + PROCESS_TIMEOUT_S
-        while (running := _running(case.session_dir / "journal.jsonl")) is None:
-            assert proc.poll() is None, "mind ended before its command ran"
-            assert time.monotonic() < deadline, "effect_running was never journaled"
-            time.sleep(0.01)  # polling a file written by another process
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(timeout=PROCESS_TIMEOUT_S)
-    return running
 
 
 def _collected(case: Case, running: jr.EffectRunning) -> tuple[list[str], jr.ToolResult | None]:

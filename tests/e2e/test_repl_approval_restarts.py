@@ -21,17 +21,15 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pexpect
-import yaml
 
-from tests.e2e.test_repl import ENTER, REPO, Spawn, exit_cleanly, session_id_of, spawn, words
+from tests.e2e.test_repl import ENTER, REPO, Spawn, exit_cleanly, spawn, words
 from tests.e2e.test_repl_steering import journal, session_dir
-from tests.support.child_env import without_prefixes
+from tests.support.exec_world import exec_killed_at
+from tests.support.pty_approvals import at_the_card
 
 __all__ = ["spawn"]  # the fixture, re-used from test_repl
 
@@ -65,10 +63,7 @@ def test_an_unanswered_card_comes_back_after_kill_9_and_approving_runs_it_once(
     spawn: Spawn, tmp_path: Path
 ) -> None:
     script = [_shell(COUNT), {"text": "Counted."}]
-    child = spawn(script, *UNTRUSTED)
-    sid = session_id_of(child)
-    child.send("count once" + ENTER)
-    child.expect(words("Allow shell?"))
+    child, sid = at_the_card(spawn, "count once", script, *UNTRUSTED)
     (asked,) = _of(journal(tmp_path, sid), "interaction_requested")  # durable before shown
     _kill_9(child)
     assert _of(journal(tmp_path, sid), "tool_started") == [] and _runs(tmp_path) == 0
@@ -107,10 +102,7 @@ def test_approve_for_this_session_survives_kill_9_and_resume(spawn: Spawn, tmp_p
         _shell("mkdir -p d1"),
         {"text": "Asked again."},
     ]
-    child = spawn(script, *UNTRUSTED)
-    sid = session_id_of(child)
-    child.send("make one" + ENTER)
-    child.expect(words("Allow shell?"))
+    child, sid = at_the_card(spawn, "make one", script, *UNTRUSTED)
     child.send("a")
     child.expect(words("/permissions lists and revokes"))
     child.expect(words("Made one."))
@@ -143,10 +135,7 @@ def test_approve_for_this_session_survives_kill_9_and_resume(spawn: Spawn, tmp_p
 
 def test_a_stop_at_the_card_is_final_after_kill_9_and_resume(spawn: Spawn, tmp_path: Path) -> None:
     script = [_shell(COUNT), {"text": "Should not be needed."}, {"text": "Fresh answer."}]
-    child = spawn(script, *UNTRUSTED)
-    sid = session_id_of(child)
-    child.send("count" + ENTER)
-    child.expect(words("Allow shell?"))
+    child, sid = at_the_card(spawn, "count", script, *UNTRUSTED)
     child.send("s")
     child.expect(words("stopped the turn"))
     _kill_9(child)  # at once: the turn may not have written its end yet
@@ -174,20 +163,7 @@ def test_a_command_whose_outcome_is_unknown_is_asked_about_and_r_reruns_it(
     its supervisor's record gone: nobody knows how it ended. The resumed
     turn asks (the reconcile card), ``r`` runs it once more."""
     script = [_shell(COUNT, "ls"), {"text": "Reconciled."}]
-    path = tmp_path / "crash.yaml"
-    path.write_text(yaml.safe_dump(script), encoding="utf-8")
-    env = without_prefixes("MIND_", "OPENAI_", "ANTHROPIC_")
-    env.update(
-        MIND_HOME=str(tmp_path / "home"),
-        MIND_STATE_HOME=str(tmp_path / "state"),
-        MIND_CRASH_AT="effect_executing:1",
-    )
-    argv = [sys.executable, "-m", "mind.shell.cli", "exec", "--provider", "scripted"]
-    argv += ["--script", str(path), "--approval", "never", "--cwd", str(tmp_path), "count"]
-    proc = subprocess.run(
-        argv, cwd=REPO, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=60
-    )
-    assert proc.returncode == -9, proc.stderr[-800:]
+    exec_killed_at(tmp_path, script, "effect_executing:1", "count", "--approval", "never", cwd=REPO)
     assert _runs(tmp_path) == 1  # it ran; its result was never journaled
     (sid,) = [p.name for p in (tmp_path / "state" / "sessions").iterdir()]
     shutil.rmtree(session_dir(tmp_path, sid) / "effects", ignore_errors=True)  # no evidence

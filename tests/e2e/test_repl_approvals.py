@@ -15,6 +15,7 @@ from mind.shell.render import describe_arguments
 from mind.shell.repl import command_word
 from tests.e2e.test_repl import ENTER, Spawn, exit_cleanly, session_id_of, spawn, words
 from tests.e2e.test_repl_steering import CALLING, GATED_TOOL, journal, outline
+from tests.support.pty_approvals import at_the_card
 
 __all__ = ["spawn"]  # the fixture, re-used from test_repl
 
@@ -65,7 +66,9 @@ def test_one_enter_accepts_a_tab_completion_and_runs_the_command(spawn: Spawn) -
 def test_typing_yes_at_an_approval_approves_and_leaves_nothing_in_the_draft(
     spawn: Spawn, tmp_path: Path
 ) -> None:
-    child = spawn(
+    child, sid = at_the_card(
+        spawn,
+        "make it",
         [
             {"tool_calls": [{"name": "shell", "arguments": {"command": "touch approved"}}]},
             {"text": "Made it."},
@@ -74,9 +77,6 @@ def test_typing_yes_at_an_approval_approves_and_leaves_nothing_in_the_draft(
         "--approval",
         "untrusted",
     )
-    sid = session_id_of(child)
-    child.send("make it" + ENTER)
-    child.expect(words("Allow shell?"))
     child.send("yes" + ENTER)  # the whole answer, as people type it
     child.expect(words("approved once"))
     child.expect(words("── completed"))
@@ -119,14 +119,13 @@ def test_only_a_slash_word_without_another_slash_is_a_command() -> None:
 
 
 def test_esc_at_an_approval_says_the_call_never_ran(spawn: Spawn, tmp_path: Path) -> None:
-    child = spawn(
+    child, sid = at_the_card(
+        spawn,
+        "make it",
         [{"tool_calls": [{"name": "shell", "arguments": {"command": "touch never"}}]}],
         "--approval",
         "untrusted",
     )
-    sid = session_id_of(child)
-    child.send("make it" + ENTER)
-    child.expect(words("Allow shell?"))
     child.send("\x1b")
     child.expect(words("⊘ Interrupted shell touch never"))
     child.expect(words("interrupted by the user before it was approved: it never ran"))
@@ -273,7 +272,9 @@ def test_tab_completes_a_command_while_a_turn_runs_instead_of_queueing_it(
 def test_backslash_enter_at_an_approval_inserts_a_newline_in_the_draft(
     spawn: Spawn, tmp_path: Path
 ) -> None:
-    child = spawn(
+    child, sid = at_the_card(
+        spawn,
+        "go",
         [
             {"tool_calls": [{"name": "shell", "arguments": {"command": "touch never"}}]},
             {"text": "Two lines."},
@@ -281,9 +282,6 @@ def test_backslash_enter_at_an_approval_inserts_a_newline_in_the_draft(
         "--approval",
         "untrusted",
     )
-    sid = session_id_of(child)
-    child.send("go" + ENTER)
-    child.expect(words("Allow shell?"))
     child.send("p\\" + ENTER + "q")  # \ then Enter: a newline, as in every other state
     child.expect("q")
     child.send("\x1b")  # leave the question unanswered: the call never runs

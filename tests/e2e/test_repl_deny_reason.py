@@ -9,8 +9,9 @@ import time
 from pathlib import Path
 
 from mind.shell.repl.approvals import TYPING_GAP_S
-from tests.e2e.test_repl import ENTER, Spawn, exit_cleanly, session_id_of, spawn, words
+from tests.e2e.test_repl import ENTER, Spawn, exit_cleanly, spawn, words
 from tests.e2e.test_repl_steering import journal
+from tests.support.pty_approvals import at_the_card
 
 __all__ = ["spawn"]  # the fixture, re-used from test_repl
 
@@ -34,12 +35,13 @@ def _results(tmp_path: Path, sid: str) -> list[str]:
 def test_n_then_a_reason_refuses_and_the_model_reads_the_reason(
     spawn: Spawn, tmp_path: Path
 ) -> None:
-    child = spawn(
-        [_touch("first"), _touch("second"), {"text": "Understood."}], "--approval", "untrusted"
+    child, sid = at_the_card(
+        spawn,
+        "make them",
+        [_touch("first"), _touch("second"), {"text": "Understood."}],
+        "--approval",
+        "untrusted",
     )
-    sid = session_id_of(child)
-    child.send("make them" + ENTER)
-    child.expect(words("Allow shell?"))
     child.send("n")
     child.expect(words("Refusing shell: a reason for the model"))
     child.send("use the fixture instead" + ENTER)
@@ -61,10 +63,13 @@ def test_n_then_a_reason_refuses_and_the_model_reads_the_reason(
 def test_enter_during_a_card_says_what_it_waits_for_and_keeps_the_draft(
     spawn: Spawn, tmp_path: Path
 ) -> None:
-    child = spawn([_touch("x"), {"text": "Done."}, {"text": "Got it."}], "--approval", "untrusted")
-    sid = session_id_of(child)
-    child.send("go" + ENTER)
-    child.expect(words("Allow shell?"))
+    child, sid = at_the_card(
+        spawn,
+        "go",
+        [_touch("x"), {"text": "Done."}, {"text": "Got it."}],
+        "--approval",
+        "untrusted",
+    )
     child.send(ENTER)
     child.expect(words("Enter sends nothing while this question waits: answer y n a s"))
     child.send("fix" + ENTER)  # no answer key in it: typed into the draft

@@ -18,8 +18,9 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from tests.e2e.test_repl import ENTER, REPO, Spawn, exit_cleanly, session_id_of, spawn, words
+from tests.e2e.test_repl import REPO, Spawn, exit_cleanly, spawn, words
 from tests.support.child_env import without_prefixes
+from tests.support.pty_approvals import at_the_card
 
 __all__ = ["spawn"]  # the fixture, re-used from test_repl
 
@@ -48,10 +49,7 @@ def test_a_closed_terminal_at_a_card_leaves_it_to_come_back_on_resume(
     spawn: Spawn, tmp_path: Path, sig: str
 ) -> None:
     """SIGHUP (the terminal closed) ends like ``kill -9`` at the card."""
-    child = spawn(REPLIES, "--approval", "untrusted")
-    sid = session_id_of(child)
-    child.send("count" + ENTER)
-    child.expect(words("Allow shell?"))
+    child, sid = at_the_card(spawn, "count", REPLIES, "--approval", "untrusted")
     os.kill(child.pid, getattr(signal, sig))
     child.expect(pexpect.EOF)
     child.close()

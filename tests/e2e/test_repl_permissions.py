@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.e2e.test_repl import ENTER, Spawn, exit_cleanly, session_id_of, spawn, words
+from tests.e2e.test_repl import ENTER, Spawn, exit_cleanly, spawn, words
 from tests.e2e.test_repl_steering import journal
+from tests.support.pty_approvals import at_the_card
 
 __all__ = ["spawn"]  # the fixture, re-used from test_repl
 
@@ -21,7 +22,9 @@ def _shell(command: str) -> dict[str, object]:
 def test_always_grants_what_the_card_says_permissions_lists_and_revokes_it(
     spawn: Spawn, tmp_path: Path
 ) -> None:
-    child = spawn(
+    child, sid = at_the_card(
+        spawn,
+        "make them",
         [
             _shell("mkdir -p d1"),
             _shell("mkdir -p d1"),
@@ -33,9 +36,6 @@ def test_always_grants_what_the_card_says_permissions_lists_and_revokes_it(
         "--approval",
         "untrusted",
     )
-    sid = session_id_of(child)
-    child.send("make them" + ENTER)
-    child.expect(words("Allow shell?"))
     child.expect(words(f"in {tmp_path}"))
     scope = "shell: only this exact command `mkdir -p d1` (in the workspace-write sandbox)"
     child.expect(words(f"a = always allow in this session: {scope}"))
@@ -75,10 +75,7 @@ def test_always_grants_what_the_card_says_permissions_lists_and_revokes_it(
 def test_s_at_an_approval_stops_the_turn_and_the_call_never_runs(
     spawn: Spawn, tmp_path: Path
 ) -> None:
-    child = spawn([_shell("touch never")], "--approval", "untrusted")
-    sid = session_id_of(child)
-    child.send("make it" + ENTER)
-    child.expect(words("Allow shell?"))
+    child, sid = at_the_card(spawn, "make it", [_shell("touch never")], "--approval", "untrusted")
     child.send("s")
     child.expect(words("stopped the turn"))
     child.expect(words("before it was approved: it never ran"))

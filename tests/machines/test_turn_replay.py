@@ -20,19 +20,11 @@ T = "turn-1"
 
 
 def started(turn_id: str = T) -> jr.TurnStarted:
-    return jr.TurnStarted(
-        seq=0,
-        recorded_at_ms=0,
-        turn_id=turn_id,
-        provider="scripted",
-        model="m",
-        approval=jr.Approval.never,
-        tool_starts=True,
-    )
+    return rec.turn_started(turn_id)
 
 
 def message(mid: str, kind: jr.Kind = jr.Kind.prompt) -> jr.UserMessage:
-    return jr.UserMessage(seq=0, recorded_at_ms=0, turn_id=T, message_id=mid, text="x", kind=kind)
+    return rec.user_message(T, mid, "x", kind)
 
 
 def round_(text: str = "", calls: tuple[str, ...] = (), turn_id: str = T) -> jr.ModelRound:
@@ -40,16 +32,7 @@ def round_(text: str = "", calls: tuple[str, ...] = (), turn_id: str = T) -> jr.
 
 
 def result(call_id: str) -> jr.ToolResult:
-    return jr.ToolResult(
-        seq=0,
-        recorded_at_ms=0,
-        turn_id=T,
-        call_id=call_id,
-        name="shell",
-        status=jr.ToolStatus.ok,
-        output="",
-        synthetic=False,
-    )
+    return rec.tool_result(T, call_id)
 
 
 COMPLETED = RecoveredClosing("completed", True)
@@ -291,16 +274,7 @@ def test_a_resumed_turn_claims_its_journaled_inputs_in_order() -> None:
 
 
 def test_only_the_crashed_turns_records_decide() -> None:
-    other = jr.ToolResult(
-        seq=0,
-        recorded_at_ms=0,
-        turn_id="turn-0",
-        call_id="c1",
-        name="shell",
-        status=jr.ToolStatus.ok,
-        output="",
-        synthetic=False,
-    )
+    other = rec.tool_result("turn-0", "c1")
     assert plan_of([started(), named_round(("c1", "shell")), other]) == (["c1"], [])
 
 

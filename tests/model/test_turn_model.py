@@ -49,7 +49,7 @@ CI = settings(
 def test_every_turn_edge_is_walked_and_lands_where_the_chart_says(
     request: pytest.FixtureRequest,
 ) -> None:
-    check_every_edge(request, TurnChart, 29)
+    check_every_edge(request, TurnChart, 31)
 
 
 # ------------------------------------------------------------------ reference model
@@ -90,11 +90,12 @@ EVENT_NAMES = [
     "fail",
     "abort",
     "recover",
+    "resume",
 ]
-DATA_EVENTS = ("round_done", "round_failed", "approval_needed")
+DATA_EVENTS = ("round_done", "round_failed", "approval_needed", "resume")
 """Events whose data picks the target: ``(a, b)`` booleans drawn per event —
 round_done: (tool calls, within the output cap); round_failed: (transient, -);
-approval_needed: (can ask, not granted)."""
+approval_needed: (can ask, not granted); resume: (the plan re-drives calls, -)."""
 
 
 def reference_step(ref: dict[str, Any], event: str, a: bool = False, b: bool = True) -> str | None:
@@ -116,6 +117,10 @@ def reference_step(ref: dict[str, Any], event: str, a: bool = False, b: bool = T
         if leaf == "checking_inbox":
             return "completed"
         return "aborted" if leaf == "accepted" or is_active else None
+    if event == "resume":  # a crashed turn replayed, then resumed (recovery.md §8)
+        if leaf == "executing" and a:
+            return "executing"  # its unanswered calls are re-driven
+        return "requesting" if leaf == "requesting" and not a else None
     if event == "interrupt":
         return "interrupted" if is_active else None
     if event == "hang_up":  # a closed terminal: not a Stop at an approval card
@@ -171,6 +176,8 @@ def send(machine: TurnMachine, event: str, a: bool, b: bool) -> list[Any]:
         return machine.inputs_claimed(["m"])
     if event == "call_refused":
         return machine.call_refused(call_id="c", reason="r")
+    if event == "resume":
+        return machine.resume(redrive=int(a))
     result: list[Any] = getattr(machine, event)()
     return result
 
@@ -222,10 +229,23 @@ class TurnAgainstReference(RuleBasedStateMachine):
         self._apply("round_done", True, True)
         self._apply("tools_done")
         self._apply("inputs_claimed")
+        # Crashed turns resumed: inside the tool round, then at its boundary.
+        self.new_turn(max_retries, 2)
+        self._apply("start")
+        self._apply("round_done", True, True)
+        self._apply("resume", True)
+        self._apply("resume", False)  # the fact disagrees with the state: refused
+        self._apply("tools_done")
+        self._apply("resume", True)  # nothing to re-drive at the boundary: refused
+        self._apply("resume", False)
         # A crashed turn, recovered at startup (turn_replay).
         self.new_turn(max_retries, 2)
         for event in ("start", "round_done", "recover"):
             self._apply(event)
+        # A round that fails for good (not retried).
+        self.new_turn(max_retries, 2)
+        self._apply("start")
+        self._apply("round_failed", False)
         # An internal failure while active (the shell's fail).
         self.new_turn(max_retries, 2)
         for event in ("start", "fail"):
@@ -334,6 +354,7 @@ EFFECTFUL = {
     ("round_failed", "backing_off"),  # StartBackoff
     ("tools_done", "requesting"),  # DrainSteering
     ("call_refused", "executing"),  # RefuseCall
+    ("resume", "executing"),  # RedriveCalls
 }
 
 
@@ -357,9 +378,9 @@ def test_report_lists_every_edge_and_flags_missed_ones(tmp_path: Path) -> None:
     machine.round_done(tool_calls=0, output_bytes=0, output_limit=1)
     machine.seal()
     report = coverage.report().splitlines()
-    assert report[0] == "transition coverage TurnChart: 3/29 edges taken"
-    assert len(report) == 1 + 29
-    assert sum("never taken" in line for line in report) == 26
+    assert report[0] == "transition coverage TurnChart: 3/31 edges taken"
+    assert len(report) == 1 + 31
+    assert sum("never taken" in line for line in report) == 28
     other = TransitionCoverage(TurnChart)
     other.merge(coverage)
     other.merge(coverage)

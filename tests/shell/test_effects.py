@@ -5,19 +5,14 @@ a counter file shows how often a command really ran."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import msgspec
-import yaml
 
 from mind.effects.identity import arguments_sha256, effect_id
 from mind.generated import journal as jr
-from mind.shell.journal import read_records
-from tests.support.child_env import without_prefixes
+from tests.support.exec_world import exec_records, exec_setup, run_exec
 
 SESSION = "effects"
 COUNT = "echo ran >> count.log"
@@ -25,37 +20,6 @@ COUNT = "echo ran >> count.log"
 
 def _call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return {"id": call_id, "name": name, "arguments": arguments}
-
-
-def _setup(tmp: Path, replies: list[dict[str, Any]]) -> None:
-    for d in ("home", "state", "cwd"):
-        (tmp / d).mkdir()
-    (tmp / "s.yaml").write_text(yaml.safe_dump(replies), encoding="utf-8")
-
-
-def _exec(tmp: Path, prompt: str | None, *, new: bool = False, crash_at: str = "") -> list[Any]:
-    env = without_prefixes("MIND_", "OPENAI_", "ANTHROPIC_")
-    env.update(MIND_HOME=str(tmp / "home"), MIND_STATE_HOME=str(tmp / "state"))
-    if crash_at:
-        env["MIND_CRASH_AT"] = crash_at
-    argv = [sys.executable, "-m", "mind.shell.cli", "exec", "--script", str(tmp / "s.yaml")]
-    argv += ["--approval", "never", "--cwd", str(tmp / "cwd"), "--json"]
-    argv += ["--new-session" if new else "--session", SESSION]
-    proc = subprocess.run(
-        argv + ([prompt] if prompt is not None else []),
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == (-9 if crash_at else 0), proc.stderr[-800:]
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-
-
-def _records(tmp: Path) -> list[jr.JournalRecord]:
-    records, _ = read_records(tmp / "state" / "sessions" / SESSION / "journal.jsonl")
-    return records
 
 
 def _of(records: list[jr.JournalRecord], kind: type[Any]) -> list[Any]:
@@ -69,7 +33,7 @@ def _runs(tmp: Path) -> int:
 
 def test_a_shell_command_sees_its_effect_id_and_its_records_carry_it(tmp_path: Path) -> None:
     args = {"command": 'printf %s "$MIND_EFFECT_ID" > id.txt; exit 3'}
-    _setup(
+    exec_setup(
         tmp_path,
         [
             {
@@ -82,8 +46,8 @@ def test_a_shell_command_sees_its_effect_id_and_its_records_carry_it(tmp_path: P
             {"text": "done"},
         ],
     )
-    _exec(tmp_path, "go", new=True)
-    records = _records(tmp_path)
+    run_exec(tmp_path, SESSION, "go", new=True)
+    records = exec_records(tmp_path, SESSION)
     (turn,) = _of(records, jr.TurnStarted)
     (round_,) = [r for r in _of(records, jr.ModelRound) if r.tool_calls]
     raw = round_.tool_calls[0].arguments
@@ -119,21 +83,21 @@ def test_killed_after_a_command_ran_its_kept_exit_record_becomes_the_result(
     effect directory outlives the returned result until that is durable, so
     the next open collects the supervisor's exit record (evidence
     ``supervisor``, the real output) — never run again, never ``unknown``."""
-    _setup(
+    exec_setup(
         tmp_path,
         [
             {"tool_calls": [_call("c1", "shell", {"command": COUNT + "; echo hi"})]},
             {"text": "done"},
         ],
     )
-    _exec(tmp_path, "go", new=True, crash_at="effect_executing")
+    run_exec(tmp_path, SESSION, "go", new=True, crash_at="effect_executing")
     assert _runs(tmp_path) == 1
-    events = _exec(tmp_path, None)
+    events = run_exec(tmp_path, SESSION, None)
     assert _runs(tmp_path) == 1  # never run again
     assert not any(e.get("type") == "tool.call" for e in events)
     (recovered,) = [e for e in events if e.get("type") == "session.recovered"]
     assert recovered["synthetic_results"] == 0
-    records = _records(tmp_path)
+    records = exec_records(tmp_path, SESSION)
     (started,) = _of(records, jr.ToolStarted)
     (result,) = _of(records, jr.ToolResult)
     assert _of(records, jr.EffectReconciled) == []
@@ -148,13 +112,13 @@ def test_killed_after_a_command_ran_its_kept_exit_record_becomes_the_result(
 
 
 def test_a_result_committed_but_not_delivered_is_kept_never_recomputed(tmp_path: Path) -> None:
-    _setup(
+    exec_setup(
         tmp_path,
         [{"tool_calls": [_call("c1", "shell", {"command": COUNT})]}, {"text": "done"}],
     )
-    _exec(tmp_path, "go", new=True, crash_at="effect_committed_not_delivered")
-    _exec(tmp_path, None)
-    records = _records(tmp_path)
+    run_exec(tmp_path, SESSION, "go", new=True, crash_at="effect_committed_not_delivered")
+    run_exec(tmp_path, SESSION, None)
+    records = exec_records(tmp_path, SESSION)
     assert _runs(tmp_path) == 1
     (result,) = _of(records, jr.ToolResult)
     assert (result.effect_outcome, result.evidence, result.synthetic) == (
@@ -168,13 +132,13 @@ def test_a_result_committed_but_not_delivered_is_kept_never_recomputed(tmp_path:
 def test_a_prepared_read_only_call_is_not_made_unknown(tmp_path: Path) -> None:
     """Rerun-safe: nothing to reconcile; the resumed turn runs it again under
     the same effect (the effect chart's one rule, effects.md §4)."""
-    _setup(
+    exec_setup(
         tmp_path,
         [{"tool_calls": [_call("c1", "list_dir", {})]}, {"text": "done"}],
     )
-    _exec(tmp_path, "go", new=True, crash_at="effect_prepared")
-    _exec(tmp_path, None)
-    records = _records(tmp_path)
+    run_exec(tmp_path, SESSION, "go", new=True, crash_at="effect_prepared")
+    run_exec(tmp_path, SESSION, None)
+    records = exec_records(tmp_path, SESSION)
     assert _of(records, jr.EffectReconciled) == []
     (result,) = _of(records, jr.ToolResult)
     (started,) = _of(records, jr.ToolStarted)

@@ -11,68 +11,25 @@ unasked."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import anyio
-import yaml
 
 import mind
 from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.shell.interactions import Answered
 from mind.shell.journal import read_records
-from tests.support.child_env import without_prefixes
+from tests.support.killed_at_card import killed_at_the_card
 
 DEADLINE_S = 20
 COMMAND = "echo ran >> counter.txt"
-
-CHILD = textwrap.dedent(
-    """
-    import sys, anyio, mind
-    from pathlib import Path
-    from mind.generated import events as ev
-
-    async def main() -> None:
-        config = mind.resolve_config(
-            provider="scripted", script=sys.argv[2], approval="untrusted", env={}
-        )
-        async with mind.Runtime.open(state_root=Path(sys.argv[1]) / "state") as rt:
-            s = await rt.create_session(cwd=Path(sys.argv[1]), config=config, interactive=True)
-            async for event in s.submit("go"):
-                if isinstance(event, ev.ApprovalRequestedEvent):
-                    print(s.session_id, event.interaction_id, flush=True)
-                    await anyio.sleep_forever()  # the person never answers: kill -9
-
-    anyio.run(main)
-    """
-)
 
 
 def _killed_at_the_card(tmp_path: Path) -> tuple[str, str, Path]:
     """A session killed (SIGKILL) while the approval of :data:`COMMAND` was
     shown: its id, the question's id, and the script."""
-    script = tmp_path / "script.yaml"
-    command = {"name": "shell", "arguments": {"command": COMMAND}}
-    script.write_text(yaml.safe_dump([{"tool_calls": [command]}, {"text": "ok"}]), "utf-8")
-    env = without_prefixes("MIND_", "OPENAI_", "ANTHROPIC_")
-    with subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(tmp_path), str(script)],
-        stdout=subprocess.PIPE,
-        env=env,
-        text=True,
-    ) as child:
-        try:
-            assert child.stdout is not None
-            session_id, interaction_id = child.stdout.readline().split()
-        finally:
-            os.kill(child.pid, signal.SIGKILL)
-            child.wait(timeout=10)
-    return session_id, interaction_id, script
+    return killed_at_the_card(tmp_path, COMMAND)
 
 
 def _on_request(script: Path) -> mind.ResolvedConfig:

@@ -7,9 +7,6 @@ occurrence). Crashes: real ``mind exec`` subprocesses killed by
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,44 +16,17 @@ import yaml
 import mind
 from mind.generated import events as ev
 from mind.generated import journal as jr
-from mind.shell.journal import read_records
 from mind.shell.recovery import (
     INTERRUPTED_UNAPPROVED_OUTPUT,
     INTERRUPTED_UNSTARTED_OUTPUT,
 )
-from tests.support.child_env import without_prefixes
+from tests.support.exec_world import exec_records, exec_setup, run_exec
 
 SESSION = "reused-ids"
 
 
 def _shell(call_id: str, marker: str) -> dict[str, Any]:
     return {"id": call_id, "name": "shell", "arguments": {"command": f"echo {marker} >> fx.log"}}
-
-
-def _exec(tmp: Path, prompt: str | None, *, new: bool = False, crash_at: str = "") -> list[Any]:
-    env = without_prefixes("MIND_", "OPENAI_", "ANTHROPIC_")
-    env.update(MIND_HOME=str(tmp / "home"), MIND_STATE_HOME=str(tmp / "state"))
-    if crash_at:
-        env["MIND_CRASH_AT"] = crash_at
-    argv = [sys.executable, "-m", "mind.shell.cli", "exec", "--script", str(tmp / "s.yaml")]
-    argv += ["--approval", "never", "--cwd", str(tmp / "cwd"), "--json"]
-    argv += ["--new-session" if new else "--session", SESSION]
-    proc = subprocess.run(
-        argv + ([prompt] if prompt is not None else []),
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == (-9 if crash_at else 0), proc.stderr[-800:]
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-
-
-def _setup(tmp: Path, replies: list[dict[str, Any]]) -> None:
-    for d in ("home", "state", "cwd"):
-        (tmp / d).mkdir()
-    (tmp / "s.yaml").write_text(yaml.safe_dump(replies), encoding="utf-8")
 
 
 def _recovered(events: list[Any]) -> dict[str, Any]:
@@ -66,12 +36,12 @@ def _recovered(events: list[Any]) -> dict[str, Any]:
 
 
 def _synthetic(tmp: Path) -> list[jr.ToolResult]:
-    records, _ = read_records(tmp / "state" / "sessions" / SESSION / "journal.jsonl")
+    records = exec_records(tmp, SESSION)
     return [r for r in records if isinstance(r, jr.ToolResult) and r.synthetic]
 
 
 def _results(tmp: Path, turn_id: str | None = None) -> list[tuple[str, str, bool]]:
-    records, _ = read_records(tmp / "state" / "sessions" / SESSION / "journal.jsonl")
+    records = exec_records(tmp, SESSION)
     return [
         (r.call_id, r.output.strip(), r.synthetic)
         for r in records
@@ -82,7 +52,7 @@ def _results(tmp: Path, turn_id: str | None = None) -> list[tuple[str, str, bool
 def test_an_id_reused_across_turns_is_resumed_and_run_once(tmp_path: Path) -> None:
     """Turns 1 and 2 answered ``call_0``; turn 3's ``call_0`` is killed before
     it runs: the reopened session resumes turn 3 and runs it, once."""
-    _setup(
+    exec_setup(
         tmp_path,
         [
             {"tool_calls": [_shell("call_0", "T1")]},
@@ -93,10 +63,10 @@ def test_an_id_reused_across_turns_is_resumed_and_run_once(tmp_path: Path) -> No
             {"text": "three done"},
         ],
     )
-    _exec(tmp_path, "one", new=True)
-    _exec(tmp_path, "two")
-    _exec(tmp_path, "three", crash_at="after_tool_call")
-    events = _exec(tmp_path, None)
+    run_exec(tmp_path, SESSION, "one", new=True)
+    run_exec(tmp_path, SESSION, "two")
+    run_exec(tmp_path, SESSION, "three", crash_at="after_tool_call")
+    events = run_exec(tmp_path, SESSION, None)
     recovered = _recovered(events)
     assert (recovered["synthetic_results"], recovered["resumed_turns"]) == (0, 1)
     (resumed,) = [e for e in events if e["type"] == "turn.resumed"]
@@ -110,15 +80,15 @@ def test_an_id_reused_across_turns_is_resumed_and_run_once(tmp_path: Path) -> No
 def test_an_id_repeated_in_one_round_resumes_with_the_call_that_never_ran(tmp_path: Path) -> None:
     """Two ``dup1`` calls in one round; killed after the first ran, before the
     second: the resumed turn runs the second only (paired per occurrence)."""
-    _setup(
+    exec_setup(
         tmp_path,
         [
             {"tool_calls": [_shell("dup1", "A"), _shell("dup1", "B")]},
             {"text": "done"},
         ],
     )
-    _exec(tmp_path, "go", new=True, crash_at="after_tool_call:2")
-    events = _exec(tmp_path, None)
+    run_exec(tmp_path, SESSION, "go", new=True, crash_at="after_tool_call:2")
+    events = run_exec(tmp_path, SESSION, None)
     assert _recovered(events)["synthetic_results"] == 0
     assert [e["call_id"] for e in events if e["type"] == "tool.call"] == ["dup1"]
     assert [(c, synthetic) for c, _, synthetic in _results(tmp_path)] == [

@@ -20,6 +20,7 @@ from mind.history import build_messages
 from mind.shell.journal import Journal
 from mind.shell.tool_env import tool_environment
 from tests.support import records as rec
+from tests.support.sessions import created_session
 
 
 def _config(
@@ -512,11 +513,7 @@ def test_a_drop_journaled_before_a_crash_cleaned_the_inbox_never_replays(
     config = _config(tmp_path, [{"text": "x"}])
     state = tmp_path / "state"
 
-    async def create() -> str:
-        async with mind.Runtime.open(state_root=state) as rt:
-            return (await rt.create_session(cwd=tmp_path, config=config)).session_id
-
-    sid = anyio.run(create)
+    sid = created_session(state, tmp_path, config)
     directory = state / "sessions" / sid
     Inbox.open(directory / "inbox.json", acknowledged=()).add(
         InboxEntry(

@@ -18,12 +18,11 @@ import yaml
 import mind
 from mind.errors import InboxCorruptError
 from mind.generated import journal as jr
-from mind.generated.inbox import InboxEntry, InboxKind
-from mind.shell.inbox import Inbox
-from mind.shell.journal import Journal
+from mind.generated.inbox import InboxKind
 from mind.shell.lease import read_holder
 from mind.shell.mounts import MountLedger
 from tests.support import records as rec
+from tests.support.sessions import add_inputs, append_records, created_session
 
 
 def _config(tmp_path: Path, replies: list[dict[str, Any]]) -> mind.ResolvedConfig:
@@ -52,11 +51,7 @@ def test_a_damaged_inbox_gives_back_the_journal_the_lease_and_the_mount(
     state = tmp_path / "state"
     config = _config(tmp_path, [{"text": "hi"}])
 
-    async def create() -> str:
-        async with mind.Runtime.open(state_root=state) as rt:
-            return (await rt.create_session(cwd=tmp_path, config=config)).session_id
-
-    sid = anyio.run(create)
+    sid = created_session(state, tmp_path, config)
     directory = state / "sessions" / sid
     (directory / "inbox.json").write_bytes(b"{not json")
 
@@ -80,25 +75,19 @@ def test_steering_claimed_after_the_final_answer_replays_after_a_crash(tmp_path:
     state = tmp_path / "state"
     config = _config(tmp_path, [{"text": "hi"}])
 
-    async def create() -> str:
-        async with mind.Runtime.open(state_root=state) as rt:
-            return (await rt.create_session(cwd=tmp_path, config=config)).session_id
-
-    sid = anyio.run(create)
+    sid = created_session(state, tmp_path, config)
     directory = state / "sessions" / sid
-    inbox = Inbox.open(directory / "inbox.json", acknowledged=())
-    for mid, kind in (("m1", InboxKind.prompt), ("m2", InboxKind.steer)):
-        inbox.add(
-            InboxEntry(message_id=mid, text=mid, kind=kind, accepted_at_ms=1, recovered=False)
-        )
-    with Journal.open(directory / "journal.jsonl", session_id=sid) as journal:
-        for record in (
+    add_inputs(directory, (("m1", InboxKind.prompt), ("m2", InboxKind.steer)))
+    append_records(
+        directory,
+        sid,
+        [
             rec.turn_started("t1"),
             rec.user_message("t1", "m1", "m1", jr.Kind.prompt),
             rec.model_round("t1", "the answer to m1"),
             rec.user_message("t1", "m2", "m2", jr.Kind.steer),
-        ):
-            journal.append(record, sync=True)
+        ],
+    )
 
     async def reopen() -> tuple[list[str], jr.TurnCompleted]:
         async with mind.Runtime.open(state_root=state) as rt:
@@ -131,11 +120,7 @@ def test_opening_against_a_contended_ledger_never_stalls_the_event_loop(
     state = tmp_path / "state"
     config = _config(tmp_path, [{"text": "hi"}])
 
-    async def create() -> str:
-        async with mind.Runtime.open(state_root=state) as rt:
-            return (await rt.create_session(cwd=tmp_path, config=config)).session_id
-
-    sid = anyio.run(create)
+    sid = created_session(state, tmp_path, config)
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD_LOCK, str(state / "session-mounts.lock")],
         stdin=subprocess.PIPE,
@@ -194,11 +179,7 @@ def test_a_cancelled_open_gives_back_what_it_took(tmp_path: Path) -> None:
     state = tmp_path / "state"
     config = _config(tmp_path, [{"text": "hi"}])
 
-    async def create() -> str:
-        async with mind.Runtime.open(state_root=state) as rt:
-            return (await rt.create_session(cwd=tmp_path, config=config)).session_id
-
-    sid = anyio.run(create)
+    sid = created_session(state, tmp_path, config)
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD_LOCK, str(state / "session-mounts.lock")],
         stdin=subprocess.PIPE,

@@ -13,6 +13,7 @@ import yaml
 import mind
 from mind.generated import events as ev
 from mind.generated import journal as jr
+from tests.support.counting import CountingRecords
 
 GATE = "while [ ! -e go ]; do sleep 0.02; done"
 
@@ -67,28 +68,6 @@ def test_claimed_inputs_name_the_text_and_kind_of_each_claim(tmp_path: Path) -> 
     ]
 
 
-class _CountingRecords(list[jr.JournalRecord]):
-    """A journal's record list that counts the records handed out by
-    iteration, reversed iteration and indexing (what a scan reads)."""
-
-    read = 0
-
-    def __iter__(self) -> Any:
-        for record in super().__iter__():
-            self.read += 1
-            yield record
-
-    def __reversed__(self) -> Any:
-        for record in super().__reversed__():
-            self.read += 1
-            yield record
-
-    def __getitem__(self, at: Any) -> Any:
-        got = super().__getitem__(at)
-        self.read += len(got) if isinstance(at, slice) else 1
-        return got
-
-
 def test_claimed_inputs_read_each_journal_record_once_over_many_claims(tmp_path: Path) -> None:
     """The claims a REPL looks up are found without rescanning the journal:
     ids that were never journaled (the worst case) cost nothing after the
@@ -100,7 +79,7 @@ def test_claimed_inputs_read_each_journal_record_once_over_many_claims(tmp_path:
             s = await rt.create_session(cwd=tmp_path, config=config)
             first = s.submit("first")
             await first.wait()
-            records = _CountingRecords(s.journal.records)
+            records = CountingRecords(s.journal.records)
             s.journal.records = records
             for _ in range(50):
                 assert s.claimed_inputs(["no-such-id"]) == []

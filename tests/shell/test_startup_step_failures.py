@@ -32,6 +32,7 @@ from mind.shell.lease import read_holder
 from mind.shell.mounts import MountLedger
 from mind.shell.recovery import CRASHED_OUTPUT
 from tests.support import records as rec
+from tests.support.sessions import append_records, created_session
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,11 +64,7 @@ def _crashed_session(
     is closed, not resumed). Returns (state root, session id)."""
     state = tmp_path / "state"
 
-    async def create() -> str:
-        async with mind.Runtime.open(state_root=state) as rt:
-            return (await rt.create_session(cwd=tmp_path, config=config)).session_id
-
-    sid = anyio.run(create)
+    sid = created_session(state, tmp_path, config)
     directory = state / "sessions" / sid
     Inbox.open(directory / "inbox.json", acknowledged=()).add(
         InboxEntry(
@@ -273,24 +270,22 @@ def test_a_turn_whose_records_precede_its_start_is_closed_aborted_acknowledging_
     config = _config(tmp_path)
     state = tmp_path / "state"
 
-    async def create() -> str:
-        async with mind.Runtime.open(state_root=state) as rt:
-            return (await rt.create_session(cwd=tmp_path, config=config)).session_id
-
-    sid = anyio.run(create)
+    sid = created_session(state, tmp_path, config)
     directory = state / "sessions" / sid
     Inbox.open(directory / "inbox.json", acknowledged=()).add(
         InboxEntry(
             message_id="m1", text="m1", kind=InboxKind.prompt, accepted_at_ms=1, recovered=False
         )
     )
-    with Journal.open(directory / "journal.jsonl", session_id=sid) as journal:
-        for record in (
+    append_records(
+        directory,
+        sid,
+        [
             rec.model_round("t1", "an answer before its turn started"),
             rec.turn_started("t1"),
             rec.user_message("t1", "m1", "m1", jr.Kind.prompt),
-        ):
-            journal.append(record, sync=True)
+        ],
+    )
 
     async def reopen() -> tuple[list[tuple[jr.TurnStatus, list[str]]], list[str]]:
         async with mind.Runtime.open(state_root=state) as rt:

@@ -15,8 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -25,62 +23,28 @@ import pytest
 from mind.errors import PrivateStateError, SupervisorRecordError
 from mind.shell import supervision
 from mind.shell.tools import ToolOutcome, ToolRunner
+from tests.support.process_trees import (
+    DEADLINE_S,
+    anyio_backend,
+    marked,
+    marker,
+    marker_env,
+    until,
+)
 
 pytestmark = pytest.mark.anyio
+__all__ = ["anyio_backend", "marker"]  # the fixtures, from tests.support.process_trees
 
-DEADLINE_S = 10.0
-"""Generous bound for waiting on the system (never a timing assertion)."""
 
 TREE = "sleep 300 & setsid sleep 300 & sleep 300"
 """The issue's tree: a background child, a setsid escapee, a foreground child."""
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-def _marked(marker: str, comm: str | None = None) -> list[int]:
-    """Live (non-zombie) processes whose environment holds ``marker``."""
-    needle = marker.encode()
-    found: list[int] = []
-    for name in os.listdir("/proc"):
-        if not name.isdecimal():
-            continue
-        try:
-            environ = Path(f"/proc/{name}/environ").read_bytes()
-            stat = Path(f"/proc/{name}/stat").read_text()
-        except OSError:
-            continue
-        state = stat.rpartition(")")[2].split()[0]
-        name_of = stat[stat.index("(") + 1 : stat.rindex(")")]
-        if needle in environ and state not in ("Z", "X") and comm in (None, name_of):
-            found.append(int(name))
-    return found
-
-
-async def _until(condition: Callable[[], bool]) -> bool:
-    """Poll ``condition`` until true or :data:`DEADLINE_S`; its last value."""
-    with anyio.move_on_after(DEADLINE_S):
-        while not condition():  # noqa: ASYNC110 - no event tells when a process is gone
-            await anyio.sleep(0.01)
-    return condition()
-
-
-def _env(marker: str) -> dict[str, str]:
-    return {"PATH": os.environ["PATH"], "MIND_TREE_MARKER": marker}
-
-
-@pytest.fixture
-def marker() -> str:
-    return f"mind-tree-{uuid.uuid4().hex}"
 
 
 # ---- the issue's tree: interrupt, timeout ------------------------------------------
 
 
 async def test_interrupt_leaves_no_descendant_of_a_setsid_tree(tmp_path: Path, marker: str) -> None:
-    runner = ToolRunner(tmp_path, env=_env(marker))
+    runner = ToolRunner(tmp_path, env=marker_env(marker))
     seen: list[str] = []
 
     async def call() -> None:
@@ -93,14 +57,14 @@ async def test_interrupt_leaves_no_descendant_of_a_setsid_tree(tmp_path: Path, m
     with anyio.CancelScope() as scope:
         async with anyio.create_task_group() as group:
             group.start_soon(call)
-            assert await _until(lambda: len(_marked(marker, "sleep")) == 3)
+            assert await until(lambda: len(marked(marker, "sleep")) == 3)
             scope.cancel()
     assert seen == ["cancelled"]
-    assert await _until(lambda: _marked(marker) == [])
+    assert await until(lambda: marked(marker) == [])
 
 
 async def test_timeout_leaves_no_descendant_of_a_setsid_tree(tmp_path: Path, marker: str) -> None:
-    runner = ToolRunner(tmp_path, env=_env(marker))
+    runner = ToolRunner(tmp_path, env=marker_env(marker))
     started = tmp_path / "started"
     command = f"{TREE} & touch {started}; wait"
     outcome = await runner.run("shell", {"command": ["bash", "-c", command], "timeout_s": 1})
@@ -109,7 +73,7 @@ async def test_timeout_leaves_no_descendant_of_a_setsid_tree(tmp_path: Path, mar
         status="error",
         output="timed out after 1 s; the command and every process it started were killed",
     )
-    assert await _until(lambda: _marked(marker) == [])
+    assert await until(lambda: marked(marker) == [])
 
 
 async def test_a_double_forked_daemon_is_killed_when_the_command_exits(
@@ -118,11 +82,11 @@ async def test_a_double_forked_daemon_is_killed_when_the_command_exits(
     started = tmp_path / "started"
     daemon = f"setsid bash -c 'sleep 300 & touch {started}; exec sleep 301' </dev/null"
     command = f"( {daemon} & ); while [ ! -e {started} ]; do :; done; echo parent-done"
-    runner = ToolRunner(tmp_path, env=_env(marker))
+    runner = ToolRunner(tmp_path, env=marker_env(marker))
     outcome = await runner.run("shell", {"command": ["bash", "-c", command]})
     assert outcome.status == "ok", outcome.output
     assert outcome.output.startswith("parent-done\n[2 background processes")
-    assert await _until(lambda: _marked(marker) == [])
+    assert await until(lambda: marked(marker) == [])
 
 
 # ---- kill_tree, inspect ---------------------------------------------------------------
@@ -135,7 +99,7 @@ async def _start(
         directory,
         ["bash", "-c", command],
         cwd=directory.parent,
-        env=_env(marker),
+        env=marker_env(marker),
         timeout_s=timeout_s,
         max_output_bytes=4096,
     )
@@ -146,7 +110,7 @@ async def test_kill_tree_of_a_running_command_leaves_no_descendant(
 ) -> None:
     directory = tmp_path / "effects" / "ef_1"
     handle = await _start(directory, f"echo hello; {TREE}", marker)
-    assert await _until(lambda: len(_marked(marker, "sleep")) == 3)
+    assert await until(lambda: len(marked(marker, "sleep")) == 3)
     state = supervision.inspect(directory)
     assert state == supervision.Running(handle.pid)
     assert supervision.kill_tree(directory)
@@ -154,7 +118,7 @@ async def test_kill_tree_of_a_running_command_leaves_no_descendant(
     assert result == supervision.ProcessResult(
         "hello\nstopped: the command and every process it started were killed", False
     )
-    assert await _until(lambda: _marked(marker) == [])
+    assert await until(lambda: marked(marker) == [])
     assert supervision.inspect(directory) == supervision.Finished(result)
     assert not supervision.kill_tree(directory)  # nothing runs any more
 
@@ -193,14 +157,14 @@ def test_kill_9_of_the_starter_neither_kills_the_command_nor_loses_its_result(
         "from mind.shell import supervision\n"
         "async def main():\n"
         f"    h = await supervision.start(Path({str(directory)!r}), ['bash', '-c', sys.argv[1]],"
-        f" cwd=Path({str(tmp_path)!r}), env={_env(marker)!r}, timeout_s=60,"
+        f" cwd=Path({str(tmp_path)!r}), env={marker_env(marker)!r}, timeout_s=60,"
         " max_output_bytes=4096)\n"
         "    await supervision.wait(h)\n"
         "anyio.run(main)\n"
     )
     mind = subprocess.Popen([sys.executable, "-c", starter, command])
     try:
-        assert anyio.run(_until, began.exists), "the command did not start"
+        assert anyio.run(until, began.exists), "the command did not start"
         mind.kill()
         mind.wait()
         assert isinstance(supervision.inspect(directory), supervision.Running)
@@ -220,7 +184,7 @@ def test_kill_9_of_the_starter_neither_kills_the_command_nor_loses_its_result(
     expected = supervision.ProcessResult("first\n[stderr]\nsecond\nexit code: 7", False)
     assert result == expected
     assert supervision.inspect(directory) == supervision.Finished(expected)
-    assert anyio.run(_until, lambda: _marked(marker) == [])
+    assert anyio.run(until, lambda: marked(marker) == [])
 
 
 def test_an_untouched_directory_never_started_and_never_will(tmp_path: Path) -> None:
@@ -244,13 +208,13 @@ async def test_a_supervisor_killed_outright_is_lost_and_takes_the_leader(
 ) -> None:
     directory = tmp_path / "ef_5"
     handle = await _start(directory, "sleep 300", marker)
-    assert await _until(lambda: len(_marked(marker, "sleep")) == 1)
+    assert await until(lambda: len(marked(marker, "sleep")) == 1)
     os.kill(handle.pid, signal.SIGKILL)
     result = await supervision.wait(handle)
     assert "outcome is unknown" in result.text
     assert supervision.inspect(directory) == supervision.Lost(handle.pid)
     # The leader's death signal (§2.5) takes it along: it goes on unseen never.
-    assert await _until(lambda: _marked(marker) == [])
+    assert await until(lambda: marked(marker) == [])
 
 
 async def test_a_cancelled_named_command_keeps_its_directory_with_the_killed_record(
@@ -260,12 +224,12 @@ async def test_a_cancelled_named_command_keeps_its_directory_with_the_killed_rec
     durable — after an interrupt too, so a crash before that result is
     journaled finds ``killed``, not a command that seems never started."""
     effects = tmp_path / "effects"
-    runner = ToolRunner(tmp_path, env=_env(marker), effects_dir=effects)
+    runner = ToolRunner(tmp_path, env=marker_env(marker), effects_dir=effects)
     async with anyio.create_task_group() as tg:
         tg.start_soon(
             functools.partial(runner.run, "shell", {"command": "sleep 300"}, effect_id="ef_x")
         )
-        assert await _until(lambda: len(_marked(marker, "sleep")) == 1)
+        assert await until(lambda: len(marked(marker, "sleep")) == 1)
         tg.cancel_scope.cancel()
     state = supervision.inspect(effects / "ef_x")
     assert isinstance(state, supervision.Finished) and "were killed" in state.result.text
@@ -285,11 +249,11 @@ async def test_collect_after_a_restart_waits_for_the_end_and_a_cancel_stops_the_
     assert await supervision.collect(tmp_path / "ef_none") is None
     running = tmp_path / "ef_c2"
     started = await _start(running, "sleep 300 & setsid sleep 300 & sleep 300", marker)
-    assert await _until(lambda: len(_marked(marker, "sleep")) == 3)
+    assert await until(lambda: len(marked(marker, "sleep")) == 3)
     async with anyio.create_task_group() as tg:
         tg.start_soon(supervision.collect, running)
         tg.cancel_scope.cancel()
-    assert await _until(lambda: _marked(marker) == [])
+    assert await until(lambda: marked(marker) == [])
     state = supervision.inspect(running)
     assert isinstance(state, supervision.Finished) and "were killed" in state.result.text
     assert (await supervision.wait(started)).text == state.result.text  # reaped
@@ -318,7 +282,7 @@ async def test_a_command_runs_in_its_effect_directory_kept_until_its_result_is_d
     before the result is journaled must not lose the evidence) until the
     caller discards it; a second run of the same effect replaces it."""
     effects = tmp_path / "effects"
-    runner = ToolRunner(tmp_path, env=_env(marker), effects_dir=effects)
+    runner = ToolRunner(tmp_path, env=marker_env(marker), effects_dir=effects)
     command = f"echo $MIND_EFFECT_ID; ls {effects}; ls {effects}/ef_abc"
     outcome = await runner.run("shell", {"command": command}, effect_id="ef_abc")
     assert outcome == ToolOutcome(
@@ -344,7 +308,7 @@ async def test_output_files_stay_bounded_keeping_head_and_tail(tmp_path: Path, m
         directory,
         ["seq", "1", "200000"],
         cwd=tmp_path,
-        env=_env(marker),
+        env=marker_env(marker),
         timeout_s=60,
         max_output_bytes=1000,
     )
@@ -364,16 +328,16 @@ async def test_a_stop_reaches_descendants_that_ignore_sigterm(tmp_path: Path, ma
         directory,
         ["bash", "-c", f"trap '' TERM; {TREE}; wait"],
         cwd=tmp_path,
-        env=_env(marker),
+        env=marker_env(marker),
         timeout_s=60,
         max_output_bytes=1000,
         kill_grace_s=0.2,
     )
-    assert await _until(lambda: len(_marked(marker, "sleep")) == 3)
+    assert await until(lambda: len(marked(marker, "sleep")) == 3)
     assert supervision.kill_tree(directory)
     result = await supervision.wait(handle)
     assert result.text == "stopped: the command and every process it started were killed"
-    assert await _until(lambda: _marked(marker) == [])
+    assert await until(lambda: marked(marker) == [])
     assert sorted(p.name for p in directory.iterdir() if p.name.startswith(".")) == []
 
 
@@ -417,7 +381,7 @@ async def test_the_caller_learns_the_supervisor_before_the_command_ends(
     async def started(handle: supervision.Handle) -> None:
         seen.append(handle)
 
-    runner = ToolRunner(tmp_path, env=_env(marker), effects_dir=tmp_path / "effects")
+    runner = ToolRunner(tmp_path, env=marker_env(marker), effects_dir=tmp_path / "effects")
     outcome = await runner.run("shell", {"command": "echo $PPID"}, on_started=started)
     (handle,) = seen
     assert outcome.output == f"{handle.pid}\nexit code: 0"
@@ -433,13 +397,13 @@ async def test_a_failing_start_hook_stops_the_tree_and_propagates(
     from mind.shell.spare_supervisors import JOB_MAX_BYTES
 
     async def started(handle: supervision.Handle) -> None:
-        assert await _until(lambda: len(_marked(marker, "sleep")) == 3)
+        assert await until(lambda: len(marked(marker, "sleep")) == 3)
         raise OSError(28, "No space left on device")
 
-    runner = ToolRunner(tmp_path, env={**_env(marker), "BIG": "v" * JOB_MAX_BYTES})
+    runner = ToolRunner(tmp_path, env={**marker_env(marker), "BIG": "v" * JOB_MAX_BYTES})
     with pytest.raises(OSError, match="No space left"):
         await runner.run("shell", {"command": ["bash", "-c", TREE]}, on_started=started)
-    assert await _until(lambda: _marked(marker) == [])
+    assert await until(lambda: marked(marker) == [])
 
 
 async def test_another_platform_is_refused_with_a_typed_error_naming_it(

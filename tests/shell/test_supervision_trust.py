@@ -10,22 +10,18 @@ a bounded deadline (never a sleep for timing).
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import uuid
-from collections.abc import Callable
 from pathlib import Path
 
-import anyio
 import pytest
 
 from mind.shell import supervision
+from tests.support.process_trees import anyio_backend, marked, marker, marker_env, until
 
 pytestmark = pytest.mark.anyio
+__all__ = ["anyio_backend", "marker"]  # the fixtures, from tests.support.process_trees
 
-DEADLINE_S = 10.0
-"""Generous bound for waiting on the system (never a timing assertion)."""
 
 FAKE_EXIT = (
     '{"version":1,"start_error":null,"exit_code":0,"signal":null,"timed_out":false,'
@@ -43,47 +39,12 @@ FORGE = (
 """Shell that forges the supervisor's record in its effect directory."""
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def marker() -> str:
-    return f"mind-tree-{uuid.uuid4().hex}"
-
-
-def _marked(marker: str) -> list[int]:
-    """Live (non-zombie) processes whose environment holds ``marker``."""
-    needle = marker.encode()
-    found: list[int] = []
-    for name in os.listdir("/proc"):
-        if not name.isdecimal():
-            continue
-        try:
-            environ = Path(f"/proc/{name}/environ").read_bytes()
-            stat = Path(f"/proc/{name}/stat").read_text()
-        except OSError:
-            continue
-        if needle in environ and stat.rpartition(")")[2].split()[0] not in ("Z", "X"):
-            found.append(int(name))
-    return found
-
-
-async def _until(condition: Callable[[], bool]) -> bool:
-    """Poll ``condition`` until true or :data:`DEADLINE_S`; its last value."""
-    with anyio.move_on_after(DEADLINE_S):
-        while not condition():  # noqa: ASYNC110 - no event tells when a process is gone
-            await anyio.sleep(0.01)
-    return condition()
-
-
 async def _run(directory: Path, argv: list[str], marker: str) -> supervision.Handle:
     return await supervision.start(
         directory,
         argv,
         cwd=directory.parent,
-        env={"PATH": os.environ["PATH"], "MIND_TREE_MARKER": marker},
+        env=marker_env(marker),
         timeout_s=60,
         max_output_bytes=4096,
     )
@@ -144,7 +105,7 @@ async def test_a_command_that_kills_its_supervisor_leaves_nothing_running(
     handle = await _run(directory, ["bash", "-c", command], marker)
     result = await supervision.wait(handle)
     assert "outcome is unknown" in result.text
-    assert await _until(lambda: _marked(marker) == [])
+    assert await until(lambda: marked(marker) == [])
 
 
 async def test_after_a_restart_an_exit_record_without_the_supervisors_proof_is_not_believed(

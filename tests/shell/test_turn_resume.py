@@ -8,27 +8,18 @@ at that point leaves), then opens it in a fresh runtime."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import anyio
-import yaml
 
 import mind
 from mind.generated import events as ev
 from mind.generated import journal as jr
-from mind.generated.inbox import InboxEntry, InboxKind
-from mind.shell.inbox import Inbox
 from mind.shell.journal import Journal
 from mind.shell.recovery import CRASHED_OUTPUT
 from tests.support import records as rec
+from tests.support.sessions import crashed_turn_session, scripted_config
 
 DEADLINE_S = 20
-
-
-def _config(tmp_path: Path, replies: list[dict[str, Any]]) -> mind.ResolvedConfig:
-    script = tmp_path / "script.yaml"
-    script.write_text(yaml.safe_dump(replies), encoding="utf-8")
-    return mind.resolve_config(provider="scripted", script=str(script), env={})
 
 
 # The round the crash stopped in is the script's first reply; the turn goes on
@@ -48,35 +39,7 @@ def _crashed_session(
 ) -> tuple[Path, str]:
     """A session whose turn t1 (input m1) journaled a tool round with
     :data:`CALLS`, then ``after_round``; input m2 was accepted later (waits)."""
-    state = tmp_path / "state"
-    (tmp_path / "notes.txt").write_text("hello\n", encoding="utf-8")
-
-    async def create() -> str:
-        async with mind.Runtime.open(state_root=state) as rt:
-            return (await rt.create_session(cwd=tmp_path, config=config)).session_id
-
-    sid = anyio.run(create)
-    directory = state / "sessions" / sid
-    inbox = Inbox.open(directory / "inbox.json", acknowledged=())
-    for mid in ("m1", "m2"):
-        inbox.add(
-            InboxEntry(
-                message_id=mid, text=mid, kind=InboxKind.prompt, accepted_at_ms=1, recovered=False
-            )
-        )
-    with Journal.open(directory / "journal.jsonl", session_id=sid) as journal:
-        for record in (
-            rec.turn_started("t1"),
-            rec.user_message("t1", "m1", "m1", jr.Kind.prompt),
-            rec.model_round("t1", "", CALLS),
-            *after_round,
-        ):
-            journal.append(record, sync=True)
-    return state, sid
-
-
-def _started(call_id: str, name: str) -> jr.ToolStarted:
-    return jr.ToolStarted(seq=0, recorded_at_ms=0, turn_id="t1", call_id=call_id, name=name)
+    return crashed_turn_session(tmp_path, config, CALLS, after_round)
 
 
 async def _resume(
@@ -100,7 +63,7 @@ def _results(records: list[jr.JournalRecord]) -> list[tuple[str, str, bool]]:
 
 
 def test_a_turn_stopped_before_its_calls_ran_resumes_and_answers(tmp_path: Path) -> None:
-    config = _config(tmp_path, SCRIPT)
+    config = scripted_config(tmp_path, SCRIPT)
     state, sid = _crashed_session(tmp_path, config, [])
     session, events, records = anyio.run(_resume, state, sid, config)
 
@@ -129,18 +92,11 @@ def test_a_turn_stopped_before_its_calls_ran_resumes_and_answers(tmp_path: Path)
 def test_an_answered_call_is_skipped_and_a_started_read_only_call_runs_again(
     tmp_path: Path,
 ) -> None:
-    config = _config(tmp_path, SCRIPT)
-    answered = jr.ToolResult(
-        seq=0,
-        recorded_at_ms=0,
-        turn_id="t1",
-        call_id="c1",
-        name="read_file",
-        status=jr.ToolStatus.ok,
-        output="hello (before the crash)",
-        synthetic=False,
+    config = scripted_config(tmp_path, SCRIPT)
+    answered = rec.tool_result("t1", "c1", "read_file", "hello (before the crash)")
+    state, sid = _crashed_session(
+        tmp_path, config, [answered, rec.tool_started("t1", "c2", "list_dir")]
     )
-    state, sid = _crashed_session(tmp_path, config, [answered, _started("c2", "list_dir")])
     _session, events, records = anyio.run(_resume, state, sid, config)
 
     assert events[0] == ev.TurnResumedEvent(turn_id="t1", call_ids=["c2"])
@@ -151,7 +107,7 @@ def test_an_answered_call_is_skipped_and_a_started_read_only_call_runs_again(
 def test_a_started_call_that_changes_things_is_never_rerun_the_rest_goes_on(
     tmp_path: Path,
 ) -> None:
-    config = _config(tmp_path, SCRIPT)
+    config = scripted_config(tmp_path, SCRIPT)
     state, sid = _crashed_session(tmp_path, config, [])
     # Rewrite the round: a shell call that started (it may have run), then a read.
     directory = state / "sessions" / sid
@@ -168,7 +124,7 @@ def test_a_started_call_that_changes_things_is_never_rerun_the_rest_goes_on(
             rec.turn_started("t1"),
             rec.user_message("t1", "m1", "m1", jr.Kind.prompt),
             rec.model_round("t1", "", [shell, CALLS[0]]),
-            _started("s1", "shell"),
+            rec.tool_started("t1", "s1", "shell"),
         ):
             journal.append(record, sync=True)
     session, events, records = anyio.run(_resume, state, sid, config)
@@ -187,7 +143,7 @@ def test_the_session_opens_busy_with_the_resumed_turn_owning_the_mailbox(tmp_pat
     """mailbox.yaml's ``no_owner --resume_turn--> open``, taken by the real
     session at open: the turn claims its own input (m1), the later one (m2)
     waits and runs as the next turn once the resumed one completed."""
-    config = _config(tmp_path, [*SCRIPT, {"text": "m2 answered"}])
+    config = scripted_config(tmp_path, [*SCRIPT, {"text": "m2 answered"}])
     state, sid = _crashed_session(tmp_path, config, [])
 
     async def main() -> tuple[str, list[str], list[str], list[jr.JournalRecord]]:
@@ -213,31 +169,9 @@ def test_a_round_limit_lowered_since_the_crash_fails_the_turn_after_its_calls(
     """Two rounds ran under the old limit; the session now allows one: the
     round's call still runs once (every call answered), then the turn fails
     on the limit at its next boundary, as a live turn would."""
-    script = tmp_path / "script.yaml"
-    script.write_text(yaml.safe_dump(SCRIPT), encoding="utf-8")
-    config = mind.resolve_config(
-        provider="scripted", script=str(script), env={"MIND_MAX_ROUNDS": "1"}
-    )
-    first = jr.ToolResult(
-        seq=0,
-        recorded_at_ms=0,
-        turn_id="t1",
-        call_id="c1",
-        name="read_file",
-        status=jr.ToolStatus.ok,
-        output="hello",
-        synthetic=False,
-    )
-    second = jr.ToolResult(
-        seq=0,
-        recorded_at_ms=0,
-        turn_id="t1",
-        call_id="c2",
-        name="list_dir",
-        status=jr.ToolStatus.ok,
-        output="notes.txt",
-        synthetic=False,
-    )
+    config = scripted_config(tmp_path, SCRIPT, env={"MIND_MAX_ROUNDS": "1"})
+    first = rec.tool_result("t1", "c1", "read_file", "hello")
+    second = rec.tool_result("t1", "c2", "list_dir", "notes.txt")
     again = rec.model_round("t1", "", [CALLS[0]], index=1)
     state, sid = _crashed_session(tmp_path, config, [first, second, again])
     _session, events, records = anyio.run(_resume, state, sid, config)
@@ -257,7 +191,7 @@ def test_steering_sent_to_the_resumed_turn_reaches_its_next_round(tmp_path: Path
     """The resumed turn owns an open mailbox: steering sent as the session
     opens is claimed at the boundary after the re-driven results and
     acknowledged with the turn's own input."""
-    config = _config(tmp_path, SCRIPT)
+    config = scripted_config(tmp_path, SCRIPT)
     state, sid = _crashed_session(tmp_path, config, [])
 
     async def main() -> tuple[str, list[jr.JournalRecord]]:

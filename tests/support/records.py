@@ -71,3 +71,29 @@ def model_round(
         provider=provider,
         provider_items=list(items),
     )
+
+
+def tool_result(
+    turn_id: str,
+    call_id: str,
+    name: str = "shell",
+    output: str = "",
+    status: jr.ToolStatus = jr.ToolStatus.ok,
+) -> jr.ToolResult:
+    """A real (not synthetic) result of ``call_id`` in ``turn_id``."""
+    return jr.ToolResult(
+        seq=0,
+        recorded_at_ms=0,
+        turn_id=turn_id,
+        call_id=call_id,
+        name=name,
+        status=status,
+        output=output,
+        synthetic=False,
+    )
+
+
+def tool_started(turn_id: str, call_id: str, name: str = "shell") -> jr.ToolStarted:
+    """A start of ``call_id`` in ``turn_id`` recorded without an effect id
+    (what a mind older than effects wrote)."""
+    return jr.ToolStarted(seq=0, recorded_at_ms=0, turn_id=turn_id, call_id=call_id, name=name)
