@@ -29,6 +29,11 @@ Rules, in journal order:
 - A call without a result gets a synthetic error result whose output is
   exactly :data:`SYNTHETIC_INTERRUPTED_OUTPUT` (docs/design/recovery.md §5 startup repair).
 - Other record types produce no message.
+- After the newest ``compaction_completed`` (docs/design/context.md §5), the
+  rules above apply to its view (:func:`mind.context.compaction.compacted_view`):
+  the summary first, as a user message behind
+  :data:`~mind.context.compaction.SUMMARY_PREFIX`, then the kept user
+  messages, then the records after its ``through_seq``.
 
 Normalisations that keep the request valid for every provider:
 
@@ -62,6 +67,7 @@ from typing import Any, Final
 import msgspec
 
 from mind.call_pairing import pair_calls
+from mind.context.compaction import SUMMARY_PREFIX, compacted_view
 from mind.conversation import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
 from mind.generated import journal as jr
 
@@ -263,8 +269,11 @@ def build_messages(records: Sequence[jr.JournalRecord]) -> list[Message]:
         exactly one :class:`ToolResultMessage` per call, in call order, before
         any other message; no result appears elsewhere; call ids are unique.
     """
+    view = compacted_view(records)
     messages: list[Message] = []
-    for item in _match(records):
+    if view.summary is not None:
+        messages.append(UserMessage(text=SUMMARY_PREFIX + view.summary))
+    for item in _match(view.records):
         if isinstance(item, jr.UserMessage):
             if item.text.strip():
                 messages.append(UserMessage(text=item.text))
