@@ -29,6 +29,8 @@ provider kind), never from the journal, logs or ``mind config``.
     max_output_mib = 8              # model output (text, reasoning, tool arguments) one turn
                                     # may stream; past it the turn fails `output_limit`
                                     # and its input waits (env MIND_MAX_OUTPUT_MIB)
+    auto_compact_percent = 80       # compact when the next request would pass this % of the
+                                    # model's window; 0 disables (env MIND_AUTO_COMPACT_PERCENT)
 
     [shell_environment]             # tools get an allow-list only (mind.shell.tool_env)
     include = ["GOPATH", "CARGO_*"] # pass these through from mind's environment
@@ -234,6 +236,15 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=1,
         maximum=1024,
     ),
+    Setting(
+        key="auto_compact_percent",
+        help="compact the conversation before a model request that would pass this percent "
+        "of the model's context window (default 80; 0: never automatically)",
+        env=("MIND_AUTO_COMPACT_PERCENT",),
+        type="int",
+        minimum=0,
+        maximum=100,
+    ),
 )
 """Every setting, in the order ``mind config`` prints them."""
 
@@ -247,6 +258,7 @@ DEFAULTS: dict[str, str | int | float] = {
     "max_retry_seconds": 300.0,
     "stream_idle_timeout": 300.0,
     "max_output_mib": 8,
+    "auto_compact_percent": 80,
 }
 """Defaults of the settings that have one whatever the provider (``model`` and
 ``base_url`` default per provider: :data:`DEFAULT_MODELS`, :data:`OFFICIAL_BASE_URLS`)."""
@@ -282,6 +294,7 @@ class ConfigFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     stream_idle_timeout: float | None = None
     """Seconds (a TOML integer or float)."""
     max_output_mib: int | None = None
+    auto_compact_percent: int | None = None
     shell_environment: ShellEnvironment | None = None
     """``[shell_environment]``, parsed by its owner (:meth:`ShellEnvironment.from_table`)."""
 
@@ -355,6 +368,10 @@ class ResolvedConfig(msgspec.Struct, frozen=True, kw_only=True):
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
     """Bytes of model output (text, reasoning, tool-call arguments) one turn may
     stream (``max_output_mib`` × 2**20, env ``MIND_MAX_OUTPUT_MIB``, default 8 MiB)."""
+    auto_compact_percent: int = 80
+    """Percent of the model's window the projected next request may reach before
+    an automatic compaction (``auto_compact_percent``, env
+    ``MIND_AUTO_COMPACT_PERCENT``; 0 disables; docs/design/context.md §5)."""
 
 
 class SettingValue(msgspec.Struct, frozen=True, kw_only=True):
@@ -668,6 +685,11 @@ def _resolve(
     note("stream_idle_timeout", idle_s, source)
     out_mib, source = src.pick("max_output_mib") or (DEFAULTS["max_output_mib"], "default")
     note("max_output_mib", out_mib, source)
+    compact_pct, source = src.pick("auto_compact_percent") or (
+        DEFAULTS["auto_compact_percent"],
+        "default",
+    )
+    note("auto_compact_percent", compact_pct, source)
     shell_env = src.file.shell_environment
     if shell_env is not None:
         rows.append(_shell_env_row(shell_env, f"config {src.path}"))
@@ -694,6 +716,7 @@ def _resolve(
         max_retry_s=float(retry_s),
         stream_idle_timeout_s=float(idle_s),
         max_output_bytes=int(out_mib) * 1024 * 1024,
+        auto_compact_percent=int(compact_pct),
     )
 
 
