@@ -24,6 +24,7 @@ from mind.effects.policy import (
 )
 from mind.effects.retry import RetryPolicy
 from mind.errors import (
+    CompactionRefused,
     DropNotAllowed,
     DropRefused,
     InputRefused,
@@ -37,7 +38,7 @@ from mind.generated.vocabulary import DispositionName
 from mind.machines.mailbox import Mailbox, MailboxMessage
 from mind.machines.session_startup import reusable
 from mind.machines.turn_replay import ResumePlan
-from mind.shell import faults
+from mind.shell import compaction, faults
 from mind.shell.config import ResolvedConfig, session_secrets
 from mind.shell.effects import RunningEffect, running_effects
 from mind.shell.ids import new_id
@@ -174,6 +175,7 @@ class Session:
         self._inputs_indexed = 0
         """How many journal records :attr:`_inputs` accounts for (the journal only grows)."""
         self._consuming = False
+        self._compacting = False
 
     @property
     def approval(self) -> ApprovalPolicy:
@@ -518,6 +520,41 @@ class Session:
         async for _ in turn:
             pass
         return turn.outcome
+
+    async def compact(self, focus: str | None = None) -> compaction.CompactionOutcome:
+        """Compact the conversation now, between turns (docs/design/context.md §5).
+
+        The model's context becomes a summary of it, the most recent user
+        messages and what follows; the journal (and so :meth:`history`, the
+        transcript) keeps every original record. On completion
+        ``context.compacted`` is published to :meth:`events`.
+
+        Args:
+            focus: what the summary should keep above all (``/compact FOCUS``).
+
+        Returns:
+            The outcome: completed, or why not (``compaction_failed`` written
+            with the reason; "nothing to compact yet" writes nothing).
+
+        Raises:
+            CompactionRefused: a turn is running (compaction runs between
+                turns; an automatic one runs inside turns as needed), or
+                another compaction of this session is running.
+            StorageError: a compaction record could not be made durable.
+        """
+        if self.busy:
+            raise CompactionRefused(
+                self.session_id, "a turn is running; compact after it ends (or interrupt it)"
+            )
+        if self._compacting:
+            raise CompactionRefused(self.session_id, "a compaction is already running")
+        self._compacting = True
+        try:
+            return await compaction.compact(
+                self, trigger="manual", focus=focus or None, emit=self._events.put
+            )
+        finally:
+            self._compacting = False
 
     async def events(self) -> AsyncIterator[ev.Event]:
         """Every event of this session (all turns, accepted inputs), in order,

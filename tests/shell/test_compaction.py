@@ -14,10 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
+import yaml
 
 import mind
+from mind.context.compaction import SUMMARY_PREFIX
+from mind.errors import CompactionRefused
 from mind.generated import events as ev
 from mind.generated import journal as jr
+from mind.history import build_messages
 from tests.support.fake_model import FakeModel, tokens_of, user_texts
 
 WINDOW = 16_385
@@ -131,3 +136,100 @@ def test_a_context_overflow_compacts_and_sends_the_request_once_more(tmp_path: P
     assert third == ev.TurnStatus.failed
     failed = ends[-1].failure
     assert failed is not None and failed.kind == jr.FailureKind.context_length
+
+
+def _scripted(tmp_path: Path, replies: list[dict[str, Any]]) -> mind.ResolvedConfig:
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump(replies), encoding="utf-8")
+    return mind.resolve_config(provider="scripted", script=str(script), approval="never", env={})
+
+
+def test_a_manual_compaction_between_turns_with_a_focus(tmp_path: Path) -> None:
+    with FakeModel(command=COMMAND, overflow_summaries=2) as model:
+        config = _config(model, tmp_path, percent=0)
+
+        async def main() -> tuple[Any, list[ev.Event], list[jr.JournalRecord]]:
+            async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+                s = await rt.create_session(cwd=tmp_path, config=config)
+                nothing = await s.compact()  # nothing to summarise yet: refused, nothing written
+                assert (nothing.completed, nothing.reason) == (False, "nothing to compact yet")
+                for i in range(3):
+                    await s.run(f"TOOL turn {i}")
+                outcome = await s.compact("the file names")
+                events = [e async for e in s.events()]
+                await s.run("after")
+                return outcome, events, s.history()
+
+        outcome, events, records = anyio.run(main)
+        summaries = [b for b in model.requests if "tools" not in b]
+    assert outcome.completed
+    assert [e.compaction_id for e in events if isinstance(e, ev.ContextCompactedEvent)] == [
+        outcome.compaction_id
+    ]
+    (started,) = [r for r in records if isinstance(r, jr.CompactionStarted)]
+    assert (started.trigger, started.focus) == (jr.CompactionTrigger.manual, "the file names")
+    # The summarisation request overflowed twice: each retry dropped the
+    # oldest item whole, never a result without its call.
+    assert len(summaries) == 3
+    sizes = [len(b["messages"]) for b in summaries]
+    assert sizes[0] > sizes[1] > sizes[2]
+    for body in summaries:
+        assert _pairs_whole(body)
+        assert body["messages"][1]["role"] != "tool"  # after the system message
+        assert "Focus on: the file names" in user_texts(body["messages"])[-1]
+    # The request after it: summary, the kept user messages, then the new prompt.
+    last = model.requests[-1]
+    texts = user_texts(last["messages"])
+    assert texts[0].startswith(SUMMARY_PREFIX)
+    assert texts[-1] == "after"
+    assert all(m.get("role") != "tool" for m in last["messages"])
+
+
+@pytest.mark.parametrize(
+    ("summary", "reason"),
+    [
+        ("   ", "the summary was empty"),
+        ("x" * 5000, "the summary was not smaller than what it replaces"),
+    ],
+)
+def test_an_empty_or_larger_summary_is_refused_and_the_old_context_stands(
+    tmp_path: Path, summary: str, reason: str
+) -> None:
+    # The scripted provider picks its reply by the assistant messages in the
+    # request: the summarisation request (one answer so far) plays reply 2.
+    config = _scripted(tmp_path, [{"text": "first answer"}, {"text": summary}])
+
+    async def main() -> tuple[Any, list[jr.JournalRecord]]:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = await rt.create_session(cwd=tmp_path, config=config)
+            await s.run("first")
+            return await s.compact(), s.history()
+
+    outcome, records = anyio.run(main)
+    assert (outcome.completed, outcome.reason) == (False, reason)
+    assert [r.reason for r in records if isinstance(r, jr.CompactionFailed)] == [reason]
+    assert not any(isinstance(r, jr.CompactionCompleted) for r in records)
+    # The old context stands: the request builder sees no compaction.
+    assert build_messages(records) == build_messages(
+        [r for r in records if not isinstance(r, jr.CompactionStarted | jr.CompactionFailed)]
+    )
+
+
+def test_compact_is_refused_while_a_turn_runs(tmp_path: Path) -> None:
+    config = _scripted(tmp_path, [{"text": "answer"}])
+
+    async def main() -> str:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = await rt.create_session(cwd=tmp_path, config=config)
+            turn = s.submit("hello")  # the session is busy from here to the terminal
+            try:
+                await s.compact()
+            except CompactionRefused as exc:
+                refused = exc.detail
+            else:
+                refused = ""
+            async for _ in turn:
+                pass
+            return refused
+
+    assert anyio.run(main) == "a turn is running; compact after it ends (or interrupt it)"

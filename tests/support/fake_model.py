@@ -25,7 +25,8 @@ process that restarts the session after a crash. Rules, on the request's
 A small context window (``context_window=N`` tokens, at 4 bytes of request
 body per token, rounded up): a request over it is answered ``400`` with the
 body OpenAI sends (``code: context_length_exceeded``); ``overflow_next=n``
-answers the next ``n`` requests that carry tools so, whatever their size.
+answers the next ``n`` requests that carry tools so, whatever their size
+(``overflow_summaries=n`` the next ``n`` summarisation requests).
 Every stream ends with realistic ``usage``: ``prompt_tokens`` is the request
 body's size in tokens, ``completion_tokens`` the reply's.
 
@@ -290,6 +291,8 @@ class FakeModel(LoopbackServer):
             larger request gets OpenAI's ``context_length_exceeded`` error.
         overflow_next: answer the next this many requests that carry tools
             with that error whatever their size (settable while serving).
+        overflow_summaries: the same for the next this many summarisation
+            requests (no tools).
 
     Attributes:
         requests: every request body, decoded, in arrival order.
@@ -309,6 +312,7 @@ class FakeModel(LoopbackServer):
         fail_first: int = 0,
         context_window: int | None = None,
         overflow_next: int = 0,
+        overflow_summaries: int = 0,
     ) -> None:
         self.record_path = record_path
         self.chunk_delay_s = chunk_delay_s
@@ -317,6 +321,7 @@ class FakeModel(LoopbackServer):
         self.fail_first = fail_first
         self.context_window = context_window
         self.overflow_next = overflow_next
+        self.overflow_summaries = overflow_summaries
         self.requests: list[dict[str, Any]] = []
         self.raw_requests: list[bytes] = []
         self._lock = threading.Lock()
@@ -336,12 +341,16 @@ class FakeModel(LoopbackServer):
             return True
 
     def _take_overflow(self, has_tools: bool) -> bool:
-        """Whether this request is one of the next ``overflow_next`` with tools."""
+        """Whether this request is one of the next ``overflow_next`` with
+        tools (or ``overflow_summaries`` without)."""
         with self._lock:
-            if not has_tools or self.overflow_next <= 0:
-                return False
-            self.overflow_next -= 1
-            return True
+            if has_tools and self.overflow_next > 0:
+                self.overflow_next -= 1
+                return True
+            if not has_tools and self.overflow_summaries > 0:
+                self.overflow_summaries -= 1
+                return True
+            return False
 
     def _record(self, body: dict[str, Any], raw: bytes) -> None:
         with self._lock:
