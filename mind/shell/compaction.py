@@ -180,6 +180,38 @@ async def _summarise(
     return None, "nothing to summarise"
 
 
+def _has_work(records: Sequence[jr.JournalRecord], through: int) -> bool:
+    """Whether a cut at ``through`` replaces something the model sees now
+    beyond user messages (a round or a tool result)."""
+    return any(
+        isinstance(r, jr.ModelRound | jr.ToolResult) and r.seq <= through
+        for r in compacted_view(records).records
+    )
+
+
+def _cut(records: Sequence[jr.JournalRecord], trigger: str, turn_id: str | None) -> int | None:
+    """Where the compaction cuts (``through_seq``), or None: nothing to compact.
+
+    Rule: the newest point with no call unanswered
+    (:func:`~mind.context.compaction.clean_through`). An automatic compaction
+    inside a turn cuts before that turn instead when there is something to
+    compact there, so the running turn's own rounds and results stay verbatim;
+    the next round cuts later if that was not enough (once per round), and
+    an overflow always cuts at the newest point.
+    """
+    if trigger == "auto" and turn_id is not None:
+        start = next(
+            (r.seq for r in records if isinstance(r, jr.TurnStarted) and r.turn_id == turn_id),
+            None,
+        )
+        if start is not None:
+            early = clean_through([r for r in records if r.seq < start])
+            if early is not None and _has_work(records, early):
+                return early
+    latest = clean_through(records)
+    return latest if latest is not None and _has_work(records, latest) else None
+
+
 async def compact(
     session: Session,
     *,
@@ -206,12 +238,8 @@ async def compact(
             written first (the old context stands).
     """
     records = list(session.journal.records)
-    through = clean_through(records)
-    view = compacted_view(records)
-    replaced_records = [r for r in view.records if through is not None and r.seq <= through]
-    if through is None or not any(
-        isinstance(r, jr.ModelRound | jr.ToolResult) for r in replaced_records
-    ):
+    through = _cut(records, trigger, turn_id)
+    if through is None:
         return CompactionOutcome("", False, "nothing to compact yet")
     before = projected_context(records)
     compaction_id = new_id("cp")

@@ -23,10 +23,13 @@ from mind.errors import CompactionRefused
 from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.history import build_messages
-from tests.support.fake_model import FakeModel, tokens_of, user_texts
+from tests.support.fake_model import EFFECTS_FILE, FakeModel, tokens_of, user_texts
 
-WINDOW = 16_385
-"""gpt-3.5-turbo's window (mind's built-in table knows it, so the session plans against it)."""
+WINDOW = 8_192
+"""The fake server's window, in tokens. The session plans against gpt-3.5-turbo's
+16,385 (mind's built-in table) at 25%: half of this window. Without compaction
+the five turns below would pass it (about 1.6k tokens each)."""
+TURNS = 5
 
 # Each tool call prints ~6 KB, so a few turns fill half the window.
 COMMAND = "echo {call_id} >> {effects}; printf '%06000d' 0"
@@ -61,14 +64,14 @@ def test_a_long_session_compacts_itself_and_every_request_fits_the_window(
     tmp_path: Path,
 ) -> None:
     with FakeModel(context_window=WINDOW, command=COMMAND) as model:
-        config = _config(model, tmp_path)
+        config = _config(model, tmp_path, percent=25)
 
         async def main() -> tuple[list[ev.Event], list[str], list[jr.JournalRecord]]:
             async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
                 s = await rt.create_session(cwd=tmp_path, config=config)
                 events: list[ev.Event] = []
                 finals: list[str] = []
-                for i in range(8):
+                for i in range(TURNS):
                     turn = s.submit(f"TOOL step {i}")
                     async for e in turn:
                         events.append(e)
@@ -99,12 +102,15 @@ def test_a_long_session_compacts_itself_and_every_request_fits_the_window(
         now = int(last.removeprefix("TOOL step "))
         assert now >= step
         step = now
-    assert step == 7
+    assert step == TURNS - 1
     # The answer after a compaction still saw the latest prompt verbatim.
-    assert finals[-1].endswith("TOOL step 7")
+    assert finals[-1].endswith(f"TOOL step {TURNS - 1}")
     # The journal keeps every original record.
     prompts = [r.text for r in records if isinstance(r, jr.UserMessage)]
-    assert prompts == [f"TOOL step {i}" for i in range(8)]
+    assert prompts == [f"TOOL step {i}" for i in range(TURNS)]
+    # A compaction inside a turn cut before it: the running turn's own call
+    # and result stayed verbatim, so the model never asked for its tool again.
+    assert len((tmp_path / EFFECTS_FILE).read_text().split()) == TURNS
 
 
 def test_a_context_overflow_compacts_and_sends_the_request_once_more(tmp_path: Path) -> None:
