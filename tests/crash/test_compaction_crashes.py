@@ -2,15 +2,18 @@
 killed with SIGKILL (``MIND_CRASH_AT``) at each compaction boundary, then
 restarted until nothing is left to recover.
 
-The session: a first turn runs a shell tool (its effect committed); the
-second turn's first request overflows the window (the fake model's
+The session: a first turn runs a shell tool (its effect committed), a
+second one's call needs approval (exec answers it: declined); the third
+turn's first request overflows the window (the fake model's
 ``overflow_next``), so the turn compacts (``overflow``) and is killed at
-``compaction_started`` (durable, no request yet), ``compaction_request_sent``
-(the summary streaming) or ``compaction_completed`` (durable, unused). After
-the restarts: the harness's invariants (no input lost or answered twice, no
-tool run twice, every request valid), the killed compaction either completed
-or stands without an end (the old context), the second prompt is answered
-and reaches the model verbatim, and the committed tool never ran again.
+``compaction_started`` (durable, no request yet),
+``compaction_request_sent`` (the summary streaming) or
+``compaction_completed`` (durable, unused). After the restarts: the
+harness's invariants (no input lost or answered twice, no tool run twice,
+every request valid), the killed compaction either completed or stands
+without an end (the old context), the last prompt is answered and reaches
+the model verbatim, the committed tool never ran again and the answered
+question was never asked again.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ pytestmark = pytest.mark.slow
 
 BOUNDARIES = ("compaction_started", "compaction_request_sent", "compaction_completed")
 FIRST = "TOOL first prompt"
+ASKED = "TOOL asked prompt"
 SECOND = "second prompt"
 
 
@@ -37,11 +41,17 @@ def test_killed_at_a_compaction_boundary_the_session_resumes_whole(
 ) -> None:
     first = run(case.exec_argv(FIRST, new=True), case.env())
     assert first.returncode == 0, first.stderr[-800:]
+    # A call that needs approval: exec journals the question and answers it
+    # (declined); the answer must never be asked again.
+    argv = case.exec_argv(ASKED)
+    asked = run([*argv[:-1], "--approval", "untrusted", argv[-1]], case.env())
+    assert asked.returncode == 0, asked.stderr[-800:]
     fake_model.overflow_next = 1
     proc = run(case.exec_argv(SECOND), case.env(boundary))
     assert proc.returncode == -9, proc.stderr[-800:]
     recovery = recover(case)
-    report = check(case, [Input(FIRST, "durable"), Input(SECOND, "durable")], recovery)
+    inputs = [Input(FIRST, "durable"), Input(ASKED, "durable"), Input(SECOND, "durable")]
+    report = check(case, inputs, recovery)
     assert report.violations == [], "\n".join(report.violations)
 
     records, _ = read_records(case.session_dir / "journal.jsonl")
@@ -58,6 +68,10 @@ def test_killed_at_a_compaction_boundary_the_session_resumes_whole(
     # The last request carried the second prompt verbatim as its newest user message.
     bodies = [b for b in read_requests(case.requests_path) if "tools" in b]
     assert user_texts(bodies[-1]["messages"])[-1] == SECOND
-    # The first turn's committed effect ran once.
+    # The first turn's committed effect ran once; the answered question was
+    # asked once, answered once, and its call never ran.
     lines = Counter((case.cwd / EFFECTS_FILE).read_text().split())
     assert sorted(lines.values()) == [1]
+    questions = [r for r in records if isinstance(r, jr.InteractionRequested)]
+    answers = [r for r in records if isinstance(r, jr.InteractionResolved)]
+    assert (len(questions), len(answers)) == (1, 1)
