@@ -239,3 +239,30 @@ def test_compact_is_refused_while_a_turn_runs(tmp_path: Path) -> None:
             return refused
 
     assert anyio.run(main) == "a turn is running; compact after it ends (or interrupt it)"
+
+
+def test_an_interrupt_during_a_compaction_leaves_the_old_context(tmp_path: Path) -> None:
+    with FakeModel(command=COMMAND, summary_delay_s=5) as model:
+        config = _config(model, tmp_path, percent=0)
+
+        async def main() -> tuple[ev.TurnStatus, list[jr.JournalRecord], str]:
+            async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+                s = await rt.create_session(cwd=tmp_path, config=config)
+                await s.run("TOOL first")
+                model.overflow_next = 1
+                turn = s.submit("second")
+                # The summarisation request arrived (compaction_started is durable):
+                # its slow reply holds the compaction there.
+                seen = await anyio.to_thread.run_sync(model.summary_requested.wait, 20)
+                assert seen
+                turn.interrupt()
+                async for _ in turn:
+                    pass
+                after = await s.run("third")
+                return turn.outcome.event.status, s.history(), after.final_text
+
+        status, records, final = anyio.run(main)
+    assert status == ev.TurnStatus.interrupted
+    assert [r.reason for r in records if isinstance(r, jr.CompactionFailed)] == ["interrupted"]
+    assert not any(isinstance(r, jr.CompactionCompleted) for r in records)
+    assert final.startswith("saw 3 user message(s): TOOL first | second | third")

@@ -241,6 +241,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, context_length_body(window or 0, tokens))
             return
         reply = decide(body, tool_sleep_s=owner.tool_sleep_s, command=owner.command)
+        delay = owner.chunk_delay_s
+        if "tools" not in body:
+            owner.summary_requested.set()
+            delay = max(delay, owner.summary_delay_s)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
@@ -249,8 +253,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         try:
             for piece in sse_chunks(reply, prompt_tokens=tokens):
-                if owner.chunk_delay_s:
-                    time.sleep(owner.chunk_delay_s)  # pacing of the stream, not a test timing
+                if delay:
+                    time.sleep(delay)  # pacing of the stream, not a test timing
                 self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
                 self.wfile.flush()
             self.wfile.write(b"0\r\n\r\n")
@@ -293,10 +297,13 @@ class FakeModel(LoopbackServer):
             with that error whatever their size (settable while serving).
         overflow_summaries: the same for the next this many summarisation
             requests (no tools).
+        summary_delay_s: pause before each SSE chunk of a summarisation
+            reply (a window in which a compaction is running).
 
     Attributes:
         requests: every request body, decoded, in arrival order.
         raw_requests: the same bodies as the bytes received.
+        summary_requested: set when a summarisation request arrives.
     """
 
     handler = _Handler
@@ -313,6 +320,7 @@ class FakeModel(LoopbackServer):
         context_window: int | None = None,
         overflow_next: int = 0,
         overflow_summaries: int = 0,
+        summary_delay_s: float = 0.0,
     ) -> None:
         self.record_path = record_path
         self.chunk_delay_s = chunk_delay_s
@@ -322,6 +330,8 @@ class FakeModel(LoopbackServer):
         self.context_window = context_window
         self.overflow_next = overflow_next
         self.overflow_summaries = overflow_summaries
+        self.summary_delay_s = summary_delay_s
+        self.summary_requested = threading.Event()
         self.requests: list[dict[str, Any]] = []
         self.raw_requests: list[bytes] = []
         self._lock = threading.Lock()
