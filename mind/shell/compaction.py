@@ -219,6 +219,7 @@ async def compact(
     focus: str | None = None,
     turn_id: str | None = None,
     emit: Callable[[ev.Event], None] | None = None,
+    overhead_bytes: int = 0,
 ) -> CompactionOutcome:
     """Compact the session's context once (see the module docstring).
 
@@ -227,6 +228,8 @@ async def compact(
         focus: what the person asked the summary to focus on.
         turn_id: the turn an automatic or overflow compaction runs inside.
         emit: publishes ``context.compacted`` when it completes.
+        overhead_bytes: bytes every request carries besides its messages
+            (instructions, tool specs), counted in ``after_tokens``.
 
     Returns:
         The outcome; a compaction with nothing to compact (no round or
@@ -299,7 +302,7 @@ async def compact(
         summary=summary,
         kept=kept,
     )
-    after = estimate_tokens(_size(build_messages([*records, probe])) + len(SUMMARY_SYSTEM))
+    after = estimate_tokens(_size(build_messages([*records, probe])) + overhead_bytes)
     session.journal.append(
         msgspec.structs.replace(probe, seq=0, before_tokens=before, after_tokens=after), sync=True
     )

@@ -51,7 +51,7 @@ from mind.shell.providers import Provider, make_provider
 from mind.shell.sandbox.command import session_sandbox
 from mind.shell.tool_env import tool_environment
 from mind.shell.tools import ToolRunner, session_boundary
-from mind.shell.turn_driver import TurnDriver
+from mind.shell.turn_driver import TurnDriver, request_overhead_bytes
 from mind.shell.turn_handle import EventChannel, EventFanOut, Turn, TurnOutcome
 
 if TYPE_CHECKING:
@@ -551,7 +551,11 @@ class Session:
         self._compacting = True
         try:
             return await compaction.compact(
-                self, trigger="manual", focus=focus or None, emit=self._events.put
+                self,
+                trigger="manual",
+                focus=focus or None,
+                emit=self._events.put,
+                overhead_bytes=request_overhead_bytes(self),
             )
         finally:
             self._compacting = False

@@ -84,6 +84,14 @@ commands; prefer apply_patch for edits to existing files. Keep answers short and
 and say what you changed. Never claim to have run something you did not run."""
 
 
+def request_overhead_bytes(session: Session) -> int:
+    """UTF-8 bytes every model request of ``session`` carries besides its
+    messages (the instructions and the tool specs, JSON-encoded): what a
+    compaction adds to its estimate of the context it leaves."""
+    system = SYSTEM_PROMPT.format(cwd=session.cwd)
+    return len(system.encode("utf-8", "replace")) + len(msgspec.json.encode(tool_specs()))
+
+
 @final
 class TurnDriver:
     """Drives one turn of a session from its start to its one terminal record."""
@@ -485,7 +493,11 @@ class TurnDriver:
             if isinstance(effect, Compact):
                 ran = True
                 await compaction.compact(
-                    self.session, trigger=effect.trigger, turn_id=turn.turn_id, emit=turn._emit
+                    self.session,
+                    trigger=effect.trigger,
+                    turn_id=turn.turn_id,
+                    emit=turn._emit,
+                    overhead_bytes=request_overhead_bytes(self.session),
                 )
                 machine.compaction_done()
         return ran

@@ -89,6 +89,15 @@ def test_a_long_session_compacts_itself_and_every_request_fits_the_window(
     )  # type: ignore[operator]
     done = [r for r in records if isinstance(r, jr.CompactionCompleted)]
     assert len(done) == len(compacted)
+    # Its estimate of the context it left is close to what the server then counted.
+    for record in done:
+        after = next(
+            r.usage.input_tokens
+            for r in records
+            if isinstance(r, jr.ModelRound) and r.seq > record.seq
+        )
+        assert isinstance(record.after_tokens, int)
+        assert abs(record.after_tokens - after) <= after * 0.1, (record.after_tokens, after)
     # Every request fitted the window; turns' requests carry the turn's prompt
     # as their last user message and every call with its result.
     step = -1
