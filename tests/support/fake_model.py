@@ -195,7 +195,7 @@ def sse_chunks(
             out.append(chunk([delta({"content": piece})]))
         out.append(chunk([delta({}, "stop")]))
     answer = json.dumps(call) if call is not None else str(reply["text"])
-    completion = tokens_of(len(answer.encode()))
+    completion = tokens_of(len(answer.encode("utf-8", "surrogatepass")))
     usage = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion,
