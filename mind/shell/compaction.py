@@ -19,6 +19,7 @@ summary, so the model keeps knowing them.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
@@ -42,7 +43,7 @@ from mind.conversation import (
     ToolResultMessage,
     UserMessage,
 )
-from mind.errors import ProviderError
+from mind.errors import ProviderError, StorageError
 from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.history import build_messages
@@ -279,7 +280,10 @@ async def compact(
     try:
         summary, reason = await _summarise(session, messages, focus)
     except anyio.get_cancelled_exc_class():
-        failed("interrupted")
+        # The interrupt wins: a journal that cannot take the record leaves a
+        # started one with no end, which means the same (the old context).
+        with contextlib.suppress(StorageError):
+            failed("interrupted")
         raise
     except Exception as exc:  # a bug or a transport surprise: the old context stands
         return failed(redact(f"internal error: {exc}", session.secrets))
