@@ -640,6 +640,17 @@ class SessionBusyError(SessionError, RuntimeError):
     """A turn was submitted while another turn of the session is running (misuse)."""
 
 
+class CompactionRefused(SessionError):
+    """A manual compaction (``/compact``, ``Session.compact``) could not start;
+    nothing was written (docs/design/context.md §5).
+
+    Attributes:
+        session_id: the session.
+        detail: why: a turn is running (compaction runs between turns), or
+            another compaction is running.
+    """
+
+
 class SessionOccupiedError(SessionError):
     """Another live process owns the session (lease held by a live pid whose
     start identity matches). Raised when a session is opened; never retried

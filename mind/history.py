@@ -32,6 +32,11 @@ Rules, in journal order:
 - Tool output is bounded last, per call and per request
   (:func:`mind.context.tool_output.bound_tool_results`; the journal keeps it
   whole): docs/design/context.md §3.
+- After the newest ``compaction_completed`` (docs/design/context.md §5), the
+  rules above apply to its view (:func:`mind.context.compaction.compacted_view`):
+  the summary first, as a user message behind
+  :data:`~mind.context.compaction.SUMMARY_PREFIX`, then the kept user
+  messages, then the records after its ``through_seq``.
 
 Normalisations that keep the request valid for every provider:
 
@@ -65,6 +70,7 @@ from typing import Any, Final
 import msgspec
 
 from mind.call_pairing import pair_calls
+from mind.context.compaction import SUMMARY_PREFIX, compacted_view
 from mind.context.tool_output import DEFAULT_LIMITS, OutputLimits, bound_tool_results
 from mind.conversation import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
 from mind.generated import journal as jr
@@ -272,8 +278,11 @@ def build_messages(
         exactly one :class:`ToolResultMessage` per call, in call order, before
         any other message; no result appears elsewhere; call ids are unique.
     """
+    view = compacted_view(records)
     messages: list[Message] = []
-    for item in _match(records):
+    if view.summary is not None:
+        messages.append(UserMessage(text=SUMMARY_PREFIX + view.summary))
+    for item in _match(view.records):
         if isinstance(item, jr.UserMessage):
             if item.text.strip():
                 messages.append(UserMessage(text=item.text))

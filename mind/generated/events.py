@@ -460,6 +460,30 @@ class InteractionRequestedEvent(Struct, kw_only=True, tag_field='type', tag='int
     ]
 
 
+class CompactionTrigger(StrEnum):
+    manual = 'manual'
+    auto = 'auto'
+    overflow = 'overflow'
+
+
+class ContextCompactedEvent(Struct, kw_only=True, tag_field='type', tag='context.compacted', frozen=True):
+    """A compaction completed (docs/design/context.md §5): from the next request on the model sees its summary, the kept user messages and what came after; the journal and the transcript keep the originals. Tokens are projected (estimated), when known."""
+
+    compaction_id: str
+    trigger: Annotated[CompactionTrigger, Meta(title='CompactionTrigger')]
+    turn_id: (
+        Annotated[
+            str,
+            Meta(
+                description='The turn an automatic or overflow compaction ran inside; absent for a manual one.'
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    before_tokens: Annotated[int, Meta(ge=0)] | UnsetType = UNSET
+    after_tokens: Annotated[int, Meta(ge=0)] | UnsetType = UNSET
+
+
 class Failure(Struct, kw_only=True, frozen=True):
     """A turn failure: closed kind plus its canonical message (no provider text)."""
 
@@ -486,7 +510,7 @@ class TurnCompletedEvent(Struct, kw_only=True, tag_field='type', tag='turn.compl
 
 
 Event: TypeAlias = Annotated[
-    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | InputClaimedEvent | TurnStartedEvent | TurnResumedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | InteractionRequestedEvent | ApprovalRequestedEvent | InteractionResolvedEvent | ToolResultEvent | TurnRetryingEvent | TurnWarningEvent | TurnCompletedEvent | ExecFailedEvent | InputWaitingEvent | InstructionsLoadedEvent,
+    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | InputClaimedEvent | TurnStartedEvent | TurnResumedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | InteractionRequestedEvent | ApprovalRequestedEvent | InteractionResolvedEvent | ToolResultEvent | TurnRetryingEvent | TurnWarningEvent | TurnCompletedEvent | ExecFailedEvent | InputWaitingEvent | InstructionsLoadedEvent | ContextCompactedEvent,
     Meta(
         description="One event of a session: the library's typed events and `mind exec --json` lines (tagged union on `type`).",
         title='Event',

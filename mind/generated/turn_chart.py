@@ -38,6 +38,8 @@ TurnEventName = Literal[
     "stream_opened",
     "inputs_claimed",
     "resume",
+    "context_measured",
+    "compaction_done",
     "tools_done",
     "approval_needed",
     "call_refused",
@@ -54,6 +56,7 @@ TurnStateId = Literal[
     "sampling",
     "requesting",
     "streaming",
+    "compacting",
     "running_tools",
     "executing",
     "awaiting_approval",
@@ -81,6 +84,8 @@ TURN_EVENTS: Final[tuple[TurnEventName, ...]] = (
     "stream_opened",
     "inputs_claimed",
     "resume",
+    "context_measured",
+    "compaction_done",
     "tools_done",
     "approval_needed",
     "call_refused",
@@ -95,6 +100,7 @@ TURN_STATES: Final[tuple[TurnStateId, ...]] = (
     "sampling",
     "requesting",
     "streaming",
+    "compacting",
     "running_tools",
     "executing",
     "awaiting_approval",
@@ -117,6 +123,9 @@ class TurnModel(Protocol):
     def can_ask(self) -> bool: ...
 
     @property
+    def can_compact_overflow(self) -> bool: ...
+
+    @property
     def can_retry(self) -> bool: ...
 
     @property
@@ -129,12 +138,19 @@ class TurnModel(Protocol):
     def has_tool_calls(self) -> bool: ...
 
     @property
+    def over_compact_threshold(self) -> bool: ...
+
+    @property
     def within_output_cap(self) -> bool: ...
 
     @property
     def within_round_limit(self) -> bool: ...
 
     def ask_approval(self, *args: Any, **kwargs: Any) -> object: ...
+
+    def compact_auto(self, *args: Any, **kwargs: Any) -> object: ...
+
+    def compact_overflow(self, *args: Any, **kwargs: Any) -> object: ...
 
     def drain_or_seal(self, *args: Any, **kwargs: Any) -> object: ...
 
@@ -196,6 +212,7 @@ class TurnChart(StateChart[TurnModel]):
         class sampling(State.Compound, initial=True):
             requesting = State(initial=True)
             streaming = State()
+            compacting = State()
 
         class running_tools(State.Compound):
             executing = State(initial=True)
@@ -238,8 +255,9 @@ class TurnChart(StateChart[TurnModel]):
         | _to(active.sampling, failed, unless='within_output_cap', on=['fail_output_limit'])
     )
     round_failed = (
-        _to(active.sampling, active.retrying, cond='can_retry', on=['start_backoff'])
-        | _to(active.sampling, failed, unless='can_retry')
+        _to(active.sampling, active.sampling.compacting, cond='can_compact_overflow', on=['compact_overflow'])
+        | _to(active.sampling, active.retrying, cond='can_retry and not can_compact_overflow', on=['start_backoff'])
+        | _to(active.sampling, failed, cond='not can_retry and not can_compact_overflow')
     )
     stream_opened = _to(active.sampling.requesting, active.sampling.streaming)
     inputs_claimed = _to(active.sampling.requesting, active.sampling.requesting, internal=True, on=['note_inputs'])
@@ -247,6 +265,11 @@ class TurnChart(StateChart[TurnModel]):
         _to(active.sampling.requesting, active.sampling.requesting, unless='has_redrive', internal=True)
         | _to(active.running_tools.executing, active.running_tools.executing, cond='has_redrive', internal=True, on=['redrive_calls'])
     )
+    context_measured = (
+        _to(active.sampling.requesting, active.sampling.compacting, cond='over_compact_threshold', on=['compact_auto'])
+        | _to(active.sampling.requesting, active.sampling.requesting, unless='over_compact_threshold', internal=True)
+    )
+    compaction_done = _to(active.sampling.compacting, active.sampling.requesting)
     tools_done = (
         _to(active.running_tools, active.sampling, cond='within_round_limit', on=['drain_steering'])
         | _to(active.running_tools, failed, unless='within_round_limit', on=['fail_round_limit'])

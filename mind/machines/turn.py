@@ -30,6 +30,12 @@ Decisions (guards, pure functions of the event's data):
   (:class:`RunGranted`); else the session can ask -> ``awaiting_approval``
   (:class:`AskApproval`); else the call is refused (:class:`RefuseCall`).
   ``call_refused``: the policy refuses it outright (:class:`RefuseCall`).
+- ``context_measured`` (before each round's request is built): the projected
+  context passes ``auto_compact_percent`` of the window and no automatic
+  compaction ran in this round -> ``compacting`` (:class:`Compact` ``auto``);
+  ``round_failed`` ``context_length`` (:func:`can_compact_overflow`, once per
+  round) -> ``compacting`` (:class:`Compact` ``overflow``); ``compaction_done``
+  -> ``requesting`` (the request is built again, from the compacted view).
 - ``tools_done`` / ``steering_claimed``: another round within
   :func:`within_round_limit` -> ``sampling``, else ``failed`` ``internal``;
   after the tool results the boundary drain (:class:`DrainSteering`).
@@ -63,6 +69,7 @@ from typing import Any, Final, Protocol, TypeAlias, final
 
 from statemachine.exceptions import TransitionNotAllowed
 
+from mind.context.usage import over_threshold
 from mind.errors import CANONICAL_MESSAGES, TRANSIENT_KINDS, IllegalTransition
 from mind.generated.turn_chart import TurnChart, TurnEventName
 from mind.machines.chart_observers import created
@@ -74,6 +81,7 @@ __all__ = [
     "UNANSWERED_FAILURES",
     "AnnounceWaiting",
     "AskApproval",
+    "Compact",
     "DrainOrSeal",
     "DrainSteering",
     "Effect",
@@ -89,6 +97,7 @@ __all__ = [
     "TurnMachine",
     "WriteTerminal",
     "acknowledges",
+    "can_compact_overflow",
     "can_retry",
     "next_turn_starts",
     "within_output_cap",
@@ -182,6 +191,13 @@ def can_retry(
     ``delay_s``. The policy's count and kind rule and its total retry time
     must both allow it (docs/design/providers.md §3). Pure; never raises."""
     return rule.should_retry(attempt, kind) and rule.within_time(elapsed_s, delay_s)
+
+
+def can_compact_overflow(failure_kind: str | None, *, already: bool) -> bool:
+    """Guard ``can_compact_overflow``: a request that failed ``context_length``
+    compacts and is sent once more; a second overflow in the same round fails
+    the turn as before (docs/design/context.md §5). Pure; never raises."""
+    return failure_kind == "context_length" and not already
 
 
 def next_turn_starts(
@@ -294,6 +310,20 @@ class LeaveForRecovery:
 
 
 @dataclass(frozen=True, slots=True)
+class Compact:
+    """Run a compaction (``compaction_started`` fsynced before its request),
+    then send ``compaction_done`` whatever its end; the round's request is
+    then built again from the journal (docs/design/context.md §5).
+
+    Attributes:
+        trigger: ``auto`` (the projected context passed the threshold) or
+            ``overflow`` (the request failed ``context_length``).
+    """
+
+    trigger: str
+
+
+@dataclass(frozen=True, slots=True)
 class RunTools:
     """Run the round's tool calls in order, journal each result, then send ``tools_done``."""
 
@@ -335,6 +365,7 @@ Effect: TypeAlias = (
     | RefuseCall
     | RunGranted
     | LeaveForRecovery
+    | Compact
     | RunTools
     | RedriveCalls
     | DrainOrSeal
@@ -385,6 +416,13 @@ class _TurnData:
     grant: bool = False
     redrive: int = 0
     reason: str = ""
+    projected: int | None = None
+    window: int | None = None
+    percent: int = 0
+    auto_compacted: bool = False
+    """An automatic compaction ran in this round (reset by ``round_done``)."""
+    overflow_compacted: bool = False
+    """An overflow compaction ran in this round (reset by ``round_done``)."""
     state: object = None
 
     # ---- guards of turn.yaml
@@ -419,6 +457,18 @@ class _TurnData:
         """Guard ``has_redrive``: the resume plan re-drives some call."""
         return self.redrive > 0
 
+    @property
+    def over_compact_threshold(self) -> bool:
+        """Guard ``over_compact_threshold``: :func:`mind.context.usage.over_threshold`,
+        once per round."""
+        return not self.auto_compacted and over_threshold(self.projected, self.window, self.percent)
+
+    @property
+    def can_compact_overflow(self) -> bool:
+        """Guard ``can_compact_overflow``: see :func:`can_compact_overflow`."""
+        kind = self.failure.kind if self.failure is not None else None
+        return can_compact_overflow(kind, already=self.overflow_compacted)
+
     def _delay_s(self) -> float:
         return self.retry.delay_s(self.retries_used + 1, self.retry_after_s)
 
@@ -444,6 +494,16 @@ class _TurnData:
     def redrive_calls(self, *args: Any, **kwargs: Any) -> None:
         """Action ``redrive_calls`` (``resume`` in ``executing``)."""
         self.effects.append(RedriveCalls())
+
+    def compact_auto(self, *args: Any, **kwargs: Any) -> None:
+        """Action ``compact_auto``."""
+        self.auto_compacted = True
+        self.effects.append(Compact("auto"))
+
+    def compact_overflow(self, *args: Any, **kwargs: Any) -> None:
+        """Action ``compact_overflow``."""
+        self.overflow_compacted = True
+        self.effects.append(Compact("overflow"))
 
     def drain_or_seal(self, *args: Any, **kwargs: Any) -> None:
         """Action ``drain_or_seal`` (entry of ``draining``)."""
@@ -650,6 +710,9 @@ class TurnMachine:
             ``[RunTools]``, ``[DrainOrSeal]`` or ``[WriteTerminal(failed, output_limit)]``.
         """
         self._data.rounds_done += 1
+        # Each round may compact once automatically and once on overflow.
+        flags = (self._data.auto_compacted, self._data.overflow_compacted)
+        self._data.auto_compacted = self._data.overflow_compacted = False
         try:
             return self._send(
                 "round_done",
@@ -659,6 +722,7 @@ class TurnMachine:
             )
         except IllegalTransition:
             self._data.rounds_done -= 1
+            self._data.auto_compacted, self._data.overflow_compacted = flags
             raise
 
     def round_failed(
@@ -679,7 +743,9 @@ class TurnMachine:
                 the first failure; the shell's monotonic clock).
 
         Returns:
-            ``[StartBackoff]`` (``retries_used`` incremented) or ``[WriteTerminal(failed)]``.
+            ``[Compact("overflow")]`` (a first ``context_length`` in the
+            round), ``[StartBackoff]`` (``retries_used`` incremented) or
+            ``[WriteTerminal(failed)]``.
         """
         return self._send(
             "round_failed",
@@ -687,6 +753,28 @@ class TurnMachine:
             retry_after_s=retry_after_s,
             elapsed_s=elapsed_s,
         )
+
+    def context_measured(
+        self, *, projected: int | None, window: int | None, percent: int
+    ) -> list[Effect]:
+        """Before a round's request is built: the projected context.
+
+        Args:
+            projected: projected input tokens of the next request (None: unknown).
+            window: the model's context window in tokens (None: unknown).
+            percent: ``auto_compact_percent`` (0 disables).
+
+        Returns:
+            ``[Compact("auto")]`` (now ``compacting``) when
+            :func:`mind.context.usage.over_threshold` holds and no automatic
+            compaction ran in this round; else ``[]`` (still ``requesting``).
+        """
+        return self._send("context_measured", projected=projected, window=window, percent=percent)
+
+    def compaction_done(self) -> list[Effect]:
+        """``compacting -> requesting``: the compaction ended (completed or
+        failed); build the round's request again."""
+        return self._send("compaction_done")
 
     def retry_due(self) -> list[Effect]:
         """``retrying -> sampling``: the backoff elapsed; resend the frozen request."""

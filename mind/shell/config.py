@@ -32,6 +32,8 @@ provider kind), never from the journal, logs or ``mind config``.
     tool_output_max_bytes = 32768   # bytes of one tool result the model sees (head + tail)
     tool_output_request_max_bytes = 262144  # of all tool results in one request; the
                                     # oldest are cut first (docs/design/context.md §3)
+    auto_compact_percent = 80       # compact when the next request would pass this % of the
+                                    # model's window; 0 disables (env MIND_AUTO_COMPACT_PERCENT)
 
     [shell_environment]             # tools get an allow-list only (mind.shell.tool_env)
     include = ["GOPATH", "CARGO_*"] # pass these through from mind's environment
@@ -256,6 +258,15 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=MIN_PER_CALL_BYTES,
         maximum=1024 * 1024 * 1024,
     ),
+    Setting(
+        key="auto_compact_percent",
+        help="compact the conversation before a model request that would pass this percent "
+        "of the model's context window (default 80; 0: never automatically)",
+        env=("MIND_AUTO_COMPACT_PERCENT",),
+        type="int",
+        minimum=0,
+        maximum=100,
+    ),
 )
 """Every setting, in the order ``mind config`` prints them."""
 
@@ -271,6 +282,7 @@ DEFAULTS: dict[str, str | int | float] = {
     "max_output_mib": 8,
     "tool_output_max_bytes": DEFAULT_LIMITS.per_call_bytes,
     "tool_output_request_max_bytes": DEFAULT_LIMITS.per_request_bytes,
+    "auto_compact_percent": 80,
 }
 """Defaults of the settings that have one whatever the provider (``model`` and
 ``base_url`` default per provider: :data:`DEFAULT_MODELS`, :data:`OFFICIAL_BASE_URLS`)."""
@@ -308,6 +320,7 @@ class ConfigFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     max_output_mib: int | None = None
     tool_output_max_bytes: int | None = None
     tool_output_request_max_bytes: int | None = None
+    auto_compact_percent: int | None = None
     shell_environment: ShellEnvironment | None = None
     """``[shell_environment]``, parsed by its owner (:meth:`ShellEnvironment.from_table`)."""
 
@@ -385,6 +398,10 @@ class ResolvedConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Bytes of tool output the model sees, per call and per request
     (``tool_output_max_bytes``, ``tool_output_request_max_bytes``;
     docs/design/context.md §3)."""
+    auto_compact_percent: int = 80
+    """Percent of the model's window the projected next request may reach before
+    an automatic compaction (``auto_compact_percent``, env
+    ``MIND_AUTO_COMPACT_PERCENT``; 0 disables; docs/design/context.md §5)."""
 
 
 class SettingValue(msgspec.Struct, frozen=True, kw_only=True):
@@ -699,6 +716,11 @@ def _resolve(
     out_mib, source = src.pick("max_output_mib") or (DEFAULTS["max_output_mib"], "default")
     note("max_output_mib", out_mib, source)
     tool_output = _tool_output_limits(src, note)
+    compact_pct, source = src.pick("auto_compact_percent") or (
+        DEFAULTS["auto_compact_percent"],
+        "default",
+    )
+    note("auto_compact_percent", compact_pct, source)
     shell_env = src.file.shell_environment
     if shell_env is not None:
         rows.append(_shell_env_row(shell_env, f"config {src.path}"))
@@ -726,6 +748,7 @@ def _resolve(
         stream_idle_timeout_s=float(idle_s),
         max_output_bytes=int(out_mib) * 1024 * 1024,
         tool_output=tool_output,
+        auto_compact_percent=int(compact_pct),
     )
 
 

@@ -327,6 +327,11 @@ def _emit_json_ordered(
 def _human_progress(event: ev.Event) -> None:
     if isinstance(event, ev.TurnWarningEvent):
         print(f"mind: warning: {event.message}", file=sys.stderr)
+    if isinstance(event, ev.ContextCompactedEvent):
+        from mind.shell.render import describe_compaction
+
+        print(f"mind: {describe_compaction(event)}", file=sys.stderr)
+        return
     if isinstance(event, ev.TurnResumedEvent):
         print(
             f"resuming turn {event.turn_id}: {len(event.call_ids)} tool call(s) to run",

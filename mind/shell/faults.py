@@ -25,6 +25,9 @@ BOUNDARIES: tuple[str, ...] = (
     "effect_executing",
     "effect_committed_not_delivered",
     "after_tool_result",
+    "compaction_started",
+    "compaction_request_sent",
+    "compaction_completed",
     "before_terminal",
     "after_terminal",
     "checkpoint_written",
@@ -48,6 +51,12 @@ BOUNDARIES: tuple[str, ...] = (
 - ``effect_committed_not_delivered``: the call's ``tool_result`` (its outcome) is
   fsynced; no event or request carried it yet.
 - ``after_tool_result``: a ``tool_result`` record is journaled (once per call).
+- ``compaction_started``: a ``compaction_started`` is fsynced; its summarisation
+  request is not sent yet (docs/design/context.md §5).
+- ``compaction_request_sent``: the summarisation request is sent and its answer
+  is streaming; no ``compaction_completed`` yet.
+- ``compaction_completed``: ``compaction_completed`` is fsynced; no request has
+  used it yet.
 - ``before_terminal``: the turn's outcome is decided; ``turn_completed`` not yet written.
 - ``after_terminal``: ``turn_completed`` (with the acknowledgements) is fsynced; the
   acknowledged inputs are still in ``inbox.json``.

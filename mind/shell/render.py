@@ -198,6 +198,20 @@ def preview_lines(output: str, max_lines: int = RESULT_PREVIEW_LINES) -> tuple[l
     return lines[:max_lines], max(0, len(lines) - max_lines)
 
 
+def describe_compaction(event: ev.ContextCompactedEvent) -> str:
+    """One line for a completed compaction: ``context compacted (automatic):
+    ~12.3k → ~1.2k tokens; the model now sees a summary of the earlier turns``
+    (sizes left out when unknown)."""
+    why = {"manual": "", "auto": " (automatic)", "overflow": " (the context was full)"}[
+        event.trigger.value
+    ]
+    sizes = ""
+    before, after = event.before_tokens, event.after_tokens
+    if isinstance(before, int) and isinstance(after, int):
+        sizes = f": ~{_compact(before)} → ~{_compact(after)} tokens"
+    return f"context compacted{why}{sizes}; the model now sees a summary of the earlier turns"
+
+
 def format_tokens(usage: ev.Usage) -> str:
     """``1.2k in · 340 out`` for a usage record."""
     return f"{_compact(usage.input_tokens)} in · {_compact(usage.output_tokens)} out tokens"
@@ -563,6 +577,9 @@ class TurnView:
             # The files changed since they were last read (docs/design/context.md §4).
             names = ", ".join(plain(s.path) for s in event.sources) or "none"
             self.note(f"Instructions files changed; this turn reads: {names} (/status).")
+        elif isinstance(event, ev.ContextCompactedEvent):
+            self.flush_text()
+            self.print(Text(f"⟳ {describe_compaction(event)}.", style="dim"), kind="note")
         elif isinstance(event, ev.TurnCompletedEvent):
             self.flush_text()
             self._show_end(event, failure_detail)

@@ -25,6 +25,7 @@ from mind.effects.policy import (
 )
 from mind.effects.retry import RetryPolicy
 from mind.errors import (
+    CompactionRefused,
     DropNotAllowed,
     DropRefused,
     InputRefused,
@@ -38,7 +39,7 @@ from mind.generated.vocabulary import DispositionName
 from mind.machines.mailbox import Mailbox, MailboxMessage
 from mind.machines.session_startup import reusable
 from mind.machines.turn_replay import ResumePlan
-from mind.shell import faults
+from mind.shell import compaction, faults
 from mind.shell.config import ResolvedConfig, session_secrets
 from mind.shell.effects import RunningEffect, running_effects
 from mind.shell.ids import new_id
@@ -52,7 +53,7 @@ from mind.shell.providers import Provider, make_provider
 from mind.shell.sandbox.command import session_sandbox
 from mind.shell.tool_env import tool_environment
 from mind.shell.tools import ToolRunner, session_boundary
-from mind.shell.turn_driver import TurnDriver
+from mind.shell.turn_driver import TurnDriver, request_overhead_bytes
 from mind.shell.turn_handle import EventChannel, EventFanOut, Turn, TurnOutcome
 
 if TYPE_CHECKING:
@@ -179,6 +180,7 @@ class Session:
         self._inputs_indexed = 0
         """The seq up to which :attr:`_inputs` accounts for the journal (it only grows)."""
         self._consuming = False
+        self._compacting = False
 
     @property
     def approval(self) -> ApprovalPolicy:
@@ -554,6 +556,45 @@ class Session:
         async for _ in turn:
             pass
         return turn.outcome
+
+    async def compact(self, focus: str | None = None) -> compaction.CompactionOutcome:
+        """Compact the conversation now, between turns (docs/design/context.md §5).
+
+        The model's context becomes a summary of it, the most recent user
+        messages and what follows; the journal (and so :meth:`history`, the
+        transcript) keeps every original record. On completion
+        ``context.compacted`` is published to :meth:`events`.
+
+        Args:
+            focus: what the summary should keep above all (``/compact FOCUS``).
+
+        Returns:
+            The outcome: completed, or why not (``compaction_failed`` written
+            with the reason; "nothing to compact yet" writes nothing).
+
+        Raises:
+            CompactionRefused: a turn is running (compaction runs between
+                turns; an automatic one runs inside turns as needed), or
+                another compaction of this session is running.
+            StorageError: a compaction record could not be made durable.
+        """
+        if self.busy:
+            raise CompactionRefused(
+                self.session_id, "a turn is running; compact after it ends (or interrupt it)"
+            )
+        if self._compacting:
+            raise CompactionRefused(self.session_id, "a compaction is already running")
+        self._compacting = True
+        try:
+            return await compaction.compact(
+                self,
+                trigger="manual",
+                focus=focus or None,
+                emit=self._events.put,
+                overhead_bytes=request_overhead_bytes(self),
+            )
+        finally:
+            self._compacting = False
 
     async def events(self) -> AsyncIterator[ev.Event]:
         """Every event of this session (all turns, accepted inputs), in order,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, final
 import anyio
 import msgspec
 
+from mind.context.compaction import projected_context
 from mind.conversation import (
     ModelRequest,
     ReasoningDelta,
@@ -43,6 +44,7 @@ from mind.machines.mailbox import MailboxMessage
 from mind.machines.turn import (
     FAIL_SAFE,
     AnnounceWaiting,
+    Compact,
     DrainOrSeal,
     DrainSteering,
     Effect,
@@ -55,7 +57,7 @@ from mind.machines.turn import (
     WriteTerminal,
 )
 from mind.machines.turn_replay import ResumePlan, recovered_closing
-from mind.shell import faults
+from mind.shell import compaction, faults
 from mind.shell.recovery import (
     ABORTED_OUTPUT,
     ABORTED_UNSTARTED_OUTPUT,
@@ -75,6 +77,14 @@ if TYPE_CHECKING:
     from mind.shell.session import Session
 
 log = logging.getLogger("mind.runtime")
+
+
+def request_overhead_bytes(session: Session) -> int:
+    """UTF-8 bytes every model request of ``session`` carries besides its
+    messages (the instructions and the tool specs, JSON-encoded): what a
+    compaction adds to its estimate of the context it leaves."""
+    system = session.instructions.system_prompt
+    return len(system.encode("utf-8", "replace")) + len(msgspec.json.encode(tool_specs()))
 
 
 @final
@@ -389,6 +399,17 @@ class TurnDriver:
         if self.session.instructions.refresh():
             turn._emit(self.session.instructions_event())
         while True:
+            # The projected context, before the request is built: the chart
+            # decides whether to compact first (docs/design/context.md §5).
+            await self._perform_compactions(
+                turn,
+                machine,
+                machine.context_measured(
+                    projected=projected_context(self.session.journal.records),
+                    window=compaction.session_window(self.session),
+                    percent=self.session.config.auto_compact_percent,
+                ),
+            )
             # Built once per round: every retry of the round sends this same
             # request (docs/design/providers.md §8); input that arrives meanwhile waits for the
             # next round boundary.
@@ -406,6 +427,8 @@ class TurnDriver:
             sampled = await self._sample(turn, machine, frozen)
             if isinstance(sampled, WriteTerminal):
                 return sampled
+            if sampled is None:  # compacted after an overflow: build the request again
+                continue
             done = sampled
             turn._usage = turn._usage + done.usage
             output_used += output_bytes(done)
@@ -463,6 +486,26 @@ class TurnDriver:
             if machine.terminal is not None:
                 return machine.terminal
 
+    async def _perform_compactions(
+        self, turn: Turn, machine: TurnMachine, effects: list[Effect]
+    ) -> bool:
+        """Perform the :class:`Compact` effects the machine named: one
+        compaction, then ``compaction_done`` whatever its end (a failed one
+        leaves the old context standing). Returns whether one ran."""
+        ran = False
+        for effect in effects:
+            if isinstance(effect, Compact):
+                ran = True
+                await compaction.compact(
+                    self.session,
+                    trigger=effect.trigger,
+                    turn_id=turn.turn_id,
+                    emit=turn._emit,
+                    overhead_bytes=request_overhead_bytes(self.session),
+                )
+                machine.compaction_done()
+        return ran
+
     def _tools_done(self, turn: Turn, machine: TurnMachine) -> None:
         """Every result of the round is journaled: send ``tools_done`` and
         perform the drain it names (a fresh round's and a resumed one's)."""
@@ -477,13 +520,15 @@ class TurnDriver:
 
     async def _sample(
         self, turn: Turn, machine: TurnMachine, frozen: _FrozenRequest
-    ) -> StreamDone | WriteTerminal:
+    ) -> StreamDone | WriteTerminal | None:
         """Send the round's frozen request until it answers, retrying transient
         failures with backoff; the same request object every attempt.
 
-        Returns the round's redacted ``StreamDone``, or the terminal of the
-        turn the machine failed. Raises the cancellation of ``turn._scope`` on
-        interrupt (after journaling what the person already saw).
+        Returns the round's redacted ``StreamDone``, the terminal of the
+        turn the machine failed, or None: the request overflowed the window
+        and the machine had it compacted (the caller builds it again). Raises
+        the cancellation of ``turn._scope`` on interrupt (after journaling
+        what the person already saw).
         """
         while True:
             frozen.attempts += 1
@@ -521,6 +566,8 @@ class TurnDriver:
                     retry_after_s=exc.retry_after_s,
                     elapsed_s=now - self._first_failure_at,
                 )
+                if await self._perform_compactions(turn, machine, effects):
+                    return None
                 backoff = next((e for e in effects if isinstance(e, StartBackoff)), None)
                 if backoff is None:
                     return _terminal(machine, effects)

@@ -407,6 +407,10 @@ def boundary_hits(case: Case, inputs_sent: int) -> dict[str, int]:
         "after_tool_result": sum(
             1 for r in records if isinstance(r, jr.ToolResult) and not r.synthetic
         ),
+        "compaction_started": sum(1 for r in records if isinstance(r, jr.CompactionStarted)),
+        # A completed compaction sent its request; a failed one may not have.
+        "compaction_request_sent": sum(1 for r in records if isinstance(r, jr.CompactionCompleted)),
+        "compaction_completed": sum(1 for r in records if isinstance(r, jr.CompactionCompleted)),
         "before_terminal": ended,
         "after_terminal": ended,
     }

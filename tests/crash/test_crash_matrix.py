@@ -70,8 +70,14 @@ def _hits(*counts: int) -> dict[str, int]:
         "before_terminal",
         "after_terminal",
     )
-    # Sessions this short never reach a checkpoint (tests/shell/test_checkpoint.py crashes there).
-    return dict(zip(names, counts, strict=True)) | {"checkpoint_written": 0}
+    hits = dict(zip(names, counts, strict=True))
+    # Sessions this short never reach a checkpoint (tests/shell/test_checkpoint.py crashes there),
+    # and none compacts (tests/crash/test_compaction_crashes.py kills at those boundaries).
+    hits.update(
+        dict.fromkeys(("compaction_started", "compaction_request_sent", "compaction_completed"), 0)
+    )
+    hits["checkpoint_written"] = 0
+    return hits
 
 
 # The scenarios run with approval "never": no question is asked, so the

@@ -55,6 +55,9 @@ HITS = {
     "effect_executing": 1,
     "effect_committed_not_delivered": 1,
     "after_tool_result": 1,
+    "compaction_started": 0,
+    "compaction_request_sent": 0,
+    "compaction_completed": 0,
     "before_terminal": 1,
     "after_terminal": 1,
 }

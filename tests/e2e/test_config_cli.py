@@ -25,6 +25,7 @@ ORDER = [
     "max_output_mib",
     "tool_output_max_bytes",
     "tool_output_request_max_bytes",
+    "auto_compact_percent",
     "api_key",
     "shell_environment",
 ]

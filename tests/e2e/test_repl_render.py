@@ -285,3 +285,21 @@ def test_an_unterminated_osc_never_swallows_the_lines_after_it() -> None:
     assert shown == ["x 0", "[stderr]", "/bin/sh: 1: CMDTx: not found"]
     assert plain("a\x1b]0;title\x07b") == "ab"  # a terminated one is still removed whole
     assert plain("a\x9d0;t\nb") == "a0;t\nb"
+
+
+def test_an_automatic_compaction_is_shown_with_its_sizes() -> None:
+    out = io.StringIO()
+    view = TurnView(Console(file=out, width=120))
+    view.show(ev.MessageDeltaEvent(turn_id="t", text="Before"))
+    view.show(
+        ev.ContextCompactedEvent(
+            compaction_id="cp_1",
+            trigger=ev.CompactionTrigger.auto,
+            turn_id="t",
+            before_tokens=13_100,
+            after_tokens=1_200,
+        )
+    )
+    shown = out.getvalue()
+    assert "⟳ context compacted (automatic): ~13.1k → ~1.2k tokens" in shown
+    assert shown.index("Before") < shown.index("context compacted")

@@ -49,7 +49,7 @@ CI = settings(
 def test_every_turn_edge_is_walked_and_lands_where_the_chart_says(
     request: pytest.FixtureRequest,
 ) -> None:
-    check_every_edge(request, TurnChart, 31)
+    check_every_edge(request, TurnChart, 35)
 
 
 # ------------------------------------------------------------------ reference model
@@ -59,6 +59,7 @@ PARENTS: dict[str, tuple[str, ...]] = {
     "accepted": (),
     "requesting": ("sampling", "active"),
     "streaming": ("sampling", "active"),
+    "compacting": ("sampling", "active"),
     "executing": ("running_tools", "active"),
     "awaiting_approval": ("running_tools", "active"),
     "backing_off": ("retrying", "active"),
@@ -91,11 +92,15 @@ EVENT_NAMES = [
     "abort",
     "recover",
     "resume",
+    "context_measured",
+    "compaction_done",
 ]
-DATA_EVENTS = ("round_done", "round_failed", "approval_needed", "resume")
+DATA_EVENTS = ("round_done", "round_failed", "approval_needed", "resume", "context_measured")
 """Events whose data picks the target: ``(a, b)`` booleans drawn per event —
-round_done: (tool calls, within the output cap); round_failed: (transient, -);
-approval_needed: (can ask, not granted); resume: (the plan re-drives calls, -)."""
+round_done: (tool calls, within the output cap); round_failed: (transient,
+not a context overflow); approval_needed: (can ask, not granted);
+resume: (the plan re-drives calls, -); context_measured: (over the
+auto-compaction threshold, -)."""
 
 
 def reference_step(ref: dict[str, Any], event: str, a: bool = False, b: bool = True) -> str | None:
@@ -127,16 +132,29 @@ def reference_step(ref: dict[str, Any], event: str, a: bool = False, b: bool = T
         if leaf == "awaiting_approval":
             return "suspended"
         return "interrupted" if is_active else None
+    if event == "context_measured":  # before the round's request is built
+        if leaf != "requesting":
+            return None
+        if a and not ref["auto"]:
+            ref["auto"] = True
+            return "compacting"
+        return "requesting"
+    if event == "compaction_done":
+        return "requesting" if leaf == "compacting" else None
     if event == "round_done":
         if group != "sampling":
             return None
         ref["rounds"] += 1
+        ref["auto"] = ref["overflow"] = False  # each round may compact again
         if not b:
             return "failed"
         return "executing" if a else "checking_inbox"
     if event == "round_failed":
         if group != "sampling":
             return None
+        if not a and not b and not ref["overflow"]:  # context_length: compact, send again
+            ref["overflow"] = True
+            return "compacting"
         if a and ref["retries"] < ref["max_retries"]:
             ref["retries"] += 1
             return "backing_off"
@@ -169,7 +187,10 @@ def send(machine: TurnMachine, event: str, a: bool, b: bool) -> list[Any]:
     if event == "round_done":
         return machine.round_done(tool_calls=int(a), output_bytes=1 if b else 2, output_limit=1)
     if event == "round_failed":
-        return machine.round_failed(kind="server" if a else "auth", message="m")
+        kind = "server" if a else ("auth" if b else "context_length")
+        return machine.round_failed(kind=kind, message="m")
+    if event == "context_measured":
+        return machine.context_measured(projected=90 if a else 10, window=100, percent=80)
     if event == "approval_needed":
         return machine.approval_needed(call_id="c", can_ask=a, granted=not b)
     if event == "inputs_claimed":
@@ -259,6 +280,17 @@ class TurnAgainstReference(RuleBasedStateMachine):
         self.new_turn(max_retries, 2)
         for event in ("start", "hang_up"):
             self._apply(event)
+        # Compactions: automatic before a request, then after a context overflow
+        # (once per round: a second overflow fails the turn).
+        self.new_turn(max_retries, 2)
+        self._apply("start")
+        self._apply("context_measured", False)
+        self._apply("context_measured", True)
+        self._apply("compaction_done")
+        self._apply("context_measured", True)  # once per round: no second one
+        self._apply("round_failed", False, False)
+        self._apply("compaction_done")
+        self._apply("round_failed", False, False)
         self.new_turn(max_retries, max_rounds)
 
     def new_turn(self, max_retries: int, max_rounds: int) -> None:
@@ -273,6 +305,8 @@ class TurnAgainstReference(RuleBasedStateMachine):
             "max_retries": max_retries,
             "rounds": 0,
             "max_rounds": max_rounds,
+            "auto": False,
+            "overflow": False,
         }
 
     def _apply(self, event: str, a: bool = False, b: bool = True) -> None:
@@ -308,7 +342,11 @@ class TurnAgainstReference(RuleBasedStateMachine):
             (event, a, b)
             for event in EVENT_NAMES
             for a in ((False, True) if event in DATA_EVENTS else (False,))
-            for b in ((False, True) if event in ("round_done", "approval_needed") else (True,))
+            for b in (
+                (False, True)
+                if event in ("round_done", "approval_needed", "round_failed")
+                else (True,)
+            )
             if reference_step(dict(self.ref), event, a, b) is not None
         ]
         event, a, b = data.draw(st.sampled_from(enabled), label="event")
@@ -355,6 +393,8 @@ EFFECTFUL = {
     ("tools_done", "requesting"),  # DrainSteering
     ("call_refused", "executing"),  # RefuseCall
     ("resume", "executing"),  # RedriveCalls
+    ("context_measured", "compacting"),  # Compact(auto)
+    ("round_failed", "compacting"),  # Compact(overflow)
 }
 
 
@@ -378,9 +418,9 @@ def test_report_lists_every_edge_and_flags_missed_ones(tmp_path: Path) -> None:
     machine.round_done(tool_calls=0, output_bytes=0, output_limit=1)
     machine.seal()
     report = coverage.report().splitlines()
-    assert report[0] == "transition coverage TurnChart: 3/31 edges taken"
-    assert len(report) == 1 + 31
-    assert sum("never taken" in line for line in report) == 28
+    assert report[0] == "transition coverage TurnChart: 3/35 edges taken"
+    assert len(report) == 1 + 35
+    assert sum("never taken" in line for line in report) == 32
     other = TransitionCoverage(TurnChart)
     other.merge(coverage)
     other.merge(coverage)

@@ -19,6 +19,16 @@ process that restarts the session after a crash. Rules, on the request's
   shows as a duplicate line; one that never ran has no line.
 - Otherwise reply with text that names every user text the request carried
   (``saw N user message(s): ...``).
+- A request without ``tools`` is a summarisation request (mind's compaction):
+  reply with a short summary, ``summary of N message(s)``.
+
+A small context window (``context_window=N`` tokens, at 4 bytes of request
+body per token, rounded up): a request over it is answered ``400`` with the
+body OpenAI sends (``code: context_length_exceeded``); ``overflow_next=n``
+answers the next ``n`` requests that carry tools so, whatever their size
+(``overflow_summaries=n`` the next ``n`` summarisation requests).
+Every stream ends with realistic ``usage``: ``prompt_tokens`` is the request
+body's size in tokens, ``completion_tokens`` the reply's.
 
 Every request body is appended as one JSON line to ``record_path`` *before*
 the reply is sent (so a client killed mid-stream still leaves its request on
@@ -94,6 +104,8 @@ def decide(
             default above.
     """
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    if "tools" not in body:
+        return {"text": f"summary of {len(messages)} message(s)"}
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
     if last_user >= 0:
         text = user_texts([messages[last_user]])[0]
@@ -121,8 +133,34 @@ def _pieces(text: str, count: int) -> list[str]:
     return [text[i : i + step] for i in range(0, len(text), step)] or [""]
 
 
-def sse_chunks(reply: dict[str, Any], *, text_pieces: int = 4) -> list[bytes]:
-    """The reply as Chat Completions SSE ``data:`` events, ``[DONE]`` last."""
+BYTES_PER_TOKEN = 4
+"""Request and reply bytes per token the fake counts (mind's own estimate)."""
+
+
+def tokens_of(n_bytes: int) -> int:
+    """Tokens the fake counts for ``n_bytes`` bytes (rounded up)."""
+    return -(-n_bytes // BYTES_PER_TOKEN)
+
+
+def context_length_body(window: int, tokens: int) -> dict[str, Any]:
+    """The error body OpenAI's Chat Completions sends for a request over the window."""
+    return {
+        "error": {
+            "message": f"This model's maximum context length is {window} tokens. However, "
+            f"your messages resulted in {tokens} tokens. Please reduce the length of the "
+            "messages.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
+
+
+def sse_chunks(
+    reply: dict[str, Any], *, text_pieces: int = 4, prompt_tokens: int = 10
+) -> list[bytes]:
+    """The reply as Chat Completions SSE ``data:`` events, ``[DONE]`` last;
+    ``usage`` says ``prompt_tokens`` and the reply's own size in tokens."""
     rid = "chatcmpl-fake-" + uuid.uuid4().hex[:8]
 
     def chunk(choices: list[dict[str, Any]], usage: dict[str, int] | None = None) -> bytes:
@@ -156,7 +194,13 @@ def sse_chunks(reply: dict[str, Any], *, text_pieces: int = 4) -> list[bytes]:
         for piece in _pieces(str(reply["text"]), text_pieces):
             out.append(chunk([delta({"content": piece})]))
         out.append(chunk([delta({}, "stop")]))
-    usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    answer = json.dumps(call) if call is not None else str(reply["text"])
+    completion = tokens_of(len(answer.encode("utf-8", "surrogatepass")))
+    usage = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion,
+        "total_tokens": prompt_tokens + completion,
+    }
     out.append(chunk([], usage))
     out.append(b"data: [DONE]\n\n")
     return out
@@ -191,7 +235,16 @@ class _Handler(BaseHTTPRequestHandler):
         if owner._take_failure():
             self._error(503, "fake model: failing as asked (fail_first)", retry_after="0")
             return
+        tokens = tokens_of(len(raw))
+        window = owner.context_window
+        if owner._take_overflow("tools" in body) or (window is not None and tokens > window):
+            self._send_json(400, context_length_body(window or 0, tokens))
+            return
         reply = decide(body, tool_sleep_s=owner.tool_sleep_s, command=owner.command)
+        delay = owner.chunk_delay_s
+        if "tools" not in body:
+            owner.summary_requested.set()
+            delay = max(delay, owner.summary_delay_s)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
@@ -199,9 +252,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.close_connection = True
         try:
-            for piece in sse_chunks(reply):
-                if owner.chunk_delay_s:
-                    time.sleep(owner.chunk_delay_s)  # pacing of the stream, not a test timing
+            for piece in sse_chunks(reply, prompt_tokens=tokens):
+                if delay:
+                    time.sleep(delay)  # pacing of the stream, not a test timing
                 self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
                 self.wfile.flush()
             self.wfile.write(b"0\r\n\r\n")
@@ -210,7 +263,13 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client died (SIGKILL) or stopped reading
 
     def _error(self, status: int, message: str, *, retry_after: str | None = None) -> None:
-        data = json.dumps({"error": {"message": message, "type": "fake_model"}}).encode()
+        body = {"error": {"message": message, "type": "fake_model"}}
+        self._send_json(status, body, retry_after=retry_after)
+
+    def _send_json(
+        self, status: int, body: dict[str, Any], *, retry_after: str | None = None
+    ) -> None:
+        data = json.dumps(body).encode()
         self.send_response(status)
         if retry_after is not None:
             self.send_header("Retry-After", retry_after)
@@ -232,10 +291,19 @@ class FakeModel(LoopbackServer):
         command: each shell call's command template (:func:`decide`).
         fail_first: answer the first this many requests with ``503`` and
             ``Retry-After: 0`` (a transient failure the client retries at once).
+        context_window: the model's window in tokens (None: unlimited); a
+            larger request gets OpenAI's ``context_length_exceeded`` error.
+        overflow_next: answer the next this many requests that carry tools
+            with that error whatever their size (settable while serving).
+        overflow_summaries: the same for the next this many summarisation
+            requests (no tools).
+        summary_delay_s: pause before each SSE chunk of a summarisation
+            reply (a window in which a compaction is running).
 
     Attributes:
         requests: every request body, decoded, in arrival order.
         raw_requests: the same bodies as the bytes received.
+        summary_requested: set when a summarisation request arrives.
     """
 
     handler = _Handler
@@ -249,12 +317,21 @@ class FakeModel(LoopbackServer):
         tool_sleep_s: float = 0.0,
         command: str | None = None,
         fail_first: int = 0,
+        context_window: int | None = None,
+        overflow_next: int = 0,
+        overflow_summaries: int = 0,
+        summary_delay_s: float = 0.0,
     ) -> None:
         self.record_path = record_path
         self.chunk_delay_s = chunk_delay_s
         self.tool_sleep_s = tool_sleep_s
         self.command = command
         self.fail_first = fail_first
+        self.context_window = context_window
+        self.overflow_next = overflow_next
+        self.overflow_summaries = overflow_summaries
+        self.summary_delay_s = summary_delay_s
+        self.summary_requested = threading.Event()
         self.requests: list[dict[str, Any]] = []
         self.raw_requests: list[bytes] = []
         self._lock = threading.Lock()
@@ -273,6 +350,18 @@ class FakeModel(LoopbackServer):
             self.fail_first -= 1
             return True
 
+    def _take_overflow(self, has_tools: bool) -> bool:
+        """Whether this request is one of the next ``overflow_next`` with
+        tools (or ``overflow_summaries`` without)."""
+        with self._lock:
+            if has_tools and self.overflow_next > 0:
+                self.overflow_next -= 1
+                return True
+            if not has_tools and self.overflow_summaries > 0:
+                self.overflow_summaries -= 1
+                return True
+            return False
+
     def _record(self, body: dict[str, Any], raw: bytes) -> None:
         with self._lock:
             self.requests.append(body)
@@ -287,8 +376,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--record", type=Path, default=None, help="JSONL file of request bodies")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before each SSE chunk")
+    parser.add_argument("--window", type=int, default=None, help="context window in tokens")
     args = parser.parse_args(argv)
-    model = FakeModel(record_path=args.record, chunk_delay_s=args.delay).start()
+    model = FakeModel(
+        record_path=args.record, chunk_delay_s=args.delay, context_window=args.window
+    ).start()
     print(json.dumps({"port": model.port, "base_url": model.base_url}), flush=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

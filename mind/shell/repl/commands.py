@@ -1,7 +1,7 @@
 """Slash commands: what a line that is a command names, their table, their handlers.
 
-``/help``, ``/new``, ``/sessions``, ``/resume``, ``/status``, ``/exit`` (and
-``/quit``). A unique prefix names its command (``/he`` is ``/help``); an
+``/help``, ``/new``, ``/sessions``, ``/resume``, ``/status``, ``/compact``,
+``/exit`` (and ``/quit``). A unique prefix names its command (``/he`` is ``/help``); an
 unknown command is refused, never sent to the model.
 """
 
@@ -11,12 +11,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, final
 
+from msgspec import UNSET
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 from rich.text import Text
 
 from mind.errors import MindError, SessionError
-from mind.shell.render import format_tokens
+from mind.generated import events as ev
+from mind.shell.render import describe_compaction, format_tokens
 from mind.shell.repl import permissions
 from mind.shell.store import resolve_session_id
 from mind.shell.terminal_text import plain
@@ -99,6 +101,12 @@ class SlashCommands:
             Command("sessions", "pick a session: attached, parked, free, occupied", self._sessions),
             Command("resume", "enter a session by id (or prefix); no id: the picker", self._resume),
             Command("status", "show this session's settings and usage", self._status),
+            Command(
+                "compact",
+                "summarise the conversation to free context (/compact FOCUS keeps FOCUS)",
+                self._compact,
+                while_busy=False,
+            ),
             Command(
                 "permissions",
                 "list what is approved for this session; revoke N takes one back",
@@ -244,6 +252,31 @@ class SlashCommands:
         ]
         repl.view.print(*(Text.assemble((k.ljust(10), "dim"), v) for k, v in pairs))
         return True
+
+    def _compact(self, focus: str) -> bool:
+        # Between turns only (refused while one runs: Command.while_busy);
+        # the summarisation request never blocks the prompt.
+        self._repl.soon(self._run_compact, focus)
+        return True
+
+    async def _run_compact(self, focus: str) -> None:
+        repl = self._repl
+        repl.view.note("Compacting the conversation…", style="dim")
+        try:
+            outcome = await repl.session.compact(focus or None)
+        except MindError as exc:
+            repl.view.note(f"Could not compact: {exc}", style="yellow")
+            return
+        if not outcome.completed:
+            repl.view.note(f"Not compacted: {outcome.reason}.", style="yellow")
+            return
+        event = ev.ContextCompactedEvent(
+            compaction_id=outcome.compaction_id,
+            trigger=ev.CompactionTrigger.manual,
+            before_tokens=outcome.before_tokens if outcome.before_tokens is not None else UNSET,
+            after_tokens=outcome.after_tokens if outcome.after_tokens is not None else UNSET,
+        )
+        repl.view.print(Text(f"⟳ {describe_compaction(event)}.", style="dim"))
 
     def _exit(self, _: str) -> bool:
         return False

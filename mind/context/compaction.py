@@ -1,0 +1,240 @@
+"""What the model sees after a compaction, and where one may cut (docs/design/context.md §5).
+
+Pure functions over journal records (no I/O, no clock). The journal keeps
+every original record; a ``compaction_completed`` record is a tombstone view
+over them:
+
+- :func:`compacted_view`: after the newest ``compaction_completed``, the
+  model sees its summary (behind :data:`SUMMARY_PREFIX`, added by the request
+  builder), then the ``kept`` user messages, then every record with
+  ``seq > through_seq``. A ``compaction_started`` without its end, or a
+  ``compaction_failed``, changes nothing: the old context stands. The newest
+  user message is always in the view (a compaction record that left it out
+  cannot hide the person's latest words).
+- :func:`clean_through`: the newest seq at which no tool call is unanswered,
+  the only places a compaction may cut (a call is never split from its result).
+- :func:`kept_user_messages`: the most recent user messages within a token
+  budget (:data:`KEPT_USER_TOKENS`).
+- :func:`projected_context`: the projected size of the next request from the
+  newest reported usage (or a completed compaction's ``after_tokens``) plus
+  what was appended since (:func:`mind.context.usage.projected_tokens`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from mind.call_pairing import pair_calls
+from mind.context.usage import estimate_tokens, projected_tokens
+from mind.generated import journal as jr
+
+__all__ = [
+    "KEPT_USER_TOKENS",
+    "SUMMARY_PREFIX",
+    "ContextView",
+    "clean_through",
+    "compacted_view",
+    "kept_budget",
+    "kept_user_messages",
+    "newest_user_message",
+    "projected_context",
+    "record_bytes",
+]
+
+SUMMARY_PREFIX: Final = (
+    "[Summary of the earlier conversation: the messages before this point were "
+    "compacted to save context. It was written by the model from those messages; "
+    "the person's most recent messages follow verbatim.]\n\n"
+)
+"""The fixed text before a compaction's summary in every request (the model
+must know it reads a summary, not the person)."""
+
+KEPT_USER_TOKENS: Final = 20_000
+"""Budget, in estimated tokens, of the most recent user messages a compaction
+keeps verbatim. Codex keeps up to 20k tokens of them: the person's own words
+are what a summary distorts most, and 20k fits every window mind plans for
+(a smaller window gets a tenth of it: :func:`kept_budget`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContextView:
+    """The records the model sees, after the newest completed compaction.
+
+    Attributes:
+        summary: the summary text (without :data:`SUMMARY_PREFIX`), or None
+            when no compaction completed.
+        records: in order: the kept user messages (and the newest user
+            message if it was not kept), then every record after
+            ``through_seq``; ``input_dropped`` records of the whole journal
+            are included (they hide a dropped input wherever it is).
+        compaction: the ``compaction_completed`` record applied, or None.
+    """
+
+    summary: str | None
+    records: list[jr.JournalRecord] = field(default_factory=list)
+    compaction: jr.CompactionCompleted | None = None
+
+
+def _visible_user(record: jr.JournalRecord, dropped: set[str]) -> bool:
+    return (
+        isinstance(record, jr.UserMessage)
+        and bool(record.text.strip())
+        and record.message_id not in dropped
+    )
+
+
+def newest_user_message(records: Sequence[jr.JournalRecord]) -> jr.UserMessage | None:
+    """The newest ``user_message`` with non-blank text not taken back by an
+    ``input_dropped``, or None."""
+    dropped = {r.message_id for r in records if isinstance(r, jr.InputDropped)}
+    for record in reversed(records):
+        if isinstance(record, jr.UserMessage) and _visible_user(record, dropped):
+            return record
+    return None
+
+
+def compacted_view(records: Sequence[jr.JournalRecord]) -> ContextView:
+    """The records the model sees (see the module docstring).
+
+    Args:
+        records: journal records in ``seq`` order (not modified).
+
+    Returns:
+        :class:`ContextView`; without a ``compaction_completed``, its
+        ``records`` are ``records`` themselves (as a new list) and ``summary`` None.
+    """
+    at = next(
+        (
+            i
+            for i in range(len(records) - 1, -1, -1)
+            if isinstance(records[i], jr.CompactionCompleted)
+        ),
+        None,
+    )
+    if at is None:
+        return ContextView(summary=None, records=list(records))
+    done = records[at]
+    assert isinstance(done, jr.CompactionCompleted)
+    kept = set(done.kept)
+    newest = newest_user_message(records)
+    if newest is not None and newest.seq <= done.through_seq:
+        kept.add(newest.seq)  # the person's latest words are never summarised away
+    head: list[jr.JournalRecord] = []
+    tail: list[jr.JournalRecord] = []
+    for record in records:
+        if record.seq > done.through_seq:
+            tail.append(record)
+        elif isinstance(record, jr.InputDropped) or (
+            isinstance(record, jr.UserMessage) and record.seq in kept
+        ):
+            head.append(record)
+    return ContextView(summary=done.summary, records=head + tail, compaction=done)
+
+
+def clean_through(records: Sequence[jr.JournalRecord]) -> int | None:
+    """The newest seq at which every tool call recorded so far has its result.
+
+    A compaction that summarises the records up to this seq never separates a
+    call (in its ``model_round``) from its ``tool_result``; the records after
+    it pair among themselves exactly as in the whole journal. Pairing is
+    :func:`mind.call_pairing.pair_calls` (per turn and per occurrence).
+
+    Returns:
+        The seq, or None when there is none (no records, or the first
+        record already opens a call that is still unanswered).
+    """
+    if not records:
+        return None
+    # A sweep over positions: +1 where a call's round is, -1 where its result
+    # is (a call without a result stays open to the end).
+    position = {record.seq: i for i, record in enumerate(records)}
+    delta = [0] * (len(records) + 1)
+    for paired in pair_calls(records):
+        delta[paired.round_at] += 1
+        if paired.result is not None:
+            delta[position[paired.result.seq]] -= 1
+    best = None
+    open_calls = 0
+    for i, record in enumerate(records):
+        open_calls += delta[i]
+        if open_calls == 0:
+            best = record.seq
+    return best
+
+
+def kept_budget(window: int | None) -> int:
+    """The kept user messages' budget in tokens: :data:`KEPT_USER_TOKENS`, or a
+    tenth of a smaller window (its summary and tail must fit too)."""
+    if window is None:
+        return KEPT_USER_TOKENS
+    return max(1, min(KEPT_USER_TOKENS, window // 10))
+
+
+def kept_user_messages(
+    records: Sequence[jr.JournalRecord], through_seq: int, budget_tokens: int
+) -> list[int]:
+    """Seqs of the user messages a compaction through ``through_seq`` keeps, oldest first.
+
+    Rule: among the user messages the model sees now
+    (:func:`compacted_view`) at or before ``through_seq``, the most recent
+    ones whose estimated tokens (:func:`mind.context.usage.estimate_tokens`
+    of their UTF-8 text) fit ``budget_tokens`` together; the newest one is
+    always kept, even alone over the budget (the person's latest words).
+    """
+    view = compacted_view(records)
+    dropped = {r.message_id for r in records if isinstance(r, jr.InputDropped)}
+    candidates = [
+        r
+        for r in view.records
+        if isinstance(r, jr.UserMessage) and r.seq <= through_seq and _visible_user(r, dropped)
+    ]
+    kept: list[int] = []
+    used = 0
+    for record in reversed(candidates):
+        cost = estimate_tokens(len(record.text.encode("utf-8", "replace")))
+        if kept and used + cost > budget_tokens:
+            break
+        kept.append(record.seq)
+        used += cost
+    return sorted(kept)
+
+
+def record_bytes(record: jr.JournalRecord) -> int:
+    """UTF-8 bytes a record adds to the model's context (text the request
+    carries: user text, round text and tool arguments, tool output; 0 for
+    records that produce no message)."""
+    if isinstance(record, jr.UserMessage):
+        return len(record.text.encode("utf-8", "replace"))
+    if isinstance(record, jr.ModelRound):
+        parts = [record.text, *(c.arguments for c in record.tool_calls)]
+        return sum(len(p.encode("utf-8", "replace")) for p in parts)
+    if isinstance(record, jr.ToolResult):
+        return len(record.output.encode("utf-8", "replace"))
+    return 0
+
+
+def projected_context(records: Sequence[jr.JournalRecord]) -> int | None:
+    """The projected input tokens of the next request, or None when unknown.
+
+    The base is the newest of: a ``model_round`` whose usage the server
+    reported (input tokens > 0; its output joins the context), or a
+    ``compaction_completed`` with ``after_tokens`` (the context it left);
+    plus the estimate of every record's bytes after it (:func:`record_bytes`).
+    No base: unknown (docs/design/context.md §1: never invented).
+    """
+    added = 0
+    for record in reversed(records):
+        if isinstance(record, jr.ModelRound) and record.usage.input_tokens > 0:
+            return projected_tokens(
+                last_input_tokens=record.usage.input_tokens,
+                last_output_tokens=record.usage.output_tokens,
+                added_bytes=added,
+            )
+        if isinstance(record, jr.CompactionCompleted) and isinstance(record.after_tokens, int):
+            return projected_tokens(
+                last_input_tokens=record.after_tokens, last_output_tokens=0, added_bytes=added
+            )
+        added += record_bytes(record)
+    return None

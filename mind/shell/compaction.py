@@ -1,0 +1,324 @@
+"""Running one compaction of a session's context (docs/design/context.md §5).
+
+The journal keeps every original record; a compaction only appends:
+``compaction_started`` (fsynced before the summarisation request), then
+``compaction_completed`` (fsynced before any request uses it) or
+``compaction_failed`` with the reason. What the model then sees is the pure
+view of :mod:`mind.context.compaction`. A crash in between leaves a started
+record with no end: the old context stands and a later compaction runs again.
+
+The summarisation request goes to the session's own provider: the context up
+to the cut (:func:`mind.context.compaction.clean_through`, never between a
+call and its result), then :data:`SUMMARY_REQUEST` (with the person's focus),
+and no tools. If that request itself overflows the window, the oldest items
+are dropped (a user message, or a round with all its results) and it is sent
+again. The summary must be non-empty and smaller than what it replaces.
+Commands still running and questions still waiting are named after the
+summary, so the model keeps knowing them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+import anyio
+import msgspec
+
+from mind.context.compaction import (
+    clean_through,
+    compacted_view,
+    kept_budget,
+    kept_user_messages,
+    projected_context,
+)
+from mind.context.usage import context_window, estimate_tokens
+from mind.conversation import (
+    AssistantMessage,
+    Message,
+    ModelRequest,
+    StreamDone,
+    ToolResultMessage,
+    UserMessage,
+)
+from mind.errors import ProviderError, StorageError
+from mind.generated import events as ev
+from mind.generated import journal as jr
+from mind.history import build_messages
+from mind.shell import faults
+from mind.shell.ids import new_id
+from mind.shell.redact import redact, redact_round
+
+if TYPE_CHECKING:
+    from mind.shell.session import Session
+
+__all__ = [
+    "SUMMARY_REQUEST",
+    "SUMMARY_SYSTEM",
+    "CompactionOutcome",
+    "compact",
+    "session_window",
+    "summary_notes",
+]
+
+SUMMARY_SYSTEM: Final = (
+    "You summarise a conversation between a person and mind, a coding agent working "
+    "in a terminal, so that the agent can go on from the summary alone."
+)
+"""The instructions of a summarisation request."""
+
+SUMMARY_REQUEST: Final = (
+    "Summarise the conversation above for yourself, to continue the work from it. "
+    "Keep: what the person asked for and decided, files read or changed (paths), "
+    "commands run and what they showed, errors met, and what is left to do. "
+    "Be concise; write only the summary."
+)
+"""The last user message of a summarisation request (the focus follows it)."""
+
+SUMMARY_MAX_OUTPUT_BYTES: Final = 64 * 1024
+"""Most UTF-8 bytes a summary may stream: it must be far smaller than a window."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionOutcome:
+    """How one compaction ended.
+
+    Attributes:
+        compaction_id: ``cp_…`` ("" when it was refused before starting).
+        completed: ``compaction_completed`` is durable.
+        reason: why it failed or was refused (None when completed).
+        before_tokens: projected tokens of the context before, when known.
+        after_tokens: estimated tokens of the context after (completed only).
+    """
+
+    compaction_id: str
+    completed: bool
+    reason: str | None = None
+    before_tokens: int | None = None
+    after_tokens: int | None = None
+
+
+def session_window(session: Session) -> int | None:
+    """The context window the session plans against, in tokens, or None.
+
+    The one place compaction reads it (``model_context_window`` joins here as
+    ``configured=`` once that setting exists; docs/design/context.md §1).
+    """
+    return context_window(session.config.provider.model, configured=None, learned=None)
+
+
+def summary_notes(session: Session) -> str:
+    """What must stay known to the model after a compaction: commands still
+    running (with their effect ids) and questions still waiting for the person.
+    "" when there are none."""
+    lines: list[str] = []
+    for effect in session.running_effects():
+        try:
+            command = msgspec.json.decode(effect.arguments).get("command", effect.arguments)
+        except (msgspec.DecodeError, AttributeError):
+            command = effect.arguments
+        lines.append(f"- still running: shell `{command}` (effect {effect.effect_id})")
+    for asked in session.pending_interactions():
+        lines.append(
+            f"- waiting for the person's answer: {asked.kind.value} for call {asked.call_id} "
+            f"(interaction {asked.interaction_id})"
+        )
+    return "\n".join(lines)
+
+
+def _items(messages: Sequence[Message]) -> list[list[Message]]:
+    """Messages grouped so no call is separated from its results: a round
+    with tool calls and the results after it are one item."""
+    items: list[list[Message]] = []
+    for msg in messages:
+        if isinstance(msg, ToolResultMessage) and items:
+            items[-1].append(msg)
+        elif isinstance(msg, AssistantMessage) and msg.tool_calls:
+            items.append([msg])
+        else:
+            items.append([msg])
+    return items
+
+
+def _size(messages: Sequence[Message]) -> int:
+    return len(msgspec.json.encode(list(messages)))
+
+
+async def _summarise(
+    session: Session, messages: list[Message], focus: str | None
+) -> tuple[str | None, str | None]:
+    """Send the summarisation request, dropping the oldest items while it
+    overflows. Returns ``(summary, None)`` or ``(None, reason)``."""
+    instruction = SUMMARY_REQUEST + (f"\n\nFocus on: {focus}" if focus else "")
+    items = _items(messages)
+    while items:
+        request = ModelRequest(
+            model=session.config.provider.model,
+            system=SUMMARY_SYSTEM,
+            messages=[m for item in items for m in item] + [UserMessage(text=instruction)],
+            tools=[],
+            max_output_bytes=min(SUMMARY_MAX_OUTPUT_BYTES, session.config.max_output_bytes),
+        )
+        done: StreamDone | None = None
+        try:
+            sent = False
+            async for item in session.provider.stream(request):
+                if not sent:
+                    sent = True
+                    faults.boundary("compaction_request_sent")
+                if isinstance(item, StreamDone):
+                    done = redact_round(item, session.secrets)
+        except ProviderError as exc:
+            if exc.kind == "context_length" and len(items) > 1:
+                items = items[1:]  # the oldest item, whole (a round with its results)
+                continue
+            return None, f"the summarisation request failed: {exc.message}"
+        if done is None:
+            return None, "the summarisation request ended without an answer"
+        return done.text, None
+    return None, "nothing to summarise"
+
+
+def _has_work(records: Sequence[jr.JournalRecord], through: int) -> bool:
+    """Whether a cut at ``through`` replaces something the model sees now
+    beyond user messages (a round or a tool result)."""
+    return any(
+        isinstance(r, jr.ModelRound | jr.ToolResult) and r.seq <= through
+        for r in compacted_view(records).records
+    )
+
+
+def _cut(records: Sequence[jr.JournalRecord], trigger: str, turn_id: str | None) -> int | None:
+    """Where the compaction cuts (``through_seq``), or None: nothing to compact.
+
+    Rule: the newest point with no call unanswered
+    (:func:`~mind.context.compaction.clean_through`). An automatic compaction
+    inside a turn cuts before that turn instead when there is something to
+    compact there, so the running turn's own rounds and results stay verbatim;
+    the next round cuts later if that was not enough (once per round), and
+    an overflow always cuts at the newest point.
+    """
+    if trigger == "auto" and turn_id is not None:
+        start = next(
+            (r.seq for r in records if isinstance(r, jr.TurnStarted) and r.turn_id == turn_id),
+            None,
+        )
+        if start is not None:
+            early = clean_through([r for r in records if r.seq < start])
+            if early is not None and _has_work(records, early):
+                return early
+    latest = clean_through(records)
+    return latest if latest is not None and _has_work(records, latest) else None
+
+
+async def compact(
+    session: Session,
+    *,
+    trigger: str,
+    focus: str | None = None,
+    turn_id: str | None = None,
+    emit: Callable[[ev.Event], None] | None = None,
+    overhead_bytes: int = 0,
+) -> CompactionOutcome:
+    """Compact the session's context once (see the module docstring).
+
+    Args:
+        trigger: ``manual`` | ``auto`` | ``overflow`` (journaled).
+        focus: what the person asked the summary to focus on.
+        turn_id: the turn an automatic or overflow compaction runs inside.
+        emit: publishes ``context.compacted`` when it completes.
+        overhead_bytes: bytes every request carries besides its messages
+            (instructions, tool specs), counted in ``after_tokens``.
+
+    Returns:
+        The outcome; a compaction with nothing to compact (no round or
+        result before the cut) is refused with a reason and journals nothing.
+
+    Raises:
+        StorageError: a compaction record could not be made durable.
+        Cancellation: the person interrupted; ``compaction_failed`` is
+            written first (the old context stands).
+    """
+    records = list(session.journal.records)
+    through = _cut(records, trigger, turn_id)
+    if through is None:
+        return CompactionOutcome("", False, "nothing to compact yet")
+    before = projected_context(records)
+    compaction_id = new_id("cp")
+    extra = {"turn_id": turn_id} if turn_id is not None else {}
+    if focus:
+        extra["focus"] = focus
+    session.journal.append(
+        jr.CompactionStarted(
+            seq=0,
+            recorded_at_ms=0,
+            compaction_id=compaction_id,
+            trigger=jr.CompactionTrigger(trigger),
+            through_seq=through,
+            **extra,
+        ),
+        sync=True,
+    )
+    faults.boundary("compaction_started")
+    upto = [r for r in records if r.seq <= through]
+    messages = build_messages(upto)
+    replaced_bytes = _size(messages)
+    if before is None:
+        before = estimate_tokens(replaced_bytes)
+
+    def failed(reason: str) -> CompactionOutcome:
+        session.journal.append(
+            jr.CompactionFailed(
+                seq=0, recorded_at_ms=0, compaction_id=compaction_id, reason=reason
+            ),
+            sync=True,
+        )
+        return CompactionOutcome(compaction_id, False, reason, before)
+
+    try:
+        summary, reason = await _summarise(session, messages, focus)
+    except anyio.get_cancelled_exc_class():
+        # The interrupt wins: a journal that cannot take the record leaves a
+        # started one with no end, which means the same (the old context).
+        with contextlib.suppress(StorageError):
+            failed("interrupted")
+        raise
+    except Exception as exc:  # a bug or a transport surprise: the old context stands
+        return failed(redact(f"internal error: {exc}", session.secrets))
+    if summary is None:
+        return failed(reason or "no summary")
+    summary = summary.strip()
+    if not summary:
+        return failed("the summary was empty")
+    if len(summary.encode("utf-8", "replace")) >= replaced_bytes:
+        return failed("the summary was not smaller than what it replaces")
+    notes = summary_notes(session)
+    if notes:
+        summary += "\n\n" + notes
+    kept = kept_user_messages(records, through, kept_budget(session_window(session)))
+    probe = jr.CompactionCompleted(
+        seq=(records[-1].seq + 2) if records else 0,
+        recorded_at_ms=0,
+        compaction_id=compaction_id,
+        through_seq=through,
+        summary=summary,
+        kept=kept,
+    )
+    after = estimate_tokens(_size(build_messages([*records, probe])) + overhead_bytes)
+    session.journal.append(
+        msgspec.structs.replace(probe, seq=0, before_tokens=before, after_tokens=after), sync=True
+    )
+    faults.boundary("compaction_completed")
+    if emit is not None:
+        emit(
+            ev.ContextCompactedEvent(
+                compaction_id=compaction_id,
+                trigger=ev.CompactionTrigger(trigger),
+                before_tokens=before,
+                after_tokens=after,
+                **({"turn_id": turn_id} if turn_id is not None else {}),
+            )
+        )
+    return CompactionOutcome(compaction_id, True, None, before, after)

@@ -1,0 +1,277 @@
+"""Compaction against a small-window loopback model (docs/design/context.md §5).
+
+The fake server (tests/support/fake_model.py) has a small window, reports
+usage as its body size in tokens and answers a request over the window with
+OpenAI's ``context_length_exceeded`` body. A long session compacts on its
+own; every request stays under the window and carries the latest user
+message and every call/result pair whole; a forced overflow compacts and
+sends the request once more.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+
+import mind
+from mind.context.compaction import SUMMARY_PREFIX
+from mind.errors import CompactionRefused
+from mind.generated import events as ev
+from mind.generated import journal as jr
+from mind.history import build_messages
+from tests.support.fake_model import EFFECTS_FILE, FakeModel, tokens_of, user_texts
+
+WINDOW = 8_192
+"""The fake server's window, in tokens. The session plans against gpt-3.5-turbo's
+16,385 (mind's built-in table) at 25%: half of this window. Without compaction
+the five turns below would pass it (about 1.6k tokens each)."""
+TURNS = 5
+
+# Each tool call prints ~6 KB, so a few turns fill half the window.
+COMMAND = "echo {call_id} >> {effects}; printf '%06000d' 0"
+
+
+def _config(model: FakeModel, tmp_path: Path, percent: int = 50) -> mind.ResolvedConfig:
+    return mind.resolve_config(
+        provider="openai-chat",
+        base_url=model.base_url,
+        model="gpt-3.5-turbo",
+        approval="never",
+        env={"MIND_HOME": str(tmp_path / "home"), "MIND_AUTO_COMPACT_PERCENT": str(percent)},
+    )
+
+
+def _pairs_whole(body: dict[str, Any]) -> bool:
+    messages = body["messages"]
+    for i, m in enumerate(messages):
+        if m.get("role") == "assistant" and m.get("tool_calls"):
+            ids = [c["id"] for c in m["tool_calls"]]
+            after = messages[i + 1 : i + 1 + len(ids)]
+            if [a.get("tool_call_id") for a in after] != ids:
+                return False
+        if m.get("role") == "tool":
+            prev = messages[i - 1]
+            if prev.get("role") not in ("assistant", "tool"):
+                return False
+    return True
+
+
+def test_a_long_session_compacts_itself_and_every_request_fits_the_window(
+    tmp_path: Path,
+) -> None:
+    with FakeModel(context_window=WINDOW, command=COMMAND) as model:
+        config = _config(model, tmp_path, percent=25)
+
+        async def main() -> tuple[list[ev.Event], list[str], list[jr.JournalRecord]]:
+            async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+                s = await rt.create_session(cwd=tmp_path, config=config)
+                events: list[ev.Event] = []
+                finals: list[str] = []
+                for i in range(TURNS):
+                    turn = s.submit(f"TOOL step {i}")
+                    async for e in turn:
+                        events.append(e)
+                    assert turn.outcome.event.status == ev.TurnStatus.completed, turn.outcome
+                    finals.append(turn.outcome.final_text)
+                return events, finals, s.history()
+
+        events, finals, records = anyio.run(main)
+        bodies = list(zip(model.requests, model.raw_requests, strict=True))
+    compacted = [e for e in events if isinstance(e, ev.ContextCompactedEvent)]
+    assert compacted, "the session never compacted"
+    assert all(e.trigger == ev.CompactionTrigger.auto for e in compacted)
+    assert all(
+        isinstance(e.after_tokens, int) and e.after_tokens < e.before_tokens for e in compacted
+    )  # type: ignore[operator]
+    done = [r for r in records if isinstance(r, jr.CompactionCompleted)]
+    assert len(done) == len(compacted)
+    # Its estimate of the context it left is close to what the server then counted.
+    for record in done:
+        after = next(
+            r.usage.input_tokens
+            for r in records
+            if isinstance(r, jr.ModelRound) and r.seq > record.seq
+        )
+        assert isinstance(record.after_tokens, int)
+        assert abs(record.after_tokens - after) <= after * 0.1, (record.after_tokens, after)
+    # Every request fitted the window; turns' requests carry the turn's prompt
+    # as their last user message and every call with its result.
+    step = -1
+    for body, raw in bodies:
+        assert tokens_of(len(raw)) <= WINDOW
+        if "tools" not in body:
+            continue  # a summarisation request
+        assert _pairs_whole(body)
+        last = user_texts(body["messages"])[-1]
+        assert last.startswith("TOOL step ")
+        now = int(last.removeprefix("TOOL step "))
+        assert now >= step
+        step = now
+    assert step == TURNS - 1
+    # The answer after a compaction still saw the latest prompt verbatim.
+    assert finals[-1].endswith(f"TOOL step {TURNS - 1}")
+    # The journal keeps every original record.
+    prompts = [r.text for r in records if isinstance(r, jr.UserMessage)]
+    assert prompts == [f"TOOL step {i}" for i in range(TURNS)]
+    # A compaction inside a turn cut before it: the running turn's own call
+    # and result stayed verbatim, so the model never asked for its tool again.
+    assert len((tmp_path / EFFECTS_FILE).read_text().split()) == TURNS
+
+
+def test_a_context_overflow_compacts_and_sends_the_request_once_more(tmp_path: Path) -> None:
+    with FakeModel(command=COMMAND) as model:
+        config = _config(model, tmp_path, percent=0)  # no automatic compaction
+
+        async def main() -> tuple[list[ev.Event], list[jr.JournalRecord], ev.TurnStatus]:
+            async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+                s = await rt.create_session(cwd=tmp_path, config=config)
+                await s.run("TOOL first")
+                model.overflow_next = 1
+                events: list[ev.Event] = []
+                turn = s.submit("second")
+                async for e in turn:
+                    events.append(e)
+                # A second overflow in the same round fails the turn as before.
+                model.overflow_next = 2
+                third = await s.run("third")
+                return events, s.history(), third.event.status
+
+        events, records, third = anyio.run(main)
+    started = [r for r in records if isinstance(r, jr.CompactionStarted)]
+    assert [r.trigger for r in started] == [jr.CompactionTrigger.overflow] * 2
+    assert [e.trigger for e in events if isinstance(e, ev.ContextCompactedEvent)] == [
+        ev.CompactionTrigger.overflow
+    ]
+    ends = [r for r in records if isinstance(r, jr.TurnCompleted)]
+    assert [e.status for e in ends] == [jr.TurnStatus.completed] * 2 + [jr.TurnStatus.failed]
+    assert third == ev.TurnStatus.failed
+    failed = ends[-1].failure
+    assert failed is not None and failed.kind == jr.FailureKind.context_length
+
+
+def _scripted(tmp_path: Path, replies: list[dict[str, Any]]) -> mind.ResolvedConfig:
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump(replies), encoding="utf-8")
+    return mind.resolve_config(provider="scripted", script=str(script), approval="never", env={})
+
+
+def test_a_manual_compaction_between_turns_with_a_focus(tmp_path: Path) -> None:
+    with FakeModel(command=COMMAND, overflow_summaries=2) as model:
+        config = _config(model, tmp_path, percent=0)
+
+        async def main() -> tuple[Any, list[ev.Event], list[jr.JournalRecord]]:
+            async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+                s = await rt.create_session(cwd=tmp_path, config=config)
+                nothing = await s.compact()  # nothing to summarise yet: refused, nothing written
+                assert (nothing.completed, nothing.reason) == (False, "nothing to compact yet")
+                for i in range(3):
+                    await s.run(f"TOOL turn {i}")
+                outcome = await s.compact("the file names")
+                events = [e async for e in s.events()]
+                await s.run("after")
+                return outcome, events, s.history()
+
+        outcome, events, records = anyio.run(main)
+        summaries = [b for b in model.requests if "tools" not in b]
+    assert outcome.completed
+    assert [e.compaction_id for e in events if isinstance(e, ev.ContextCompactedEvent)] == [
+        outcome.compaction_id
+    ]
+    (started,) = [r for r in records if isinstance(r, jr.CompactionStarted)]
+    assert (started.trigger, started.focus) == (jr.CompactionTrigger.manual, "the file names")
+    # The summarisation request overflowed twice: each retry dropped the
+    # oldest item whole, never a result without its call.
+    assert len(summaries) == 3
+    sizes = [len(b["messages"]) for b in summaries]
+    assert sizes[0] > sizes[1] > sizes[2]
+    for body in summaries:
+        assert _pairs_whole(body)
+        assert body["messages"][1]["role"] != "tool"  # after the system message
+        assert "Focus on: the file names" in user_texts(body["messages"])[-1]
+    # The request after it: summary, the kept user messages, then the new prompt.
+    last = model.requests[-1]
+    texts = user_texts(last["messages"])
+    assert texts[0].startswith(SUMMARY_PREFIX)
+    assert texts[-1] == "after"
+    assert all(m.get("role") != "tool" for m in last["messages"])
+
+
+@pytest.mark.parametrize(
+    ("summary", "reason"),
+    [
+        ("   ", "the summary was empty"),
+        ("x" * 5000, "the summary was not smaller than what it replaces"),
+    ],
+)
+def test_an_empty_or_larger_summary_is_refused_and_the_old_context_stands(
+    tmp_path: Path, summary: str, reason: str
+) -> None:
+    # The scripted provider picks its reply by the assistant messages in the
+    # request: the summarisation request (one answer so far) plays reply 2.
+    config = _scripted(tmp_path, [{"text": "first answer"}, {"text": summary}])
+
+    async def main() -> tuple[Any, list[jr.JournalRecord]]:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = await rt.create_session(cwd=tmp_path, config=config)
+            await s.run("first")
+            return await s.compact(), s.history()
+
+    outcome, records = anyio.run(main)
+    assert (outcome.completed, outcome.reason) == (False, reason)
+    assert [r.reason for r in records if isinstance(r, jr.CompactionFailed)] == [reason]
+    assert not any(isinstance(r, jr.CompactionCompleted) for r in records)
+    # The old context stands: the request builder sees no compaction.
+    assert build_messages(records) == build_messages(
+        [r for r in records if not isinstance(r, jr.CompactionStarted | jr.CompactionFailed)]
+    )
+
+
+def test_compact_is_refused_while_a_turn_runs(tmp_path: Path) -> None:
+    config = _scripted(tmp_path, [{"text": "answer"}])
+
+    async def main() -> str:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = await rt.create_session(cwd=tmp_path, config=config)
+            turn = s.submit("hello")  # the session is busy from here to the terminal
+            try:
+                await s.compact()
+            except CompactionRefused as exc:
+                refused = exc.detail
+            else:
+                refused = ""
+            async for _ in turn:
+                pass
+            return refused
+
+    assert anyio.run(main) == "a turn is running; compact after it ends (or interrupt it)"
+
+
+def test_an_interrupt_during_a_compaction_leaves_the_old_context(tmp_path: Path) -> None:
+    with FakeModel(command=COMMAND, summary_delay_s=5) as model:
+        config = _config(model, tmp_path, percent=0)
+
+        async def main() -> tuple[ev.TurnStatus, list[jr.JournalRecord], str]:
+            async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+                s = await rt.create_session(cwd=tmp_path, config=config)
+                await s.run("TOOL first")
+                model.overflow_next = 1
+                turn = s.submit("second")
+                # The summarisation request arrived (compaction_started is durable):
+                # its slow reply holds the compaction there.
+                seen = await anyio.to_thread.run_sync(model.summary_requested.wait, 20)
+                assert seen
+                turn.interrupt()
+                async for _ in turn:
+                    pass
+                after = await s.run("third")
+                return turn.outcome.event.status, s.history(), after.final_text
+
+        status, records, final = anyio.run(main)
+    assert status == ev.TurnStatus.interrupted
+    assert [r.reason for r in records if isinstance(r, jr.CompactionFailed)] == ["interrupted"]
+    assert not any(isinstance(r, jr.CompactionCompleted) for r in records)
+    assert final.startswith("saw 3 user message(s): TOOL first | second | third")
