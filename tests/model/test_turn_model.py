@@ -267,9 +267,12 @@ class TurnAgainstReference(RuleBasedStateMachine):
         self.new_turn(max_retries, 2)
         self._apply("start")
         self._apply("round_failed", False)
-        # An internal failure while active (the shell's fail).
+        # An internal failure while active (the shell's fail), then an abort.
         self.new_turn(max_retries, 2)
         for event in ("start", "fail"):
+            self._apply(event)
+        self.new_turn(max_retries, 2)
+        for event in ("start", "abort"):
             self._apply(event)
         # The terminal closes at an approval card, then while a model request runs.
         self.new_turn(max_retries, 2)

@@ -55,7 +55,7 @@ __all__ = [
 Chart = type[StateChart[Any]]
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _GUARD_WORDS = frozenset({"and", "or", "not", "True", "False"})
-_MAX_GUARDS = 8
+_MAX_GUARDS = 12
 
 
 @dataclass(frozen=True, order=True)
@@ -415,7 +415,7 @@ def walk_every_edge(chart: Chart) -> tuple[tuple[EdgeWalk, ...], TransitionCover
         recorded while firing the edges (path steps are not counted).
 
     Raises:
-        ValueError: more than 8 guard names (the search tries every assignment).
+        ValueError: more than 12 guard names (each event tries every assignment of the guards it reads).
     """
     guards = guard_names(chart)
     if len(guards) > _MAX_GUARDS:
