@@ -55,6 +55,7 @@ __all__ = [
     "APPROVAL_CHOICES",
     "LEGACY_DECISIONS",
     "RECONCILE_CHOICES",
+    "RUNNING_CHOICES",
     "AnswerResult",
     "Answered",
     "Decision",
@@ -79,12 +80,15 @@ Decision = Literal[
     "rerun",
     "mark_failed",
     "tell_model",
+    "kill",
 ]
 """An answer as clients give it. To an approval: approve once, approve for
 this session, deny (with an optional reason the model sees), abort the turn;
 ``yes`` | ``no`` | ``always`` are the older words for the first three. To a
 ``reconcile`` question (a call whose outcome is unknown after a crash):
-``rerun``, ``mark_failed``, ``tell_model`` (docs/design/effects.md §4)."""
+``rerun``, ``mark_failed``, ``tell_model`` (docs/design/effects.md §4). To a
+``running`` question (a command a crash left running, which the resumed turn
+waits for): ``kill`` (its whole tree is stopped)."""
 
 APPROVAL_CHOICES: Final[tuple[_Decision, ...]] = (
     jr.InteractionDecision.approve_once,
@@ -103,6 +107,10 @@ RECONCILE_CHOICES: Final[tuple[_Decision, ...]] = (
 """The decisions a ``reconcile`` question may offer, best first (which of
 them it does is :func:`mind.machines.effect.reconcile_choices`)."""
 
+RUNNING_CHOICES: Final[tuple[_Decision, ...]] = (jr.InteractionDecision.kill,)
+"""The decisions a ``running`` question offers (which it does is
+:func:`mind.machines.effect.running_choices`: none where nobody can answer)."""
+
 LEGACY_DECISIONS: Final[dict[str, _Decision]] = {
     "yes": jr.InteractionDecision.approve_once,
     "no": jr.InteractionDecision.deny,
@@ -113,7 +121,7 @@ LEGACY_DECISIONS: Final[dict[str, _Decision]] = {
 
 def as_decision(value: str) -> _Decision:
     """``value`` as a decision: one of :data:`APPROVAL_CHOICES` or
-    :data:`RECONCILE_CHOICES` (by value) or of :data:`LEGACY_DECISIONS`'
+    :data:`RECONCILE_CHOICES` or :data:`RUNNING_CHOICES` (by value) or of :data:`LEGACY_DECISIONS`'
     words. Whether the question asked offers it is checked by
     :meth:`Interactions.answer`.
 
@@ -123,10 +131,10 @@ def as_decision(value: str) -> _Decision:
     """
     if value in LEGACY_DECISIONS:
         return LEGACY_DECISIONS[value]
-    for choice in (*APPROVAL_CHOICES, *RECONCILE_CHOICES):
+    offered = (*APPROVAL_CHOICES, *RECONCILE_CHOICES, *RUNNING_CHOICES)
+    for choice in offered:
         if value == choice.value:
             return choice
-    offered = (*APPROVAL_CHOICES, *RECONCILE_CHOICES)
     words = "', '".join([*(c.value for c in offered), *LEGACY_DECISIONS])
     raise ValueError(f"decision must be '{words}', not {value!r}")
 
@@ -351,6 +359,7 @@ class Interactions:
         resolved: Callable[[jr.InteractionResolved], None],
         explicit_stop: Callable[[], bool],
         announce: Callable[[jr.InteractionRequested, bool], None] = lambda _r, _again: None,
+        stop_by: Callable[[], jr.InteractionBy] = lambda: jr.InteractionBy.person,
     ) -> Resolution:
         """Ask one question and wait for its resolution (docs/design/interactions.md §2).
 
@@ -372,6 +381,9 @@ class Interactions:
                 person stopped the turn (the question is then cancelled,
                 durably, never offered again); False when the process is
                 stopping (it stays recoverable).
+            stop_by: who cancelled it, asked with ``explicit_stop``: the
+                person (they stopped the turn), or ``recovery`` (a
+                ``running`` question whose command ended on its own).
 
         Raises:
             InteractionTooLarge: the encoded request is over 128 KiB; nothing
@@ -408,7 +420,7 @@ class Interactions:
                             raise live.failure
                     except anyio.get_cancelled_exc_class():
                         if explicit_stop() and machine.state == "shown":
-                            self._perform(live, machine.cancel(), resolved)
+                            self._perform(live, machine.cancel(by=stop_by()), resolved)
                         raise
             if machine.state in ("answered",):  # declined is final: nothing to apply
                 self._perform(live, machine.apply(), resolved)

@@ -16,7 +16,6 @@ from mind.generated import journal as jr
 from mind.shell import supervision
 from mind.shell.effects import OpenReconciliation, SessionEffects, reconcile_at_open
 from mind.shell.journal import Journal
-from mind.shell.procs import start_identity
 from tests.support import records as rec
 
 SID = "sess"
@@ -47,7 +46,9 @@ def _crashed(tmp_path: Path, *, running: bool) -> Path:
             inv = effects.propose(TURN, call)
             effects.prepare(inv)
             if running:
-                effects.running(inv, os.getpid(), start_identity(os.getpid()))
+                # A supervisor that has ended since (no live process has this
+                # pid): a live one is waited for, whatever its directory says.
+                effects.running(inv, supervisor_pid=2**22 + 1, supervisor_start="gone")
     return path
 
 
@@ -65,7 +66,7 @@ def test_a_running_shell_command_without_evidence_is_told_unknown_and_the_list_l
     assert (done.told, done.waiting) == (1, ())
     records = _reopened(path)
     running = [r for r in records if isinstance(r, jr.EffectRunning)]
-    assert [r.supervisor_pid for r in running] == [os.getpid(), os.getpid()]
+    assert [r.supervisor_pid for r in running] == [2**22 + 1, 2**22 + 1]
     (reconciled,) = [r for r in records if isinstance(r, jr.EffectReconciled)]
     (result,) = [r for r in records if isinstance(r, jr.ToolResult)]
     assert reconciled.effect_id == result.effect_id == running[0].effect_id
