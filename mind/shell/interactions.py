@@ -47,6 +47,7 @@ from mind.machines.interaction import (
     JournalResolution,
     RefuseTooLarge,
     ShowRequest,
+    StopTurn,
 )
 from mind.shell import faults
 from mind.shell.journal import Journal
@@ -153,6 +154,8 @@ class Resolution:
         reason: its reason (on deny: what the model sees), or None.
         by: who decided.
         offered_again: the request was found in the journal (not journaled now).
+        stop_turn: the chart named ``StopTurn`` (an ``abort``): the asking
+            call's turn is to be interrupted now.
     """
 
     interaction_id: str
@@ -160,6 +163,7 @@ class Resolution:
     reason: str | None
     by: jr.InteractionBy
     offered_again: bool = False
+    stop_turn: bool = False
 
 
 @final
@@ -309,6 +313,8 @@ class _Live:
     resolved: Callable[[jr.InteractionResolved], None]
     answered: anyio.Event = field(default_factory=anyio.Event)
     resolution: jr.InteractionResolved | None = None
+    stop_turn: bool = False
+    """The chart named ``StopTurn`` when the decision was applied."""
     failure: JournalError | None = None
     """Set when the resolution could not be made durable: the waiting call
     fails with it (fail closed: an answer not on disk never takes effect)."""
@@ -428,7 +434,12 @@ class Interactions:
             del self._live[iid]
         assert live.resolution is not None and machine.decision is not None
         return Resolution(
-            iid, machine.decision, machine.reason, live.resolution.by, earlier is not None
+            iid,
+            machine.decision,
+            machine.reason,
+            live.resolution.by,
+            earlier is not None,
+            live.stop_turn,
         )
 
     def answer(
@@ -576,6 +587,8 @@ class Interactions:
                 faults.boundary("interaction_answered_not_applied")
                 live.answered.set()
                 resolved(written)
+            elif isinstance(effect, StopTurn):
+                live.stop_turn = True  # the asking call performs it (it owns the turn)
             elif isinstance(
                 effect, ShowRequest | RefuseTooLarge | AnswerRefused | AnswerIgnored | ApplyDecision
             ):

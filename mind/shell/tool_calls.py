@@ -487,9 +487,9 @@ class ToolCalls:
             machine.approval_answered()
         if refused is not None:
             return refused
-        if resolution.decision == jr.InteractionDecision.abort:
-            # The person stopped the turn here: the interrupt ends it now (its
-            # open calls get their "never approved" results), not after
+        if resolution.stop_turn:
+            # The chart's StopTurn (an abort): the interrupt ends the turn now
+            # (its open calls get their "never approved" results), not after
             # another model round.
             turn.interrupt(send_pending=False)
             await anyio.lowlevel.checkpoint()
