@@ -66,6 +66,7 @@ __all__ = [
     "NotTaken",
     "Resolution",
     "as_decision",
+    "withdraw_moot",
 ]
 
 _Decision: TypeAlias = jr.InteractionDecision
@@ -242,6 +243,9 @@ class InteractionLog:
         self.begun_effects: set[str] = set()
         """Effect ids with a ``tool_started`` or ``tool_result``: the call got
         past its approval (its questions are not asked again before it runs)."""
+        self.answered_effects: set[str] = set()
+        """Effect ids with a ``tool_result``: nothing is left to ask about a
+        ``running`` command of theirs."""
 
     @classmethod
     def of(cls, records: Iterable[jr.JournalRecord]) -> InteractionLog:
@@ -269,6 +273,8 @@ class InteractionLog:
             record.effect_id, str
         ):
             self.begun_effects.add(record.effect_id)
+            if isinstance(record, jr.ToolResult):
+                self.answered_effects.add(record.effect_id)
 
     def recoverable(self, turn_id: str | None = None) -> list[jr.InteractionRequested]:
         """Requested, never resolved, and of a turn that has not ended
@@ -282,12 +288,52 @@ class InteractionLog:
             and (turn_id is None or r.turn_id == turn_id)
         ]
 
+    def moot(self) -> list[jr.InteractionRequested]:
+        """Unresolved ``running`` questions whose command has its result (it
+        ended, or was collected at open, while no process asked): nothing
+        is left to decide, in journal order."""
+        return [
+            r
+            for iid, r in self.requested.items()
+            if iid not in self.resolved
+            and r.kind == jr.InteractionKind.running
+            and r.effect_id in self.answered_effects
+        ]
+
     def awaiting(self) -> list[jr.InteractionRequested]:
         """The recoverable questions asked before their call was prepared:
         a resumed turn's re-drive asks each again before the call runs
         (docs/design/interactions.md §6), so they wait for an answer from
         the moment the session opens."""
         return [r for r in self.recoverable() if r.effect_id not in self.begun_effects]
+
+
+def withdraw_moot(journal: Journal) -> int:
+    """Startup step ``repair_interactions``: every moot ``running`` question
+    (:meth:`InteractionLog.moot` — its command got its result while no
+    process asked, e.g. collected at open after a crash) is resolved
+    ``cancelled`` by ``recovery`` (fsync), so every question is resolved
+    once and none waits on a command that has ended. Idempotent.
+
+    Returns:
+        How many were withdrawn.
+
+    Raises:
+        JournalWriteError: a resolution could not be made durable.
+    """
+    moot = InteractionLog.of(journal.records).moot()
+    for request in moot:
+        journal.append(
+            jr.InteractionResolved(
+                seq=0,
+                recorded_at_ms=0,
+                interaction_id=request.interaction_id,
+                decision=jr.InteractionDecision.cancelled,
+                by=jr.InteractionBy.recovery,
+            ),
+            sync=True,
+        )
+    return len(moot)
 
 
 def _scope_of(record: jr.PermissionGranted) -> GrantScope:

@@ -215,3 +215,69 @@ def test_headless_waits_for_a_running_command_whose_directory_is_gone(
     (result,) = [r for r in records if isinstance(r, jr.ToolResult)]
     assert result.effect_outcome == jr.EffectOutcome.unknown
     assert len([r for r in records if isinstance(r, jr.ToolStarted)]) == 1
+
+
+def test_a_running_question_whose_command_ended_unasked_is_withdrawn_at_open(
+    tmp_path: Path,
+) -> None:
+    """The card was shown, mind died, the command ended and its result was
+    collected: at the next open the question is resolved ``cancelled`` by
+    ``recovery`` — once (a second open writes nothing), so every question is
+    resolved exactly once and none waits on an ended command."""
+    call = _call("1")
+    config = _config(tmp_path)
+
+    async def crashed() -> tuple[str, str]:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            session = await rt.create_session(cwd=tmp_path, config=config, interactive=True)
+            journal = session.journal
+            journal.append(rec.turn_started(TURN))
+            recorded = jr.RecordedToolCall(
+                call_id=call.call_id, name=call.name, arguments=call.arguments
+            )
+            journal.append(rec.model_round(TURN, "", [recorded]))
+            effects = SessionEffects(session.session_id, journal)
+            inv = effects.propose(TURN, call)
+            effects.prepare(inv)
+            iid = interaction_id(inv.effect_id, "still_running")
+            journal.append(
+                jr.InteractionRequested(
+                    seq=0,
+                    recorded_at_ms=0,
+                    interaction_id=iid,
+                    turn_id=TURN,
+                    call_id=call.call_id,
+                    effect_id=inv.effect_id,
+                    kind=jr.InteractionKind.running,
+                    purpose=jr.Purpose.still_running,
+                    name="shell",
+                    reason="still running",
+                    text="sleep 1",
+                    text_format=jr.TextFormat.command,
+                    head_chars=7,
+                    tail_chars=0,
+                    hidden_chars=0,
+                    hidden_lines=0,
+                    cwd=str(tmp_path),
+                    choices=[jr.InteractionDecision.kill],
+                ),
+                sync=True,
+            )
+            effects.commit(inv, "ok", "done", "supervisor")  # collected at an open
+            return session.session_id, iid
+
+    sid, iid = anyio.run(crashed)
+
+    async def reopen() -> None:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            session = await rt.open_session(sid, config=config, interactive=True)
+            if session.resumed_turn is not None:  # its round is answered: it goes on
+                with anyio.fail_after(10):
+                    await session.resumed_turn.wait()
+
+    for _ in range(2):
+        anyio.run(reopen)
+    resolved = [r for r in _records(tmp_path, sid) if isinstance(r, jr.InteractionResolved)]
+    assert [(r.interaction_id, r.decision, r.by) for r in resolved] == [
+        (iid, jr.InteractionDecision.cancelled, jr.InteractionBy.recovery)
+    ]
