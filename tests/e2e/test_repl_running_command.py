@@ -73,6 +73,12 @@ def test_a_command_left_running_is_waited_for_and_k_kills_its_whole_tree(
     child.expect(words("Waiting for shell, already running:"))
     child.expect(words("k kill it"))
     assert "Outcome unknown" not in str(child.before)
+    # The card holds no editor: a line typed while it waits is sent (steering).
+    child.send("please note" + ENTER)
+    _until(
+        lambda: "please note" in (tmp_path / "state" / "sessions" / sid / "inbox.json").read_text(),
+        "the line typed at the running card was not sent",
+    )
     (asked,) = _of(journal(tmp_path, sid), "interaction_requested")
     assert (asked["kind"], asked["purpose"], asked["choices"]) == (
         "running",
@@ -97,3 +103,4 @@ def test_a_command_left_running_is_waited_for_and_k_kills_its_whole_tree(
     assert (result["effect_outcome"], result["evidence"]) == ("failed", "supervisor")
     assert len(_of(records, "tool_started")) == 1  # never run again
     assert _of(records, "effect_reconciled") == []
+    assert "please note" in [m["text"] for m in _of(records, "user_message")]

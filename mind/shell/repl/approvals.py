@@ -111,6 +111,14 @@ class Approvals:
         return self._repl.hosting.current.questions()
 
     @property
+    def only_waiting(self) -> bool:
+        """True while the oldest question is a running card: the turn only
+        waits for a command (maybe long), so Enter and Tab send and queue
+        as when no card is shown; only ``k`` answers it."""
+        pending = self.pending
+        return bool(pending) and pending[0].kind == ev.Kind.running
+
+    @property
     def refusing(self) -> bool:
         """True while the reason of a refusal (after ``n``) is being typed:
         keys are text, Enter ends it."""
