@@ -208,7 +208,7 @@ class ToolCalls:
         try:
             resolution = await self.session.interactions.ask(
                 request,
-                can_answer=True,
+                can_answer=person_answers(found.choices),
                 show=lambda r, again: self._show(turn, call, r, again),
                 resolved=lambda r: self._resolved(turn, call, r),
                 announce=lambda r, again: self._announce(turn, r, again),
@@ -686,8 +686,8 @@ def reconcile_resolution(
     person's choice when it was one of ``choices``; anything else —
     ``declined`` (nobody could answer), a decision not offered — is
     ``tell_model``: an unknown effect is never re-run without that word
-    (docs/design/effects.md §4). (A "kill it" choice for a still-running
-    command would be one more offered choice here.)"""
+    (docs/design/effects.md §4). ``kill`` is never among them: a command
+    still running gets the ``running`` question instead (:meth:`ToolCalls._collect`)."""
     for choice in choices:
         if decision.value == choice:
             return choice

@@ -77,8 +77,8 @@ CHOICE_KEYS: Final[Mapping[str, tuple[str, str, str]]] = {
     "kill": ("k", "kill it and every process it started", "kill it"),
 }
 """Each choice a card may offer: its key, long and short words on the card's
-line. A choice added to a question (say "kill it" for a command still
-running) needs its entry here and in :data:`ANSWER_WORDS`."""
+line. A choice added to a question needs its entry here and in
+:data:`ANSWER_WORDS` (and, when its kind is new, in :func:`_answers`)."""
 
 APPROVAL_KEYS: Final = ("approve_once", "deny", "approve_session", "abort")
 """The keys an approval card shows (those it offers), in this order."""
