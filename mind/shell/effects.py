@@ -324,8 +324,9 @@ class SessionEffects:
         """
         directory = self.directory(inv)
         held = _journaled_supervisor(self.journal.records, inv)
-        if held is not None:
-            await _outlive(*held)
+        holding = directory is not None and isinstance(_state(directory), supervision.Running)
+        if held is not None and not holding:
+            await _outlive(*held)  # no lock to wait on (gone, damaged): the process itself
         result = None
         if directory is not None:
             try:
