@@ -113,6 +113,11 @@ class AgainstReference(RuleBasedStateMachine):
         self._recorded(None)
 
     @_in("proposed")
+    @rule()
+    def recorded_aborted(self) -> None:
+        self._recorded(D.abort)
+
+    @_in("proposed")
     @rule(resolved=DECISIONS)
     def recorded_resolved(self, resolved: jr.InteractionDecision) -> None:
         self._recorded(resolved)
@@ -145,6 +150,12 @@ class AgainstReference(RuleBasedStateMachine):
     @rule()
     def approve(self) -> None:
         self._answer(D.approve_once, None)
+
+    @_in("shown", "answered", *FINAL)
+    @rule()
+    def stop(self) -> None:
+        """An abort (its own rule: applying it is the StopTurn edge)."""
+        self._answer(D.abort, None)
 
     @_in("shown", "answered", *FINAL)
     @rule(decision=DECISIONS)
