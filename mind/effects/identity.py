@@ -17,10 +17,11 @@ from typing import Final, Literal
 
 __all__ = ["Purpose", "arguments_sha256", "effect_id", "interaction_id"]
 
-Purpose = Literal["run", "rerun_outside", "unknown_outcome"]
+Purpose = Literal["run", "rerun_outside", "unknown_outcome", "still_running"]
 """Why an invocation asks the person: run it at all; run it again outside
 the sandbox after the sandbox refused it; decide what to do with an effect
-whose outcome is unknown after a crash."""
+whose outcome is unknown after a crash; whether to stop a command a crash
+left running (the resumed turn waits for it)."""
 
 _ID_HEX: Final = 32
 """Hex digits kept of each SHA-256 (128 bits: collisions are not a concern

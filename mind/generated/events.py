@@ -121,11 +121,13 @@ class Choice(StrEnum):
     rerun = 'rerun'
     mark_failed = 'mark_failed'
     tell_model = 'tell_model'
+    kill = 'kill'
 
 
 class Kind(StrEnum):
     approval = 'approval'
     reconcile = 'reconcile'
+    running = 'running'
 
 
 class ApprovalRequestedEvent(Struct, kw_only=True, tag_field='type', tag='approval.requested', frozen=True):
@@ -183,7 +185,7 @@ class ApprovalRequestedEvent(Struct, kw_only=True, tag_field='type', tag='approv
         Annotated[
             list[Choice],
             Meta(
-                description="The decisions offered: an approval's (approve_session absent when the call's scope cannot be judged: it is asked again each time), or a reconcile question's (rerun, mark_failed, tell_model). `kind` says which card it is: absent or `approval`, or `reconcile` (a call whose outcome is unknown after a crash; `text` says what is known)."
+                description="The decisions offered: an approval's (approve_session absent when the call's scope cannot be judged: it is asked again each time), or a reconcile question's (rerun, mark_failed, tell_model), or a running command's (kill). `kind` says which card it is: absent or `approval`, `reconcile` (a call whose outcome is unknown after a crash; `reason` says what is known), or `running` (a command a crash left running, which the resumed turn waits for; `reason` says since when)."
             ),
         ]
         | UnsetType
@@ -416,6 +418,7 @@ class Decision(StrEnum):
     rerun = 'rerun'
     mark_failed = 'mark_failed'
     tell_model = 'tell_model'
+    kill = 'kill'
 
 
 class By(StrEnum):
@@ -440,6 +443,7 @@ class Purpose(StrEnum):
     run = 'run'
     rerun_outside = 'rerun_outside'
     unknown_outcome = 'unknown_outcome'
+    still_running = 'still_running'
 
 
 class InteractionRequestedEvent(Struct, kw_only=True, tag_field='type', tag='interaction.requested', frozen=True):

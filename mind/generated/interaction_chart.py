@@ -72,6 +72,9 @@ class InteractionModel(Protocol):
     """What ``InteractionChart`` reads from its model: guards, then actions."""
 
     @property
+    def aborting(self) -> bool: ...
+
+    @property
     def can_answer(self) -> bool: ...
 
     @property
@@ -97,6 +100,8 @@ class InteractionModel(Protocol):
     def refuse_too_large(self, *args: Any, **kwargs: Any) -> object: ...
 
     def show_request(self, *args: Any, **kwargs: Any) -> object: ...
+
+    def stop_turn(self, *args: Any, **kwargs: Any) -> object: ...
 
 
 def _to(
@@ -155,4 +160,7 @@ class InteractionChart(StateChart[InteractionModel]):
         | _to(answered, answered, on=['ignore_answer'])
     )
     cancel = _to(shown, cancelled, on=['journal_cancel'])
-    apply = _to(answered, applied, on=['apply_decision'])
+    apply = (
+        _to(answered, applied, unless='aborting', on=['apply_decision'])
+        | _to(answered, applied, cond='aborting', on=['apply_decision', 'stop_turn'])
+    )

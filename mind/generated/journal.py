@@ -186,16 +186,17 @@ class InputDropped(Struct, kw_only=True, tag_field='type', tag='input_dropped', 
 
 class InteractionKind(StrEnum):
     """
-    What an interaction asks: approve a tool call, or decide about an effect whose outcome is unknown.
+    What an interaction asks: approve a tool call, decide about an effect whose outcome is unknown, or (running) whether to stop a command a crash left running, which the resumed turn waits for.
     """
 
     approval = 'approval'
     reconcile = 'reconcile'
+    running = 'running'
 
 
 class InteractionDecision(StrEnum):
     """
-    The resolution of an interaction (docs/design/interactions.md §3): approvals approve_once | approve_session | deny | abort; nobody could answer: declined; the turn ended first: cancelled; reconcile: rerun | mark_failed | tell_model.
+    The resolution of an interaction (docs/design/interactions.md §3): approvals approve_once | approve_session | deny | abort; nobody could answer: declined; the turn (or, for a running command, the command) ended first: cancelled; reconcile: rerun | mark_failed | tell_model; running: kill (stop the command's whole tree).
     """
 
     approve_once = 'approve_once'
@@ -207,6 +208,7 @@ class InteractionDecision(StrEnum):
     rerun = 'rerun'
     mark_failed = 'mark_failed'
     tell_model = 'tell_model'
+    kill = 'kill'
 
 
 class InteractionBy(StrEnum):
@@ -228,6 +230,7 @@ class Purpose(StrEnum):
     run = 'run'
     rerun_outside = 'rerun_outside'
     unknown_outcome = 'unknown_outcome'
+    still_running = 'still_running'
 
 
 class TextFormat(StrEnum):

@@ -51,10 +51,13 @@ __all__ = [
     "Resolution",
     "Resolve",
     "Run",
+    "RunningChoice",
     "evidence_remains",
     "outcome_of",
+    "person_answers",
     "reconcile_choices",
     "redrivable",
+    "running_choices",
     "safe_to_rerun",
 ]
 
@@ -70,6 +73,11 @@ exit record after a crash (``supervisor``), nothing (``none``)."""
 
 Resolution = Literal["rerun", "mark_failed", "tell_model"]
 """What is done with an effect whose outcome is unknown (§4)."""
+
+RunningChoice = Literal["kill"]
+"""What a person may do about a command a crash left running, which the
+resumed turn waits for: stop its whole tree (§4). Waiting is no choice: it
+is what happens unasked."""
 
 ProcessFact = Literal["finished", "running", "never_started", "lost", "none"]
 """What an effect's supervisor directory says after a crash
@@ -125,6 +133,24 @@ def reconcile_choices(effect_class: EffectClass, *, can_ask: bool) -> tuple[Reso
     return ("rerun", "mark_failed", "tell_model")
 
 
+def running_choices(process: ProcessFact, *, can_ask: bool) -> tuple[RunningChoice, ...]:
+    """The choices offered while a resumed turn waits for a command a crash
+    left running (``process`` is ``running``; an interaction of kind
+    ``running``): ``kill`` when a person can answer; none otherwise —
+    headless (``exec``, a library caller without a handler) only ever waits,
+    never kills on its own (docs/design/effects.md §4)."""
+    return ("kill",) if process == "running" and can_ask else ()
+
+
+def person_answers(choices: tuple[str, ...]) -> bool:
+    """Whether a question offering ``choices`` is shown to a person: only
+    when it offers something beyond what mind does unasked — ``tell_model``
+    for an unknown outcome, waiting for a running command (no choice). Where
+    nobody can answer, :func:`reconcile_choices` and :func:`running_choices`
+    leave only that, so the question is ``declined`` unshown."""
+    return any(choice != "tell_model" for choice in choices)
+
+
 def outcome_of(status: str) -> Outcome:
     """The outcome a finished tool's status gives: ``ok`` is ``committed``,
     anything else (``error``, ``denied``, ``interrupted``) ``failed``."""
@@ -145,7 +171,15 @@ class Run:
 @dataclass(frozen=True, slots=True)
 class Collect:
     """Read the supervisor's exit record (waiting while it still runs) and
-    ``finish`` with its status, evidence ``supervisor``; never run again."""
+    ``finish`` with its status, evidence ``supervisor``; never run again.
+
+    Attributes:
+        choices: what the person may do while it is waited for
+            (:func:`running_choices`): ``("kill",)`` for a command still
+            running where a person can answer, else none.
+    """
+
+    choices: tuple[RunningChoice, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,7 +322,9 @@ class EffectMachine:
         self._data.process = process
         self._send("recover")
         if self.state == "executing":
-            return [Collect()] if evidence_remains(process) else [Run()]
+            if evidence_remains(process):
+                return [Collect(running_choices(process, can_ask=can_ask))]
+            return [Run()]
         return [Resolve(reconcile_choices(self.effect_class, can_ask=can_ask))]
 
     def reconcile(self, resolution: Resolution) -> list[EffectAction]:

@@ -48,6 +48,7 @@ __all__ = [
     "JournalResolution",
     "RefuseTooLarge",
     "ShowRequest",
+    "StopTurn",
     "first_resolution",
     "fits",
 ]
@@ -171,6 +172,13 @@ class AnswerIgnored:
     decision: Decision | None
 
 
+@final
+@dataclass(frozen=True)
+class StopTurn:
+    """The decision is ``abort``: interrupt the turn now (its open calls get
+    their "never approved" results), not after another model round."""
+
+
 Effect: TypeAlias = (
     JournalRequest
     | RefuseTooLarge
@@ -178,6 +186,7 @@ Effect: TypeAlias = (
     | JournalResolution
     | AnswerRefused
     | ApplyDecision
+    | StopTurn
     | AnswerIgnored
 )
 
@@ -222,6 +231,11 @@ class _InteractionData:
         """Guard ``can_answer``: a person or a handler can answer."""
         return self.answering
 
+    @property
+    def aborting(self) -> bool:
+        """Guard ``aborting``: the standing decision is ``abort`` (stop the turn)."""
+        return self.decision == jr.InteractionDecision.abort
+
     # ---- actions of interaction.yaml (each names one effect)
 
     def journal_request(self, *args: Any, **kwargs: Any) -> None:
@@ -257,6 +271,10 @@ class _InteractionData:
         """Action ``apply_decision``."""
         assert self.decision is not None
         self.effects.append(ApplyDecision(self.decision, self.reason))
+
+    def stop_turn(self, *args: Any, **kwargs: Any) -> None:
+        """Action ``stop_turn``: the turn is interrupted now."""
+        self.effects.append(StopTurn())
 
     def ignore_answer(self, *args: Any, **kwargs: Any) -> None:
         """Action ``ignore_answer``: a repeated answer before it is applied."""
@@ -361,7 +379,8 @@ class InteractionMachine:
         return self._send("cancel", new_by=by)
 
     def apply(self) -> list[Effect]:
-        """``answered -> applied``: ``[ApplyDecision]`` for the waiting call."""
+        """``answered -> applied``: ``[ApplyDecision]`` for the waiting call,
+        then ``StopTurn`` when the decision is ``abort``."""
         return self._send("apply")
 
     def _send(self, event: InteractionEventName, **data: Any) -> list[Effect]:

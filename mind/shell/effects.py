@@ -22,11 +22,13 @@ the projection of those records would be written twice.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import anyio
 import msgspec
 
 from mind.call_pairing import PairedCall, pair_calls
@@ -61,6 +63,7 @@ __all__ = [
     "RunningEffect",
     "SessionEffects",
     "UnknownEffect",
+    "kill_running",
     "reconcile_at_open",
     "redrive_rule",
     "running_effects",
@@ -182,7 +185,9 @@ class SessionEffects:
         without an effect id (an older mind: nothing proves it never ran);
         ``lost`` when the directory is damaged or not private (fail closed:
         the outcome is unknown) and when its ``exit.json`` is not proven its
-        supervisor's (the journaled ``proof_sha256``: processes.md §10)."""
+        supervisor's (the journaled ``proof_sha256``: processes.md §10);
+        ``running`` while the supervisor its ``effect_running`` names is alive,
+        whatever its directory says."""
         return _process(self.effects_dir, inv, self.journal.records)
 
     def propose(self, turn_id: str, call: ToolCall) -> Invocation:
@@ -297,11 +302,12 @@ class SessionEffects:
         )
 
     def resolve(
-        self, inv: Invocation, facts: UnknownEffect, resolution: Resolution
+        self, inv: Invocation, facts: UnknownEffect, resolution: Resolution, note: str = ""
     ) -> jr.ToolResult | None:
         """Apply the resolution of an ``unknown`` effect: ``effect_reconciled``
         is fsynced first; then ``rerun`` returns None (the caller runs it and
-        :meth:`commit`\\ s), the others write the result saying what is known.
+        :meth:`commit`\\ s), the others write the result saying what is known
+        (after ``note``, "" for none).
 
         Raises:
             IllegalTransition: the effect is not ``unknown``.
@@ -322,16 +328,21 @@ class SessionEffects:
                 )
             elif isinstance(action, DeliverUnknown):
                 status = "error" if action.outcome == "failed" else "interrupted"
-                result = self._result(
-                    inv, status, unknown_outcome_text(facts, resolution), action.outcome, "none"
-                )
+                text = note + unknown_outcome_text(facts, resolution)
+                result = self._result(inv, status, text, action.outcome, "none")
         return result
 
-    async def collect(self, inv: Invocation, *, can_ask: bool) -> jr.ToolResult | UnknownEffect:
+    async def collect(
+        self, inv: Invocation, *, can_ask: bool, note: Callable[[], str] = lambda: ""
+    ) -> jr.ToolResult | UnknownEffect:
         """After :class:`Collect`: wait for ``inv``'s supervisor while it runs
         (its timeout is the supervisor's) and commit its exit record as the
         result — the real output, redacted of :attr:`secrets`, with evidence
-        ``supervisor``. When no record is left (the supervisor was killed
+        ``supervisor``, after ``note()`` (read at the commit; "" for none).
+        While the supervisor the journal's ``effect_running`` names (pid +
+        start identity) is alive it is waited for even when its directory is
+        gone or unreadable: an effect is never called unknown while its
+        command may still be running. When no record is left (the supervisor was killed
         unrecorded, the directory is damaged), the effect is recovered again
         with ``lost``: the facts of an ``unknown`` effect.
 
@@ -342,6 +353,10 @@ class SessionEffects:
             JournalWriteError: the result could not be made durable.
         """
         directory = self.directory(inv)
+        held = _journaled_supervisor(self.journal.records, inv)
+        holding = directory is not None and isinstance(_state(directory), supervision.Running)
+        if held is not None and not holding:
+            await _outlive(*held)  # no lock to wait on (gone, damaged): the process itself
         result = None
         if directory is not None:
             try:
@@ -353,11 +368,27 @@ class SessionEffects:
             found = self.recover(inv, can_ask=can_ask, process="lost")
             assert isinstance(found, UnknownEffect)
             return found
-        return self._collected(inv, result)
+        return self._collected(inv, result, note())
 
-    def _collected(self, inv: Invocation, result: supervision.ProcessResult) -> jr.ToolResult:
-        text = replace_lone_surrogates(result.text)  # redacted by commit
+    def _collected(
+        self, inv: Invocation, result: supervision.ProcessResult, note: str = ""
+    ) -> jr.ToolResult:
+        text = note + replace_lone_surrogates(result.text)  # redacted by commit
         return self.commit(inv, "ok" if result.ok else "error", text, "supervisor")
+
+    def kill(self, inv: Invocation) -> bool:
+        """Stop ``inv``'s command, still running after a crash, as a whole
+        tree: SIGTERM to its supervisor (which kills every descendant,
+        ``setsid`` ones too, and records ``killed``: docs/design/processes.md
+        §4) — the one its directory names, else the one its journaled
+        ``effect_running`` names (pid + start identity), so a command whose
+        directory is gone is stopped too. Returns without waiting
+        (:meth:`collect` does).
+
+        Returns:
+            True when a live supervisor was signalled; False when none runs.
+        """
+        return _kill(self.effects_dir, inv, self.journal.records)
 
     def commit(
         self, inv: Invocation, status: str, output: str, evidence: Evidence = "ran"
@@ -572,21 +603,42 @@ def running_effects(
     records: Sequence[jr.JournalRecord], session_id: str, effects_dir: Path
 ) -> list[RunningEffect]:
     """The effects prepared in an unterminated turn, with no result, whose
-    supervisor still holds its directory (:func:`mind.shell.supervision.inspect`
-    says :class:`~mind.shell.supervision.Running`), in journal order. Reads
-    the directories; a damaged one is not listed (it runs nothing mind can
-    name)."""
+    supervisor still runs: it holds the directory
+    (:func:`mind.shell.supervision.inspect` says
+    :class:`~mind.shell.supervision.Running`) or it is the live process its
+    ``effect_running`` names (the directory gone or damaged), in journal
+    order. Reads the directories and the process table."""
     found: list[RunningEffect] = []
-    for inv in _open_effects(list(records), session_id):
+    journaled = list(records)
+    for inv in _open_effects(journaled, session_id):
+        if _process(effects_dir, inv, journaled) != "running":
+            continue
         directory = _directory(effects_dir, inv)
         state = _state(directory) if directory is not None else None
-        if isinstance(state, supervision.Running):
-            found.append(
-                RunningEffect(
-                    inv.effect_id, inv.turn_id, inv.call.call_id, inv.call.arguments, state.pid
-                )
+        held = _journaled_supervisor(journaled, inv)
+        pid = state.pid if isinstance(state, supervision.Running) else None
+        found.append(
+            RunningEffect(
+                inv.effect_id,
+                inv.turn_id,
+                inv.call.call_id,
+                inv.call.arguments,
+                pid if pid is not None or held is None else held[0],
             )
+        )
     return found
+
+
+def kill_running(
+    records: Sequence[jr.JournalRecord], session_id: str, effects_dir: Path, effect_id: str
+) -> bool:
+    """:meth:`SessionEffects.kill` of the effect :func:`running_effects`
+    lists as ``effect_id``; False when it lists none such (nothing signalled)."""
+    journaled = list(records)
+    for inv in _open_effects(journaled, session_id):
+        if inv.effect_id == effect_id and _process(effects_dir, inv, journaled) == "running":
+            return _kill(effects_dir, inv, journaled)
+    return False
 
 
 def redrive_rule(
@@ -659,6 +711,58 @@ def _state(directory: Path) -> supervision.State | None:
         return None
 
 
+def _journaled_supervisor(
+    records: Sequence[jr.JournalRecord], inv: Invocation
+) -> tuple[int, str] | None:
+    """The (pid, start identity) of ``inv``'s supervisor its last
+    ``effect_running`` records, or None (it never ran under one, or the
+    record has no start identity: a bare pid could name any later process)."""
+    journaled = _journaled(records, inv)
+    if journaled is None or not journaled.supervisor_start:
+        return None
+    return journaled.supervisor_pid, journaled.supervisor_start
+
+
+def _kill(effects_dir: Path | None, inv: Invocation, records: Sequence[jr.JournalRecord]) -> bool:
+    """:meth:`SessionEffects.kill`."""
+    directory = _directory(effects_dir, inv)
+    if directory is not None:
+        try:
+            if supervision.kill_tree(directory):
+                return True
+        except (SupervisorRecordError, PrivateStateError):
+            pass  # damaged: the journal still names the process
+    held = _journaled_supervisor(records, inv)
+    return held is not None and procs.terminate(*held)
+
+
+async def _outlive(pid: int, identity: str) -> None:
+    """Until the supervisor ``(pid, identity)`` has ended (its pidfd turns
+    readable; at once when it is gone or another process holds its pid).
+
+    Raises:
+        anyio.get_cancelled_exc_class(): cancelled (the turn waiting for it
+            was interrupted): as for a live command, its whole tree was
+            stopped first (SIGTERM to the supervisor, shielded wait).
+    """
+    fd = procs.pidfd(pid, identity)
+    if fd is None:
+        return
+    try:
+        await anyio.wait_readable(fd)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            try:
+                signal.pidfd_send_signal(fd, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            else:
+                await anyio.wait_readable(fd)
+        raise
+    finally:
+        os.close(fd)
+
+
 def _directory(effects_dir: Path | None, inv: Invocation) -> Path | None:
     if effects_dir is None or inv.call.name != "shell":
         return None
@@ -668,19 +772,25 @@ def _directory(effects_dir: Path | None, inv: Invocation) -> Path | None:
 def _process(
     effects_dir: Path | None, inv: Invocation, records: Sequence[jr.JournalRecord]
 ) -> ProcessFact:
-    """:meth:`SessionEffects.process`, the effect records being ``records``."""
+    """:meth:`SessionEffects.process`, the effect records being ``records``:
+    ``running`` also while the supervisor its ``effect_running`` names (pid +
+    start identity) is alive, whatever its directory says (gone, damaged): a
+    command that may still run is waited for, never offered for a re-run
+    beside itself."""
     directory = _directory(effects_dir, inv)
     if directory is None or inv.started is None or not inv.started.effect_id:
         return "none"
     journaled = _journaled(records, inv)
+    held = _journaled_supervisor(records, inv)
+    if held is not None and procs.same_process(*held):
+        return "running"
     if journaled is not None and not os.path.lexists(directory):
         return "lost"  # made before any supervisor had it: gone is not "never started"
     if journaled is not None and not _recorded(directory):
         # `effect_running` is durable before a spare gets the job, and its
         # supervisor.json is not fsynced (processes.md §9.4): no record is
-        # not "never started" — the journaled supervisor still runs, or is Lost.
-        alive = procs.same_process(journaled.supervisor_pid, journaled.supervisor_start)
-        return "running" if alive else "lost"
+        # not "never started" — its journaled supervisor is gone (above), so Lost.
+        return "lost"
     proof_sha256 = journaled.proof_sha256 or "" if journaled is not None else ""
     state = _state(directory)
     if isinstance(state, supervision.Finished):

@@ -47,6 +47,7 @@ from mind.machines.interaction import (
     JournalResolution,
     RefuseTooLarge,
     ShowRequest,
+    StopTurn,
 )
 from mind.shell import faults
 from mind.shell.journal import Journal
@@ -55,6 +56,7 @@ __all__ = [
     "APPROVAL_CHOICES",
     "LEGACY_DECISIONS",
     "RECONCILE_CHOICES",
+    "RUNNING_CHOICES",
     "AnswerResult",
     "Answered",
     "Decision",
@@ -64,6 +66,7 @@ __all__ = [
     "NotTaken",
     "Resolution",
     "as_decision",
+    "withdraw_moot",
 ]
 
 _Decision: TypeAlias = jr.InteractionDecision
@@ -79,12 +82,15 @@ Decision = Literal[
     "rerun",
     "mark_failed",
     "tell_model",
+    "kill",
 ]
 """An answer as clients give it. To an approval: approve once, approve for
 this session, deny (with an optional reason the model sees), abort the turn;
 ``yes`` | ``no`` | ``always`` are the older words for the first three. To a
 ``reconcile`` question (a call whose outcome is unknown after a crash):
-``rerun``, ``mark_failed``, ``tell_model`` (docs/design/effects.md §4)."""
+``rerun``, ``mark_failed``, ``tell_model`` (docs/design/effects.md §4). To a
+``running`` question (a command a crash left running, which the resumed turn
+waits for): ``kill`` (its whole tree is stopped)."""
 
 APPROVAL_CHOICES: Final[tuple[_Decision, ...]] = (
     jr.InteractionDecision.approve_once,
@@ -103,6 +109,10 @@ RECONCILE_CHOICES: Final[tuple[_Decision, ...]] = (
 """The decisions a ``reconcile`` question may offer, best first (which of
 them it does is :func:`mind.machines.effect.reconcile_choices`)."""
 
+RUNNING_CHOICES: Final[tuple[_Decision, ...]] = (jr.InteractionDecision.kill,)
+"""The decisions a ``running`` question offers (which it does is
+:func:`mind.machines.effect.running_choices`: none where nobody can answer)."""
+
 LEGACY_DECISIONS: Final[dict[str, _Decision]] = {
     "yes": jr.InteractionDecision.approve_once,
     "no": jr.InteractionDecision.deny,
@@ -113,7 +123,7 @@ LEGACY_DECISIONS: Final[dict[str, _Decision]] = {
 
 def as_decision(value: str) -> _Decision:
     """``value`` as a decision: one of :data:`APPROVAL_CHOICES` or
-    :data:`RECONCILE_CHOICES` (by value) or of :data:`LEGACY_DECISIONS`'
+    :data:`RECONCILE_CHOICES` or :data:`RUNNING_CHOICES` (by value) or of :data:`LEGACY_DECISIONS`'
     words. Whether the question asked offers it is checked by
     :meth:`Interactions.answer`.
 
@@ -123,10 +133,10 @@ def as_decision(value: str) -> _Decision:
     """
     if value in LEGACY_DECISIONS:
         return LEGACY_DECISIONS[value]
-    for choice in (*APPROVAL_CHOICES, *RECONCILE_CHOICES):
+    offered = (*APPROVAL_CHOICES, *RECONCILE_CHOICES, *RUNNING_CHOICES)
+    for choice in offered:
         if value == choice.value:
             return choice
-    offered = (*APPROVAL_CHOICES, *RECONCILE_CHOICES)
     words = "', '".join([*(c.value for c in offered), *LEGACY_DECISIONS])
     raise ValueError(f"decision must be '{words}', not {value!r}")
 
@@ -145,6 +155,8 @@ class Resolution:
         reason: its reason (on deny: what the model sees), or None.
         by: who decided.
         offered_again: the request was found in the journal (not journaled now).
+        stop_turn: the chart named ``StopTurn`` (an ``abort``): the asking
+            call's turn is to be interrupted now.
     """
 
     interaction_id: str
@@ -152,6 +164,7 @@ class Resolution:
     reason: str | None
     by: jr.InteractionBy
     offered_again: bool = False
+    stop_turn: bool = False
 
 
 @final
@@ -230,6 +243,9 @@ class InteractionLog:
         self.begun_effects: set[str] = set()
         """Effect ids with a ``tool_started`` or ``tool_result``: the call got
         past its approval (its questions are not asked again before it runs)."""
+        self.answered_effects: set[str] = set()
+        """Effect ids with a ``tool_result``: nothing is left to ask about a
+        ``running`` command of theirs."""
 
     @classmethod
     def of(cls, records: Iterable[jr.JournalRecord]) -> InteractionLog:
@@ -257,6 +273,8 @@ class InteractionLog:
             record.effect_id, str
         ):
             self.begun_effects.add(record.effect_id)
+            if isinstance(record, jr.ToolResult):
+                self.answered_effects.add(record.effect_id)
 
     def recoverable(self, turn_id: str | None = None) -> list[jr.InteractionRequested]:
         """Requested, never resolved, and of a turn that has not ended
@@ -270,12 +288,52 @@ class InteractionLog:
             and (turn_id is None or r.turn_id == turn_id)
         ]
 
+    def moot(self) -> list[jr.InteractionRequested]:
+        """Unresolved ``running`` questions whose command has its result (it
+        ended, or was collected at open, while no process asked): nothing
+        is left to decide, in journal order."""
+        return [
+            r
+            for iid, r in self.requested.items()
+            if iid not in self.resolved
+            and r.kind == jr.InteractionKind.running
+            and r.effect_id in self.answered_effects
+        ]
+
     def awaiting(self) -> list[jr.InteractionRequested]:
         """The recoverable questions asked before their call was prepared:
         a resumed turn's re-drive asks each again before the call runs
         (docs/design/interactions.md §6), so they wait for an answer from
         the moment the session opens."""
         return [r for r in self.recoverable() if r.effect_id not in self.begun_effects]
+
+
+def withdraw_moot(journal: Journal) -> int:
+    """Startup step ``repair_interactions``: every moot ``running`` question
+    (:meth:`InteractionLog.moot` — its command got its result while no
+    process asked, e.g. collected at open after a crash) is resolved
+    ``cancelled`` by ``recovery`` (fsync), so every question is resolved
+    once and none waits on a command that has ended. Idempotent.
+
+    Returns:
+        How many were withdrawn.
+
+    Raises:
+        JournalWriteError: a resolution could not be made durable.
+    """
+    moot = InteractionLog.of(journal.records).moot()
+    for request in moot:
+        journal.append(
+            jr.InteractionResolved(
+                seq=0,
+                recorded_at_ms=0,
+                interaction_id=request.interaction_id,
+                decision=jr.InteractionDecision.cancelled,
+                by=jr.InteractionBy.recovery,
+            ),
+            sync=True,
+        )
+    return len(moot)
 
 
 def _scope_of(record: jr.PermissionGranted) -> GrantScope:
@@ -301,6 +359,8 @@ class _Live:
     resolved: Callable[[jr.InteractionResolved], None]
     answered: anyio.Event = field(default_factory=anyio.Event)
     resolution: jr.InteractionResolved | None = None
+    stop_turn: bool = False
+    """The chart named ``StopTurn`` when the decision was applied."""
     failure: JournalError | None = None
     """Set when the resolution could not be made durable: the waiting call
     fails with it (fail closed: an answer not on disk never takes effect)."""
@@ -351,6 +411,7 @@ class Interactions:
         resolved: Callable[[jr.InteractionResolved], None],
         explicit_stop: Callable[[], bool],
         announce: Callable[[jr.InteractionRequested, bool], None] = lambda _r, _again: None,
+        stop_by: Callable[[], jr.InteractionBy] = lambda: jr.InteractionBy.person,
     ) -> Resolution:
         """Ask one question and wait for its resolution (docs/design/interactions.md §2).
 
@@ -372,6 +433,9 @@ class Interactions:
                 person stopped the turn (the question is then cancelled,
                 durably, never offered again); False when the process is
                 stopping (it stays recoverable).
+            stop_by: who cancelled it, asked with ``explicit_stop``: the
+                person (they stopped the turn), or ``recovery`` (a
+                ``running`` question whose command ended on its own).
 
         Raises:
             InteractionTooLarge: the encoded request is over 128 KiB; nothing
@@ -408,7 +472,7 @@ class Interactions:
                             raise live.failure
                     except anyio.get_cancelled_exc_class():
                         if explicit_stop() and machine.state == "shown":
-                            self._perform(live, machine.cancel(), resolved)
+                            self._perform(live, machine.cancel(by=stop_by()), resolved)
                         raise
             if machine.state in ("answered",):  # declined is final: nothing to apply
                 self._perform(live, machine.apply(), resolved)
@@ -416,7 +480,12 @@ class Interactions:
             del self._live[iid]
         assert live.resolution is not None and machine.decision is not None
         return Resolution(
-            iid, machine.decision, machine.reason, live.resolution.by, earlier is not None
+            iid,
+            machine.decision,
+            machine.reason,
+            live.resolution.by,
+            earlier is not None,
+            live.stop_turn,
         )
 
     def answer(
@@ -564,6 +633,8 @@ class Interactions:
                 faults.boundary("interaction_answered_not_applied")
                 live.answered.set()
                 resolved(written)
+            elif isinstance(effect, StopTurn):
+                live.stop_turn = True  # the asking call performs it (it owns the turn)
             elif isinstance(
                 effect, ShowRequest | RefuseTooLarge | AnswerRefused | AnswerIgnored | ApplyDecision
             ):

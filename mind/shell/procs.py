@@ -38,9 +38,11 @@ __all__ = [
     "STRAY_ROUNDS",
     "is_alive",
     "kill_strays",
+    "pidfd",
     "same_process",
     "start_identity",
     "started_at_ms",
+    "terminate",
 ]
 
 _LINUX: Final = sys.platform.startswith("linux")
@@ -126,6 +128,41 @@ def same_process(pid: int, identity: str) -> bool:
         return True
     current = start_identity(pid)
     return current == "" or current == identity
+
+
+def pidfd(pid: int, identity: str) -> int | None:
+    """A pidfd (Linux 5.3+) of the live process ``(pid, identity)``
+    (:func:`same_process`), or None when it is not alive, is another process
+    now, or no pidfd can be had. Opened before the identity is checked, so
+    the descriptor names that very process: waiting on it (readable once it
+    ends) and signalling through it never reach a later process given its
+    pid. The caller closes it."""
+    if pid <= 0:
+        return None
+    try:
+        fd = os.pidfd_open(pid)
+    except (OSError, AttributeError):  # gone, or no pidfd here
+        return None
+    if same_process(pid, identity):
+        return fd
+    os.close(fd)
+    return None
+
+
+def terminate(pid: int, identity: str) -> bool:
+    """SIGTERM to the live process ``(pid, identity)`` through its
+    :func:`pidfd`. Returns True when that process was signalled, False when
+    it is gone or another process holds its pid (nothing is signalled)."""
+    fd = pidfd(pid, identity)
+    if fd is None:
+        return False
+    try:
+        signal.pidfd_send_signal(fd, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    finally:
+        os.close(fd)
+    return True
 
 
 def kill_strays(marker: str, *, session_id: int | None = None) -> int:

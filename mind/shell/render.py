@@ -729,12 +729,16 @@ class TurnView:
         how much is hidden and that ``v`` shows it all. Control characters are
         shown escaped (:func:`mind.effects.review.visible`), never dropped."""
         self.flush_text()
-        # A reconcile card asks about a call a crash left without an outcome.
-        reconcile = event.kind == ev.Kind.reconcile
+        # A reconcile card asks about a call a crash left without an outcome;
+        # a running card about a command a crash left running (waited for).
+        title = {
+            ev.Kind.reconcile: "Outcome unknown: ",
+            ev.Kind.running: "Already running: ",
+        }.get(event.kind if isinstance(event.kind, ev.Kind) else ev.Kind.approval)
         lines: list[RenderableType] = [
             Text.assemble(
                 ("? ", "bold yellow"),
-                ("Outcome unknown: " if reconcile else "Approval needed: ", "bold"),
+                (title or "Approval needed: ", "bold"),
                 plain(event.reason, keep_joiners=False),
             ),
         ]
@@ -760,6 +764,8 @@ class TurnView:
             lines.append(
                 Text(f"  a = always allow in this session: {plain(grant, keep_joiners=False)}")
             )
+        elif event.kind == ev.Kind.running:
+            lines.append(Text("  k = kill it and every process it started (the model is told)"))
         elif isinstance(event.choices, list):
             lines.append(Text("  a is not offered: this call is asked each time", style="dim"))
         self.print(*lines, kind="tool")
@@ -813,6 +819,7 @@ class TurnView:
             "rerun": ("  ↳ running it again", "yellow"),
             "mark_failed": ("  ↳ marked failed; the model is told it did not run again", "yellow"),
             "tell_model": ("  ↳ the model is told the outcome is unknown", "yellow"),
+            "kill": ("  ↳ killing it and every process it started", "yellow"),
         }[
             {"yes": "approve_once", "always": "approve_session", "no": "deny"}.get(
                 decision, decision

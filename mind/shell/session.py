@@ -41,7 +41,7 @@ from mind.machines.session_startup import reusable
 from mind.machines.turn_replay import ResumePlan
 from mind.shell import compaction, faults
 from mind.shell.config import ResolvedConfig, session_secrets
-from mind.shell.effects import RunningEffect, running_effects
+from mind.shell.effects import RunningEffect, kill_running, running_effects
 from mind.shell.ids import new_id
 from mind.shell.inbox import Inbox
 from mind.shell.instructions import Instructions
@@ -303,18 +303,14 @@ class Session:
         result (``failed``, evidence ``supervisor``).
 
         Returns:
-            True when its live supervisor was signalled; False when
+            True when its live supervisor (the one its directory or its
+            journaled ``effect_running`` names) was signalled; False when
             ``effect_id`` names no running effect of this session.
-
-        Raises:
-            SupervisorRecordError: its ``supervisor.json`` is damaged.
         """
-        if not any(e.effect_id == effect_id for e in self.running_effects()):
+        effects_dir = self.tools.effects_dir
+        if effects_dir is None:
             return False
-        from mind.shell import supervision  # the first kill pays
-
-        assert self.tools.effects_dir is not None
-        return supervision.kill_tree(self.tools.effects_dir / effect_id)
+        return kill_running(self.journal.records, self.session_id, effects_dir, effect_id)
 
     def history(self) -> list[jr.JournalRecord]:
         """Every record of the session's journal in order, read from the file

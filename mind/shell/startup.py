@@ -28,6 +28,7 @@ from mind.machines.turn_replay import ResumePlan
 from mind.shell.config import ResolvedConfig, session_secrets
 from mind.shell.effects import UnknownEffect, reconcile_at_open, redrive_rule
 from mind.shell.inbox import Inbox
+from mind.shell.interactions import withdraw_moot
 from mind.shell.journal import Journal
 from mind.shell.lease import SessionLease
 from mind.shell.mounts import MountHandle
@@ -117,7 +118,7 @@ class Opening:
             "create_journal": self._create_journal,
             "open_journal": self._open_journal,
             "repair_processes": self._repair_processes,
-            "repair_interactions": self._nothing_yet,
+            "repair_interactions": self._repair_interactions,
             "open_inbox": self._open_inbox,
             "close_orphan_calls": self._close_orphan_calls,
             "close_turns": self._close_turns,
@@ -187,8 +188,13 @@ class Opening:
         self.synthetic += done.told  # each got a synthetic "outcome unknown" result
         self.unknown_effects = list(done.waiting)
 
-    def _nothing_yet(self, _machine: SessionStartup) -> None:
-        """Pending interactions: nothing records them yet."""
+    def _repair_interactions(self, _machine: SessionStartup) -> None:
+        """Questions the repairs made moot (a ``running`` question whose
+        command was just collected) are withdrawn, durably
+        (docs/design/interactions.md §6); unanswered others stay, re-offered
+        when their turn is re-driven."""
+        assert self.journal is not None
+        withdraw_moot(self.journal)
 
     def _open_inbox(self, _machine: SessionStartup) -> None:
         assert self.journal is not None

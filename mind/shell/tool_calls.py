@@ -11,9 +11,10 @@ invocation (ids, decision, effect); the approval part (``_approve``,
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import anyio
 import anyio.lowlevel
@@ -40,7 +41,7 @@ from mind.effects.tools import parse_arguments
 from mind.errors import InteractionTooLarge, ToolArgumentsError
 from mind.generated import events as ev
 from mind.generated import journal as jr
-from mind.machines.effect import Collect
+from mind.machines.effect import Collect, person_answers
 from mind.machines.effect import Resolution as EffectResolution
 from mind.machines.turn import RefuseCall, RunGranted, TurnMachine
 from mind.shell import faults
@@ -111,14 +112,19 @@ class ToolCalls:
         else ``tell_model`` (docs/design/effects.md §4)."""
         can_ask = self.session.interactive
         found = effects.recover(inv, can_ask=can_ask, process=effects.process(inv))
+        killed = False
         if isinstance(found, Collect):
-            collected = await effects.collect(inv, can_ask=can_ask)
+            collected, killed = await self._collect(turn, effects, inv, found)
             if isinstance(collected, jr.ToolResult):
                 return collected
             found = collected
         if isinstance(found, UnknownEffect):
-            resolution = await self._ask_reconcile(turn, inv.call, found)
-            written = effects.resolve(inv, found, resolution)
+            # Killed on the person's word and no exit record left (its
+            # directory was gone): it failed, by their decision; never re-run.
+            resolution: EffectResolution = (
+                "mark_failed" if killed else await self._ask_reconcile(turn, inv.call, found)
+            )
+            written = effects.resolve(inv, found, resolution, _KILLED_NOTE if killed else "")
             if written is not None:
                 return written
         try:
@@ -131,6 +137,88 @@ class ToolCalls:
         )
         faults.boundary("effect_executing")
         return effects.commit(inv, outcome.status, outcome.output)
+
+    async def _collect(
+        self, turn: Turn, effects: SessionEffects, inv: Invocation, found: Collect
+    ) -> tuple[jr.ToolResult | UnknownEffect, bool]:
+        """Collect a command a crash left (:meth:`SessionEffects.collect`:
+        waiting while it still runs). While it is waited for and the chart
+        offers choices (``found.choices``: ``kill`` where a person can
+        answer), a ``running`` question asks whether to stop it; ``kill``
+        (journaled first, like every answer) stops its whole tree and its
+        result says so. The question is cancelled (by ``recovery``) when the
+        command ends on its own first; headless only waits.
+
+        Returns:
+            What the collect gave, and whether the person's kill stopped it.
+
+        Raises:
+            JournalWriteError: a record could not be made durable.
+        """
+        can_ask = self.session.interactive
+        if not person_answers(found.choices):
+            return await effects.collect(inv, can_ask=can_ask), False
+        got: list[jr.ToolResult | UnknownEffect] = []
+        state = {"ended": False, "killed": False}
+
+        def note() -> str:
+            return _KILLED_NOTE if state["killed"] else ""
+
+        async with anyio.create_task_group() as tg:
+
+            async def wait() -> None:
+                got.append(await effects.collect(inv, can_ask=can_ask, note=note))
+                state["ended"] = True
+                tg.cancel_scope.cancel()  # the question is moot now
+
+            async def ask() -> None:
+                decision = await self._ask_running(turn, inv, found, ended=lambda: state["ended"])
+                if decision == jr.InteractionDecision.kill:
+                    state["killed"] = effects.kill(inv)  # False: it ended meanwhile
+
+            tg.start_soon(wait)
+            tg.start_soon(ask)
+        return got[0], state["killed"]
+
+    async def _ask_running(
+        self, turn: Turn, inv: Invocation, found: Collect, *, ended: Callable[[], bool]
+    ) -> jr.InteractionDecision | None:
+        """The ``running`` question about ``inv``'s command (id
+        ``interaction_id(effect, "still_running")``, the same after every
+        restart): its command text and since when it runs, the choices
+        ``found.choices``. Returns the decision, or None when the question
+        is too large to ask (the command is then only waited for).
+        Cancelled, it is resolved ``cancelled`` — by ``recovery`` when
+        ``ended()`` (the command ended on its own), by the person when they
+        stopped the turn — and stays open when the process stops."""
+        call = inv.call
+        started_ms = inv.started.recorded_at_ms if inv.started is not None else 0
+        request = self._effect_question(
+            turn,
+            call,
+            effect_id=inv.effect_id,
+            iid=interaction_id(inv.effect_id, "still_running"),
+            kind=jr.InteractionKind.running,
+            purpose=jr.Purpose.still_running,
+            reason=(
+                f"this {call.name} call was started at {_utc(started_ms)} UTC, before mind "
+                "stopped, and is still running; the turn waits for it to end"
+            ),
+            choices=[jr.InteractionDecision(c) for c in found.choices],
+        )
+        try:
+            resolution = await self.session.interactions.ask(
+                request,
+                can_answer=person_answers(found.choices),
+                show=lambda r, again: self._show(turn, call, r, again),
+                resolved=lambda r: self._resolved(turn, call, r),
+                announce=lambda r, again: self._announce(turn, r, again),
+                explicit_stop=lambda: ended() or turn.stopped_by_person,
+                stop_by=lambda: jr.InteractionBy.recovery if ended() else jr.InteractionBy.person,
+            )
+        except InteractionTooLarge:
+            return None
+        return resolution.decision
 
     async def _ask_reconcile(
         self, turn: Turn, call: ToolCall, facts: UnknownEffect
@@ -147,11 +235,19 @@ class ToolCalls:
         Raises:
             JournalWriteError: the question or its answer could not be made durable.
         """
-        can_answer = self.session.interactive and len(facts.choices) > 1
         try:
             resolution = await self.session.interactions.ask(
-                self._reconcile_request(turn, call, facts),
-                can_answer=can_answer,
+                self._effect_question(
+                    turn,
+                    call,
+                    effect_id=facts.effect_id,
+                    iid=facts.interaction_id,
+                    kind=jr.InteractionKind.reconcile,
+                    purpose=jr.Purpose.unknown_outcome,
+                    reason=_known(facts),
+                    choices=[jr.InteractionDecision(c) for c in facts.choices],
+                ),
+                can_answer=person_answers(facts.choices),
                 show=lambda r, again: self._show(turn, call, r, again),
                 resolved=lambda r: self._resolved(turn, call, r),
                 announce=lambda r, again: self._announce(turn, r, again),
@@ -161,12 +257,22 @@ class ToolCalls:
             return "tell_model"
         return reconcile_resolution(resolution.decision, facts.choices)
 
-    def _reconcile_request(
-        self, turn: Turn, call: ToolCall, facts: UnknownEffect
+    def _effect_question(
+        self,
+        turn: Turn,
+        call: ToolCall,
+        *,
+        effect_id: str,
+        iid: str,
+        kind: jr.InteractionKind,
+        purpose: jr.Purpose,
+        reason: str,
+        choices: list[jr.InteractionDecision],
     ) -> jr.InteractionRequested:
-        """The ``interaction_requested`` record of a reconcile question: the
-        call's text (the command, or its arguments) and, as its reason, what
-        is known — when it started, that no exit status was recorded."""
+        """The ``interaction_requested`` record of a question about an effect
+        a crash left (``reconcile``: its outcome is unknown; ``running``: it
+        still runs): the call's text (the command, or its arguments) and, as
+        its reason, what is known — when it started, how it stands."""
         try:
             args = parse_arguments(call.name, call.arguments)
             text, text_format = approval_text(call.name, args, [], None)
@@ -176,14 +282,14 @@ class ToolCalls:
         return jr.InteractionRequested(
             seq=0,
             recorded_at_ms=0,
-            interaction_id=facts.interaction_id,
+            interaction_id=iid,
             turn_id=turn.turn_id,
             call_id=call.call_id,
-            effect_id=facts.effect_id,
-            kind=jr.InteractionKind.reconcile,
-            purpose=jr.Purpose.unknown_outcome,
+            effect_id=effect_id,
+            kind=kind,
+            purpose=purpose,
             name=call.name,
-            reason=_known(facts),
+            reason=reason,
             text=text,
             text_format=jr.TextFormat(text_format),
             head_chars=cut.head_chars,
@@ -191,7 +297,7 @@ class ToolCalls:
             hidden_chars=cut.hidden_chars,
             hidden_lines=cut.hidden_lines,
             cwd=str(self.session.cwd),
-            choices=[jr.InteractionDecision(c) for c in facts.choices],
+            choices=choices,
         )
 
     async def _execute(
@@ -382,9 +488,9 @@ class ToolCalls:
             machine.approval_answered()
         if refused is not None:
             return refused
-        if resolution.decision == jr.InteractionDecision.abort:
-            # The person stopped the turn here: the interrupt ends it now (its
-            # open calls get their "never approved" results), not after
+        if resolution.stop_turn:
+            # The chart's StopTurn (an abort): the interrupt ends the turn now
+            # (its open calls get their "never approved" results), not after
             # another model round.
             turn.interrupt(send_pending=False)
             await anyio.lowlevel.checkpoint()
@@ -551,9 +657,22 @@ class _Asking:
     effect_id: str
 
 
+_KILLED_NOTE: Final = (
+    "[killed at the user's request: this command was still running after mind restarted, "
+    "and the user stopped it and every process it started]\n"
+)
+"""What the model reads before a command's own output when the person
+stopped it with ``kill`` at a ``running`` question."""
+
+
+def _utc(ms: int) -> str:
+    """Unix epoch ms as ``YYYY-MM-DD HH:MM:SS`` (UTC)."""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
 def _known(facts: UnknownEffect) -> str:
     """A reconcile card's reason: what is known of the unknown effect."""
-    when = datetime.fromtimestamp(facts.prepared_at_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    when = _utc(facts.prepared_at_ms)
     return (
         f"this {facts.name} call started at {when} UTC and mind stopped "
         "before it recorded how it ended (no exit status, no output); it may have run "
@@ -568,8 +687,8 @@ def reconcile_resolution(
     person's choice when it was one of ``choices``; anything else —
     ``declined`` (nobody could answer), a decision not offered — is
     ``tell_model``: an unknown effect is never re-run without that word
-    (docs/design/effects.md §4). (A "kill it" choice for a still-running
-    command would be one more offered choice here.)"""
+    (docs/design/effects.md §4). ``kill`` is never among them: a command
+    still running gets the ``running`` question instead (:meth:`ToolCalls._collect`)."""
     for choice in choices:
         if decision.value == choice:
             return choice

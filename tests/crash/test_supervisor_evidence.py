@@ -9,7 +9,9 @@ processes against the fake model, killed once ``effect_running`` is durable.
   collects it the same way;
 - a tree with ``setsid`` children still running: the restarted library
   session lists it (``Session.running_effects``) and kills it as a whole tree
-  (``Session.kill_effect``): no process of it is left.
+  (``Session.kill_effect``): no process of it is left; and where a person can
+  answer, the resumed turn asks the ``running`` question and its ``kill``
+  answer (by interaction id) leaves none either.
 
 Figures (runs, violations, how killed-mid-tool effects ended) join
 ``.pytest_cache/d/effect-crash-summary.txt`` (``test_effect_crashes``).
@@ -29,7 +31,9 @@ import anyio
 import pytest
 
 import mind
+from mind.generated import events as ev
 from mind.generated import journal as jr
+from mind.shell.interactions import Answered
 from mind.shell.journal import read_records
 from tests.crash.harness import PROCESS_TIMEOUT_S, REPO, Case, Input, check, new_case, recover
 from tests.crash.test_effect_crashes import _summary
@@ -231,3 +235,65 @@ def test_kill_9_then_kill_at_restart_leaves_no_descendant(tmp_path: Path) -> Non
         jr.EffectEvidence.supervisor,
     )
     assert "every process it started were killed" in answer.output
+
+
+def test_kill_9_then_the_kill_answer_at_restart_leaves_no_descendant(tmp_path: Path) -> None:
+    """The issue's "kill it" at restart through the library: the resumed turn
+    waits for the orphaned tree and asks (kind ``running``); answering
+    ``kill`` by the card's interaction id stops every process of it, and the
+    model is told it was killed at the person's request."""
+    marker = f"300.{uuid.uuid4().int % 10**9:09d}"
+    command = (
+        "echo {call_id} >> {effects}; "
+        f"bash -c 'sleep {marker} & setsid sleep {marker} & sleep {marker}'"
+    )
+    with FakeModel(record_path=tmp_path / "requests.jsonl", command=command) as model:
+        case = new_case(tmp_path, model.base_url)
+        try:
+            running = _start_and_kill(case)
+            deadline = time.monotonic() + 10
+            while len(_marked(marker)) < 3:
+                assert time.monotonic() < deadline, f"the tree never grew: {_marked(marker)}"
+                time.sleep(0.01)  # the orphaned tree starts on its own
+
+            async def restart() -> tuple[str, object, str]:
+                config = mind.resolve_config(
+                    provider="openai-chat", model="fake", base_url=model.base_url, approval="never"
+                )
+                async with mind.Runtime.open(state_root=case.state) as rt:
+                    session = await rt.open_session(
+                        case.session_id, config=config, interactive=True
+                    )
+                    turn = session.resumed_turn
+                    assert turn is not None
+                    with anyio.fail_after(15):
+                        async for event in turn:
+                            if isinstance(event, ev.ApprovalRequestedEvent):
+                                assert event.kind == ev.Kind.running
+                                assert isinstance(event.interaction_id, str)
+                                answered = session.answer(event.interaction_id, "kill")
+                                kind = event.kind.value
+                        outcome = await turn.wait()
+                    return kind, answered, outcome.status
+
+            kind, answered, status = anyio.run(restart)
+            assert kind == "running"
+            assert isinstance(answered, Answered)
+            assert status == "completed"
+            deadline = time.monotonic() + 10
+            while _marked(marker):
+                assert time.monotonic() < deadline, f"descendants left: {_marked(marker)}"
+                time.sleep(0.01)  # the supervisor's SIGTERM, grace, SIGKILL
+        finally:
+            for pid in _marked(marker):  # never leave a test's tree behind
+                os.kill(pid, signal.SIGKILL)
+    records, _ = read_records(case.session_dir / "journal.jsonl")
+    (resolved,) = [r for r in records if isinstance(r, jr.InteractionResolved)]
+    assert resolved.decision == jr.InteractionDecision.kill
+    (answer,) = [r for r in records if isinstance(r, jr.ToolResult)]
+    assert answer.effect_id == running.effect_id
+    assert (answer.effect_outcome, answer.evidence) == (
+        jr.EffectOutcome.failed,
+        jr.EffectEvidence.supervisor,
+    )
+    assert "killed at the user's request" in answer.output

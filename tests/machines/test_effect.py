@@ -6,12 +6,15 @@ import pytest
 
 from mind.errors import IllegalTransition
 from mind.machines.effect import (
+    Collect,
     Commit,
     EffectMachine,
     Resolve,
     Run,
     outcome_of,
+    person_answers,
     reconcile_choices,
+    running_choices,
     safe_to_rerun,
 )
 
@@ -33,6 +36,25 @@ def test_reconcile_choices_never_rerun_without_a_person() -> None:
     assert reconcile_choices("non_idempotent", can_ask=False) == ("tell_model",)
     assert reconcile_choices("idempotent", can_ask=False) == ()
     assert reconcile_choices("read_only", can_ask=True) == ()
+
+
+def test_a_question_is_shown_only_when_a_person_can_choose_more_than_mind_would() -> None:
+    """The reconcile card's ``can_answer`` is the chart's: shown with its
+    three choices where a person can answer, declined unshown headless."""
+    assert person_answers(reconcile_choices("non_idempotent", can_ask=True))
+    assert not person_answers(reconcile_choices("non_idempotent", can_ask=False))
+    assert person_answers(running_choices("running", can_ask=True))
+    assert not person_answers(running_choices("running", can_ask=False))
+
+
+def test_a_running_command_is_collected_and_only_a_person_may_kill_it() -> None:
+    for can_ask, choices in ((True, ("kill",)), (False, ())):
+        machine = EffectMachine("ef_x", "non_idempotent")
+        machine.approve()
+        machine.persisted()
+        machine.execute()
+        assert machine.recover(can_ask=can_ask, process="running") == [Collect(choices)]
+    assert running_choices("finished", can_ask=True) == ()
 
 
 def test_outcome_of_a_status() -> None:

@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from hypothesis import example, given, settings
@@ -66,7 +66,11 @@ def reference(
     if state in ("prepared", "executing") and name == "recover":
         can_ask, process = arg
         if process in ("finished", "running"):  # its end is collected, never re-run
-            return "executing", [Collect()]
+            # A person may stop a command still running; headless only waits.
+            kill: tuple[Literal["kill"], ...] = (
+                ("kill",) if process == "running" and can_ask else ()
+            )
+            return "executing", [Collect(kill)]
         if rerun_safe or process == "never_started":
             return "executing", [Run()]
         choices = ("rerun", "mark_failed", "tell_model") if can_ask else ("tell_model",)

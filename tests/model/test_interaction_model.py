@@ -37,6 +37,7 @@ from mind.machines.interaction import (
     JournalResolution,
     RefuseTooLarge,
     ShowRequest,
+    StopTurn,
 )
 from tests.model.reporting import check_every_edge, write_report
 from tests.support.transition_coverage import TransitionCoverage
@@ -52,7 +53,7 @@ FINAL = {"applied", "declined", "cancelled", "refused"}
 def test_every_interaction_edge_is_walked_and_lands_where_the_chart_says(
     request: pytest.FixtureRequest,
 ) -> None:
-    check_every_edge(request, InteractionChart, 11)
+    check_every_edge(request, InteractionChart, 12)
 
 
 DECISIONS = st.sampled_from([D.approve_once, D.approve_session, D.deny, D.abort])
@@ -112,6 +113,11 @@ class AgainstReference(RuleBasedStateMachine):
         self._recorded(None)
 
     @_in("proposed")
+    @rule()
+    def recorded_aborted(self) -> None:
+        self._recorded(D.abort)
+
+    @_in("proposed")
     @rule(resolved=DECISIONS)
     def recorded_resolved(self, resolved: jr.InteractionDecision) -> None:
         self._recorded(resolved)
@@ -146,6 +152,12 @@ class AgainstReference(RuleBasedStateMachine):
         self._answer(D.approve_once, None)
 
     @_in("shown", "answered", *FINAL)
+    @rule()
+    def stop(self) -> None:
+        """An abort (its own rule: applying it is the StopTurn edge)."""
+        self._answer(D.abort, None)
+
+    @_in("shown", "answered", *FINAL)
     @rule(decision=DECISIONS)
     def answer_with_a_reason(self, decision: jr.InteractionDecision) -> None:
         self._answer(decision, "no")
@@ -176,7 +188,10 @@ class AgainstReference(RuleBasedStateMachine):
     @_in("answered")
     @rule()
     def apply(self) -> None:
-        assert self.machine.apply() == [ApplyDecision(self.ref["decision"], self.ref["reason"])]
+        applied = [ApplyDecision(self.ref["decision"], self.ref["reason"])]
+        if self.ref["decision"] == D.abort:  # the turn is stopped now
+            applied.append(StopTurn())
+        assert self.machine.apply() == applied
         self.ref["state"] = "applied"
 
     @rule(event=st.sampled_from(["request", "recorded", "show", "answer", "cancel", "apply"]))

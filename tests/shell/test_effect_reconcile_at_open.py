@@ -49,7 +49,9 @@ def _crashed(tmp_path: Path, *, running: bool, supervisor: tuple[int, str] | Non
             inv = effects.propose(TURN, call)
             effects.prepare(inv)
             if running:
-                pid, identity = supervisor or (os.getpid(), start_identity(os.getpid()))
+                # Default: a supervisor that has ended since (no live process
+                # has this pid): a live one is waited for, whatever its directory says.
+                pid, identity = supervisor or (2**22 + 1, "gone")
                 effects.running(inv, pid, identity)
     return path
 
@@ -68,7 +70,7 @@ def test_a_running_shell_command_without_evidence_is_told_unknown_and_the_list_l
     assert (done.told, done.waiting) == (1, ())
     records = _reopened(path)
     running = [r for r in records if isinstance(r, jr.EffectRunning)]
-    assert [r.supervisor_pid for r in running] == [os.getpid(), os.getpid()]
+    assert [r.supervisor_pid for r in running] == [2**22 + 1, 2**22 + 1]
     (reconciled,) = [r for r in records if isinstance(r, jr.EffectReconciled)]
     (result,) = [r for r in records if isinstance(r, jr.ToolResult)]
     assert reconciled.effect_id == result.effect_id == running[0].effect_id

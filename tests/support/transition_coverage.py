@@ -415,7 +415,7 @@ def walk_every_edge(chart: Chart) -> tuple[tuple[EdgeWalk, ...], TransitionCover
         recorded while firing the edges (path steps are not counted).
 
     Raises:
-        ValueError: more than 12 guard names (each event tries every assignment of the guards it reads).
+        ValueError: more than 12 guard names (each event tries the guards it reads).
     """
     guards = guard_names(chart)
     if len(guards) > _MAX_GUARDS:

@@ -1,5 +1,5 @@
 """Answering questions: y / n / a / s (approvals), r / f / t (reconcile),
-``v`` to view all, and the question's line.
+k (a command still running), ``v`` to view all, and the question's line.
 
 y approves once, n refuses — after an optional one-line reason the model
 reads (typed in the editor, Enter sends it; Enter alone: no reason; the
@@ -10,7 +10,10 @@ turn (a durable abort: the question is never offered again). Enter while a
 card waits sends nothing: the status line says so.
 A reconcile card asks about a call a crash left without an outcome
 (docs/design/effects.md §4): r runs it again, f marks it failed, t tells the
-model the outcome is unknown; the keys are on the card's line.
+model the outcome is unknown; the keys are on the card's line. A running
+card says the resumed turn waits for a command a crash left running (its
+command, since when): k kills it and every process it started; any other
+key is typing (the wait may be long).
 Answers go to the session's interactions by the card's interaction id; a
 key that is not among the card's choices answers nothing and says which do.
 
@@ -56,9 +59,10 @@ ANSWER_WORDS: Final[Mapping[str, Decision]] = {
     "rerun": "rerun",
     "failed": "mark_failed",
     "tell": "tell_model",
+    "kill": "kill",
 }
 """The answers to a question (approval: yes / no / always / stop; reconcile:
-rerun / failed / tell). The first letter answers at once; the rest of the
+rerun / failed / tell; a running command: kill). The first letter answers at once; the rest of the
 word (and an Enter) typed right after it belong to the answer and are
 swallowed, so ``yes`` never leaves ``es`` in the draft."""
 
@@ -70,10 +74,11 @@ CHOICE_KEYS: Final[Mapping[str, tuple[str, str, str]]] = {
     "rerun": ("r", "re-run it", "re-run"),
     "mark_failed": ("f", "mark it failed", "failed"),
     "tell_model": ("t", "tell the model", "tell"),
+    "kill": ("k", "kill it and every process it started", "kill it"),
 }
 """Each choice a card may offer: its key, long and short words on the card's
-line. A choice added to a question (say "kill it" for a command still
-running) needs its entry here and in :data:`ANSWER_WORDS`."""
+line. A choice added to a question needs its entry here and in
+:data:`ANSWER_WORDS` (and, when its kind is new, in :func:`_answers`)."""
 
 APPROVAL_KEYS: Final = ("approve_once", "deny", "approve_session", "abort")
 """The keys an approval card shows (those it offers), in this order."""
@@ -104,6 +109,14 @@ class Approvals:
     def pending(self) -> list[ev.ApprovalRequestedEvent]:
         """The attached session's questions waiting for y / n / a, oldest first."""
         return self._repl.hosting.current.questions()
+
+    @property
+    def only_waiting(self) -> bool:
+        """True while the oldest question is a running card: the turn only
+        waits for a command (maybe long), so Enter and Tab send and queue
+        as when no card is shown; only ``k`` answers it."""
+        pending = self.pending
+        return bool(pending) and pending[0].kind == ev.Kind.running
 
     @property
     def refusing(self) -> bool:
@@ -233,13 +246,9 @@ class Approvals:
             return
         word = next(w for w in ANSWER_WORDS if w[0] == event.data.lower())
         pending = self.pending
-        if (
-            pending
-            and pending[0].kind != ev.Kind.reconcile
-            and ANSWER_WORDS[word] not in APPROVAL_KEYS
-        ):
-            # r / f / t answer only a reconcile card: at an approval card
-            # they are typing (``fix`` must not lose its ``f``).
+        if pending and not _answers(pending[0], ANSWER_WORDS[word]):
+            # r / f / t answer only a reconcile card, k only a running one: at
+            # another card they are typing (``fix`` must not lose its ``f``).
             event.current_buffer.insert_text(event.data)
             return
         if ANSWER_WORDS[word] == "deny":
@@ -284,6 +293,9 @@ class Approvals:
         if event.kind == ev.Kind.reconcile:
             question = f"Outcome of {name} unknown: "
             shown = _offered(event)
+        elif event.kind == ev.Kind.running:
+            question = f"Waiting for {name}, already running: "
+            shown = _offered(event)
         else:
             question = f"Allow {name}? "
             offered = not isinstance(event.choices, list) or "approve_session" in event.choices
@@ -323,6 +335,18 @@ class Approvals:
                 if sum(cell_len(text) for _, text, *_ in parts) <= width:
                     return parts
         return parts
+
+
+def _answers(event: ev.ApprovalRequestedEvent, decision: str) -> bool:
+    """Whether a key for ``decision`` answers ``event``'s card (else it is
+    typing): an approval card takes the approval keys, a running card only
+    ``kill`` (it may wait long: typing goes on), a reconcile card every key
+    (one it does not offer says which do)."""
+    if event.kind == ev.Kind.running:
+        return decision == "kill"
+    if event.kind == ev.Kind.reconcile:
+        return True
+    return decision in APPROVAL_KEYS
 
 
 def _offered(event: ev.ApprovalRequestedEvent) -> list[str]:

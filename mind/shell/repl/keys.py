@@ -39,6 +39,10 @@ def key_bindings(repl: Repl) -> KeyBindings:
     kb = KeyBindings()
     busy = Condition(lambda: repl.busy)
     approving = Condition(lambda: repl.approving)
+    # A running card (the turn waits for a command a crash left running)
+    # does not hold the editor: Enter and Tab send and queue as usual.
+    waiting_only = Condition(lambda: repl.approvals.only_waiting)
+    asking = approving & ~waiting_only
     empty = Condition(lambda: not repl.prompt.default_buffer.text)
     picking = Condition(lambda: repl.picker.shown)
     selecting = Condition(lambda: repl.waiting.selected is not None) & ~picking
@@ -101,7 +105,7 @@ def key_bindings(repl: Repl) -> KeyBindings:
         repl.picker.refresh()
         event.app.renderer.clear()
 
-    @kb.add("enter", filter=~approving & ~(picking & empty))
+    @kb.add("enter", filter=~asking & ~(picking & empty))
     def _enter(event: KeyPressEvent) -> None:
         buffer = event.current_buffer
         repl.picker.close()
@@ -129,7 +133,7 @@ def key_bindings(repl: Repl) -> KeyBindings:
     # never queues: "/sta" is not a message for the model.
     command_draft = Condition(lambda: command_word(repl.prompt.default_buffer.text) is not None)
 
-    @kb.add("tab", filter=busy & ~approving & ~empty & ~picking & ~command_draft)
+    @kb.add("tab", filter=busy & ~asking & ~empty & ~picking & ~command_draft)
     def _tab(event: KeyPressEvent) -> None:
         buffer = event.current_buffer
         if repl.send(buffer.text, "queue"):
@@ -171,7 +175,7 @@ def key_bindings(repl: Repl) -> KeyBindings:
     for variant in ("v", "V"):
         kb.add(variant, filter=approving)(repl.approvals.on_view_key)
 
-    @kb.add("enter", filter=approving)
+    @kb.add("enter", filter=asking)
     def _enter_while_asked(event: KeyPressEvent) -> None:
         """Enter neither answers nor submits while a question waits: the
         status line says so."""

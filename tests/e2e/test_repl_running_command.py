@@ -1,0 +1,106 @@
+"""A command still running after ``kill -9`` of mind, in a real
+pseudo-terminal (docs/design/effects.md §4, interactions.md §7): the resumed
+turn says it waits for a command that is already running — its command
+text, since when — and that ``k`` stops it; ``k`` kills its whole tree
+(``setsid`` children too: zero descendants left) and the model is told it
+was killed at the person's request. No reconcile card is shown for it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_repl import ENTER, Spawn, exit_cleanly, session_id_of, spawn, words
+from tests.e2e.test_repl_approval_restarts import _kill_9, _of, _shell
+from tests.e2e.test_repl_steering import journal
+
+__all__ = ["spawn"]  # the fixture, re-used from test_repl
+
+
+def _marked(marker: str) -> list[int]:
+    """Pids whose command line holds ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue  # ended meanwhile
+        if marker.encode() in cmdline:
+            found.append(int(entry))
+    return found
+
+
+def _until(condition: object, what: str, timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)  # polling files and processes of other processes
+
+
+@pytest.fixture
+def marker() -> Iterator[str]:
+    mark = f"300.{uuid.uuid4().int % 10**9:09d}"
+    yield mark
+    for pid in _marked(mark):  # never leave a test's tree behind
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_a_command_left_running_is_waited_for_and_k_kills_its_whole_tree(
+    spawn: Spawn, tmp_path: Path, marker: str
+) -> None:
+    command = f"bash -c 'sleep {marker} & setsid sleep {marker} & sleep {marker}'"
+    script = [_shell(command), {"text": "It was stopped."}]
+    child = spawn(script, "--approval", "never")
+    sid = session_id_of(child)
+    child.send("run it" + ENTER)
+    _until(lambda: _of(journal(tmp_path, sid), "effect_running"), "effect_running never durable")
+    _until(lambda: len(_marked(marker)) >= 3, "the tree never grew")
+    _kill_9(child)
+    assert len(_marked(marker)) >= 3  # it outlives mind under its supervisor
+
+    child = spawn(script, "--approval", "never", "resume", sid)
+    child.expect(words("Already running:"))
+    child.expect(words("is still running; the turn waits for it to end"))
+    child.expect(words(f"sleep {marker} & setsid sleep {marker}"))
+    child.expect(words("Waiting for shell, already running:"))
+    child.expect(words("k kill it"))
+    assert "Outcome unknown" not in str(child.before)
+    # The card holds no editor: a line typed while it waits is sent (steering).
+    child.send("please note" + ENTER)
+    _until(
+        lambda: "please note" in (tmp_path / "state" / "sessions" / sid / "inbox.json").read_text(),
+        "the line typed at the running card was not sent",
+    )
+    (asked,) = _of(journal(tmp_path, sid), "interaction_requested")
+    assert (asked["kind"], asked["purpose"], asked["choices"]) == (
+        "running",
+        "still_running",
+        ["kill"],
+    )
+    child.send("k")
+    child.expect(words("killing it and every process it started"))
+    child.expect(words("It was stopped."))
+    child.expect(words("── completed"))
+    exit_cleanly(child)
+    _until(lambda: not _marked(marker), f"descendants left: {_marked(marker)}")
+    records = journal(tmp_path, sid)
+    (resolved,) = _of(records, "interaction_resolved")
+    assert (resolved["interaction_id"], resolved["decision"], resolved["by"]) == (
+        asked["interaction_id"],
+        "kill",
+        "person",
+    )
+    (result,) = _of(records, "tool_result")
+    assert "killed at the user's request" in result["output"]
+    assert (result["effect_outcome"], result["evidence"]) == ("failed", "supervisor")
+    assert len(_of(records, "tool_started")) == 1  # never run again
+    assert _of(records, "effect_reconciled") == []
+    assert "please note" in [m["text"] for m in _of(records, "user_message")]
