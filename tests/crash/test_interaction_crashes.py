@@ -58,6 +58,7 @@ HITS = {
     "compaction_started": 0,
     "compaction_request_sent": 0,
     "compaction_completed": 0,
+    "checkpoint_written": 0,
     "before_terminal": 1,
     "after_terminal": 1,
 }
