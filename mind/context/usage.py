@@ -8,6 +8,12 @@ at :data:`BYTES_PER_TOKEN` bytes of UTF-8 per token, rounded up.
 
 from __future__ import annotations
 
+from msgspec import UNSET, UnsetType
+
+from mind.conversation import Usage
+from mind.generated import events as ev
+from mind.generated import journal as jr
+
 BYTES_PER_TOKEN = 4
 """Bytes of UTF-8 text per token assumed when a size must be projected (a common estimate)."""
 
@@ -85,3 +91,48 @@ def over_threshold(projected: int | None, window: int | None, percent: int) -> b
     if percent <= 0 or projected is None or window is None:
         return False
     return projected * 100 >= window * percent
+
+
+# ---- token counts across the layers -------------------------------------------
+# A provider's Usage has None for a count the server did not report; the
+# journal and the events leave such a count out (UNSET). These three are the
+# one place a count crosses between them, so unknown never becomes 0.
+
+
+def _unset(value: int | None) -> int | UnsetType:
+    return UNSET if value is None else value
+
+
+def _none(value: int | UnsetType) -> int | None:
+    return None if isinstance(value, UnsetType) else value
+
+
+def counts(usage: jr.Usage | ev.Usage) -> Usage:
+    """A journaled or published usage as :class:`~mind.conversation.Usage`
+    (an absent count becomes ``None``)."""
+    return Usage(
+        input_tokens=_none(usage.input_tokens),
+        output_tokens=_none(usage.output_tokens),
+        cache_read_tokens=_none(usage.cache_read_tokens),
+        cache_write_tokens=_none(usage.cache_write_tokens),
+    )
+
+
+def journal_usage(usage: Usage) -> jr.Usage:
+    """``usage`` as the journal keeps it: an unknown count is left out."""
+    return jr.Usage(
+        input_tokens=_unset(usage.input_tokens),
+        output_tokens=_unset(usage.output_tokens),
+        cache_read_tokens=_unset(usage.cache_read_tokens),
+        cache_write_tokens=_unset(usage.cache_write_tokens),
+    )
+
+
+def event_usage(usage: Usage) -> ev.Usage:
+    """``usage`` as events publish it: an unknown count is left out."""
+    return ev.Usage(
+        input_tokens=_unset(usage.input_tokens),
+        output_tokens=_unset(usage.output_tokens),
+        cache_read_tokens=_unset(usage.cache_read_tokens),
+        cache_write_tokens=_unset(usage.cache_write_tokens),
+    )

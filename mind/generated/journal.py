@@ -19,10 +19,38 @@ class Struct(_Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
 
 
 class Usage(Struct, kw_only=True, frozen=True):
-    """Token counts."""
+    """Token counts the server reported (a turn's: the sum over its rounds). A count the server did not report is absent: unknown, never 0 (docs/design/context.md §1). Journals written before the counts were optional always carry input_tokens and output_tokens."""
 
-    input_tokens: Annotated[int, Meta(ge=0)]
-    output_tokens: Annotated[int, Meta(ge=0)]
+    input_tokens: (
+        Annotated[
+            int, Meta(description='Prompt tokens of the request, cached ones included.', ge=0)
+        ]
+        | UnsetType
+    ) = UNSET
+    output_tokens: (
+        Annotated[int, Meta(description='Completion tokens (reasoning included).', ge=0)]
+        | UnsetType
+    ) = UNSET
+    cache_read_tokens: (
+        Annotated[
+            int,
+            Meta(
+                description="Of input_tokens, those read from the provider's prompt cache (OpenAI prompt_tokens_details.cached_tokens, Responses input_tokens_details.cached_tokens, Anthropic cache_read_input_tokens).",
+                ge=0,
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    cache_write_tokens: (
+        Annotated[
+            int,
+            Meta(
+                description="Of input_tokens, those written to the provider's prompt cache (Anthropic cache_creation_input_tokens, OpenRouter prompt_tokens_details.cache_write_tokens).",
+                ge=0,
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
 
 
 class TurnStatus(StrEnum):

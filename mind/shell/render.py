@@ -51,6 +51,7 @@ from rich.markdown import Heading, Markdown
 from rich.table import Table
 from rich.text import Text
 
+from mind.context.usage import counts
 from mind.effects.patch import parse_patch, patch_paths
 from mind.effects.review import visible
 from mind.errors import PatchError
@@ -199,11 +200,14 @@ def preview_lines(output: str, max_lines: int = RESULT_PREVIEW_LINES) -> tuple[l
 
 
 def format_tokens(usage: ev.Usage) -> str:
-    """``1.2k in · 340 out`` for a usage record."""
-    return f"{_compact(usage.input_tokens)} in · {_compact(usage.output_tokens)} out tokens"
+    """``1.2k in · 340 out tokens`` for a usage record; an unreported count shows as ``?``."""
+    known = counts(usage)
+    return f"{_compact(known.input_tokens)} in · {_compact(known.output_tokens)} out tokens"
 
 
-def _compact(n: int) -> str:
+def _compact(n: int | None) -> str:
+    if n is None:
+        return "?"
     if n < 1000:
         return str(n)
     if n < 1_000_000:

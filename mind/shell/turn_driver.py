@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, final
 import anyio
 import msgspec
 
+from mind.context.usage import event_usage, journal_usage
 from mind.conversation import (
     ModelRequest,
     ReasoningDelta,
@@ -185,7 +186,7 @@ class TurnDriver:
         done = ev.TurnCompletedEvent(
             turn_id=turn.turn_id,
             status=ev.TurnStatus.interrupted,
-            usage=ev.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens),
+            usage=event_usage(usage),
         )
         turn._finish(TurnOutcome(event=done, final_text=turn._final_text, error=None))
 
@@ -310,9 +311,7 @@ class TurnDriver:
                     recorded_at_ms=0,
                     turn_id=turn.turn_id,
                     status=jr.TurnStatus(status.value),
-                    usage=jr.Usage(
-                        input_tokens=usage.input_tokens, output_tokens=usage.output_tokens
-                    ),
+                    usage=journal_usage(usage),
                     acknowledged=acknowledged,
                     **extra,
                 ),
@@ -335,7 +334,7 @@ class TurnDriver:
         done = ev.TurnCompletedEvent(
             turn_id=turn.turn_id,
             status=status,
-            usage=ev.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens),
+            usage=event_usage(usage),
             **({"failure": failure} if failure is not None else {}),
         )
         turn._finish(
@@ -572,7 +571,7 @@ class TurnDriver:
                     for c in calls
                 ],
                 finish=jr.Finish(finish),
-                usage=jr.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens),
+                usage=journal_usage(usage),
                 provider=self.session.provider.name,
                 provider_items=list(provider_items),
                 request_sha256=frozen.digest,

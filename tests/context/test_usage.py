@@ -4,17 +4,23 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from mind.context.usage import (
     context_window,
+    counts,
     estimate_tokens,
+    event_usage,
+    journal_usage,
     known_window,
     over_threshold,
     projected_tokens,
 )
+from mind.conversation import Usage
+from mind.generated import journal as jr
 
 
 def test_known_window_takes_the_longest_prefix() -> None:
@@ -51,3 +57,21 @@ def test_threshold_matches_percentage(projected: int, window: int, percent: int)
     assert not over_threshold(projected, window, 0)
     assert not over_threshold(None, window, percent)
     assert not over_threshold(projected, None, percent)
+
+
+def test_unreported_counts_stay_unknown_in_the_journal_and_events() -> None:
+    """A server that reports nothing gives absent counts, never 0; old
+    journals (both counts always present) still decode."""
+    assert msgspec.json.encode(journal_usage(Usage())) == b"{}"
+    assert msgspec.json.encode(event_usage(Usage(input_tokens=7))) == b'{"input_tokens":7}'
+    old = msgspec.json.decode(b'{"input_tokens":3,"output_tokens":4}', type=jr.Usage)
+    assert counts(old) == Usage(input_tokens=3, output_tokens=4)
+    assert counts(journal_usage(Usage(cache_read_tokens=2))) == Usage(cache_read_tokens=2)
+
+
+def test_sums_keep_unknown_apart_from_zero() -> None:
+    assert Usage() + Usage() == Usage()
+    assert Usage(input_tokens=5) + Usage(output_tokens=1) == Usage(input_tokens=5, output_tokens=1)
+    assert Usage(input_tokens=5, cache_read_tokens=0) + Usage(input_tokens=2) == Usage(
+        input_tokens=7, cache_read_tokens=0
+    )

@@ -30,7 +30,6 @@ from mind.conversation import (
     TextDelta,
     ToolCallStarted,
     ToolSpec,
-    Usage,
     UserMessage,
 )
 from mind.errors import ProviderError
@@ -146,7 +145,9 @@ def check(outcome: Outcome, exp: Expect) -> None:
     }
     assert got_view == want_view
     if exp.usage is not None:
-        assert done.usage == Usage(input_tokens=exp.usage[0], output_tokens=exp.usage[1])
+        assert (done.usage.input_tokens, done.usage.output_tokens) == exp.usage
+    if exp.cache is not None:  # as sent: 0 stays 0, an unreported count stays None
+        assert (done.usage.cache_read_tokens, done.usage.cache_write_tokens) == exp.cache
     # The deltas add up to the final values; every call was announced.
     assert (text, reasoning) == (done.text, done.reasoning)
     assert {(c.call_id, c.name) for c in done.tool_calls} <= set(started)
