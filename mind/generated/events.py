@@ -262,6 +262,34 @@ class TurnWarningEvent(Struct, kw_only=True, tag_field='type', tag='turn.warning
     message: str
 
 
+class ContextUsageEvent(Struct, kw_only=True, tag_field='type', tag='context.usage', frozen=True):
+    """The session's context usage after a model round (docs/design/context.md §1): the round's counts as the server reported them, the window planned against (model_context_window > learned from the server's error > built-in table) and the projected input tokens of the next request. A value nobody knows is absent, never 0."""
+
+    turn_id: str
+    input_tokens: (
+        Annotated[
+            int, Meta(description="The last request's prompt tokens, cached ones included.", ge=0)
+        ]
+        | UnsetType
+    ) = UNSET
+    output_tokens: Annotated[int, Meta(ge=0)] | UnsetType = UNSET
+    cache_read_tokens: Annotated[int, Meta(ge=0)] | UnsetType = UNSET
+    cache_write_tokens: Annotated[int, Meta(ge=0)] | UnsetType = UNSET
+    window: (
+        Annotated[int, Meta(description="The model's context window in tokens.", ge=1)] | UnsetType
+    ) = UNSET
+    projected_tokens: (
+        Annotated[
+            int,
+            Meta(
+                description="Projected input tokens of the next request: the last request's input + output, plus what was added since at 4 bytes per token.",
+                ge=0,
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+
+
 class SessionRecoveredEvent(Struct, kw_only=True, tag_field='type', tag='session.recovered', frozen=True):
     """Startup recovery finished (docs/design/recovery.md §2): what a crash left open was closed, and unacknowledged inputs will replay."""
 
@@ -464,7 +492,7 @@ class TurnCompletedEvent(Struct, kw_only=True, tag_field='type', tag='turn.compl
 
 
 Event: TypeAlias = Annotated[
-    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | InputClaimedEvent | TurnStartedEvent | TurnResumedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | InteractionRequestedEvent | ApprovalRequestedEvent | InteractionResolvedEvent | ToolResultEvent | TurnRetryingEvent | TurnWarningEvent | TurnCompletedEvent | ExecFailedEvent | InputWaitingEvent,
+    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | InputClaimedEvent | TurnStartedEvent | TurnResumedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | InteractionRequestedEvent | ApprovalRequestedEvent | InteractionResolvedEvent | ToolResultEvent | TurnRetryingEvent | TurnWarningEvent | ContextUsageEvent | TurnCompletedEvent | ExecFailedEvent | InputWaitingEvent,
     Meta(
         description="One event of a session: the library's typed events and `mind exec --json` lines (tagged union on `type`).",
         title='Event',

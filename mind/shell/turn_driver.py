@@ -437,6 +437,7 @@ class TurnDriver:
                 turn._emit(ev.MessageCompletedEvent(turn_id=turn.turn_id, text=done.text))
             if (warning := finish_warning(turn.turn_id, done.finish)) is not None:
                 turn._emit(warning)  # a cut answer is kept, and said to be cut
+            turn._emit(self.session.context_usage_event(turn.turn_id))
             faults.boundary("after_model_round")
             for effect in effects:
                 if isinstance(effect, RunTools):
@@ -507,6 +508,8 @@ class TurnDriver:
             except ProviderError as exc:
                 turn.model_quiet_since = None
                 turn.failure_detail = exc.detail[:500]
+                if exc.context_window is not None:  # the server said its window: keep it
+                    self.session.learn_window(exc.context_window, turn.turn_id)
                 now = time.monotonic()
                 if self._first_failure_at is None:
                     self._first_failure_at = now  # the turn's retry time starts here

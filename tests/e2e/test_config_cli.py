@@ -23,6 +23,7 @@ ORDER = [
     "max_retry_seconds",
     "stream_idle_timeout",
     "max_output_mib",
+    "model_context_window",
     "api_key",
     "shell_environment",
 ]

@@ -130,6 +130,7 @@ def _check_events_are_well_formed(r: MindResult) -> None:
         "tool.result",
         "turn.retrying",
         "turn.warning",
+        "context.usage",
         "turn.completed",
     }
 
@@ -153,6 +154,7 @@ def test_case_through_mind_exec(case: Case, split: str, tmp_path: Path, run_mind
         assert len(server.requests) == 1  # MIND_MAX_RETRIES=0: no retry
         return
     assert (done["status"], r.returncode) == ("completed", 0), r.stderr
+    _check_context_usage(r, follow.expect if follow is not None else exp, 2 if follow else 1)
     # An answer cut at the token limit or by a filter says so (docs/design/providers.md §9).
     warned = {"length": ["output_truncated"], "content_filter": ["content_filtered"]}
     assert [w["kind"] for w in r.of_type("turn.warning")] == warned.get(exp.finish, [])
@@ -184,6 +186,20 @@ def test_case_through_mind_exec(case: Case, split: str, tmp_path: Path, run_mind
             (exp.usage[0] or 0) + (follow.expect.usage[0] or 0),
             (exp.usage[1] or 0) + (follow.expect.usage[1] or 0),
         )
+
+
+def _check_context_usage(r: MindResult, last: Expect, rounds: int) -> None:
+    """One ``context.usage`` per model round, giving the last round's counts as
+    the server sent them (cache counts included, an unreported one absent);
+    the window of ``test-model`` is unknown, so absent (never guessed)."""
+    usage = r.of_type("context.usage")
+    assert len(usage) == rounds
+    got = usage[-1]
+    if last.usage is not None:
+        assert (got.get("input_tokens"), got.get("output_tokens")) == last.usage
+    if last.cache is not None:
+        assert (got.get("cache_read_tokens"), got.get("cache_write_tokens")) == last.cache
+    assert "window" not in got
 
 
 def _text_case(api: str) -> Case:
