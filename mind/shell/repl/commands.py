@@ -16,7 +16,7 @@ from prompt_toolkit.document import Document
 from rich.text import Text
 
 from mind.errors import MindError, SessionError
-from mind.shell.render import format_tokens
+from mind.shell.render import describe_context, format_tokens
 from mind.shell.repl import permissions
 from mind.shell.store import resolve_session_id
 
@@ -233,6 +233,7 @@ class SlashCommands:
             ("approval", f"{s.approval} (always allowed: {allowed})"),
             ("state", state + (f", {waiting} waiting" if waiting else "")),
             ("usage", format_tokens(repl.hosting.current.tokens)),
+            ("context", describe_context(s.context_usage)),
         ]
         repl.view.print(*(Text.assemble((k.ljust(10), "dim"), v) for k, v in pairs))
         return True
