@@ -251,9 +251,14 @@ class Session:
         journaled (``context_window_learned``, made durable with the turn's
         next fsync), so it holds after a restart.
 
+        The same window stated again is not journaled again (a session that
+        keeps overflowing would otherwise grow a record per error).
+
         Raises:
             JournalWriteError: the record could not be written.
         """
+        if window == self._learned_window:
+            return
         self.journal.append(
             jr.ContextWindowLearned(
                 seq=0,

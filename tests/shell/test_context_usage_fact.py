@@ -13,6 +13,7 @@ import anyio
 import mind
 from mind.context.usage import ContextUsage
 from mind.generated import events as ev
+from mind.generated import journal as jr
 from tests.support.replay_server import ReplayServer, Reply
 
 
@@ -88,3 +89,39 @@ def test_nothing_reported_and_no_known_window_is_all_unknown(tmp_path: Path) -> 
     assert after.percent is None
     done = next(e for e in events if isinstance(e, ev.TurnCompletedEvent))
     assert done.usage == ev.Usage()  # unknown, not 0 in · 0 out
+
+
+OVERFLOW = Reply(
+    status=400,
+    content_type="application/json",
+    body=json.dumps(
+        {
+            "error": {
+                "message": "This model's maximum context length is 8192 tokens. However, your "
+                "messages resulted in 9000 tokens.",
+                "type": "invalid_request_error",
+                "code": "context_length_exceeded",
+            }
+        }
+    ).encode(),
+)
+
+
+async def _two_failed_turns(state: Path, cwd: Path, config: mind.ResolvedConfig) -> ContextUsage:
+    async with mind.Runtime.open(state_root=state) as rt:
+        session = await rt.create_session(cwd=cwd, config=config)
+        for text in ("one", "two"):
+            outcome = await session.submit(text).wait()
+            assert outcome.event.failure is not None
+            assert outcome.event.failure.kind == ev.FailureKind.context_length
+        learned = [r for r in session.history() if isinstance(r, jr.ContextWindowLearned)]
+        assert [(r.model, r.window) for r in learned] == [("local", 8192)]  # once, not per error
+        return session.context_usage
+
+
+def test_a_window_stated_again_is_journaled_once(tmp_path: Path) -> None:
+    with ReplayServer([OVERFLOW, OVERFLOW]) as server:
+        usage = anyio.run(
+            _two_failed_turns, tmp_path / "state", tmp_path, _config(server.url + "/v1", "local")
+        )
+    assert usage == ContextUsage(window=8192)
