@@ -61,21 +61,38 @@ FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "other"
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):
-    """Token counts of one model round (or a sum of rounds).
+    """Token counts of one model round (or a sum of rounds), as the server reported them.
+
+    Each count is ``None`` when the server did not report it: unknown, never
+    0 (docs/design/context.md §1).
 
     Attributes:
-        input_tokens: prompt tokens billed, >= 0.
-        output_tokens: completion tokens billed (reasoning included), >= 0.
+        input_tokens: prompt tokens of the request, >= 0, cached ones included.
+        output_tokens: completion tokens (reasoning included), >= 0.
+        cache_read_tokens: of ``input_tokens``, those read from the
+            provider's prompt cache.
+        cache_write_tokens: of ``input_tokens``, those written to it.
     """
 
-    input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
     def __add__(self, other: Usage) -> Usage:
+        """The sum per count; a count neither side reported stays ``None``."""
         return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
+            input_tokens=_add(self.input_tokens, other.input_tokens),
+            output_tokens=_add(self.output_tokens, other.output_tokens),
+            cache_read_tokens=_add(self.cache_read_tokens, other.cache_read_tokens),
+            cache_write_tokens=_add(self.cache_write_tokens, other.cache_write_tokens),
         )
+
+
+def _add(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    return a if b is None else a + b
 
 
 class ToolCall(msgspec.Struct, frozen=True, kw_only=True):

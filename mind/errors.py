@@ -306,6 +306,9 @@ class ProviderError(MindError):
         detail: raw provider text for logs only (never journaled).
         status: HTTP status if any.
         retry_after_s: server-requested delay in seconds, if any.
+        context_window: on a ``context_length`` failure, the model's window in
+            tokens as the server's own error stated it (None: it did not say;
+            never guessed). A number only, so it may be journaled.
     """
 
     def __init__(
@@ -315,12 +318,14 @@ class ProviderError(MindError):
         detail: str = "",
         status: int | None = None,
         retry_after_s: float | None = None,
+        context_window: int | None = None,
     ) -> None:
         self.kind: FailureKind = kind
         self.message = CANONICAL_MESSAGES[kind]
         self.detail = detail
         self.status = status
         self.retry_after_s = retry_after_s
+        self.context_window = context_window
         super().__init__(f"{kind}: {self.message}" + (f" ({detail})" if detail else ""))
 
     @property

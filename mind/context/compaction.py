@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from mind.call_pairing import pair_calls
-from mind.context.usage import estimate_tokens, projected_tokens
+from mind.context.usage import context_usage, estimate_tokens
 from mind.generated import journal as jr
 
 __all__ = [
@@ -216,25 +216,7 @@ def record_bytes(record: jr.JournalRecord) -> int:
 
 
 def projected_context(records: Sequence[jr.JournalRecord]) -> int | None:
-    """The projected input tokens of the next request, or None when unknown.
-
-    The base is the newest of: a ``model_round`` whose usage the server
-    reported (input tokens > 0; its output joins the context), or a
-    ``compaction_completed`` with ``after_tokens`` (the context it left);
-    plus the estimate of every record's bytes after it (:func:`record_bytes`).
-    No base: unknown (docs/design/context.md §1: never invented).
-    """
-    added = 0
-    for record in reversed(records):
-        if isinstance(record, jr.ModelRound) and record.usage.input_tokens > 0:
-            return projected_tokens(
-                last_input_tokens=record.usage.input_tokens,
-                last_output_tokens=record.usage.output_tokens,
-                added_bytes=added,
-            )
-        if isinstance(record, jr.CompactionCompleted) and isinstance(record.after_tokens, int):
-            return projected_tokens(
-                last_input_tokens=record.after_tokens, last_output_tokens=0, added_bytes=added
-            )
-        added += record_bytes(record)
-    return None
+    """The projected input tokens of the next request, or None when unknown:
+    :func:`mind.context.usage.context_usage`'s projection (the one owner of
+    the fact; docs/design/context.md §1: never invented)."""
+    return context_usage(records, model="", configured=None, learned=None).projected_tokens

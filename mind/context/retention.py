@@ -51,7 +51,13 @@ CHECKPOINT_TAIL_BYTES: Final = 4 * 1024 * 1024
 """A turn end writes a checkpoint once the journal grew by this many bytes
 since the newest checkpoint (or since the start, with none)."""
 
-_ALWAYS: Final = (jr.SessionStarted, jr.PermissionGranted, jr.PermissionRevoked)
+# The learned window is read from its newest record at open (context.md §1); few exist.
+_ALWAYS: Final = (
+    jr.SessionStarted,
+    jr.PermissionGranted,
+    jr.PermissionRevoked,
+    jr.ContextWindowLearned,
+)
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,38 @@ class Struct(_Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
 
 
 class Usage(Struct, kw_only=True, frozen=True):
-    """Token counts."""
+    """Token counts the server reported (a turn's: the sum over its rounds). A count the server did not report is absent: unknown, never 0 (docs/design/context.md §1). Journals written before the counts were optional always carry input_tokens and output_tokens."""
 
-    input_tokens: Annotated[int, Meta(ge=0)]
-    output_tokens: Annotated[int, Meta(ge=0)]
+    input_tokens: (
+        Annotated[
+            int, Meta(description='Prompt tokens of the request, cached ones included.', ge=0)
+        ]
+        | UnsetType
+    ) = UNSET
+    output_tokens: (
+        Annotated[int, Meta(description='Completion tokens (reasoning included).', ge=0)]
+        | UnsetType
+    ) = UNSET
+    cache_read_tokens: (
+        Annotated[
+            int,
+            Meta(
+                description="Of input_tokens, those read from the provider's prompt cache (OpenAI prompt_tokens_details.cached_tokens, Responses input_tokens_details.cached_tokens, Anthropic cache_read_input_tokens).",
+                ge=0,
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    cache_write_tokens: (
+        Annotated[
+            int,
+            Meta(
+                description="Of input_tokens, those written to the provider's prompt cache (Anthropic cache_creation_input_tokens, OpenRouter prompt_tokens_details.cache_write_tokens).",
+                ge=0,
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
 
 
 class TurnStatus(StrEnum):
@@ -234,6 +262,34 @@ class TurnWarningEvent(Struct, kw_only=True, tag_field='type', tag='turn.warning
     turn_id: str
     kind: Annotated[WarningKind, Meta(title='WarningKind')]
     message: str
+
+
+class ContextUsageEvent(Struct, kw_only=True, tag_field='type', tag='context.usage', frozen=True):
+    """The session's context usage after a model round (docs/design/context.md §1): the round's counts as the server reported them, the window planned against (model_context_window > learned from the server's error > built-in table) and the projected input tokens of the next request. A value nobody knows is absent, never 0."""
+
+    turn_id: str
+    input_tokens: (
+        Annotated[
+            int, Meta(description="The last request's prompt tokens, cached ones included.", ge=0)
+        ]
+        | UnsetType
+    ) = UNSET
+    output_tokens: Annotated[int, Meta(ge=0)] | UnsetType = UNSET
+    cache_read_tokens: Annotated[int, Meta(ge=0)] | UnsetType = UNSET
+    cache_write_tokens: Annotated[int, Meta(ge=0)] | UnsetType = UNSET
+    window: (
+        Annotated[int, Meta(description="The model's context window in tokens.", ge=1)] | UnsetType
+    ) = UNSET
+    projected_tokens: (
+        Annotated[
+            int,
+            Meta(
+                description="Projected input tokens of the next request: the last request's input + output, plus what was added since at 4 bytes per token.",
+                ge=0,
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
 
 
 class SessionRecoveredEvent(Struct, kw_only=True, tag_field='type', tag='session.recovered', frozen=True):
@@ -514,7 +570,7 @@ class TurnCompletedEvent(Struct, kw_only=True, tag_field='type', tag='turn.compl
 
 
 Event: TypeAlias = Annotated[
-    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | InputClaimedEvent | TurnStartedEvent | TurnResumedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | InteractionRequestedEvent | ApprovalRequestedEvent | InteractionResolvedEvent | ToolResultEvent | TurnRetryingEvent | TurnWarningEvent | TurnCompletedEvent | ExecFailedEvent | InputWaitingEvent | InstructionsLoadedEvent | ContextCompactedEvent,
+    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | InputClaimedEvent | TurnStartedEvent | TurnResumedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | InteractionRequestedEvent | ApprovalRequestedEvent | InteractionResolvedEvent | ToolResultEvent | TurnRetryingEvent | TurnWarningEvent | ContextUsageEvent | TurnCompletedEvent | ExecFailedEvent | InputWaitingEvent | InstructionsLoadedEvent | ContextCompactedEvent,
     Meta(
         description="One event of a session: the library's typed events and `mind exec --json` lines (tagged union on `type`).",
         title='Event',

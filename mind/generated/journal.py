@@ -19,10 +19,38 @@ class Struct(_Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
 
 
 class Usage(Struct, kw_only=True, frozen=True):
-    """Token counts."""
+    """Token counts the server reported (a turn's: the sum over its rounds). A count the server did not report is absent: unknown, never 0 (docs/design/context.md §1). Journals written before the counts were optional always carry input_tokens and output_tokens."""
 
-    input_tokens: Annotated[int, Meta(ge=0)]
-    output_tokens: Annotated[int, Meta(ge=0)]
+    input_tokens: (
+        Annotated[
+            int, Meta(description='Prompt tokens of the request, cached ones included.', ge=0)
+        ]
+        | UnsetType
+    ) = UNSET
+    output_tokens: (
+        Annotated[int, Meta(description='Completion tokens (reasoning included).', ge=0)]
+        | UnsetType
+    ) = UNSET
+    cache_read_tokens: (
+        Annotated[
+            int,
+            Meta(
+                description="Of input_tokens, those read from the provider's prompt cache (OpenAI prompt_tokens_details.cached_tokens, Responses input_tokens_details.cached_tokens, Anthropic cache_read_input_tokens).",
+                ge=0,
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    cache_write_tokens: (
+        Annotated[
+            int,
+            Meta(
+                description="Of input_tokens, those written to the provider's prompt cache (Anthropic cache_creation_input_tokens, OpenRouter prompt_tokens_details.cache_write_tokens).",
+                ge=0,
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
 
 
 class TurnStatus(StrEnum):
@@ -496,6 +524,26 @@ class CompactionTrigger(StrEnum):
     overflow = 'overflow'
 
 
+class ContextWindowLearned(Struct, kw_only=True, tag_field='type', tag='context_window_learned', frozen=True):
+    """The server's own context-length error stated the model's context window (docs/design/context.md §1); journaled when the error arrives, so the window holds after a restart. The newest one for the session's model is the learned window; a configured model_context_window still wins."""
+
+    seq: Annotated[
+        int, Meta(description='Monotonic record number within the journal, from 0.', ge=0)
+    ]
+    recorded_at_ms: Annotated[
+        int,
+        Meta(description='Wall-clock time the record was written, Unix epoch milliseconds.', ge=0),
+    ]
+    turn_id: Annotated[str, Meta(description='The turn whose request the server refused.')]
+    model: Annotated[
+        str,
+        Meta(
+            description="The model the request named (a window is the model's, not the session's)."
+        ),
+    ]
+    window: Annotated[int, Meta(description='The window in tokens, as the server stated it.', ge=1)]
+
+
 class CompactionStarted(Struct, kw_only=True, tag_field='type', tag='compaction_started', frozen=True):
     """A compaction began (docs/design/compaction.md); fsynced before its summarisation request is sent. Without a matching compaction_completed the old context stands."""
 
@@ -694,7 +742,7 @@ class TurnCompleted(Struct, kw_only=True, tag_field='type', tag='turn_completed'
 
 
 JournalRecord: TypeAlias = Annotated[
-    SessionStarted | TurnStarted | UserMessage | ModelRound | ToolStarted | ToolResult | TurnCompleted | InputDropped | InteractionRequested | InteractionResolved | PermissionGranted | PermissionRevoked | EffectRunning | EffectReconciled | CompactionStarted | CompactionCompleted | CompactionFailed,
+    SessionStarted | TurnStarted | UserMessage | ModelRound | ToolStarted | ToolResult | TurnCompleted | InputDropped | InteractionRequested | InteractionResolved | PermissionGranted | PermissionRevoked | EffectRunning | EffectReconciled | ContextWindowLearned | CompactionStarted | CompactionCompleted | CompactionFailed,
     Meta(
         description='One line of sessions/<id>/journal.jsonl (tagged union on `type`).',
         title='JournalRecord',

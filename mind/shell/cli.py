@@ -91,6 +91,13 @@ def _add_provider_options(p: argparse.ArgumentParser, *, sub: bool = False) -> N
         **kw,  # type: ignore[arg-type]
     )
     p.add_argument(
+        "--model-context-window",
+        metavar="TOKENS",
+        help="the model's context window in tokens (default: known models' published "
+        "window, or what the server's context-length error states)",
+        **kw,  # type: ignore[arg-type]
+    )
+    p.add_argument(
         "--cwd",
         help="working directory of a new session (default: current directory)",
         **kw,  # type: ignore[arg-type]
@@ -187,6 +194,7 @@ def _overrides(args: argparse.Namespace) -> CliOverrides:
         sandbox_mode=getattr(args, "sandbox", None),
         sandbox_network=getattr(args, "sandbox_network", None),
         add_dirs=tuple(args.add_dir) if getattr(args, "add_dir", None) else None,
+        model_context_window=getattr(args, "model_context_window", None),
     )
 
 

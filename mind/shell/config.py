@@ -34,6 +34,9 @@ provider kind), never from the journal, logs or ``mind config``.
                                     # oldest are cut first (docs/design/context.md §3)
     auto_compact_percent = 80       # compact when the next request would pass this % of the
                                     # model's window; 0 disables (env MIND_AUTO_COMPACT_PERCENT)
+    model_context_window = 32768    # the model's context window in tokens (unset: the
+                                    # built-in table, or what the server's own error says;
+                                    # --model-context-window, env MIND_MODEL_CONTEXT_WINDOW)
 
     [shell_environment]             # tools get an allow-list only (mind.shell.tool_env)
     include = ["GOPATH", "CARGO_*"] # pass these through from mind's environment
@@ -134,6 +137,8 @@ class Setting(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _OPENAI_KINDS = ("openai-chat", "openai-responses")
+MAX_CONTEXT_WINDOW: Final = 100_000_000
+"""Largest ``model_context_window`` accepted, in tokens (no model comes near it)."""
 
 SETTINGS: tuple[Setting, ...] = (
     Setting(
@@ -267,6 +272,17 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=0,
         maximum=100,
     ),
+    Setting(
+        key="model_context_window",
+        help="the model's context window in tokens (default: unset, i.e. the built-in "
+        "table of well-known models, else what the server's own context-length error "
+        "states, else unknown)",
+        flag="--model-context-window",
+        env=("MIND_MODEL_CONTEXT_WINDOW",),
+        type="int",
+        minimum=1,
+        maximum=MAX_CONTEXT_WINDOW,
+    ),
 )
 """Every setting, in the order ``mind config`` prints them."""
 
@@ -321,6 +337,8 @@ class ConfigFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     tool_output_max_bytes: int | None = None
     tool_output_request_max_bytes: int | None = None
     auto_compact_percent: int | None = None
+    model_context_window: int | None = None
+    """Tokens."""
     shell_environment: ShellEnvironment | None = None
     """``[shell_environment]``, parsed by its owner (:meth:`ShellEnvironment.from_table`)."""
 
@@ -362,6 +380,8 @@ class CliOverrides(msgspec.Struct, frozen=True, kw_only=True):
     sandbox_mode: str | None = None
     sandbox_network: str | None = None
     add_dirs: tuple[str, ...] | None = None
+    model_context_window: str | None = None
+    """Tokens, as typed (checked by resolution)."""
 
 
 class ResolvedConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -402,6 +422,11 @@ class ResolvedConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Percent of the model's window the projected next request may reach before
     an automatic compaction (``auto_compact_percent``, env
     ``MIND_AUTO_COMPACT_PERCENT``; 0 disables; docs/design/context.md §5)."""
+    model_context_window: int | None = None
+    """The model's context window in tokens (``model_context_window``,
+    ``--model-context-window``, env ``MIND_MODEL_CONTEXT_WINDOW``); None: unset,
+    so the window is the one learned from the server or the built-in table's
+    (:func:`mind.context.usage.context_window`), else unknown."""
 
 
 class SettingValue(msgspec.Struct, frozen=True, kw_only=True):
@@ -721,6 +746,13 @@ def _resolve(
         "default",
     )
     note("auto_compact_percent", compact_pct, source)
+    window_found = src.pick("model_context_window")
+    window = int(window_found[0]) if window_found is not None else None
+    note(
+        "model_context_window",
+        window if window is not None else "not set (built-in table or learned)",
+        window_found[1] if window_found is not None else "default",
+    )
     shell_env = src.file.shell_environment
     if shell_env is not None:
         rows.append(_shell_env_row(shell_env, f"config {src.path}"))
@@ -749,6 +781,7 @@ def _resolve(
         max_output_bytes=int(out_mib) * 1024 * 1024,
         tool_output=tool_output,
         auto_compact_percent=int(compact_pct),
+        model_context_window=window,
     )
 
 
@@ -923,6 +956,7 @@ def resolve_config(
     sandbox: str | None = None,
     sandbox_network: str | None = None,
     add_dirs: tuple[str, ...] | list[str] | None = None,
+    model_context_window: int | None = None,
     env: Mapping[str, str] | None = None,
 ) -> ResolvedConfig:
     """Library form of :func:`resolve`: keyword overrides over env and config.toml.
@@ -933,6 +967,8 @@ def resolve_config(
         sandbox_network: ``"on"`` lets sandboxed commands use the network, as
             ``--sandbox-network`` (default ``"off"``).
         add_dirs: extra writable roots, as ``--add-dir``.
+        model_context_window: the model's context window in tokens, as
+            ``--model-context-window`` (None: unset).
         env: environment to read (default ``os.environ``); ``MIND_HOME`` in it
             locates ``config.toml``.
 
@@ -951,5 +987,6 @@ def resolve_config(
         sandbox_mode=sandbox,
         sandbox_network=sandbox_network,
         add_dirs=tuple(add_dirs) if add_dirs is not None else None,
+        model_context_window=None if model_context_window is None else str(model_context_window),
     )
     return resolve(cli, environ, mind_home(environ) / "config.toml")

@@ -12,6 +12,8 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from mind.call_pairing import PairedCall, pair_calls
+from mind.context.usage import counts, journal_usage
+from mind.conversation import Usage
 from mind.generated import journal as jr
 from mind.history import records_starts
 from mind.machines.turn_replay import ResumePlan, recovered_closing, resume_plan
@@ -212,10 +214,7 @@ def close_unterminated_turns(journal: Journal, *, resume: ResumePlan | None = No
             r for r in journal.records if isinstance(r, jr.ModelRound) and r.turn_id == turn_id
         ]
         closing = recovered_closing(journal.records, turn_id)
-        usage = jr.Usage(
-            input_tokens=sum(r.usage.input_tokens for r in rounds),
-            output_tokens=sum(r.usage.output_tokens for r in rounds),
-        )
+        usage = journal_usage(sum((counts(r.usage) for r in rounds), Usage()))
         acks = list(closing.acknowledged)
         journal.append(
             jr.TurnCompleted(

@@ -51,6 +51,7 @@ from rich.markdown import Heading, Markdown
 from rich.table import Table
 from rich.text import Text
 
+from mind.context.usage import ContextUsage, counts
 from mind.effects.patch import parse_patch, patch_paths
 from mind.effects.review import visible
 from mind.errors import PatchError
@@ -213,16 +214,62 @@ def describe_compaction(event: ev.ContextCompactedEvent) -> str:
 
 
 def format_tokens(usage: ev.Usage) -> str:
-    """``1.2k in · 340 out`` for a usage record."""
-    return f"{_compact(usage.input_tokens)} in · {_compact(usage.output_tokens)} out tokens"
+    """``1.2k in · 340 out tokens`` for a usage record; an unreported count shows as ``?``."""
+    known = counts(usage)
+    return f"{_compact(known.input_tokens)} in · {_compact(known.output_tokens)} out tokens"
 
 
-def _compact(n: int) -> str:
+def _compact(n: int | None) -> str:
+    if n is None:
+        return "?"
     if n < 1000:
         return str(n)
     if n < 1_000_000:
         return f"{n / 1000:.1f}k"
     return f"{n / 1_000_000:.1f}M"
+
+
+def _round_k(n: int) -> str:
+    """``950``, ``1.2k``, ``12k``, ``128k``, ``1.0M``: a token count at a glance."""
+    if n < 1000:
+        return str(n)
+    if n < 10_000:
+        return f"{n / 1000:.1f}k"
+    if n < 1_000_000:
+        return f"{round(n / 1000)}k"
+    return f"{n / 1_000_000:.1f}M"
+
+
+def format_context(usage: ContextUsage) -> str:
+    """The context usage in a few words: ``12k / 128k tokens (9%)``; ``12k
+    tokens`` when the window is unknown; ``""`` while the size is unknown
+    (no request reported one): nothing is shown rather than a guess
+    (docs/design/context.md §1)."""
+    size, window = usage.projected_tokens, usage.window
+    if size is None:
+        return ""
+    if window is None:
+        return f"{_round_k(size)} tokens"
+    return f"{_round_k(size)} / {_round_k(window)} tokens ({usage.percent}%)"
+
+
+def describe_context(usage: ContextUsage) -> str:
+    """``/status``'s line: :func:`format_context`, then the last request's
+    counts as reported (cache reads and writes when reported), or why it is unknown."""
+    shown = format_context(usage) or "unknown"
+    if usage.input_tokens is None:
+        window = f"window {_round_k(usage.window)} tokens" if usage.window else "window unknown"
+        return f"{shown} (no usage reported; {window})"
+    cache = [
+        f"{_compact(n)} {word}"
+        for n, word in (
+            (usage.cache_read_tokens, "cached"),
+            (usage.cache_write_tokens, "cache write"),
+        )
+        if n
+    ]
+    last = f"{_compact(usage.input_tokens)} in" + (f" ({', '.join(cache)})" if cache else "")
+    return f"{shown} · last request {last} · {_compact(usage.output_tokens)} out"
 
 
 def format_duration(seconds: float) -> str:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal, final
 
 import msgspec
 
+from mind.context.usage import ContextUsage, context_usage, learned_window
 from mind.conversation import (
     has_lone_surrogates,
 )
@@ -181,6 +182,10 @@ class Session:
         """The seq up to which :attr:`_inputs` accounts for the journal (it only grows)."""
         self._consuming = False
         self._compacting = False
+        self._learned_window = learned_window(journal.records, config.provider.model)
+        """The window the server's own error stated for this model (journaled), or None."""
+        self._usage: tuple[int, ContextUsage] | None = None
+        """:attr:`context_usage` and the journal length it was computed at."""
 
     @property
     def approval(self) -> ApprovalPolicy:
@@ -229,6 +234,57 @@ class Session:
         on this session's facts. False: its storage is broken and no turn
         runs, so it is to be opened afresh."""
         return reusable(broken=self.storage_broken is not None, busy=self.busy)
+
+    @property
+    def context_usage(self) -> ContextUsage:
+        """The session's context usage now (docs/design/context.md §1): the
+        last request's reported tokens, the model's window, the projected
+        size of the next request; each ``None`` when unknown, never invented.
+
+        Computed from the journal by :func:`mind.context.usage.context_usage`
+        (reading back to the last model round), again only once the journal
+        has grown.
+        """
+        records = self.journal.records
+        if self._usage is None or self._usage[0] != len(records):
+            fact = context_usage(
+                records,
+                model=self.config.provider.model,
+                configured=self.config.model_context_window,
+                learned=self._learned_window,
+            )
+            self._usage = (len(records), fact)
+        return self._usage[1]
+
+    def context_usage_event(self, turn_id: str) -> ev.ContextUsageEvent:
+        """The ``context.usage`` event of :attr:`context_usage` (unknown values left out)."""
+        fact = self.context_usage
+        known = {k: v for k, v in msgspec.structs.asdict(fact).items() if v is not None}
+        return ev.ContextUsageEvent(turn_id=turn_id, **known)
+
+    def learn_window(self, window: int, turn_id: str) -> None:
+        """Keep the window (tokens) the server's own context-length error stated:
+        journaled (``context_window_learned``, made durable with the turn's
+        next fsync), so it holds after a restart.
+
+        The same window stated again is not journaled again (a session that
+        keeps overflowing would otherwise grow a record per error).
+
+        Raises:
+            JournalWriteError: the record could not be written.
+        """
+        if window == self._learned_window:
+            return
+        self.journal.append(
+            jr.ContextWindowLearned(
+                seq=0,
+                recorded_at_ms=0,
+                turn_id=turn_id,
+                model=self.config.provider.model,
+                window=window,
+            )
+        )
+        self._learned_window = window
 
     def claimed_inputs(self, message_ids: list[str]) -> list[jr.UserMessage]:
         """The journaled inputs with these ids (an ``input.claimed`` event's

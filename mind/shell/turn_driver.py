@@ -20,6 +20,7 @@ import anyio
 import msgspec
 
 from mind.context.compaction import projected_context
+from mind.context.usage import event_usage, journal_usage
 from mind.conversation import (
     ModelRequest,
     ReasoningDelta,
@@ -194,7 +195,7 @@ class TurnDriver:
         done = ev.TurnCompletedEvent(
             turn_id=turn.turn_id,
             status=ev.TurnStatus.interrupted,
-            usage=ev.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens),
+            usage=event_usage(usage),
         )
         turn._finish(TurnOutcome(event=done, final_text=turn._final_text, error=None))
 
@@ -319,9 +320,7 @@ class TurnDriver:
                     recorded_at_ms=0,
                     turn_id=turn.turn_id,
                     status=jr.TurnStatus(status.value),
-                    usage=jr.Usage(
-                        input_tokens=usage.input_tokens, output_tokens=usage.output_tokens
-                    ),
+                    usage=journal_usage(usage),
                     acknowledged=acknowledged,
                     **extra,
                 ),
@@ -344,7 +343,7 @@ class TurnDriver:
         done = ev.TurnCompletedEvent(
             turn_id=turn.turn_id,
             status=status,
-            usage=ev.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens),
+            usage=event_usage(usage),
             **({"failure": failure} if failure is not None else {}),
         )
         turn._finish(
@@ -465,6 +464,7 @@ class TurnDriver:
                 turn._emit(ev.MessageCompletedEvent(turn_id=turn.turn_id, text=done.text))
             if (warning := finish_warning(turn.turn_id, done.finish)) is not None:
                 turn._emit(warning)  # a cut answer is kept, and said to be cut
+            turn._emit(self.session.context_usage_event(turn.turn_id))
             faults.boundary("after_model_round")
             for effect in effects:
                 if isinstance(effect, RunTools):
@@ -557,6 +557,8 @@ class TurnDriver:
             except ProviderError as exc:
                 turn.model_quiet_since = None
                 turn.failure_detail = exc.detail[:500]
+                if exc.context_window is not None:  # the server said its window: keep it
+                    self.session.learn_window(exc.context_window, turn.turn_id)
                 now = time.monotonic()
                 if self._first_failure_at is None:
                     self._first_failure_at = now  # the turn's retry time starts here
@@ -623,7 +625,7 @@ class TurnDriver:
                     for c in calls
                 ],
                 finish=jr.Finish(finish),
-                usage=jr.Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens),
+                usage=journal_usage(usage),
                 provider=self.session.provider.name,
                 provider_items=list(provider_items),
                 request_sha256=frozen.digest,

@@ -91,3 +91,17 @@ def test_without_a_compaction_everything_is_retained() -> None:
     records = [r for r in _session(3) if not isinstance(r, jr.CompactionCompleted)]
     assert retained(records) == records
     assert build_messages(retained(records)) == build_messages(records)
+
+
+def test_a_learned_window_outlives_the_compaction_that_superseded_its_turn() -> None:
+    """The learned window (docs/design/context.md §1) is read from the newest
+    ``context_window_learned`` at open: a compaction must not drop it."""
+    records = _session(7, turns=30)
+    newest = [r for r in records if isinstance(r, jr.CompactionCompleted)][-1]
+    first_turn = next(r for r in records if isinstance(r, jr.TurnStarted))
+    learned = jr.ContextWindowLearned(
+        seq=first_turn.seq, recorded_at_ms=0, turn_id=first_turn.turn_id, model="m", window=8192
+    )
+    assert learned.seq <= newest.through_seq
+    with_learned = [learned if r.seq == learned.seq else r for r in records]
+    assert learned in retained(with_learned)

@@ -26,6 +26,7 @@ ORDER = [
     "tool_output_max_bytes",
     "tool_output_request_max_bytes",
     "auto_compact_percent",
+    "model_context_window",
     "api_key",
     "shell_environment",
 ]

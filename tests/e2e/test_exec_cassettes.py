@@ -76,9 +76,10 @@ def _text(r: MindResult) -> str:
     return "".join(e["text"] for e in r.of_type("message.delta"))
 
 
-def _usage(r: MindResult) -> tuple[int, int]:
+def _usage(r: MindResult) -> tuple[int | None, int | None]:
+    """The turn's counts; an unreported one is absent from the event (None)."""
     u = r.of_type("turn.completed")[-1]["usage"]
-    return (u["input_tokens"], u["output_tokens"])
+    return (u.get("input_tokens"), u.get("output_tokens"))
 
 
 def _follow_up(api: str) -> Case:
@@ -129,6 +130,7 @@ def _check_events_are_well_formed(r: MindResult) -> None:
         "tool.result",
         "turn.retrying",
         "turn.warning",
+        "context.usage",
         "turn.completed",
     }
 
@@ -152,6 +154,7 @@ def test_case_through_mind_exec(case: Case, split: str, tmp_path: Path, run_mind
         assert len(server.requests) == 1  # MIND_MAX_RETRIES=0: no retry
         return
     assert (done["status"], r.returncode) == ("completed", 0), r.stderr
+    _check_context_usage(r, follow.expect if follow is not None else exp, 2 if follow else 1)
     # An answer cut at the token limit or by a filter says so (docs/design/providers.md §9).
     warned = {"length": ["output_truncated"], "content_filter": ["content_filtered"]}
     assert [w["kind"] for w in r.of_type("turn.warning")] == warned.get(exp.finish, [])
@@ -180,9 +183,23 @@ def test_case_through_mind_exec(case: Case, split: str, tmp_path: Path, run_mind
     assert r.of_type("message.completed")[-1]["text"] == follow.expect.text
     if exp.usage is not None and follow.expect.usage is not None:
         assert _usage(r) == (
-            exp.usage[0] + follow.expect.usage[0],
-            exp.usage[1] + follow.expect.usage[1],
+            (exp.usage[0] or 0) + (follow.expect.usage[0] or 0),
+            (exp.usage[1] or 0) + (follow.expect.usage[1] or 0),
         )
+
+
+def _check_context_usage(r: MindResult, last: Expect, rounds: int) -> None:
+    """One ``context.usage`` per model round, giving the last round's counts as
+    the server sent them (cache counts included, an unreported one absent);
+    the window of ``test-model`` is unknown, so absent (never guessed)."""
+    usage = r.of_type("context.usage")
+    assert len(usage) == rounds
+    got = usage[-1]
+    if last.usage is not None:
+        assert (got.get("input_tokens"), got.get("output_tokens")) == last.usage
+    if last.cache is not None:
+        assert (got.get("cache_read_tokens"), got.get("cache_write_tokens")) == last.cache
+    assert "window" not in got
 
 
 def _text_case(api: str) -> Case:

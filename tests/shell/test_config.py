@@ -311,3 +311,27 @@ def test_tool_output_budgets_follow_env_and_file_and_must_nest(tmp_path: Path) -
         resolve(cli, {"MIND_TOOL_OUTPUT_MAX_BYTES": "100000"}, path)
     with pytest.raises(ConfigError, match="tool_output_max_bytes must be between 1024"):
         resolve(cli, {"MIND_TOOL_OUTPUT_MAX_BYTES": "10"}, path)
+
+
+def test_model_context_window_is_unset_unless_given_flag_over_env_over_file(
+    tmp_path: Path,
+) -> None:
+    """Unset means unknown (the table or the server's error decide), never a guess."""
+    cli = CliOverrides(provider="openai-chat", base_url="http://127.0.0.1:9/v1")
+    assert resolve(cli, {}, tmp_path / "none.toml").model_context_window is None
+    path = _toml(tmp_path, "model_context_window = 8192\n")
+    assert resolve(cli, {}, path).model_context_window == 8192
+    env = {"MIND_MODEL_CONTEXT_WINDOW": "16000"}
+    assert resolve(cli, env, path).model_context_window == 16000
+    flag = CliOverrides(
+        provider="openai-chat", base_url="http://127.0.0.1:9/v1", model_context_window="4096"
+    )
+    assert resolve(flag, env, path).model_context_window == 4096
+    rows, error = describe(flag, env, path)
+    assert error is None
+    assert [(r.value, r.source) for r in rows if r.key == "model_context_window"] == [
+        ("4096", "flag --model-context-window")
+    ]
+    for bad in ("0", "lots"):
+        with pytest.raises(ConfigError, match="MIND_MODEL_CONTEXT_WINDOW"):
+            resolve(cli, {"MIND_MODEL_CONTEXT_WINDOW": bad}, path)

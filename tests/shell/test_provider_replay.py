@@ -146,7 +146,9 @@ def check(outcome: Outcome, exp: Expect) -> None:
     }
     assert got_view == want_view
     if exp.usage is not None:
-        assert done.usage == Usage(input_tokens=exp.usage[0], output_tokens=exp.usage[1])
+        assert (done.usage.input_tokens, done.usage.output_tokens) == exp.usage
+    if exp.cache is not None:  # as sent: 0 stays 0, an unreported count stays None
+        assert (done.usage.cache_read_tokens, done.usage.cache_write_tokens) == exp.cache
     # The deltas add up to the final values; every call was announced.
     assert (text, reasoning) == (done.text, done.reasoning)
     assert {(c.call_id, c.name) for c in done.tool_calls} <= set(started)
@@ -280,3 +282,74 @@ def test_stream_cut_before_the_end_is_stream_cut(case_id: str) -> None:
         dropped = Reply.from_case(case.prefix, truncate_at=cut, splits=[cut // 2])
         outcome, _ = replay(api, [dropped])
         assert outcome.error is not None and outcome.error.kind == "stream_cut"
+
+
+def _events(*events: dict[str, Any]) -> bytes:
+    return b"".join(
+        f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() if "type" in e else b""
+        for e in events
+    )
+
+
+def test_prompt_cache_counts_are_taken_as_each_server_sends_them() -> None:
+    """Cache reads and writes per provider, non-zero (the recorded cassettes say
+    0): Anthropic's input_tokens leaves the cache out, so the whole prompt is
+    its sum; OpenAI's prompt_tokens already holds the cached part."""
+    anthropic = _events(
+        {
+            "type": "message_start",
+            "message": {
+                "id": "m",
+                "type": "message",
+                "role": "assistant",
+                "content": [],
+                "model": "claude-sonnet-4-5",
+                "usage": {
+                    "input_tokens": 10,
+                    "cache_read_input_tokens": 2000,
+                    "cache_creation_input_tokens": 300,
+                    "output_tokens": 1,
+                },
+            },
+        },
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "ok"}},
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 7},
+        },
+        {"type": "message_stop"},
+    )
+    outcome, _ = replay("anthropic-messages", [Reply(body=anthropic)])
+    (done,) = [e for e in outcome.events if isinstance(e, StreamDone)]
+    assert done.usage == Usage(
+        input_tokens=2310, output_tokens=7, cache_read_tokens=2000, cache_write_tokens=300
+    )
+    responses = _events(
+        {
+            "type": "response.completed",
+            "response": {
+                "id": "r",
+                "object": "response",
+                "status": "completed",
+                "output": [
+                    {
+                        "type": "message",
+                        "id": "m",
+                        "role": "assistant",
+                        "content": [{"type": "output_text", "text": "ok"}],
+                    }
+                ],
+                "usage": {
+                    "input_tokens": 5000,
+                    "input_tokens_details": {"cached_tokens": 4096},
+                    "output_tokens": 9,
+                },
+            },
+        }
+    )
+    outcome, _ = replay("openai-responses", [Reply(body=responses)])
+    (done,) = [e for e in outcome.events if isinstance(e, StreamDone)]
+    assert done.usage == Usage(input_tokens=5000, output_tokens=9, cache_read_tokens=4096)

@@ -91,13 +91,16 @@ def test_a_slow_session_consumer_loses_no_lifecycle_event(tmp_path: Path) -> Non
         "InputAcceptedEvent",
         "TurnStartedEvent",
         "InputClaimedEvent",
+        "ContextUsageEvent",  # after each model round, before its calls run
         "ToolCallEvent",
         "ToolResultEvent",
         "MessageCompletedEvent",
+        "ContextUsageEvent",
         "TurnCompletedEvent",
         "TurnStartedEvent",
         "InputClaimedEvent",
         "MessageCompletedEvent",
+        "ContextUsageEvent",
         "TurnCompletedEvent",
     ]
 
@@ -340,6 +343,7 @@ def test_alternating_deltas_stay_bounded_for_a_consumer_that_reads_only_at_the_e
         ev.TurnStartedEvent,
         ev.InputClaimedEvent,
         ev.MessageCompletedEvent,
+        ev.ContextUsageEvent,
         ev.TurnCompletedEvent,
     ]
     assert "".join(e.text for e in got if isinstance(e, ev.MessageDeltaEvent)) == text
@@ -350,6 +354,7 @@ def test_alternating_deltas_stay_bounded_for_a_consumer_that_reads_only_at_the_e
         "TurnStartedEvent",
         "InputClaimedEvent",
         "MessageCompletedEvent",
+        "ContextUsageEvent",
         "TurnCompletedEvent",
     ]
     # No delta moved across a lifecycle event: all of them sit between the

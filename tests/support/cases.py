@@ -40,7 +40,11 @@ class Expect:
     reasoning: str = ""
     tool_calls: list[tuple[str, Any]] = field(default_factory=list)  # (name, parsed args)
     finish: str | None = None
-    usage: tuple[int, int] | None = None  # None: not checked
+    # (input_tokens, output_tokens); None in the pair: not reported (unknown). None: not checked.
+    usage: tuple[int | None, int | None] | None = None
+    # (cache_read_tokens, cache_write_tokens) as the server sent them; None in
+    # the pair: the server did not report it (unknown). None: not checked.
+    cache: tuple[int | None, int | None] | None = None
     failure: str | None = None
     retry_after_s: float | None = None
 
@@ -100,12 +104,14 @@ def _from_observed(api: str, name: str, assembled: dict[str, Any]) -> Expect:
         calls = [(c["name"], _args(c["arguments"])) for c in assembled["tool_calls"]]
         finish = CHAT_FINISH[assembled["finish_reason"]]
         usage = assembled["usage"]
+        details = usage.get("prompt_tokens_details") or {}
         exp = Expect(
             text=assembled["text"] or "",
             reasoning=assembled["reasoning_text"] or "",
             tool_calls=calls,
             finish="tool_calls" if calls else finish,
             usage=(usage["prompt_tokens"], usage["completion_tokens"]),
+            cache=(details.get("cached_tokens"), details.get("cache_write_tokens")),
         )
         if assembled.get("in_stream_errors"):
             # stream_openrouter_error_in_chunk_after_length: finish "length"
@@ -126,6 +132,7 @@ def _from_observed(api: str, name: str, assembled: dict[str, Any]) -> Expect:
             tool_calls=calls,
             finish="tool_calls" if calls else "stop",
             usage=(usage["input_tokens"], usage["output_tokens"]),
+            cache=((usage.get("input_tokens_details") or {}).get("cached_tokens"), None),
         )
     assert api == "anthropic-messages"
     blocks = assembled["content_blocks"]
@@ -158,6 +165,7 @@ def _from_observed(api: str, name: str, assembled: dict[str, Any]) -> Expect:
         tool_calls=calls,
         finish="tool_calls" if calls else finish,
         usage=(input_tokens, delta["output_tokens"]),
+        cache=(source.get("cache_read_input_tokens"), source.get("cache_creation_input_tokens")),
     )
 
 
@@ -172,7 +180,7 @@ def _from_quirk(expected: dict[str, Any]) -> Expect:
         reasoning=expected.get("reasoning") or "",
         tool_calls=[(c["name"], c["arguments"]) for c in expected.get("tool_calls") or []],
         finish=expected.get("finish"),
-        usage=(usage["input_tokens"], usage["output_tokens"]) if usage else (0, 0),
+        usage=(usage["input_tokens"], usage["output_tokens"]) if usage else (None, None),
         failure=QUIRK_FAILURE.get(failure, failure) if failure else None,
         retry_after_s=expected.get("retry_after_s"),
     )

@@ -301,6 +301,7 @@ class HttpProvider:
                 detail=redact(exc.detail, self.secrets),
                 status=exc.status,
                 retry_after_s=exc.retry_after_s,
+                context_window=exc.context_window,
             ) from None
 
     def _masked(self, done: StreamDone) -> StreamDone:

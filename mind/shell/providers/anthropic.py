@@ -50,7 +50,7 @@ from mind.shell.providers.failures import (
 )
 from mind.shell.providers.output_budget import OutputBudget
 from mind.shell.providers.sequencing import provider_items_of, sequence_messages
-from mind.shell.providers.server_json import as_int, load_json
+from mind.shell.providers.server_json import load_json, reported_int
 from mind.shell.providers.sse import SSEEvent
 from mind.shell.providers.tool_arguments import CallSlot, finalize_arguments
 
@@ -199,8 +199,10 @@ class AnthropicStreamParser(StreamParser):
         self._text_blocks = 0
         self._reasoning: list[str] = []
         self._stop_reason: str | None = None
-        self._input_tokens = 0
-        self._output_tokens = 0
+        self._input_tokens: int | None = None
+        self._output_tokens: int | None = None
+        self._cache_read_tokens: int | None = None
+        self._cache_write_tokens: int | None = None
         self._done = False
         self._own_events = False
 
@@ -209,18 +211,26 @@ class AnthropicStreamParser(StreamParser):
         return self._done
 
     def _usage(self, raw: Any) -> None:
+        """Take the counts a ``message_start`` / ``message_delta`` / message
+        body reports; a count it lacks keeps its earlier value (unknown at first).
+
+        Anthropic's ``input_tokens`` leaves out the cached prompt tokens;
+        :class:`Usage` counts the whole prompt (as OpenAI does), so the cache
+        reads (``cache_read_input_tokens``) and writes
+        (``cache_creation_input_tokens``) are added to it and kept apart too.
+        """
         if not isinstance(raw, dict):
             return
-        if raw.get("input_tokens") is not None:
-            # Anthropic's input_tokens excludes cached prompt tokens; Usage
-            # counts the whole prompt.
-            self._input_tokens = (
-                as_int(raw.get("input_tokens"))
-                + as_int(raw.get("cache_creation_input_tokens"))
-                + as_int(raw.get("cache_read_input_tokens"))
-            )
-        if raw.get("output_tokens") is not None:
-            self._output_tokens = as_int(raw.get("output_tokens"))  # cumulative
+        uncached = reported_int(raw.get("input_tokens"))
+        if uncached is not None:
+            read = reported_int(raw.get("cache_read_input_tokens"))
+            write = reported_int(raw.get("cache_creation_input_tokens"))
+            self._input_tokens = uncached + (read or 0) + (write or 0)
+            self._cache_read_tokens = read
+            self._cache_write_tokens = write
+        output = reported_int(raw.get("output_tokens"))
+        if output is not None:
+            self._output_tokens = output  # cumulative
 
     def _start_block(self, index: Any, block: dict[str, Any]) -> list[StreamEvent]:
         kind = block.get("type") if isinstance(block.get("type"), str) else ""
@@ -389,7 +399,12 @@ class AnthropicStreamParser(StreamParser):
             reasoning="".join(self._reasoning),
             tool_calls=calls,
             finish=finish,
-            usage=Usage(input_tokens=self._input_tokens, output_tokens=self._output_tokens),
+            usage=Usage(
+                input_tokens=self._input_tokens,
+                output_tokens=self._output_tokens,
+                cache_read_tokens=self._cache_read_tokens,
+                cache_write_tokens=self._cache_write_tokens,
+            ),
             provider_items=items,
         )
 

@@ -78,6 +78,75 @@ _CONTEXT_RE: Final = re.compile(
     "|".join(f"(?:{pattern})" for pattern, _ in CONTEXT_OVERFLOW_PATTERNS), re.IGNORECASE
 )
 
+_N = r"(\d[\d,]*)"  # a token count as servers print it (digits, maybe thousands commas)
+
+CONTEXT_WINDOW_PATTERNS: Final[tuple[tuple[str, str], ...]] = (
+    # (regular expression whose one group is the window in tokens; where it comes from)
+    (
+        rf"maximum context length is {_N} tokens",
+        "OpenAI, vLLM, DeepSeek 'This model's maximum context length is 8192 tokens. However, ...'",
+    ),
+    (rf"prompt is too long: \d[\d,]* tokens > {_N} maximum", "Anthropic 'prompt is too long'"),
+    (
+        rf"exceed context limit: \d[\d,]* \+ \d[\d,]* > {_N}",
+        "Anthropic 'input length and `max_tokens` exceed context limit: 195000 + 8192 > 200000'",
+    ),
+    (
+        rf"longer than the maximum model length of {_N}",
+        "vLLM 'The decoder prompt (length N) is longer than the maximum model length of M'",
+    ),
+    (rf"exceed context window of {_N}", "llama-cpp-python 'Requested tokens (N) exceed ...'"),
+    (rf"context length of only {_N} tokens", "LM Studio '... loaded with context length of only'"),
+    (rf"{_N} maximum context length", "Mistral '... too large for model with 32768 maximum ...'"),
+    (rf"maximum prompt length is {_N}", "xAI 'This model's maximum prompt length is 131072'"),
+    (
+        rf"exceeds the maximum number of tokens allowed \({_N}\)",
+        "Gemini OpenAI compat 'The input token count (N) exceeds the maximum ... (1048576)'",
+    ),
+    (rf"`max_new_tokens` must be <= {_N}", "TGI '`inputs` tokens + `max_new_tokens` must be <='"),
+    (rf"`inputs` must have less than {_N} tokens", "TGI input validation"),
+)
+"""Context-length wordings that state the model's window, one table
+(docs/design/context.md §1). Only a number the server wrote is taken; an
+overflow that names no window (OpenAI Responses 'exceeds the context window',
+llama.cpp's KV-size wording) leaves it unknown. llama.cpp's
+``exceed_context_size_error`` carries it as a field, ``n_ctx``
+(:func:`stated_window`)."""
+
+_WINDOW_RES: Final = tuple(
+    re.compile(pattern, re.IGNORECASE) for pattern, _ in CONTEXT_WINDOW_PATTERNS
+)
+
+MAX_STATED_WINDOW: Final = 100_000_000
+"""A stated window above this many tokens is not believed (a misread number)."""
+
+
+def stated_window(message: str, fields: Mapping[str, Any] | None = None) -> int | None:
+    """The context window in tokens a context-length error states, or ``None``.
+
+    Args:
+        message: the error's human text (:data:`CONTEXT_WINDOW_PATTERNS`).
+        fields: the error object, for llama.cpp's integer ``n_ctx``.
+
+    Returns:
+        The first stated window in 1..:data:`MAX_STATED_WINDOW`; ``None`` when
+        the error does not state one (never a guess).
+    """
+    found: int | None = None
+    raw = fields.get("n_ctx") if fields is not None else None
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        found = raw
+    else:
+        for pattern in _WINDOW_RES:
+            match = pattern.search(message)
+            if match:
+                found = int(match.group(1).replace(",", ""))
+                break
+    if found is None or not 0 < found <= MAX_STATED_WINDOW:
+        return None
+    return found
+
+
 INVALID_REQUEST_PATTERNS: Final[tuple[tuple[str, str], ...]] = (
     # (regular expression, case-insensitive; where the wording comes from)
     (
@@ -393,11 +462,15 @@ def error_from_payload(
         status=status, code=code, error_type=error_type, message=message, param=param
     )
     detail = _hinted(kind, detail, url)
+    window = None
+    if kind == "context_length":
+        window = stated_window(message, err if isinstance(err, Mapping) else None)
     return ProviderError(
         kind,
         detail=_redact(detail, api_key),
         status=status,
         retry_after_s=retry_after_s,
+        context_window=window,
     )
 
 
@@ -545,6 +618,7 @@ def error_from_http(
         detail=_redact(detail, api_key),
         status=status,
         retry_after_s=retry_after_s,
+        context_window=stated_window(text) if kind == "context_length" else None,
     )
 
 

@@ -49,7 +49,7 @@ from mind.shell.providers.failures import (
 )
 from mind.shell.providers.output_budget import OutputBudget
 from mind.shell.providers.sequencing import sequence_messages
-from mind.shell.providers.server_json import as_int, load_json
+from mind.shell.providers.server_json import load_json, reported_int
 from mind.shell.providers.sse import SSEEvent
 from mind.shell.providers.tool_arguments import CallSlot, finalize_arguments, parses_as_json
 
@@ -158,11 +158,22 @@ def build_body(
 
 
 def _usage(raw: Any) -> Usage | None:
+    """A chunk's ``usage`` as reported; a count it lacks stays unknown.
+
+    ``prompt_tokens`` counts cached tokens too; ``prompt_tokens_details``
+    says how many were read from the cache (``cached_tokens``: OpenAI, xAI,
+    DeepSeek, OpenRouter) and written to it (``cache_write_tokens``: OpenRouter).
+    """
     if not isinstance(raw, dict):
         return None
+    details = raw.get("prompt_tokens_details")
+    if not isinstance(details, dict):
+        details = {}
     return Usage(
-        input_tokens=as_int(raw.get("prompt_tokens", raw.get("input_tokens"))),
-        output_tokens=as_int(raw.get("completion_tokens", raw.get("output_tokens"))),
+        input_tokens=reported_int(raw.get("prompt_tokens", raw.get("input_tokens"))),
+        output_tokens=reported_int(raw.get("completion_tokens", raw.get("output_tokens"))),
+        cache_read_tokens=reported_int(details.get("cached_tokens")),
+        cache_write_tokens=reported_int(details.get("cache_write_tokens")),
     )
 
 

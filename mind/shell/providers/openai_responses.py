@@ -59,7 +59,7 @@ from mind.shell.providers.failures import (
 )
 from mind.shell.providers.output_budget import OutputBudget
 from mind.shell.providers.sequencing import provider_items_of, sequence_messages
-from mind.shell.providers.server_json import as_int, load_json
+from mind.shell.providers.server_json import load_json, reported_int
 from mind.shell.providers.sse import SSEEvent
 from mind.shell.providers.tool_arguments import CallSlot, finalize_arguments, parses_as_json
 
@@ -168,11 +168,20 @@ def build_body(
 
 
 def _usage(raw: Any) -> Usage | None:
+    """A response's ``usage`` as reported; a count it lacks stays unknown.
+
+    ``input_tokens`` counts cached tokens too;
+    ``input_tokens_details.cached_tokens`` says how many were read from the cache.
+    """
     if not isinstance(raw, dict):
         return None
+    details = raw.get("input_tokens_details")
     return Usage(
-        input_tokens=as_int(raw.get("input_tokens")),
-        output_tokens=as_int(raw.get("output_tokens")),
+        input_tokens=reported_int(raw.get("input_tokens")),
+        output_tokens=reported_int(raw.get("output_tokens")),
+        cache_read_tokens=reported_int(
+            details.get("cached_tokens") if isinstance(details, dict) else None
+        ),
     )
 
 

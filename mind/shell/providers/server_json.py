@@ -25,3 +25,14 @@ def as_int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return 0
     return max(0, int(value))
+
+
+def reported_int(value: Any) -> int | None:
+    """A count the server reported, as a non-negative int; ``None`` when it
+    sent none (absent, null, not a number): unknown, not 0
+    (docs/design/context.md §1)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if value != value or value in (float("inf"), float("-inf")):  # NaN / infinity
+        return None
+    return max(0, int(value))

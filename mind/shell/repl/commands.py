@@ -18,7 +18,7 @@ from rich.text import Text
 
 from mind.errors import MindError, SessionError
 from mind.generated import events as ev
-from mind.shell.render import describe_compaction, format_tokens
+from mind.shell.render import describe_compaction, describe_context, format_tokens
 from mind.shell.repl import permissions
 from mind.shell.store import resolve_session_id
 from mind.shell.terminal_text import plain
@@ -243,6 +243,7 @@ class SlashCommands:
             ("approval", f"{s.approval} (always allowed: {allowed})"),
             ("state", state + (f", {waiting} waiting" if waiting else "")),
             ("usage", format_tokens(repl.hosting.current.tokens)),
+            ("context", describe_context(s.context_usage)),
             *_instructions_rows(s),
             *(
                 [("resume", f"read whole: {s.checkpoint_fallback}")]

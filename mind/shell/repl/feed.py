@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, final
 import anyio
 import anyio.abc
 
+from mind.context.usage import counts, event_usage
 from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.shell.render import plain
@@ -105,10 +106,7 @@ class EventFeed:
         if isinstance(event, ev.TurnCompletedEvent):
             h.asked = {k: q for k, q in h.asked.items() if k[0] != event.turn_id}
             h.viewed.clear()
-            h.tokens = ev.Usage(
-                input_tokens=h.tokens.input_tokens + event.usage.input_tokens,
-                output_tokens=h.tokens.output_tokens + event.usage.output_tokens,
-            )
+            h.tokens = event_usage(counts(h.tokens) + counts(event.usage))
             if not shown:
                 repl.view.note(
                     f"session {_short_id(h.session.session_id)} (parked) {event.status.value}",

@@ -35,7 +35,7 @@ stays hidden this long after a print, see :class:`~mind.shell.render.TurnView`).
 
 
 def _no_usage() -> ev.Usage:
-    return ev.Usage(input_tokens=0, output_tokens=0)
+    return ev.Usage()  # nothing reported yet
 
 
 @dataclass(eq=False)

@@ -24,7 +24,7 @@ from prompt_toolkit.layout import (
 from prompt_toolkit.styles import Style
 
 from mind.errors import ConfigError
-from mind.shell.render import format_duration
+from mind.shell.render import format_context, format_duration
 
 if TYPE_CHECKING:
     from mind.shell.repl.app import Repl
@@ -198,6 +198,8 @@ class StatusArea:
             if quiet_since is not None and time.monotonic() - quiet_since >= MODEL_QUIET_S:
                 quiet = format_duration(time.monotonic() - quiet_since)
                 working.append(("class:status.warn", f" · waiting for the model {quiet}"))
+            if context := format_context(session.context_usage):
+                working.append(("class:status.dim", f" · {context}"))
             return [*working, ("class:status.dim", f" · {esc} · Enter steers · Tab queues")]
         if session.waiting:
             return [
@@ -207,4 +209,6 @@ class StatusArea:
                     " · Enter sends now · or it goes first with your next message",
                 ),
             ]
-        return []
+        # Idle: how full the model's context is (docs/design/context.md §1).
+        context = format_context(session.context_usage)
+        return [("class:status.dim", context)] if context else []
