@@ -34,7 +34,7 @@ from mind.context.compaction import (
     kept_user_messages,
     projected_context,
 )
-from mind.context.usage import context_window, estimate_tokens
+from mind.context.usage import estimate_tokens
 from mind.conversation import (
     AssistantMessage,
     Message,
@@ -103,10 +103,11 @@ class CompactionOutcome:
 def session_window(session: Session) -> int | None:
     """The context window the session plans against, in tokens, or None.
 
-    The one place compaction reads it (``model_context_window`` joins here as
-    ``configured=`` once that setting exists; docs/design/context.md §1).
+    The one place compaction reads it: the session's context-usage fact
+    (``model_context_window``, else the window the server's error stated,
+    else the built-in table; docs/design/context.md §1).
     """
-    return context_window(session.config.provider.model, configured=None, learned=None)
+    return session.context_usage.window
 
 
 def summary_notes(session: Session) -> str:

@@ -35,13 +35,23 @@ TURNS = 5
 COMMAND = "echo {call_id} >> {effects}; printf '%06000d' 0"
 
 
-def _config(model: FakeModel, tmp_path: Path, percent: int = 50) -> mind.ResolvedConfig:
+def _config(
+    model: FakeModel,
+    tmp_path: Path,
+    percent: int = 50,
+    *,
+    name: str = "gpt-3.5-turbo",
+    window: str | None = None,
+) -> mind.ResolvedConfig:
+    env = {"MIND_HOME": str(tmp_path / "home"), "MIND_AUTO_COMPACT_PERCENT": str(percent)}
+    if window is not None:
+        env["MIND_MODEL_CONTEXT_WINDOW"] = window
     return mind.resolve_config(
         provider="openai-chat",
         base_url=model.base_url,
-        model="gpt-3.5-turbo",
+        model=name,
         approval="never",
-        env={"MIND_HOME": str(tmp_path / "home"), "MIND_AUTO_COMPACT_PERCENT": str(percent)},
+        env=env,
     )
 
 
@@ -60,11 +70,18 @@ def _pairs_whole(body: dict[str, Any]) -> bool:
     return True
 
 
+@pytest.mark.parametrize(
+    ("name", "window"),
+    [("gpt-3.5-turbo", None), ("local-model", "16385")],
+    ids=["built-in table", "model_context_window"],
+)
 def test_a_long_session_compacts_itself_and_every_request_fits_the_window(
-    tmp_path: Path,
+    tmp_path: Path, name: str, window: str | None
 ) -> None:
+    """The window comes from the built-in table, or from the setting for a
+    model the table does not know (the one window fact: context.md §1)."""
     with FakeModel(context_window=WINDOW, command=COMMAND) as model:
-        config = _config(model, tmp_path, percent=25)
+        config = _config(model, tmp_path, percent=25, name=name, window=window)
 
         async def main() -> tuple[list[ev.Event], list[str], list[jr.JournalRecord]]:
             async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
