@@ -194,6 +194,16 @@ class ResumePlan:
     inputs: tuple[str, ...]
 
 
+_BESIDE_THE_TURN = (
+    jr.CompactionStarted,
+    jr.CompactionCompleted,
+    jr.CompactionFailed,
+    jr.ContextWindowLearned,
+)
+"""Records a turn may carry that are not steps of its lifecycle: a crash
+mid-compaction leaves the turn where its last step left it (recovery.md §8)."""
+
+
 def resume_plan(
     records: Sequence[jr.JournalRecord],
     turn_id: str,
@@ -235,7 +245,11 @@ def resume_plan(
     Returns:
         The plan, or None: the turn is closed (docs/design/recovery.md §6).
     """
-    mine = [r for r in records if getattr(r, "turn_id", None) == turn_id]
+    mine = [
+        r
+        for r in records
+        if getattr(r, "turn_id", None) == turn_id and not isinstance(r, _BESIDE_THE_TURN)
+    ]
     if any(isinstance(r, jr.TurnCompleted) for r in mine) or not _is_last_turn(records, turn_id):
         return None
     configuration = replayed_turn(mine, turn_id).configuration

@@ -195,13 +195,14 @@ def _cut(records: Sequence[jr.JournalRecord], trigger: str, turn_id: str | None)
     """Where the compaction cuts (``through_seq``), or None: nothing to compact.
 
     Rule: the newest point with no call unanswered
-    (:func:`~mind.context.compaction.clean_through`). An automatic compaction
-    inside a turn cuts before that turn instead when there is something to
-    compact there, so the running turn's own rounds and results stay verbatim;
-    the next round cuts later if that was not enough (once per round), and
-    an overflow always cuts at the newest point.
+    (:func:`~mind.context.compaction.clean_through`). A compaction inside a
+    turn (automatic or overflow) cuts before that turn instead when there is
+    something to compact there, so the running turn's own rounds and results
+    stay verbatim: summarised, a tool the turn already ran reads as not run
+    yet to the model, which asks for it again; the next round cuts later if
+    that was not enough (once per round).
     """
-    if trigger == "auto" and turn_id is not None:
+    if turn_id is not None:
         start = next(
             (r.seq for r in records if isinstance(r, jr.TurnStarted) and r.turn_id == turn_id),
             None,

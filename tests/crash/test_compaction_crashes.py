@@ -75,3 +75,28 @@ def test_killed_at_a_compaction_boundary_the_session_resumes_whole(
     questions = [r for r in records if isinstance(r, jr.InteractionRequested)]
     answers = [r for r in records if isinstance(r, jr.InteractionResolved)]
     assert (len(questions), len(answers)) == (1, 1)
+
+
+@pytest.mark.parametrize("boundary", ("compaction_started", "compaction_completed"))
+def test_killed_compacting_after_a_tool_result_resumes_and_never_reruns_it(
+    case: Case, fake_model: FakeModel, boundary: str
+) -> None:
+    """The turn's own tool ran and its result is committed; the request that
+    carries the result overflows, so the turn compacts and is killed. The turn
+    resumes at its round boundary (a compaction is not a step of the turn):
+    its prompt is not replayed and its tool does not run again."""
+    first = run(case.exec_argv(FIRST, new=True), case.env())
+    assert first.returncode == 0, first.stderr[-800:]
+    fake_model.overflow_skip, fake_model.overflow_next = 1, 1  # the turn's second request
+    proc = run(case.exec_argv(ASKED), case.env(boundary))
+    assert proc.returncode == -9, proc.stderr[-800:]
+    recovery = recover(case)
+    report = check(case, [Input(FIRST, "durable"), Input(ASKED, "durable")], recovery)
+    assert report.violations == [], "\n".join(report.violations)
+    records, _ = read_records(case.session_dir / "journal.jsonl")
+    turns = [r for r in records if isinstance(r, jr.TurnCompleted)]
+    assert [t.status for t in turns] == [jr.TurnStatus.completed] * 2  # resumed, not aborted
+    prompts = [r.text for r in records if isinstance(r, jr.UserMessage)]
+    assert prompts == [FIRST, ASKED]  # nothing replayed
+    lines = Counter((case.cwd / EFFECTS_FILE).read_text().split())
+    assert sorted(lines.values()) == [1, 1]  # each turn's tool ran once

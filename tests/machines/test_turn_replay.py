@@ -161,6 +161,21 @@ def completed() -> jr.TurnCompleted:
     )
 
 
+def compacting() -> list[jr.JournalRecord]:
+    """What an overflow compaction inside turn ``T`` journals before its summary is back."""
+    return [
+        jr.ContextWindowLearned(seq=0, recorded_at_ms=0, turn_id=T, model="m", window=8192),
+        jr.CompactionStarted(
+            seq=0,
+            recorded_at_ms=0,
+            compaction_id="cp",
+            trigger=jr.CompactionTrigger.overflow,
+            through_seq=0,
+            turn_id=T,
+        ),
+    ]
+
+
 def redrivable(paired: PairedCall) -> bool:
     """The effect chart's rule with no supervisor evidence (file tools, or none left)."""
     return effect_redrivable(effect_class(paired.call.name))
@@ -200,6 +215,13 @@ def test_a_turn_stopped_inside_a_tool_round_is_resumed_else_closed() -> None:
         ),
         "terminal written": ([started(), shell_round, completed()], None),
         "a later turn started": ([started(), shell_round, started("turn-2")], None),
+        # A compaction inside the turn (or the window its overflow stated) is
+        # not a step of the turn: killed mid-compaction, the answered round
+        # still resumes at its boundary (its results are not run again).
+        "compacting after every call answered": (
+            [started(), shell_round, result("c1"), result("c2"), *compacting()],
+            ([], []),
+        ),
     }
     got = {name: plan_of(records) for name, (records, _) in cases.items()}
     assert got == {name: want for name, (_, want) in cases.items()}

@@ -297,6 +297,9 @@ class FakeModel(LoopbackServer):
             with that error whatever their size (settable while serving).
         overflow_summaries: the same for the next this many summarisation
             requests (no tools).
+        overflow_skip: let this many requests with tools through before
+            ``overflow_next`` applies (an overflow later in a turn: after its
+            tool results; settable while serving).
         summary_delay_s: pause before each SSE chunk of a summarisation
             reply (a window in which a compaction is running).
 
@@ -320,6 +323,7 @@ class FakeModel(LoopbackServer):
         context_window: int | None = None,
         overflow_next: int = 0,
         overflow_summaries: int = 0,
+        overflow_skip: int = 0,
         summary_delay_s: float = 0.0,
     ) -> None:
         self.record_path = record_path
@@ -330,6 +334,7 @@ class FakeModel(LoopbackServer):
         self.context_window = context_window
         self.overflow_next = overflow_next
         self.overflow_summaries = overflow_summaries
+        self.overflow_skip = overflow_skip
         self.summary_delay_s = summary_delay_s
         self.summary_requested = threading.Event()
         self.requests: list[dict[str, Any]] = []
@@ -355,6 +360,9 @@ class FakeModel(LoopbackServer):
         tools (or ``overflow_summaries`` without)."""
         with self._lock:
             if has_tools and self.overflow_next > 0:
+                if self.overflow_skip > 0:
+                    self.overflow_skip -= 1
+                    return False
                 self.overflow_next -= 1
                 return True
             if not has_tools and self.overflow_summaries > 0:
