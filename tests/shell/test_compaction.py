@@ -153,6 +153,26 @@ def test_a_context_overflow_compacts_and_sends_the_request_once_more(tmp_path: P
     assert failed is not None and failed.kind == jr.FailureKind.context_length
 
 
+def test_an_overflow_nothing_can_compact_fails_at_once(tmp_path: Path) -> None:
+    # The first turn's only message overflows: there is nothing to compact,
+    # so the same request is never sent again (it could only overflow again).
+    with FakeModel(command=COMMAND, overflow_next=1) as model:
+        config = _config(model, tmp_path, percent=0)
+
+        async def main() -> tuple[mind.TurnOutcome, list[jr.JournalRecord]]:
+            async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+                s = await rt.create_session(cwd=tmp_path, config=config)
+                return await s.run("too big"), s.history()
+
+        outcome, records = anyio.run(main)
+        requests = list(model.requests)
+    assert outcome.event.status == ev.TurnStatus.failed
+    assert outcome.event.failure is not None
+    assert outcome.event.failure.kind == ev.FailureKind.context_length
+    assert len(requests) == 1
+    assert not any(isinstance(r, jr.CompactionStarted) for r in records)
+
+
 def _scripted(tmp_path: Path, replies: list[dict[str, Any]]) -> mind.ResolvedConfig:
     script = tmp_path / "script.yaml"
     script.write_text(yaml.safe_dump(replies), encoding="utf-8")
