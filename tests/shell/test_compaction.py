@@ -10,6 +10,7 @@ sends the request once more.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import yaml
 
 import mind
 from mind.context.compaction import SUMMARY_PREFIX
-from mind.errors import CompactionRefused
+from mind.errors import CompactionRefused, SessionBusyError
 from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.history import build_messages
@@ -268,6 +269,57 @@ def test_compact_is_refused_while_a_turn_runs(tmp_path: Path) -> None:
             return refused
 
     assert anyio.run(main) == "a turn is running; compact after it ends (or interrupt it)"
+
+
+def test_input_sent_during_a_manual_compaction_waits_for_it(tmp_path: Path) -> None:
+    release = threading.Event()
+    with FakeModel(command=COMMAND, hold_summary=release) as model:
+        config = _config(model, tmp_path, percent=0)
+
+        async def main() -> tuple[Any, str, bool, str, mind.TurnOutcome, list[jr.JournalRecord]]:
+            async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+                s = await rt.create_session(cwd=tmp_path, config=config)
+                for i in range(2):
+                    await s.run(f"TOOL turn {i}")
+                outcome: list[Any] = []
+                async with anyio.create_task_group() as tg:
+
+                    async def compacting() -> None:
+                        outcome.append(await s.compact())
+
+                    tg.start_soon(compacting)
+                    # The summarisation request is held at the server: the
+                    # compaction runs until it is released.
+                    assert await anyio.to_thread.run_sync(model.summary_requested.wait, 20)
+                    receipt = s.send("during")
+                    busy = s.busy  # no turn beside the compaction
+                    try:
+                        s.submit("submitted")
+                    except SessionBusyError as exc:
+                        refused = exc.detail
+                    else:
+                        refused = ""
+                    release.set()
+                # The compaction ended; the turn that takes the input started then.
+                turn = s.current
+                assert turn is not None
+                async for _ in turn:
+                    pass
+                return outcome[0], receipt.disposition, busy, refused, turn.outcome, s.history()
+
+        compacted, disposition, busy, refused, after, records = anyio.run(main)
+        last = model.requests[-1]
+    assert compacted.completed
+    assert (disposition, busy) == ("next_turn", False)
+    assert refused == "a compaction is running; send the input and it waits for it"
+    assert after.event.status == ev.TurnStatus.completed
+    (done,) = [r for r in records if isinstance(r, jr.CompactionCompleted)]
+    started = [r for r in records if isinstance(r, jr.TurnStarted)]
+    assert len(started) == 3 and started[-1].seq > done.seq
+    texts = user_texts(last["messages"])
+    assert texts[0].startswith(SUMMARY_PREFIX)
+    assert texts[-1] == "during"
+    assert "submitted" not in texts
 
 
 def test_an_interrupt_during_a_compaction_leaves_the_old_context(tmp_path: Path) -> None:
