@@ -10,6 +10,7 @@ sends the request once more.
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.history import build_messages
 from tests.support.fake_model import EFFECTS_FILE, FakeModel, tokens_of, user_texts
+from tests.support.replay_server import ReplayServer, Reply
 
 WINDOW = 8_192
 """The fake server's window, in tokens. The session plans against gpt-3.5-turbo's
@@ -347,3 +349,67 @@ def test_an_interrupt_during_a_compaction_leaves_the_old_context(tmp_path: Path)
     assert [r.reason for r in records if isinstance(r, jr.CompactionFailed)] == ["interrupted"]
     assert not any(isinstance(r, jr.CompactionCompleted) for r in records)
     assert final.startswith("saw 3 user message(s): TOOL first | second | third")
+
+
+def _sse_text(text: str) -> bytes:
+    chunks: list[dict[str, object]] = [
+        {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    return b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
+
+
+def _error(status: int) -> Reply:
+    body = json.dumps({"error": {"message": "busy", "type": "server_error"}}).encode()
+    return Reply(
+        status=status, body=body, content_type="application/json", headers={"retry-after": "0"}
+    )
+
+
+async def _first_turn_then_compact(
+    tmp_path: Path, server: ReplayServer, retries: int
+) -> tuple[Any, list[jr.JournalRecord]]:
+    config = mind.resolve_config(
+        provider="openai-chat",
+        model="gpt-4o",
+        base_url=server.url,
+        approval="never",
+        env={"OPENAI_API_KEY": "sk-test", "MIND_MAX_RETRIES": str(retries)},
+    )
+    async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+        s = await rt.create_session(cwd=tmp_path, config=config)
+        await s.run("a first question, long enough that a short summary replaces it")
+        return await s.compact(), s.history()
+
+
+def test_a_transient_failure_of_the_summary_request_is_retried(tmp_path: Path) -> None:
+    answer = Reply(body=_sse_text("a first answer"))
+    summary = _sse_text("asked a question")
+    replies = [
+        answer,
+        Reply(body=summary, truncate_at=20),  # stream_cut (the first backoff: 0.5 s)
+        _error(503),  # server / overloaded (retry-after: 0)
+        _error(429),  # rate_limited
+        Reply(body=summary),
+    ]
+    with ReplayServer(replies) as server:
+        outcome, records = anyio.run(_first_turn_then_compact, tmp_path, server, 4)
+        sent = len(server.requests)
+    assert outcome.completed, outcome
+    assert sent == 5
+    (done,) = [r for r in records if isinstance(r, jr.CompactionCompleted)]
+    assert done.summary.startswith("asked a question")
+
+
+def test_a_summary_request_failing_past_the_retry_policy_fails_the_compaction(
+    tmp_path: Path,
+) -> None:
+    replies = [Reply(body=_sse_text("a first answer")), _error(503), _error(503), _error(503)]
+    with ReplayServer(replies) as server:
+        outcome, records = anyio.run(_first_turn_then_compact, tmp_path, server, 1)
+        sent = len(server.requests)
+    assert not outcome.completed
+    assert sent == 3  # the first attempt and the one retry the policy allows
+    (failed,) = [r for r in records if isinstance(r, jr.CompactionFailed)]
+    assert failed.reason.startswith("the summarisation request failed")
+    assert not any(isinstance(r, jr.CompactionCompleted) for r in records)
