@@ -10,8 +10,12 @@ sends the request once more.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import threading
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +25,14 @@ import yaml
 
 import mind
 from mind.context.compaction import SUMMARY_PREFIX
+from mind.conversation import ModelRequest, ToolCall
 from mind.errors import CompactionRefused, SessionBusyError
 from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.history import build_messages
+from mind.shell import supervision
+from mind.shell.effects import SessionEffects
+from tests.support import records as rec
 from tests.support.fake_model import EFFECTS_FILE, FakeModel, tokens_of, user_texts
 from tests.support.replay_server import ReplayServer, Reply
 
@@ -413,3 +421,82 @@ def test_a_summary_request_failing_past_the_retry_policy_fails_the_compaction(
     (failed,) = [r for r in records if isinstance(r, jr.CompactionFailed)]
     assert failed.reason.startswith("the summarisation request failed")
     assert not any(isinstance(r, jr.CompactionCompleted) for r in records)
+
+
+def _runs(marker: str, timeout_s: float = 10.0) -> bool:
+    """Whether the command ``sleep marker`` itself runs within ``timeout_s``
+    (its supervisor, whose argv names it too, may not hold its directory
+    yet). Polls the process table of other processes."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for entry in os.listdir("/proc"):
+            with contextlib.suppress(OSError):  # ended meanwhile
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes() if entry.isdigit() else b""
+                if cmdline == b"sleep\0" + marker.encode() + b"\0":  # not its supervisor
+                    return True
+        time.sleep(0.01)
+    return False
+
+
+def test_a_command_still_running_stays_known_to_the_model_after_a_compaction(
+    tmp_path: Path,
+) -> None:
+    """A real supervisor's command runs across the compaction (a crashed
+    mind left it, its call still without a result): the summary the next
+    request carries names it with its effect id."""
+    marker = f"300.{uuid.uuid4().int % 10**9:09d}"  # sleep's argument: this test's process
+    call = ToolCall(call_id="c_run", name="shell", arguments=f'{{"command": "sleep {marker}"}}')
+    with FakeModel(command=COMMAND) as model:
+        config = _config(model, tmp_path, percent=0)
+
+        async def main() -> tuple[Any, str, str, list[dict[str, Any]]]:
+            async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+                s = await rt.create_session(cwd=tmp_path, config=config)
+                await s.run("TOOL first")
+                effects_dir = s.tools.effects_dir
+                assert effects_dir is not None
+                s.journal.append(rec.turn_started("turn_crashed"))
+                recorded = jr.RecordedToolCall(
+                    call_id=call.call_id, name=call.name, arguments=call.arguments
+                )
+                s.journal.append(rec.model_round("turn_crashed", "", [recorded]))
+                effects = SessionEffects(s.session_id, s.journal, effects_dir)
+                inv = effects.propose("turn_crashed", call)
+                effects.prepare(inv)
+                handle = await supervision.start(
+                    effects_dir / inv.effect_id,
+                    ["sleep", marker],
+                    cwd=s.cwd,
+                    env=None,
+                    timeout_s=600,
+                    max_output_bytes=4096,
+                )
+                effects.running(inv, handle.pid, handle.start_identity)
+                try:
+                    # The command runs (an inspection before its supervisor
+                    # holds the directory would mark it never started).
+                    assert await anyio.to_thread.run_sync(_runs, marker)
+                    outcome = await s.compact()
+                    running = [e.effect_id for e in s.running_effects()]
+                    # The next request, built from the journal as a turn builds it.
+                    request = ModelRequest(
+                        model=config.provider.model,
+                        system="",
+                        messages=build_messages(s.journal.records),
+                        tools=[],
+                        max_output_bytes=1024,
+                    )
+                    async for _ in s.provider.stream(request):
+                        pass
+                finally:
+                    s.kill_effect(inv.effect_id)
+                    with anyio.fail_after(10):
+                        await supervision.wait(handle)
+                return outcome, inv.effect_id, ",".join(running), model.requests[-1]["messages"]
+
+        outcome, effect_id, running, sent = anyio.run(main)
+    assert outcome.completed
+    assert running == effect_id  # it ran across the compaction
+    summary = user_texts(sent)[0]
+    assert summary.startswith(SUMMARY_PREFIX)
+    assert f"still running: shell `sleep {marker}` (effect {effect_id})" in summary
