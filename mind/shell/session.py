@@ -39,6 +39,7 @@ from mind.generated.inbox import InboxEntry, InboxKind
 from mind.generated.vocabulary import DispositionName
 from mind.machines.mailbox import Mailbox, MailboxMessage
 from mind.machines.session_startup import reusable
+from mind.machines.turn import next_turn_starts
 from mind.machines.turn_replay import ResumePlan
 from mind.shell import compaction, faults
 from mind.shell.config import ResolvedConfig, session_secrets
@@ -652,7 +653,15 @@ class Session:
                 overhead_bytes=request_overhead_bytes(self),
             )
         finally:
-            if self.mailbox.end_compaction() and self.journal.broken is None:
+            # Input sent meanwhile runs on as after a completed turn (the one
+            # rule: not while closing, nor with a broken journal).
+            if next_turn_starts(
+                "completed",
+                send_pending=False,
+                input_waiting=self.mailbox.end_compaction(),
+                closing=self.runtime.closing,
+                written=self.journal.broken is None,
+            ):
                 self._start_turn()
 
     async def events(self) -> AsyncIterator[ev.Event]:
