@@ -30,6 +30,8 @@ MailboxEventName = Literal[
     "open_turn",
     "resume_turn",
     "restore",
+    "begin_compaction",
+    "end_compaction",
     "drain",
     "drain_or_seal",
     "end_turn",
@@ -38,6 +40,7 @@ MailboxEventName = Literal[
 
 MailboxStateId = Literal[
     "no_owner",
+    "compacting",
     "open",
     "sealed",
 ]
@@ -47,12 +50,15 @@ MAILBOX_EVENTS: Final[tuple[MailboxEventName, ...]] = (
     "open_turn",
     "resume_turn",
     "restore",
+    "begin_compaction",
+    "end_compaction",
     "drain",
     "drain_or_seal",
     "end_turn",
 )
 MAILBOX_STATES: Final[tuple[MailboxStateId, ...]] = (
     "no_owner",
+    "compacting",
     "open",
     "sealed",
 )
@@ -95,12 +101,15 @@ class MailboxChart(StateChart[MailboxModel]):
     validate_final_reachability = True
 
     no_owner = State(initial=True)
+    compacting = State()
     open = State()
     sealed = State()
 
     open_turn = _to(no_owner, open)
     resume_turn = _to(no_owner, open)
     restore = _to(no_owner, no_owner)
+    begin_compaction = _to(no_owner, compacting)
+    end_compaction = _to(compacting, no_owner)
     drain = _to(open, open)
     drain_or_seal = (
         _to(open, open, cond='has_new')

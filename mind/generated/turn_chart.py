@@ -141,6 +141,9 @@ class TurnModel(Protocol):
     def over_compact_threshold(self) -> bool: ...
 
     @property
+    def overflow_unshrunk(self) -> bool: ...
+
+    @property
     def within_output_cap(self) -> bool: ...
 
     @property
@@ -157,6 +160,8 @@ class TurnModel(Protocol):
     def drain_steering(self, *args: Any, **kwargs: Any) -> object: ...
 
     def fail_output_limit(self, *args: Any, **kwargs: Any) -> object: ...
+
+    def fail_overflow(self, *args: Any, **kwargs: Any) -> object: ...
 
     def fail_round_limit(self, *args: Any, **kwargs: Any) -> object: ...
 
@@ -269,7 +274,10 @@ class TurnChart(StateChart[TurnModel]):
         _to(active.sampling.requesting, active.sampling.compacting, cond='over_compact_threshold', on=['compact_auto'])
         | _to(active.sampling.requesting, active.sampling.requesting, unless='over_compact_threshold', internal=True)
     )
-    compaction_done = _to(active.sampling.compacting, active.sampling.requesting)
+    compaction_done = (
+        _to(active.sampling.compacting, active.sampling.requesting, unless='overflow_unshrunk')
+        | _to(active.sampling.compacting, failed, cond='overflow_unshrunk', on=['fail_overflow'])
+    )
     tools_done = (
         _to(active.running_tools, active.sampling, cond='within_round_limit', on=['drain_steering'])
         | _to(active.running_tools, failed, unless='within_round_limit', on=['fail_round_limit'])

@@ -11,7 +11,9 @@ Two generated charts, bound to their data here:
   one per session: ``no_owner --open_turn--> open --drain_or_seal[not has_new]--> sealed``,
   ``no_owner --resume_turn--> open`` (a crashed turn resumed at startup),
   ``open | sealed --end_turn--> no_owner``; ``drain`` and ``drain_or_seal[has_new]``
-  stay ``open``; ``restore`` is only allowed with ``no_owner``.
+  stay ``open``; ``restore`` is only allowed with ``no_owner``;
+  ``no_owner --begin_compaction--> compacting --end_compaction--> no_owner``
+  (a manual compaction between turns: no turn opens the box meanwhile).
 - :class:`~mind.generated.inbox_message_chart.InboxMessageChart`
   (``specs/statecharts/inbox_message.yaml``), one per accepted input:
   ``received --arrive--> queued | next_turn --claim--> claimed -->
@@ -22,7 +24,8 @@ Two generated charts, bound to their data here:
 
 Predicates (docs/design/mailbox.md §1): :attr:`Mailbox.is_active` is ``open`` — steering
 reaches the running turn; :attr:`Mailbox.has_turn_owner` is ``open`` or
-``sealed`` — a turn still owns the box. Anything that must not race a turn
+``sealed`` — a turn still owns the box; :attr:`Mailbox.has_owner` adds
+``compacting`` — no turn may open the box (input waits). Anything that must not race a turn
 (switching model, reloading the inbox, fork/rewind) checks ``has_turn_owner``;
 only the choice "steer this turn or queue for the next" reads ``is_active``.
 
@@ -119,7 +122,7 @@ MessageKind = Literal["prompt", "steer", "queue", "background"]
 MessageState = Literal["queued", "claimed", "acknowledged", "returned", "next_turn", "dropped"]
 """A message's state in ``inbox_message.yaml`` once it has arrived."""
 
-BoxState = Literal["no_owner", "open", "sealed"]
+BoxState = Literal["no_owner", "open", "sealed", "compacting"]
 """The box's state in ``mailbox.yaml``."""
 
 USER_KINDS: Final[frozenset[MessageKind]] = frozenset({"prompt", "steer", "queue"})
@@ -266,6 +269,7 @@ class Mailbox:
         self._listeners: list[object] = []
         self._box_data = _BoxData(self._count_queued)
         self._box = created(MailboxChart(model=self._box_data))
+        self._sent_while_compacting: list[str] = []
 
     def __repr__(self) -> str:
         return f"Mailbox(state={self.state!r}, messages={len(self._slots)})"
@@ -274,9 +278,9 @@ class Mailbox:
 
     @property
     def state(self) -> BoxState:
-        """``"no_owner" | "open" | "sealed"``."""
+        """``"no_owner" | "open" | "sealed" | "compacting"``."""
         value = self._box_data.state
-        assert value in ("no_owner", "open", "sealed"), value
+        assert value in ("no_owner", "open", "sealed", "compacting"), value
         return value
 
     @property
@@ -287,6 +291,12 @@ class Mailbox:
     @property
     def has_turn_owner(self) -> bool:
         """A turn owns the box: ``open`` or ``sealed`` (unlike :attr:`is_active`)."""
+        return self.state in ("open", "sealed")
+
+    @property
+    def has_owner(self) -> bool:
+        """A turn or a manual compaction owns the box: no turn may open it
+        now, and input sent now is ``next_turn``."""
         return self.state != "no_owner"
 
     @property
@@ -408,6 +418,8 @@ class Mailbox:
             return disposition
         size = size_bytes if size_bytes is not None else len(text.encode("utf-8"))
         self._add(message_id, text, kind, size, disposition, recovered=False)
+        if self.state == "compacting":
+            self._sent_while_compacting.append(message_id)
         return disposition
 
     def restore(
@@ -567,6 +579,37 @@ class Mailbox:
             elif state == "queued":
                 slot.send("defer")
         return settled
+
+    def begin_compaction(self) -> None:
+        """A manual compaction takes the box (``no_owner -> compacting``): no
+        turn opens it until :meth:`end_compaction`; input sent meanwhile is
+        ``next_turn`` (docs/design/context.md §5).
+
+        Raises:
+            IllegalTransition: a turn or another compaction owns the box;
+                nothing changed.
+        """
+        self._send("begin_compaction")
+        self._sent_while_compacting = []
+
+    def end_compaction(self) -> bool:
+        """The compaction ended (``compacting -> no_owner``).
+
+        Returns:
+            Whether input sent during it still waits: then the next turn
+            starts now and takes it (with any older waiting input first), as
+            that input would have started one on an idle session. Input that
+            waited from before (e.g. after a failed turn) still waits for the
+            person.
+
+        Raises:
+            IllegalTransition: no compaction owns the box; nothing changed.
+        """
+        self._send("end_compaction")
+        sent, self._sent_while_compacting = self._sent_while_compacting, []
+        return any(
+            (slot := self._slots.get(i)) is not None and slot.current in _WAITING for i in sent
+        )
 
     def forget(self, ids: Iterable[str]) -> None:
         """Drop acknowledged messages once ``inbox.json`` no longer holds them.

@@ -35,7 +35,9 @@ Decisions (guards, pure functions of the event's data):
   compaction ran in this round -> ``compacting`` (:class:`Compact` ``auto``);
   ``round_failed`` ``context_length`` (:func:`can_compact_overflow`, once per
   round) -> ``compacting`` (:class:`Compact` ``overflow``); ``compaction_done``
-  -> ``requesting`` (the request is built again, from the compacted view).
+  -> ``requesting`` (the request is built again, from the compacted view),
+  except after an overflow when the context did not shrink
+  (:func:`overflow_unshrunk`) -> ``failed`` with the round's ``context_length``.
 - ``tools_done`` / ``steering_claimed``: another round within
   :func:`within_round_limit` -> ``sampling``, else ``failed`` ``internal``;
   after the tool results the boundary drain (:class:`DrainSteering`).
@@ -100,6 +102,7 @@ __all__ = [
     "can_compact_overflow",
     "can_retry",
     "next_turn_starts",
+    "overflow_unshrunk",
     "within_output_cap",
     "within_round_limit",
 ]
@@ -198,6 +201,15 @@ def can_compact_overflow(failure_kind: str | None, *, already: bool) -> bool:
     compacts and is sent once more; a second overflow in the same round fails
     the turn as before (docs/design/context.md §5). Pure; never raises."""
     return failure_kind == "context_length" and not already
+
+
+def overflow_unshrunk(trigger: str | None, *, shrank: bool) -> bool:
+    """Guard ``overflow_unshrunk``: a compaction run for a ``context_length``
+    failure (``trigger`` ``"overflow"``) that did not shrink the context
+    (nothing to compact, or it failed) fails the turn with that failure: the
+    same request would overflow again (docs/design/context.md §5). An
+    automatic one that did nothing goes on to the request. Pure; never raises."""
+    return trigger == "overflow" and not shrank
 
 
 def next_turn_starts(
@@ -312,8 +324,10 @@ class LeaveForRecovery:
 @dataclass(frozen=True, slots=True)
 class Compact:
     """Run a compaction (``compaction_started`` fsynced before its request),
-    then send ``compaction_done`` whatever its end; the round's request is
-    then built again from the journal (docs/design/context.md §5).
+    then send ``compaction_done`` whatever its end, saying whether it shrank
+    the context (``compaction_completed`` is durable); the round's request is
+    then built again from the journal, or, after an overflow that nothing
+    shrank, the turn fails (docs/design/context.md §5).
 
     Attributes:
         trigger: ``auto`` (the projected context passed the threshold) or
@@ -423,6 +437,11 @@ class _TurnData:
     """An automatic compaction ran in this round (reset by ``round_done``)."""
     overflow_compacted: bool = False
     """An overflow compaction ran in this round (reset by ``round_done``)."""
+    compaction_trigger: str | None = None
+    """The trigger of the compaction running (``auto`` | ``overflow``)."""
+    overflow: TurnFailure | None = None
+    """The ``context_length`` failure the running overflow compaction answers."""
+    shrank: bool = False
     state: object = None
 
     # ---- guards of turn.yaml
@@ -469,6 +488,11 @@ class _TurnData:
         kind = self.failure.kind if self.failure is not None else None
         return can_compact_overflow(kind, already=self.overflow_compacted)
 
+    @property
+    def overflow_unshrunk(self) -> bool:
+        """Guard ``overflow_unshrunk``: see :func:`overflow_unshrunk`."""
+        return overflow_unshrunk(self.compaction_trigger, shrank=self.shrank)
+
     def _delay_s(self) -> float:
         return self.retry.delay_s(self.retries_used + 1, self.retry_after_s)
 
@@ -498,11 +522,14 @@ class _TurnData:
     def compact_auto(self, *args: Any, **kwargs: Any) -> None:
         """Action ``compact_auto``."""
         self.auto_compacted = True
+        self.compaction_trigger = "auto"
         self.effects.append(Compact("auto"))
 
     def compact_overflow(self, *args: Any, **kwargs: Any) -> None:
         """Action ``compact_overflow``."""
         self.overflow_compacted = True
+        self.compaction_trigger = "overflow"
+        self.overflow = self.failure
         self.effects.append(Compact("overflow"))
 
     def drain_or_seal(self, *args: Any, **kwargs: Any) -> None:
@@ -544,6 +571,13 @@ class _TurnData:
     def fail_output_limit(self, *args: Any, **kwargs: Any) -> None:
         """Action ``fail_output_limit``: the failure a round past the cap ends in."""
         self.failure = TurnFailure("output_limit", CANONICAL_MESSAGES["output_limit"])
+
+    def fail_overflow(self, *args: Any, **kwargs: Any) -> None:
+        """Action ``fail_overflow``: the turn fails with the round's
+        ``context_length`` failure (nothing shrank the context)."""
+        self.failure = self.overflow or TurnFailure(
+            "context_length", CANONICAL_MESSAGES["context_length"]
+        )
 
     def fail_round_limit(self, *args: Any, **kwargs: Any) -> None:
         """Action ``fail_round_limit``: the failure of a turn out of rounds."""
@@ -771,10 +805,20 @@ class TurnMachine:
         """
         return self._send("context_measured", projected=projected, window=window, percent=percent)
 
-    def compaction_done(self) -> list[Effect]:
-        """``compacting -> requesting``: the compaction ended (completed or
-        failed); build the round's request again."""
-        return self._send("compaction_done")
+    def compaction_done(self, *, shrank: bool) -> list[Effect]:
+        """The compaction ended: ``compacting -> requesting`` (build the
+        round's request again), or ``-> failed`` with the round's
+        ``context_length`` failure when it ran for an overflow and did not
+        shrink the context (:func:`overflow_unshrunk`).
+
+        Args:
+            shrank: a ``compaction_completed`` is durable (the view is smaller);
+                false when it failed or found nothing to compact.
+
+        Returns:
+            ``[]`` (``requesting``) or ``[WriteTerminal(failed, context_length)]``.
+        """
+        return self._send("compaction_done", shrank=shrank)
 
     def retry_due(self) -> list[Effect]:
         """``retrying -> sampling``: the backoff elapsed; resend the frozen request."""

@@ -12,7 +12,10 @@ to the cut (:func:`mind.context.compaction.clean_through`, never between a
 call and its result), then :data:`SUMMARY_REQUEST` (with the person's focus),
 and no tools. If that request itself overflows the window, the oldest items
 are dropped (a user message, or a round with all its results) and it is sent
-again. The summary must be non-empty and smaller than what it replaces.
+again. A transient failure of it (rate_limited, overloaded, server, network,
+stream_cut) is retried with the session's retry policy, the same backoff and
+limits as a turn's round (:func:`mind.machines.turn.can_retry`). The summary
+must be non-empty and smaller than what it replaces.
 Commands still running and questions still waiting are named after the
 summary, so the model keeps knowing them.
 """
@@ -20,6 +23,7 @@ summary, so the model keeps knowing them.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
@@ -47,6 +51,7 @@ from mind.errors import ProviderError, StorageError
 from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.history import build_messages
+from mind.machines.turn import can_retry
 from mind.shell import faults
 from mind.shell.ids import new_id
 from mind.shell.redact import redact, redact_round
@@ -151,9 +156,14 @@ async def _summarise(
     session: Session, messages: list[Message], focus: str | None
 ) -> tuple[str | None, str | None]:
     """Send the summarisation request, dropping the oldest items while it
-    overflows. Returns ``(summary, None)`` or ``(None, reason)``."""
+    overflows and retrying a transient failure as the turn's retry policy
+    allows (count, backoff, total time; its own budget, counted from this
+    request's first failure). Returns ``(summary, None)`` or ``(None, reason)``."""
     instruction = SUMMARY_REQUEST + (f"\n\nFocus on: {focus}" if focus else "")
     items = _items(messages)
+    policy = session.retry_policy
+    retries = 0
+    first_failure: float | None = None
     while items:
         request = ModelRequest(
             model=session.config.provider.model,
@@ -171,13 +181,26 @@ async def _summarise(
                     faults.boundary("compaction_request_sent")
                 if isinstance(item, StreamDone):
                     done = redact_round(item, session.secrets)
+            if done is None:  # as a round's stream: cut before its final event
+                raise ProviderError("stream_cut", detail="stream ended without a final event")
         except ProviderError as exc:
             if exc.kind == "context_length" and len(items) > 1:
                 items = items[1:]  # the oldest item, whole (a round with its results)
                 continue
+            now = time.monotonic()
+            first_failure = now if first_failure is None else first_failure
+            delay = policy.delay_s(retries + 1, exc.retry_after_s)
+            if can_retry(
+                policy,
+                attempt=retries + 1,
+                kind=exc.kind,
+                elapsed_s=now - first_failure,
+                delay_s=delay,
+            ):
+                retries += 1
+                await anyio.sleep(delay)  # the backoff (a cancellation interrupts it)
+                continue
             return None, f"the summarisation request failed: {exc.message}"
-        if done is None:
-            return None, "the summarisation request ended without an answer"
         return done.text, None
     return None, "nothing to summarise"
 

@@ -39,6 +39,7 @@ from mind.generated.inbox import InboxEntry, InboxKind
 from mind.generated.vocabulary import DispositionName
 from mind.machines.mailbox import Mailbox, MailboxMessage
 from mind.machines.session_startup import reusable
+from mind.machines.turn import next_turn_starts
 from mind.machines.turn_replay import ResumePlan
 from mind.shell import compaction, faults
 from mind.shell.config import ResolvedConfig, session_secrets
@@ -181,7 +182,6 @@ class Session:
         self._inputs_indexed = 0
         """The seq up to which :attr:`_inputs` accounts for the journal (it only grows)."""
         self._consuming = False
-        self._compacting = False
         self._learned_window = learned_window(journal.records, config.provider.model)
         """The window the server's own error stated for this model (journaled), or None."""
         self._usage: tuple[int, ContextUsage] | None = None
@@ -547,7 +547,7 @@ class Session:
         faults.boundary("after_inbox_write")
         routed = self.mailbox.enqueue(mid, text, kind=kind)
         disposition: Disposition
-        if self.busy:
+        if self.mailbox.has_owner:  # a turn, or a compaction the input waits for
             disposition = routed
         else:
             older = len(self.mailbox.waiting()) > 1
@@ -586,11 +586,16 @@ class Session:
 
         Raises:
             SessionBusyError: a turn of this session is still running (use
-                :meth:`steer` or :meth:`queue`).
+                :meth:`steer` or :meth:`queue`), or a manual compaction is
+                (use :meth:`send`: the input waits for it); nothing accepted.
             InputRefused: as :meth:`send`.
         """
         if self.busy:
             raise SessionBusyError(self.session_id, "a turn is already running")
+        if self.mailbox.has_owner:
+            raise SessionBusyError(
+                self.session_id, "a compaction is running; send the input and it waits for it"
+            )
         self.send(text, kind="prompt", message_id=message_id)
         assert self.current is not None
         return self.current
@@ -598,7 +603,7 @@ class Session:
     def resume_pending(self) -> Turn | None:
         """Start a turn with the input that waits (recovered after a crash,
         or returned by a failed turn), if any and if idle."""
-        if self.busy or not self.mailbox.waiting():
+        if self.mailbox.has_owner or not self.mailbox.waiting():
             return None
         return self._start_turn()
 
@@ -615,7 +620,9 @@ class Session:
         The model's context becomes a summary of it, the most recent user
         messages and what follows; the journal (and so :meth:`history`, the
         transcript) keeps every original record. On completion
-        ``context.compacted`` is published to :meth:`events`.
+        ``context.compacted`` is published to :meth:`events`. No turn starts
+        while it runs: input sent meanwhile waits (``next_turn``), and a turn
+        takes it as soon as the compaction ends.
 
         Args:
             focus: what the summary should keep above all (``/compact FOCUS``).
@@ -634,9 +641,9 @@ class Session:
             raise CompactionRefused(
                 self.session_id, "a turn is running; compact after it ends (or interrupt it)"
             )
-        if self._compacting:
+        if self.mailbox.has_owner:
             raise CompactionRefused(self.session_id, "a compaction is already running")
-        self._compacting = True
+        self.mailbox.begin_compaction()
         try:
             return await compaction.compact(
                 self,
@@ -646,7 +653,16 @@ class Session:
                 overhead_bytes=request_overhead_bytes(self),
             )
         finally:
-            self._compacting = False
+            # Input sent meanwhile runs on as after a completed turn (the one
+            # rule: not while closing, nor with a broken journal).
+            if next_turn_starts(
+                "completed",
+                send_pending=False,
+                input_waiting=self.mailbox.end_compaction(),
+                closing=self.runtime.closing,
+                written=self.journal.broken is None,
+            ):
+                self._start_turn()
 
     async def events(self) -> AsyncIterator[ev.Event]:
         """Every event of this session (all turns, accepted inputs), in order,

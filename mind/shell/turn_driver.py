@@ -409,6 +409,8 @@ class TurnDriver:
                     percent=self.session.config.auto_compact_percent,
                 ),
             )
+            if machine.terminal is not None:
+                return machine.terminal
             # Built once per round: every retry of the round sends this same
             # request (docs/design/providers.md §8); input that arrives meanwhile waits for the
             # next round boundary.
@@ -490,20 +492,22 @@ class TurnDriver:
         self, turn: Turn, machine: TurnMachine, effects: list[Effect]
     ) -> bool:
         """Perform the :class:`Compact` effects the machine named: one
-        compaction, then ``compaction_done`` whatever its end (a failed one
-        leaves the old context standing). Returns whether one ran."""
+        compaction, then ``compaction_done`` with whether it completed (a
+        failed one leaves the old context standing; the chart decides what
+        follows, :attr:`TurnMachine.terminal` once it failed the turn).
+        Returns whether one ran."""
         ran = False
         for effect in effects:
             if isinstance(effect, Compact):
                 ran = True
-                await compaction.compact(
+                outcome = await compaction.compact(
                     self.session,
                     trigger=effect.trigger,
                     turn_id=turn.turn_id,
                     emit=turn._emit,
                     overhead_bytes=request_overhead_bytes(self.session),
                 )
-                machine.compaction_done()
+                machine.compaction_done(shrank=outcome.completed)
         return ran
 
     def _tools_done(self, turn: Turn, machine: TurnMachine) -> None:
@@ -569,7 +573,9 @@ class TurnDriver:
                     elapsed_s=now - self._first_failure_at,
                 )
                 if await self._perform_compactions(turn, machine, effects):
-                    return None
+                    # None: build the request again from the compacted view;
+                    # the terminal: nothing shrank the context (the chart's call).
+                    return machine.terminal
                 backoff = next((e for e in effects if isinstance(e, StartBackoff)), None)
                 if backoff is None:
                     return _terminal(machine, effects)

@@ -7,6 +7,7 @@ from pathlib import Path
 from mind.generated import journal as jr
 from mind.shell.journal import read_records
 from tests.e2e.test_repl import ENTER, Spawn, exit_cleanly, session_id_of, spawn, words
+from tests.support.gate import Gate
 
 __all__ = ["spawn"]  # the fixture, re-used from test_repl
 
@@ -32,3 +33,32 @@ def test_compact_between_turns_says_what_it_did_and_the_transcript_stays(
     assert done.summary == "They said hi."
     # The journal keeps the originals.
     assert [r.text for r in records if isinstance(r, jr.UserMessage)] == ["hello there"]
+
+
+def test_a_line_sent_while_compact_runs_waits_for_it_then_runs(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    with Gate() as gate:
+        child = spawn(
+            [
+                {"text": "The first answer, with enough words."},
+                {"text": "They said hi.", "pause": str(gate.path)},  # the summary, held
+            ]
+        )
+        sid = session_id_of(child)
+        child.send("hello there" + ENTER)
+        child.expect(words("── completed"))
+        child.send("/compact" + ENTER)
+        assert gate.wait_reached(), "the summarisation request never arrived"
+        child.send("sent meanwhile" + ENTER)  # while the compaction runs
+        child.expect(words("sent meanwhile"))
+        gate.release()
+        child.expect(words("context compacted:"))
+        child.expect(words("── completed"))  # the turn that took it, after the compaction
+        exit_cleanly(child)
+    records, _ = read_records(tmp_path / "state" / "sessions" / sid / "journal.jsonl")
+    (done,) = [r for r in records if isinstance(r, jr.CompactionCompleted)]
+    started = [r for r in records if isinstance(r, jr.TurnStarted)]
+    assert len(started) == 2 and started[1].seq > done.seq
+    (during,) = [r for r in records if isinstance(r, jr.UserMessage) and r.text == "sent meanwhile"]
+    assert during.turn_id == started[1].turn_id

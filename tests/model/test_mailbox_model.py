@@ -68,7 +68,7 @@ MIB = 1024 * 1024
 
 
 @pytest.mark.parametrize(
-    ("chart", "edges"), [(MailboxChart, 8), (InboxMessageChart, 11)], ids=["mailbox", "message"]
+    ("chart", "edges"), [(MailboxChart, 10), (InboxMessageChart, 11)], ids=["mailbox", "message"]
 )
 def test_every_edge_is_walked_and_lands_where_the_chart_says(
     request: pytest.FixtureRequest, chart: Any, edges: int
@@ -125,6 +125,7 @@ class MailboxAgainstReference(RuleBasedStateMachine):
         self.clock_ms = 1_000
         self.fresh = 0
         self.case_edges: set[str] = set()
+        self.sent_while_compacting: list[str] = []
 
     def _new_mailbox(self) -> Mailbox:
         mailbox = Mailbox()
@@ -204,6 +205,13 @@ class MailboxAgainstReference(RuleBasedStateMachine):
         for _ in range(2):  # the second crosses the small file cap
             self.fresh += 1
             self._accept(f"m{self.fresh}", "x" * BIG_TEXT + "\u00e9", "queue", None)
+        # A manual compaction: no turn opens the box; input sent meanwhile
+        # waits, and its end says a turn should take it.
+        self.begin_compaction()
+        self.open_turn()  # refused
+        self.fresh += 1
+        self._accept(f"m{self.fresh}", "sent while compacting", "prompt", None)
+        self.end_compaction()
 
     # ------------------------------------------------------------ input
 
@@ -261,6 +269,8 @@ class MailboxAgainstReference(RuleBasedStateMachine):
         )
         self._write([*self.inbox_memory, entry])
         self.accepted.append(message_id)
+        if self.box == "compacting":
+            self.sent_while_compacting.append(message_id)
 
     @rule(
         kind=st.sampled_from(["prompt", "steer", "steer", "queue", "background"]),
@@ -350,10 +360,35 @@ class MailboxAgainstReference(RuleBasedStateMachine):
         assert [m.message_id for m in self.mailbox.drain_or_seal()] == expected
         self.case_edges.add(f"drain_or_seal:{self.box}")
 
+    @rule()
+    def begin_compaction(self) -> None:
+        """A manual compaction between turns takes the box (docs/design/context.md §5)."""
+        if self.box != "no_owner":
+            self._refused("begin_compaction")
+            return
+        self.box = "compacting"
+        self.sent_while_compacting = []
+        self.mailbox.begin_compaction()
+
+    @rule()
+    def end_compaction(self) -> None:
+        """The compaction ended: a turn starts when input sent during it still waits."""
+        if self.box != "compacting":
+            self._refused("end_compaction")
+            return
+        self.box = "no_owner"
+        expected = any(
+            i in self.messages and self.messages[i].state in WAITING
+            for i in self.sent_while_compacting
+        )
+        self.sent_while_compacting = []
+        assert self.mailbox.end_compaction() == expected
+        self.case_edges.add(f"end_compaction:{expected}")
+
     @rule(acknowledge=st.booleans(), cleanup_now=st.booleans())
     def end_turn(self, acknowledge: bool, cleanup_now: bool) -> None:
         """The terminal record, then (now or later, or never if a crash comes first) cleanup."""
-        if self.box == "no_owner":
+        if self.box in ("no_owner", "compacting"):
             self._refused("end_turn", acknowledge=acknowledge)
             return
         expected: list[str] = []
@@ -479,9 +514,10 @@ class MailboxAgainstReference(RuleBasedStateMachine):
     @invariant()
     def matches_reference(self) -> None:
         box = self.mailbox
-        assert (box.state, box.is_active, box.has_turn_owner) == (
+        assert (box.state, box.is_active, box.has_turn_owner, box.has_owner) == (
             self.box,
             self.box == "open",
+            self.box in ("open", "sealed"),
             self.box != "no_owner",
         )
         assert [
@@ -551,5 +587,6 @@ def test_mailbox_and_inbox_against_reference_model(request: pytest.FixtureReques
         "dropped:returned",
         "drop_refused:claimed",
         "resume_turn:True",
+        "end_compaction:True",
     }
     assert wanted <= Run.seen, sorted(wanted - Run.seen)

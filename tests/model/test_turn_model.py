@@ -49,7 +49,7 @@ CI = settings(
 def test_every_turn_edge_is_walked_and_lands_where_the_chart_says(
     request: pytest.FixtureRequest,
 ) -> None:
-    check_every_edge(request, TurnChart, 35)
+    check_every_edge(request, TurnChart, 36)
 
 
 # ------------------------------------------------------------------ reference model
@@ -95,12 +95,19 @@ EVENT_NAMES = [
     "context_measured",
     "compaction_done",
 ]
-DATA_EVENTS = ("round_done", "round_failed", "approval_needed", "resume", "context_measured")
+DATA_EVENTS = (
+    "round_done",
+    "round_failed",
+    "approval_needed",
+    "resume",
+    "context_measured",
+    "compaction_done",
+)
 """Events whose data picks the target: ``(a, b)`` booleans drawn per event —
 round_done: (tool calls, within the output cap); round_failed: (transient,
 not a context overflow); approval_needed: (can ask, not granted);
 resume: (the plan re-drives calls, -); context_measured: (over the
-auto-compaction threshold, -)."""
+auto-compaction threshold, -); compaction_done: (the context shrank, -)."""
 
 
 def reference_step(ref: dict[str, Any], event: str, a: bool = False, b: bool = True) -> str | None:
@@ -137,10 +144,15 @@ def reference_step(ref: dict[str, Any], event: str, a: bool = False, b: bool = T
             return None
         if a and not ref["auto"]:
             ref["auto"] = True
+            ref["compacting"] = "auto"
             return "compacting"
         return "requesting"
     if event == "compaction_done":
-        return "requesting" if leaf == "compacting" else None
+        if leaf != "compacting":
+            return None
+        # After an overflow, a compaction that did not shrink the context
+        # fails the turn: the same request would overflow again.
+        return "failed" if ref["compacting"] == "overflow" and not a else "requesting"
     if event == "round_done":
         if group != "sampling":
             return None
@@ -154,6 +166,7 @@ def reference_step(ref: dict[str, Any], event: str, a: bool = False, b: bool = T
             return None
         if not a and not b and not ref["overflow"]:  # context_length: compact, send again
             ref["overflow"] = True
+            ref["compacting"] = "overflow"
             return "compacting"
         if a and ref["retries"] < ref["max_retries"]:
             ref["retries"] += 1
@@ -191,6 +204,8 @@ def send(machine: TurnMachine, event: str, a: bool, b: bool) -> list[Any]:
         return machine.round_failed(kind=kind, message="m")
     if event == "context_measured":
         return machine.context_measured(projected=90 if a else 10, window=100, percent=80)
+    if event == "compaction_done":
+        return machine.compaction_done(shrank=a)
     if event == "approval_needed":
         return machine.approval_needed(call_id="c", can_ask=a, granted=not b)
     if event == "inputs_claimed":
@@ -289,11 +304,16 @@ class TurnAgainstReference(RuleBasedStateMachine):
         self._apply("start")
         self._apply("context_measured", False)
         self._apply("context_measured", True)
-        self._apply("compaction_done")
+        self._apply("compaction_done")  # an automatic one that did nothing: on
         self._apply("context_measured", True)  # once per round: no second one
         self._apply("round_failed", False, False)
-        self._apply("compaction_done")
+        self._apply("compaction_done", True)
         self._apply("round_failed", False, False)
+        # An overflow with nothing to compact fails at once (no second request).
+        self.new_turn(max_retries, 2)
+        self._apply("start")
+        self._apply("round_failed", False, False)
+        self._apply("compaction_done", False)
         self.new_turn(max_retries, max_rounds)
 
     def new_turn(self, max_retries: int, max_rounds: int) -> None:
@@ -310,6 +330,7 @@ class TurnAgainstReference(RuleBasedStateMachine):
             "max_rounds": max_rounds,
             "auto": False,
             "overflow": False,
+            "compacting": None,
         }
 
     def _apply(self, event: str, a: bool = False, b: bool = True) -> None:
@@ -421,9 +442,9 @@ def test_report_lists_every_edge_and_flags_missed_ones(tmp_path: Path) -> None:
     machine.round_done(tool_calls=0, output_bytes=0, output_limit=1)
     machine.seal()
     report = coverage.report().splitlines()
-    assert report[0] == "transition coverage TurnChart: 3/35 edges taken"
-    assert len(report) == 1 + 35
-    assert sum("never taken" in line for line in report) == 32
+    assert report[0] == "transition coverage TurnChart: 3/36 edges taken"
+    assert len(report) == 1 + 36
+    assert sum("never taken" in line for line in report) == 33
     other = TransitionCoverage(TurnChart)
     other.merge(coverage)
     other.merge(coverage)

@@ -10,6 +10,12 @@ sends the request once more.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import threading
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +25,16 @@ import yaml
 
 import mind
 from mind.context.compaction import SUMMARY_PREFIX
-from mind.errors import CompactionRefused
+from mind.conversation import ModelRequest, ToolCall
+from mind.errors import CompactionRefused, SessionBusyError
 from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.history import build_messages
+from mind.shell import supervision
+from mind.shell.effects import SessionEffects
+from tests.support import records as rec
 from tests.support.fake_model import EFFECTS_FILE, FakeModel, tokens_of, user_texts
+from tests.support.replay_server import ReplayServer, Reply
 
 WINDOW = 8_192
 """The fake server's window, in tokens. The session plans against gpt-3.5-turbo's
@@ -170,6 +181,26 @@ def test_a_context_overflow_compacts_and_sends_the_request_once_more(tmp_path: P
     assert failed is not None and failed.kind == jr.FailureKind.context_length
 
 
+def test_an_overflow_nothing_can_compact_fails_at_once(tmp_path: Path) -> None:
+    # The first turn's only message overflows: there is nothing to compact,
+    # so the same request is never sent again (it could only overflow again).
+    with FakeModel(command=COMMAND, overflow_next=1) as model:
+        config = _config(model, tmp_path, percent=0)
+
+        async def main() -> tuple[mind.TurnOutcome, list[jr.JournalRecord]]:
+            async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+                s = await rt.create_session(cwd=tmp_path, config=config)
+                return await s.run("too big"), s.history()
+
+        outcome, records = anyio.run(main)
+        requests = list(model.requests)
+    assert outcome.event.status == ev.TurnStatus.failed
+    assert outcome.event.failure is not None
+    assert outcome.event.failure.kind == ev.FailureKind.context_length
+    assert len(requests) == 1
+    assert not any(isinstance(r, jr.CompactionStarted) for r in records)
+
+
 def _scripted(tmp_path: Path, replies: list[dict[str, Any]]) -> mind.ResolvedConfig:
     script = tmp_path / "script.yaml"
     script.write_text(yaml.safe_dump(replies), encoding="utf-8")
@@ -267,6 +298,57 @@ def test_compact_is_refused_while_a_turn_runs(tmp_path: Path) -> None:
     assert anyio.run(main) == "a turn is running; compact after it ends (or interrupt it)"
 
 
+def test_input_sent_during_a_manual_compaction_waits_for_it(tmp_path: Path) -> None:
+    release = threading.Event()
+    with FakeModel(command=COMMAND, hold_summary=release) as model:
+        config = _config(model, tmp_path, percent=0)
+
+        async def main() -> tuple[Any, str, bool, str, mind.TurnOutcome, list[jr.JournalRecord]]:
+            async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+                s = await rt.create_session(cwd=tmp_path, config=config)
+                for i in range(2):
+                    await s.run(f"TOOL turn {i}")
+                outcome: list[Any] = []
+                async with anyio.create_task_group() as tg:
+
+                    async def compacting() -> None:
+                        outcome.append(await s.compact())
+
+                    tg.start_soon(compacting)
+                    # The summarisation request is held at the server: the
+                    # compaction runs until it is released.
+                    assert await anyio.to_thread.run_sync(model.summary_requested.wait, 20)
+                    receipt = s.send("during")
+                    busy = s.busy  # no turn beside the compaction
+                    try:
+                        s.submit("submitted")
+                    except SessionBusyError as exc:
+                        refused = exc.detail
+                    else:
+                        refused = ""
+                    release.set()
+                # The compaction ended; the turn that takes the input started then.
+                turn = s.current
+                assert turn is not None
+                async for _ in turn:
+                    pass
+                return outcome[0], receipt.disposition, busy, refused, turn.outcome, s.history()
+
+        compacted, disposition, busy, refused, after, records = anyio.run(main)
+        last = model.requests[-1]
+    assert compacted.completed
+    assert (disposition, busy) == ("next_turn", False)
+    assert refused == "a compaction is running; send the input and it waits for it"
+    assert after.event.status == ev.TurnStatus.completed
+    (done,) = [r for r in records if isinstance(r, jr.CompactionCompleted)]
+    started = [r for r in records if isinstance(r, jr.TurnStarted)]
+    assert len(started) == 3 and started[-1].seq > done.seq
+    texts = user_texts(last["messages"])
+    assert texts[0].startswith(SUMMARY_PREFIX)
+    assert texts[-1] == "during"
+    assert "submitted" not in texts
+
+
 def test_an_interrupt_during_a_compaction_leaves_the_old_context(tmp_path: Path) -> None:
     with FakeModel(command=COMMAND, summary_delay_s=5) as model:
         config = _config(model, tmp_path, percent=0)
@@ -292,3 +374,146 @@ def test_an_interrupt_during_a_compaction_leaves_the_old_context(tmp_path: Path)
     assert [r.reason for r in records if isinstance(r, jr.CompactionFailed)] == ["interrupted"]
     assert not any(isinstance(r, jr.CompactionCompleted) for r in records)
     assert final.startswith("saw 3 user message(s): TOOL first | second | third")
+
+
+def _sse_text(text: str) -> bytes:
+    chunks: list[dict[str, object]] = [
+        {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    return b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
+
+
+def _error(status: int) -> Reply:
+    body = json.dumps({"error": {"message": "busy", "type": "server_error"}}).encode()
+    return Reply(
+        status=status, body=body, content_type="application/json", headers={"retry-after": "0"}
+    )
+
+
+async def _first_turn_then_compact(
+    tmp_path: Path, server: ReplayServer, retries: int
+) -> tuple[Any, list[jr.JournalRecord]]:
+    config = mind.resolve_config(
+        provider="openai-chat",
+        model="gpt-4o",
+        base_url=server.url,
+        approval="never",
+        env={"OPENAI_API_KEY": "sk-test", "MIND_MAX_RETRIES": str(retries)},
+    )
+    async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+        s = await rt.create_session(cwd=tmp_path, config=config)
+        await s.run("a first question, long enough that a short summary replaces it")
+        return await s.compact(), s.history()
+
+
+def test_a_transient_failure_of_the_summary_request_is_retried(tmp_path: Path) -> None:
+    answer = Reply(body=_sse_text("a first answer"))
+    summary = _sse_text("asked a question")
+    replies = [
+        answer,
+        Reply(body=summary, truncate_at=20),  # stream_cut (the first backoff: 0.5 s)
+        _error(503),  # server / overloaded (retry-after: 0)
+        _error(429),  # rate_limited
+        Reply(body=summary),
+    ]
+    with ReplayServer(replies) as server:
+        outcome, records = anyio.run(_first_turn_then_compact, tmp_path, server, 4)
+        sent = len(server.requests)
+    assert outcome.completed, outcome
+    assert sent == 5
+    (done,) = [r for r in records if isinstance(r, jr.CompactionCompleted)]
+    assert done.summary.startswith("asked a question")
+
+
+def test_a_summary_request_failing_past_the_retry_policy_fails_the_compaction(
+    tmp_path: Path,
+) -> None:
+    replies = [Reply(body=_sse_text("a first answer")), _error(503), _error(503), _error(503)]
+    with ReplayServer(replies) as server:
+        outcome, records = anyio.run(_first_turn_then_compact, tmp_path, server, 1)
+        sent = len(server.requests)
+    assert not outcome.completed
+    assert sent == 3  # the first attempt and the one retry the policy allows
+    (failed,) = [r for r in records if isinstance(r, jr.CompactionFailed)]
+    assert failed.reason.startswith("the summarisation request failed")
+    assert not any(isinstance(r, jr.CompactionCompleted) for r in records)
+
+
+def _runs(marker: str, timeout_s: float = 10.0) -> bool:
+    """Whether the command ``sleep marker`` itself runs within ``timeout_s``
+    (its supervisor, whose argv names it too, may not hold its directory
+    yet). Polls the process table of other processes."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for entry in os.listdir("/proc"):
+            with contextlib.suppress(OSError):  # ended meanwhile
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes() if entry.isdigit() else b""
+                if cmdline == b"sleep\0" + marker.encode() + b"\0":  # not its supervisor
+                    return True
+        time.sleep(0.01)
+    return False
+
+
+def test_a_command_still_running_stays_known_to_the_model_after_a_compaction(
+    tmp_path: Path,
+) -> None:
+    """A real supervisor's command runs across the compaction (a crashed
+    mind left it, its call still without a result): the summary the next
+    request carries names it with its effect id."""
+    marker = f"300.{uuid.uuid4().int % 10**9:09d}"  # sleep's argument: this test's process
+    call = ToolCall(call_id="c_run", name="shell", arguments=f'{{"command": "sleep {marker}"}}')
+    with FakeModel(command=COMMAND) as model:
+        config = _config(model, tmp_path, percent=0)
+
+        async def main() -> tuple[Any, str, str, list[dict[str, Any]]]:
+            async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+                s = await rt.create_session(cwd=tmp_path, config=config)
+                await s.run("TOOL first")
+                effects_dir = s.tools.effects_dir
+                assert effects_dir is not None
+                s.journal.append(rec.turn_started("turn_crashed"))
+                recorded = jr.RecordedToolCall(
+                    call_id=call.call_id, name=call.name, arguments=call.arguments
+                )
+                s.journal.append(rec.model_round("turn_crashed", "", [recorded]))
+                effects = SessionEffects(s.session_id, s.journal, effects_dir)
+                inv = effects.propose("turn_crashed", call)
+                effects.prepare(inv)
+                handle = await supervision.start(
+                    effects_dir / inv.effect_id,
+                    ["sleep", marker],
+                    cwd=s.cwd,
+                    env=None,
+                    timeout_s=600,
+                    max_output_bytes=4096,
+                )
+                effects.running(inv, handle.pid, handle.start_identity)
+                try:
+                    # The command runs (an inspection before its supervisor
+                    # holds the directory would mark it never started).
+                    assert await anyio.to_thread.run_sync(_runs, marker)
+                    outcome = await s.compact()
+                    running = [e.effect_id for e in s.running_effects()]
+                    # The next request, built from the journal as a turn builds it.
+                    request = ModelRequest(
+                        model=config.provider.model,
+                        system="",
+                        messages=build_messages(s.journal.records),
+                        tools=[],
+                        max_output_bytes=1024,
+                    )
+                    async for _ in s.provider.stream(request):
+                        pass
+                finally:
+                    s.kill_effect(inv.effect_id)
+                    with anyio.fail_after(10):
+                        await supervision.wait(handle)
+                return outcome, inv.effect_id, ",".join(running), model.requests[-1]["messages"]
+
+        outcome, effect_id, running, sent = anyio.run(main)
+    assert outcome.completed
+    assert running == effect_id  # it ran across the compaction
+    summary = user_texts(sent)[0]
+    assert summary.startswith(SUMMARY_PREFIX)
+    assert f"still running: shell `sleep {marker}` (effect {effect_id})" in summary

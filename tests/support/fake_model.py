@@ -245,6 +245,8 @@ class _Handler(BaseHTTPRequestHandler):
         if "tools" not in body:
             owner.summary_requested.set()
             delay = max(delay, owner.summary_delay_s)
+            if owner.hold_summary is not None:  # held until the test releases it
+                owner.hold_summary.wait(20)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
@@ -302,6 +304,8 @@ class FakeModel(LoopbackServer):
             tool results; settable while serving).
         summary_delay_s: pause before each SSE chunk of a summarisation
             reply (a window in which a compaction is running).
+        hold_summary: a summarisation reply waits (at most 20 s) until the
+            test sets this event: the compaction is held running.
 
     Attributes:
         requests: every request body, decoded, in arrival order.
@@ -325,6 +329,7 @@ class FakeModel(LoopbackServer):
         overflow_summaries: int = 0,
         overflow_skip: int = 0,
         summary_delay_s: float = 0.0,
+        hold_summary: threading.Event | None = None,
     ) -> None:
         self.record_path = record_path
         self.chunk_delay_s = chunk_delay_s
@@ -336,6 +341,7 @@ class FakeModel(LoopbackServer):
         self.overflow_summaries = overflow_summaries
         self.overflow_skip = overflow_skip
         self.summary_delay_s = summary_delay_s
+        self.hold_summary = hold_summary
         self.summary_requested = threading.Event()
         self.requests: list[dict[str, Any]] = []
         self.raw_requests: list[bytes] = []

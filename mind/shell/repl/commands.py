@@ -268,6 +268,9 @@ class SlashCommands:
         except MindError as exc:
             repl.view.note(f"Could not compact: {exc}", style="yellow")
             return
+        finally:
+            # Input sent while it ran waited for it; its turn starts now.
+            repl.feed.ensure()
         if not outcome.completed:
             repl.view.note(f"Not compacted: {outcome.reason}.", style="yellow")
             return
