@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -139,6 +140,15 @@ def under_input(screen: Screen) -> list[str]:
     while rows and not rows[-1]:
         rows.pop()
     return rows
+
+
+_USAGE_LINE = re.compile(r"^[\d.]+k? (/ [\d.]+k? )?tokens( \(\d+%\))?$")
+"""The idle status line's context usage (``215 tokens``, ``12k / 128k tokens (9%)``)."""
+
+
+def waiting_under_input(screen: Screen) -> list[str]:
+    """:func:`under_input` without the idle context-usage line: what still waits or works."""
+    return [row for row in under_input(screen) if not _USAGE_LINE.match(row.strip())]
 
 
 def shown_under_input(screen: Screen, text: str) -> bool:
@@ -394,7 +404,7 @@ def test_the_approval_question_and_waiting_messages_sit_under_the_input(tmp_path
         (tmp_path / "go").touch()
         child.expect(words("Answer to the queued one."))
         child.expect(words("── completed"))
-        wait_for_screen(child, screen, lambda _: not under_input(screen))
+        wait_for_screen(child, screen, lambda _: not waiting_under_input(screen))
         child.send("\x04")
         child.expect(pexpect.EOF)
         shown = screen.transcript()
@@ -417,7 +427,7 @@ def test_no_stale_status_rows_remain_when_a_waiting_message_is_listed_and_it_nar
         wait_for_screen(child, screen, lambda _: shown_under_input(screen, "↳ steer"))
         (tmp_path / "go").touch()
         child.expect(words("── completed"))
-        wait_for_screen(child, screen, lambda _: not under_input(screen))
+        wait_for_screen(child, screen, lambda _: not waiting_under_input(screen))
         stale = [row for row in screen.lines() if "Working" in row or "↳ steer" in row]
         assert not stale, screen.transcript()
     finally:

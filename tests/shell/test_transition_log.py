@@ -67,6 +67,7 @@ def test_runtime_machines_are_logged_and_bare_ones_are_not(tmp_path: Path, log_d
     assert turn == [
         ("accepted", "start", "sampling"),
         ("requesting", "inputs_claimed", "requesting"),
+        ("requesting", "context_measured", "requesting"),  # under the compaction threshold
         ("requesting", "stream_opened", "streaming"),
         ("sampling", "round_done", "draining"),
         ("draining", "seal", "completed"),
