@@ -611,10 +611,12 @@ def running_effects(
     found: list[RunningEffect] = []
     journaled = list(records)
     for inv in _open_effects(journaled, session_id):
-        if _process(effects_dir, inv, journaled) != "running":
+        # A live session asks: its own command may be starting (no lock yet),
+        # so nothing here makes "never started" final (processes.md §6).
+        if _process(effects_dir, inv, journaled, finalize=False) != "running":
             continue
         directory = _directory(effects_dir, inv)
-        state = _state(directory) if directory is not None else None
+        state = _state(directory, finalize=False) if directory is not None else None
         held = _journaled_supervisor(journaled, inv)
         pid = state.pid if isinstance(state, supervision.Running) else None
         found.append(
@@ -636,7 +638,8 @@ def kill_running(
     lists as ``effect_id``; False when it lists none such (nothing signalled)."""
     journaled = list(records)
     for inv in _open_effects(journaled, session_id):
-        if inv.effect_id == effect_id and _process(effects_dir, inv, journaled) == "running":
+        running = _process(effects_dir, inv, journaled, finalize=False) == "running"
+        if inv.effect_id == effect_id and running:
             return _kill(effects_dir, inv, journaled)
     return False
 
@@ -702,11 +705,11 @@ def _sweep(effects_dir: Path, open_ids: set[str]) -> None:
             supervision.discard(directory)
 
 
-def _state(directory: Path) -> supervision.State | None:
+def _state(directory: Path, *, finalize: bool = True) -> supervision.State | None:
     """:func:`mind.shell.supervision.inspect`, None when the directory is
     damaged or not private (fail closed: no evidence)."""
     try:
-        return supervision.inspect(directory)
+        return supervision.inspect(directory, finalize=finalize)
     except (SupervisorRecordError, PrivateStateError):
         return None
 
@@ -770,7 +773,11 @@ def _directory(effects_dir: Path | None, inv: Invocation) -> Path | None:
 
 
 def _process(
-    effects_dir: Path | None, inv: Invocation, records: Sequence[jr.JournalRecord]
+    effects_dir: Path | None,
+    inv: Invocation,
+    records: Sequence[jr.JournalRecord],
+    *,
+    finalize: bool = True,
 ) -> ProcessFact:
     """:meth:`SessionEffects.process`, the effect records being ``records``:
     ``running`` also while the supervisor its ``effect_running`` names (pid +
@@ -792,7 +799,7 @@ def _process(
         # not "never started" — its journaled supervisor is gone (above), so Lost.
         return "lost"
     proof_sha256 = journaled.proof_sha256 or "" if journaled is not None else ""
-    state = _state(directory)
+    state = _state(directory, finalize=finalize)
     if isinstance(state, supervision.Finished):
         # A record its command wrote (it can reach the directory) is no evidence.
         return "finished" if supervision.proven(directory, proof_sha256) else "lost"

@@ -528,7 +528,7 @@ def kill_tree(directory: Path) -> bool:
     return True
 
 
-def inspect(directory: Path) -> State:
+def inspect(directory: Path, *, finalize: bool = True) -> State:
     """What ``directory`` says about its command, now (§6).
 
     The lock held: :class:`Running` (even once ``exit.json`` is named: it
@@ -536,7 +536,9 @@ def inspect(directory: Path) -> State:
     present: :class:`Finished`. Else ``supervisor.json`` present: :class:`Lost`.
     Else (or no directory at all) :class:`NeverStarted` — made final by a
     ``never_started`` marker written under the lock, which a supervisor
-    starting late sees and refuses on.
+    starting late sees and refuses on. ``finalize=False`` (a live session
+    asking what runs, while its own command may be starting) writes no
+    marker: only a reconcile with no live owner makes "never started" final.
 
     Raises:
         SupervisorRecordError: ``exit.json``, ``supervisor.json`` or an
@@ -559,7 +561,8 @@ def inspect(directory: Path) -> State:
         record = _record(directory / SUPERVISOR_FILE)
         if record is not None:
             return Lost(_identity(directory / SUPERVISOR_FILE, record)[0])
-        private_files.write_atomic(directory / NEVER_STARTED_FILE, b"")
+        if finalize:
+            private_files.write_atomic(directory / NEVER_STARTED_FILE, b"")
         return NeverStarted()
     finally:
         os.close(lock)

@@ -424,3 +424,26 @@ async def test_another_platform_is_refused_with_a_typed_error_naming_it(
     result = await run_command("true", cwd=tmp_path, env=None, timeout_s=5, max_output_bytes=100)
     assert not result.ok
     assert "darwin" in result.text
+
+
+async def test_a_look_at_a_live_directory_never_stops_its_command(
+    tmp_path: Path, marker: str
+) -> None:
+    """§6: ``inspect(finalize=False)`` (a live session asking what runs) may
+    come between ``start`` and the supervisor's lock; it must never write the
+    ``never_started`` marker the supervisor refuses on — only the reconcile
+    at open, with no live owner, makes "never started" final."""
+    for n in range(5):
+        directory = tmp_path / f"ef_look_{n}"
+        handle = await supervision.start(
+            directory,
+            ["echo", "ran"],
+            cwd=tmp_path,
+            env=marker_env(marker),
+            timeout_s=60,
+            max_output_bytes=1000,
+        )
+        supervision.inspect(directory, finalize=False)
+        result = await supervision.wait(handle)
+        assert result.text.startswith("ran"), result.text
+        assert not (directory / supervision.NEVER_STARTED_FILE).exists()
