@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import anyio
@@ -15,10 +16,16 @@ from mind.conversation import ToolCall
 from mind.effects.identity import interaction_id
 from mind.generated import journal as jr
 from mind.shell import private_files, supervision
-from mind.shell.effects import OpenReconciliation, SessionEffects, reconcile_at_open
+from mind.shell.effects import (
+    CLOSED_TURN_GRACE_S,
+    OpenReconciliation,
+    SessionEffects,
+    reconcile_at_open,
+)
 from mind.shell.journal import Journal
 from mind.shell.procs import start_identity
 from tests.support import records as rec
+from tests.support.process_trees import marked, marker_env, new_marker, until
 
 SID = "sess"
 TURN = "turn_1"
@@ -305,3 +312,63 @@ def test_a_command_still_running_in_an_earlier_unterminated_turn_is_waited_for_a
         jr.EffectOutcome.committed,
     )
     assert result.output == "done\nexit code: 0"
+
+
+def test_a_command_still_running_in_an_earlier_turn_after_the_grace_is_stopped_at_open(
+    tmp_path: Path,
+) -> None:
+    """effects.md §4: the earlier turn is closed at open, so its command is
+    given :data:`CLOSED_TURN_GRACE_S` to end, then its whole tree — a
+    ``setsid`` escapee too — is stopped; the result says why, with the
+    output so far (redacted), and the open does not wait for its timeout."""
+    from mind.shell.recovery import close_orphan_calls
+
+    marker = new_marker()
+    path = _crashed(tmp_path, running=False)
+    ident = _shell_effect(_reopened(path))
+    directory = tmp_path / "effects" / ident
+    command = "echo so far sk-secret-2; bash -c 'sleep 300 & setsid sleep 300 & sleep 300'"
+
+    async def start() -> supervision.Handle:
+        handle = await supervision.start(
+            directory,
+            ["/bin/sh", "-c", command],
+            cwd=tmp_path,
+            env=marker_env(marker),
+            timeout_s=600,
+            max_output_bytes=4000,
+        )
+        assert await until(lambda: len(marked(marker, "sleep")) == 3)
+        return handle
+
+    handle = anyio.run(start)
+    with Journal.open(path, session_id=SID) as journal:
+        effects = SessionEffects(SID, journal)
+        inv = effects.propose(TURN, SHELL)
+        effects.running(inv, handle.pid, handle.start_identity, handle.proof_sha256)
+        journal.append(rec.turn_started("turn_2"))  # a later turn: turn_1 is not resumed
+    began = time.monotonic()
+    with Journal.open(path, session_id=SID) as journal:
+        done = reconcile_at_open(
+            journal, SID, can_ask=False, effects_dir=tmp_path / "effects", secrets=["sk-secret-2"]
+        )
+        close_orphan_calls(journal)
+    took = time.monotonic() - began
+    anyio.run(supervision.wait, handle)  # reaps this test's child
+    assert took < CLOSED_TURN_GRACE_S + 3.0
+    assert anyio.run(until, lambda: marked(marker) == [])
+    assert done.collected == 1
+    (result,) = [r for r in _reopened(path) if isinstance(r, jr.ToolResult) and r.call_id == "c1"]
+    assert (result.status, result.evidence, result.effect_outcome) == (
+        jr.ToolStatus.error,
+        jr.EffectEvidence.supervisor,
+        jr.EffectOutcome.failed,
+    )
+    assert result.output == (
+        f"[stopped when the session was opened again: its turn ({TURN}) was cut short by a "
+        "crash and could not be resumed, and the command was still running 2 s later; the "
+        "output so far follows]\n"
+        "so far ***\n"
+        "stopped: the command and every process it started were killed"
+    )
+    assert not directory.exists()
