@@ -36,7 +36,7 @@ from mind.call_pairing import PairedCall, pair_calls
 from mind.conversation import ToolCall, replace_lone_surrogates
 from mind.effects.identity import arguments_sha256, effect_id, interaction_id
 from mind.effects.tools import effect_class
-from mind.errors import PrivateStateError, SupervisorRecordError
+from mind.errors import PrivateStateError, SupervisorIdentityUnknown, SupervisorRecordError
 from mind.generated import journal as jr
 from mind.machines.effect import (
     Collect,
@@ -264,8 +264,12 @@ class SessionEffects:
         command forged (docs/design/effects.md §4, processes.md §10).
 
         Raises:
+            SupervisorIdentityUnknown: ``supervisor_start`` is "" (nothing
+                is journaled: a running record must name its process).
             JournalWriteError: the record could not be made durable.
         """
+        if not supervisor_start:
+            raise SupervisorIdentityUnknown(supervisor_pid)
         self.journal.append(
             jr.EffectRunning(
                 seq=0,

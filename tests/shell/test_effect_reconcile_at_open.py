@@ -10,17 +10,21 @@ import time
 from pathlib import Path
 
 import anyio
+import pytest
 
 from mind._version import __version__
 from mind.conversation import ToolCall
 from mind.effects.identity import interaction_id
+from mind.errors import SupervisorIdentityUnknown
 from mind.generated import journal as jr
 from mind.shell import private_files, supervision
 from mind.shell.effects import (
     CLOSED_TURN_GRACE_S,
     OpenReconciliation,
     SessionEffects,
+    UnknownEffect,
     reconcile_at_open,
+    running_effects,
 )
 from mind.shell.journal import Journal
 from mind.shell.procs import start_identity
@@ -59,7 +63,21 @@ def _crashed(tmp_path: Path, *, running: bool, supervisor: tuple[int, str] | Non
                 # Default: a supervisor that has ended since (no live process
                 # has this pid): a live one is waited for, whatever its directory says.
                 pid, identity = supervisor or (2**22 + 1, "gone")
-                effects.running(inv, pid, identity)
+                if identity:
+                    effects.running(inv, pid, identity)
+                else:  # as a mind before the rule wrote it (the writer refuses it now)
+                    journal.append(
+                        jr.EffectRunning(
+                            seq=0,
+                            recorded_at_ms=0,
+                            turn_id=TURN,
+                            call_id=call.call_id,
+                            effect_id=inv.effect_id,
+                            supervisor_pid=pid,
+                            supervisor_start="",
+                        ),
+                        sync=True,
+                    )
     return path
 
 
@@ -372,3 +390,45 @@ def test_a_command_still_running_in_an_earlier_turn_after_the_grace_is_stopped_a
         "stopped: the command and every process it started were killed"
     )
     assert not directory.exists()
+
+
+def test_a_running_record_without_a_start_identity_is_refused_nothing_journaled(
+    tmp_path: Path,
+) -> None:
+    """effects.md §4: a bare pid could name any later process, so the one
+    writer of ``effect_running`` refuses a record without the identity."""
+    path = _crashed(tmp_path, running=False)
+    before = _reopened(path)
+    with Journal.open(path, session_id=SID) as journal:
+        inv = SessionEffects(SID, journal).propose(TURN, SHELL)
+        with pytest.raises(SupervisorIdentityUnknown) as refused:
+            SessionEffects(SID, journal).running(inv, os.getpid(), "")
+    assert refused.value.pid == os.getpid()
+    assert _reopened(path) == before
+
+
+def test_a_running_record_with_an_empty_start_identity_is_never_waited_on_as_live(
+    tmp_path: Path,
+) -> None:
+    """A record an older mind wrote without the identity names a live pid
+    (this very process): it is not "running" — the open tells the model the
+    outcome is unknown (its directory holds nothing), nothing lists it as
+    running, and a collect returns at once instead of waiting for the pid."""
+    path = _crashed(tmp_path, running=True, supervisor=(os.getpid(), ""))
+    effects_dir = tmp_path / "effects"
+    records = _reopened(path)
+    assert running_effects(records, SID, effects_dir) == []
+
+    async def collect() -> object:
+        with Journal.open(path, session_id=SID) as journal:
+            effects = SessionEffects(SID, journal, effects_dir)
+            inv = effects.propose(TURN, SHELL)
+            with anyio.fail_after(5):
+                return await effects.collect(inv, can_ask=True)
+
+    assert isinstance(anyio.run(collect), UnknownEffect)
+    with Journal.open(path, session_id=SID) as journal:
+        done = reconcile_at_open(journal, SID, can_ask=False, effects_dir=effects_dir)
+    assert done.told == 1
+    (result,) = [r for r in _reopened(path) if isinstance(r, jr.ToolResult) and r.call_id == "c1"]
+    assert result.effect_outcome == jr.EffectOutcome.unknown
