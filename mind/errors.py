@@ -25,6 +25,7 @@ branch grows past a screen of classes.
     ├── InboxCorruptError             inbox.json damaged or over 8 MiB; path (fail closed)
     ├── SupervisorRecordError         a supervised command's file is damaged; path (fail closed)
     ├── SupervisorUnsupported         the process supervisor needs Linux; platform
+    ├── SupervisorIdentityUnknown     a supervisor's start identity cannot be read; pid
     ├── IllegalTransition             a chart refused an event (also RuntimeError: misuse);
     │                                 chart, state, configuration, event
     ├── DropNotAllowed                the mailbox cannot give a message back; message_id, state
@@ -593,6 +594,29 @@ class SupervisorUnsupported(MindError):
             f"(prctl PR_SET_CHILD_SUBREAPER); this platform is {platform!r}"
         )
         self.platform = platform
+
+
+class SupervisorIdentityUnknown(MindError):
+    """The start identity of a command's supervisor cannot be read, so no
+    ``effect_running`` record may name it: a bare pid could name any later
+    process, and a record without the identity is never trusted as
+    "running" after a crash (``docs/design/effects.md`` §4). Raised by
+    ``mind.shell.effects.SessionEffects.running`` (nothing is journaled) and
+    by ``mind.shell.supervision.start`` for a cold start that will be
+    journaled (its tree is stopped first; a spare whose identity is unknown
+    is given up and the command started cold instead). The shell tool's
+    result then says the command could not be started (fail closed).
+
+    Attributes:
+        pid: the supervisor's pid.
+    """
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(
+            f"the start identity of the command's supervisor (pid {pid}) cannot be read, "
+            "so it cannot be recorded as running"
+        )
+        self.pid = pid
 
 
 class SessionError(MindError):

@@ -89,6 +89,15 @@ class TurnResumedEvent(Struct, kw_only=True, tag_field='type', tag='turn.resumed
             description='The calls the turn runs again, in call order (the others of the round have their result).'
         ),
     ]
+    running_call_ids: (
+        Annotated[
+            list[str],
+            Meta(
+                description='Of `call_ids`, the commands a crash left running under their supervisor (docs/design/effects.md §4): the turn waits for them and never runs them again. Absent: none.'
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
 
 
 class MessageDeltaEvent(Struct, kw_only=True, tag_field='type', tag='message.delta', frozen=True):
@@ -119,6 +128,15 @@ class ToolCallEvent(Struct, kw_only=True, tag_field='type', tag='tool.call', fro
     call_id: str
     name: str
     arguments: Any
+    already_running: (
+        Annotated[
+            bool,
+            Meta(
+                description="True for a resumed turn's call whose command a crash left running under its supervisor (docs/design/effects.md §4): it is waited for, not called again. Absent otherwise."
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
 
 
 class TextFormat(StrEnum):

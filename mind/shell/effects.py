@@ -24,9 +24,10 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Final
 
 import anyio
 import msgspec
@@ -35,7 +36,7 @@ from mind.call_pairing import PairedCall, pair_calls
 from mind.conversation import ToolCall, replace_lone_surrogates
 from mind.effects.identity import arguments_sha256, effect_id, interaction_id
 from mind.effects.tools import effect_class
-from mind.errors import PrivateStateError, SupervisorRecordError
+from mind.errors import PrivateStateError, SupervisorIdentityUnknown, SupervisorRecordError
 from mind.generated import journal as jr
 from mind.machines.effect import (
     Collect,
@@ -58,6 +59,7 @@ from mind.shell.recovery import unterminated_turns
 from mind.shell.redact import redact
 
 __all__ = [
+    "CLOSED_TURN_GRACE_S",
     "Invocation",
     "OpenReconciliation",
     "RunningEffect",
@@ -262,8 +264,12 @@ class SessionEffects:
         command forged (docs/design/effects.md §4, processes.md §10).
 
         Raises:
+            SupervisorIdentityUnknown: ``supervisor_start`` is "" (nothing
+                is journaled: a running record must name its process).
             JournalWriteError: the record could not be made durable.
         """
+        if not supervisor_start:
+            raise SupervisorIdentityUnknown(supervisor_pid)
         self.journal.append(
             jr.EffectRunning(
                 seq=0,
@@ -479,6 +485,24 @@ class SessionEffects:
         return record
 
 
+CLOSED_TURN_GRACE_S: Final = 2.0
+"""Seconds the open waits for a command still running in an earlier
+unterminated turn before stopping its whole tree (docs/design/effects.md §4).
+That turn is closed at open (only the last one can be resumed), so the
+command's result is only an orphan result the model reads later: a quick
+command's real end is worth a short wait, not an open blocked silently for
+up to the command's timeout (600 s)."""
+
+_STOP_BOUND_S: Final = supervision.KILL_GRACE_S + 4.0
+"""Seconds a stopped supervisor gets to end: its SIGTERM-to-SIGKILL grace,
+its last read of the pipes (at most 2 s, processes.md §4.3), and a margin."""
+
+_STOPPED_UNRECORDED = (
+    "it was still running when the session was opened again and was stopped, its turn "
+    "being cut short by a crash and not resumable, but its supervisor ended without "
+    "recording its end"
+)
+
 _UNRECORDED = (
     "its supervisor ended without recording its end (it was killed, or the exit record "
     "in its directory is not its own: the command can write there)"
@@ -517,7 +541,10 @@ def reconcile_at_open(
       redacted of ``secrets``, exit status; ``committed`` | ``failed``,
       evidence ``supervisor``), fsynced, then the directory is removed;
     - its supervisor still runs: nothing here — the resumed turn waits for it
-      (:func:`redrive_rule`);
+      (:func:`redrive_rule`); in an earlier unterminated turn (never
+      resumed) it is given :data:`CLOSED_TURN_GRACE_S` to end, then its whole
+      tree is stopped, and what its supervisor recorded is the result
+      (after a note saying it was stopped and why);
     - rerun-safe (``read_only``, ``idempotent``, or it provably never
       started): nothing here — a resumed turn runs it, a closed one gets the
       orphan-call result;
@@ -555,21 +582,25 @@ def reconcile_at_open(
         process = _process(effects_dir, inv, journal.records)
         if process == "running" and inv.turn_id == open_turns[-1]:
             continue  # the resumed turn's re-drive waits for it
+        stopped = False
         if process == "running":
             # An earlier turn is never resumed: its orphan calls get a result
-            # now, so the command is waited for first — never a result while it runs.
-            process = _settled(effects_dir, inv, journal.records)
+            # now — the command's end if it comes within the grace, else the
+            # tree is stopped: never a result while it runs, never a silent wait.
+            process, stopped = _settled(effects_dir, inv, journal.records)
         found = effects.recover(inv, can_ask=can_ask, process=process)
         if isinstance(found, Collect):
             directory = effects.directory(inv)
             assert directory is not None
             state = _state(directory)
             if isinstance(state, supervision.Finished) and supervision.proven(directory, proof):
-                effects._collected(inv, state.result)
+                effects._collected(inv, state.result, _stopped_note(inv) if stopped else "")
                 collected += 1
                 continue
             found = effects.recover(inv, can_ask=can_ask, process="lost")
             assert isinstance(found, UnknownEffect)
+            if stopped:
+                found = replace(found, reason=_STOPPED_UNRECORDED)
         if isinstance(found, Run):
             continue
         if found.choices == ("tell_model",):
@@ -812,20 +843,65 @@ def _process(
 
 def _settled(
     effects_dir: Path | None, inv: Invocation, records: Sequence[jr.JournalRecord]
-) -> ProcessFact:
-    """``inv``'s process fact once its supervisor has ended
-    (:func:`mind.shell.supervision.settle`, blocking): ``finished`` for an
-    exit record proven its supervisor's, else ``lost`` — a directory without
-    records proves nothing once ``effect_running`` is durable, and a damaged
-    one nothing at all (fail closed)."""
+) -> tuple[ProcessFact, bool]:
+    """``inv``'s process fact once its supervisor has ended, and whether it
+    was stopped here: blocking, it waits :data:`CLOSED_TURN_GRACE_S` for the
+    supervisor (the live one its ``effect_running`` or ``supervisor.json``
+    names, pid + start identity) to end, then stops the whole tree
+    (:func:`mind.shell.supervision.kill_tree`: the supervisor records
+    ``killed`` with the output so far) and waits for that, at most
+    :data:`_STOP_BOUND_S` — a supervisor that does not end then is SIGKILLed
+    and what its command left is killed by its marker
+    (:func:`mind.shell.supervision.collect_strays`). The fact is
+    ``finished`` for an exit record proven its supervisor's, else ``lost``
+    — a directory without records proves nothing once ``effect_running`` is
+    durable, and a damaged one nothing at all (fail closed). A supervisor
+    no record names yet (its first milliseconds, before ``supervisor.json``)
+    is waited for on its lock (processes.md §2: that comes before the command starts)."""
     directory = _directory(effects_dir, inv)
     assert directory is not None
+    supervisor = _live_supervisor(directory, inv, records)
+    stopped = False
+    if supervisor is not None and not procs.wait_ended(*supervisor, CLOSED_TURN_GRACE_S):
+        stopped = True
+        _kill(effects_dir, inv, records)
+        if not procs.wait_ended(*supervisor, _STOP_BOUND_S):
+            procs.terminate(*supervisor, signum=signal.SIGKILL)
+            supervision.collect_strays(supervision.Handle(directory, *supervisor))
     try:
         state = supervision.settle(directory)
     except (SupervisorRecordError, PrivateStateError):
-        return "lost"
+        return "lost", stopped
     proven = supervision.proven(directory, _proof(records, inv))
-    return "finished" if isinstance(state, supervision.Finished) and proven else "lost"
+    return ("finished" if isinstance(state, supervision.Finished) and proven else "lost"), stopped
+
+
+def _live_supervisor(
+    directory: Path, inv: Invocation, records: Sequence[jr.JournalRecord]
+) -> tuple[int, str] | None:
+    """The (pid, start identity) of ``inv``'s live supervisor: the one its
+    ``effect_running`` names, else the one ``supervisor.json`` names; None
+    when neither names a live process (or the record is damaged)."""
+    held = _journaled_supervisor(records, inv)
+    if held is not None and procs.same_process(*held):
+        return held
+    try:
+        handle = supervision.handle_of(directory)
+    except (SupervisorRecordError, PrivateStateError):
+        return None
+    if handle is None or not handle.start_identity:
+        return None
+    named = (handle.pid, handle.start_identity)
+    return named if procs.same_process(*named) else None
+
+
+def _stopped_note(inv: Invocation) -> str:
+    """What the result of a command stopped at open says first."""
+    return (
+        f"[stopped when the session was opened again: its turn ({inv.turn_id}) was cut short "
+        "by a crash and could not be resumed, and the command was still running "
+        f"{CLOSED_TURN_GRACE_S:g} s later; the output so far follows]\n"
+    )
 
 
 def _recorded(directory: Path) -> bool:

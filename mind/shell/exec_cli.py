@@ -333,10 +333,9 @@ def _human_progress(event: ev.Event) -> None:
         print(f"mind: {describe_compaction(event)}", file=sys.stderr)
         return
     if isinstance(event, ev.TurnResumedEvent):
-        print(
-            f"resuming turn {event.turn_id}: {len(event.call_ids)} tool call(s) to run",
-            file=sys.stderr,
-        )
+        from mind.shell.render import describe_resumed
+
+        print(f"resuming turn {event.turn_id}: {describe_resumed(event)}", file=sys.stderr)
         return
     if not isinstance(event, ev.ToolCallEvent | ev.ToolResultEvent | ev.TurnRetryingEvent):
         return
@@ -347,8 +346,10 @@ def _human_progress(event: ev.Event) -> None:
     err = sys.stderr
     # Tool and model text goes through the REPL's sanitiser: it must not drive the terminal.
     if isinstance(event, ev.ToolCallEvent):
+        # A command a crash left running is waited for, not called (effects.md §4).
+        waited = " (already running; waiting for it)" if event.already_running is True else ""
         print(
-            f"→ {plain(event.name)} {describe_arguments(event.name, event.arguments, 120)}",
+            f"→ {plain(event.name)} {describe_arguments(event.name, event.arguments, 120)}{waited}",
             file=err,
         )
     elif isinstance(event, ev.ToolResultEvent):

@@ -26,6 +26,7 @@ on paths (``mind --version``, ``Runtime.open``) that read none.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import sys
 from pathlib import Path
@@ -43,6 +44,7 @@ __all__ = [
     "start_identity",
     "started_at_ms",
     "terminate",
+    "wait_ended",
 ]
 
 _LINUX: Final = sys.platform.startswith("linux")
@@ -149,20 +151,37 @@ def pidfd(pid: int, identity: str) -> int | None:
     return None
 
 
-def terminate(pid: int, identity: str) -> bool:
-    """SIGTERM to the live process ``(pid, identity)`` through its
-    :func:`pidfd`. Returns True when that process was signalled, False when
-    it is gone or another process holds its pid (nothing is signalled)."""
+def terminate(pid: int, identity: str, *, signum: int = signal.SIGTERM) -> bool:
+    """``signum`` (SIGTERM unless told) to the live process ``(pid, identity)``
+    through its :func:`pidfd`. Returns True when that process was signalled,
+    False when it is gone or another process holds its pid (nothing is signalled)."""
     fd = pidfd(pid, identity)
     if fd is None:
         return False
     try:
-        signal.pidfd_send_signal(fd, signal.SIGTERM)
+        signal.pidfd_send_signal(fd, signum)
     except ProcessLookupError:
         return False
     finally:
         os.close(fd)
     return True
+
+
+def wait_ended(pid: int, identity: str, timeout_s: float) -> bool:
+    """Block until the process ``(pid, identity)`` has ended, at most
+    ``timeout_s`` seconds (a poll on its :func:`pidfd`, woken by the kernel
+    at its end: no polling loop). Returns True when it has ended (or was
+    gone, or another process holds its pid), False when it still runs after
+    ``timeout_s``. Blocking: call it off the event loop."""
+    fd = pidfd(pid, identity)
+    if fd is None:
+        return True
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(max(0, round(timeout_s * 1000))))
+    finally:
+        os.close(fd)
 
 
 def kill_strays(marker: str, *, session_id: int | None = None) -> int:

@@ -580,10 +580,7 @@ class TurnView:
             self._streamed.clear()
             self._last_kind = "prompt"  # the prompt line was just echoed: keep a gap after it
             if isinstance(event, ev.TurnResumedEvent):
-                self.note(
-                    f"↻ resuming the turn mind stopped in: {len(event.call_ids)} tool call(s) "
-                    "to run"
-                )
+                self.note(f"↻ resuming the turn mind stopped in: {describe_resumed(event)}")
             self._start_attempt()
         elif isinstance(event, ev.MessageDeltaEvent):
             self._flush_reasoning()
@@ -748,7 +745,9 @@ class TurnView:
 
     def _show_call(self, event: ev.ToolCallEvent) -> None:
         self._calls[event.call_id] = (event.name, event.arguments, self._clock())
-        line = self.call_line(event.name, event.arguments, verb="⏺ Calling", style="bold cyan")
+        # A command a crash left running is waited for, not called (effects.md §4).
+        verb = "⏺ Already running" if event.already_running is True else "⏺ Calling"
+        line = self.call_line(event.name, event.arguments, verb=verb, style="bold cyan")
         self.print(line, kind="tool")
         self._last_line_call = event.call_id
         columns = self._terminal_columns()
@@ -934,10 +933,25 @@ class TurnView:
         self._last_kind = None
 
 
+def describe_resumed(event: ev.TurnResumedEvent) -> str:
+    """What a resumed turn (``turn.resumed``) does with its calls, for the
+    REPL's note and ``mind exec``'s stderr: how many run, and how many
+    commands a crash left running are waited for (never run again:
+    docs/design/effects.md §4)."""
+    running = len(event.running_call_ids) if isinstance(event.running_call_ids, list) else 0
+    to_run = len(event.call_ids) - running
+    parts = [f"{to_run} tool call(s) to run"] if to_run or not running else []
+    if running:
+        noun = "command" if running == 1 else "commands"
+        parts.append(f"{running} {noun} already running, waited for, not run again")
+    return "; ".join(parts)
+
+
 __all__ = [
     "TurnView",
     "approval_lines",
     "describe_arguments",
+    "describe_resumed",
     "format_duration",
     "format_tokens",
     "preview_lines",

@@ -39,7 +39,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from mind.errors import SupervisorRecordError, SupervisorUnsupported
+from mind.errors import SupervisorIdentityUnknown, SupervisorRecordError, SupervisorUnsupported
 from mind.shell import private_files, procs, spare_supervisors
 from mind.shell.spare_supervisors import SpareProcess
 from mind.shell.tools._text import StreamText, split_budget
@@ -211,6 +211,9 @@ async def start(
 
     Raises:
         SupervisorUnsupported: not Linux (checked first: nothing is made).
+        SupervisorIdentityUnknown: with ``on_started``, the cold-started
+            supervisor's start identity cannot be read (its tree was stopped;
+            ``on_started`` is never handed a handle without one).
         PrivateStateError: ``directory`` or its log is not private and owned.
         OSError: the directory cannot be made or the supervisor not started.
         Exception: what ``on_started`` raised — the command was not started
@@ -242,6 +245,10 @@ async def start(
         # either way its supervisor.json need not be durable (§9.4).
         job = args_for(True)[5:]
         taken = spare_supervisors.claim(directory, dict(env), job)
+        if taken is not None and on_started is not None and not taken.start_identity:
+            # No record may name it without its identity: it never had the job.
+            spare_supervisors.give_up(taken)
+            taken = None
         if taken is not None:
             handle = Handle(directory, taken.pid, taken.start_identity, None, _sha256(proof))
             if on_started is not None:
@@ -276,6 +283,11 @@ async def start(
     handle = Handle(
         directory, process.pid, procs.start_identity(process.pid), process, _sha256(proof)
     )
+    if on_started is not None and not handle.start_identity:
+        # Fail closed: its record would name a bare pid (any later process).
+        with anyio.CancelScope(shield=True):
+            await stop(handle)
+        raise SupervisorIdentityUnknown(process.pid)
     if on_started is not None:
         try:
             await on_started(handle)

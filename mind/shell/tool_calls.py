@@ -41,7 +41,7 @@ from mind.effects.tools import parse_arguments
 from mind.errors import InteractionTooLarge, ToolArgumentsError
 from mind.generated import events as ev
 from mind.generated import journal as jr
-from mind.machines.effect import Collect, person_answers
+from mind.machines.effect import Collect, ProcessFact, person_answers
 from mind.machines.effect import Resolution as EffectResolution
 from mind.machines.turn import RefuseCall, RunGranted, TurnMachine
 from mind.shell import faults
@@ -75,19 +75,24 @@ class ToolCalls:
         fsynced) before the tool runs and committed (``tool_result``, fsynced)
         after. A call the journal shows prepared before a crash (a resumed
         turn re-drives it) is reconciled, never blindly run again (§4)."""
+        effects = self.effects
+        inv = effects.propose(turn.turn_id, call)
+        # Replayed from the journal (a crash came after its start): what its
+        # supervisor's directory says, read once — a command still running is
+        # announced as already running, never as called again.
+        process = effects.process(inv) if inv.machine.prepared else None
         turn._emit(
             ev.ToolCallEvent(
                 turn_id=turn.turn_id,
                 call_id=call.call_id,
                 name=call.name,
                 arguments=_display_arguments(call.arguments),
+                already_running=True if process == "running" else msgspec.UNSET,
             )
         )
         faults.boundary("after_tool_call")
-        effects = self.effects
-        inv = effects.propose(turn.turn_id, call)
-        if inv.machine.prepared:  # replayed from the journal: a crash came after its start
-            result = await self._redrive(turn, effects, inv)
+        if process is not None:
+            result = await self._redrive(turn, effects, inv, process)
         else:
             status, output = await self._execute(turn, machine, call, effects, inv)
             if inv.machine.prepared:
@@ -104,14 +109,17 @@ class ToolCalls:
             )
         )
 
-    async def _redrive(self, turn: Turn, effects: SessionEffects, inv: Invocation) -> jr.ToolResult:
-        """A call prepared before a crash, with no result: its supervisor's
-        exit record is collected (waiting while it still runs); else a
-        rerun-safe one (or one that provably never started) runs again; an
-        ``unknown`` one is resolved first — by a person when one can answer,
-        else ``tell_model`` (docs/design/effects.md §4)."""
+    async def _redrive(
+        self, turn: Turn, effects: SessionEffects, inv: Invocation, process: ProcessFact
+    ) -> jr.ToolResult:
+        """A call prepared before a crash, with no result, ``process`` being
+        what its supervisor's directory says (:meth:`SessionEffects.process`):
+        its supervisor's exit record is collected (waiting while it still
+        runs); else a rerun-safe one (or one that provably never started)
+        runs again; an ``unknown`` one is resolved first — by a person when
+        one can answer, else ``tell_model`` (docs/design/effects.md §4)."""
         can_ask = self.session.interactive
-        found = effects.recover(inv, can_ask=can_ask, process=effects.process(inv))
+        found = effects.recover(inv, can_ask=can_ask, process=process)
         killed = False
         if isinstance(found, Collect):
             collected, killed = await self._collect(turn, effects, inv, found)

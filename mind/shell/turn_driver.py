@@ -273,7 +273,8 @@ class TurnDriver:
         """A resumed turn's records are durable already: announce it
         (``turn.resumed``, then the inputs it claimed again)."""
         self.session.runtime.store.index.note(self.session.session_id, status="running")
-        turn._emit(resumed_event(plan))
+        running = [e.call_id for e in self.session.running_effects() if e.turn_id == plan.turn_id]
+        turn._emit(resumed_event(plan, running))
         self._announce_claim(turn, turn.inputs, ev.ClaimPoint.start)
 
     def _announce_claim(

@@ -19,7 +19,10 @@ prepared: theirs to recognise from the journal).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from mind.call_pairing import PairedCall
 from mind.conversation import ToolCall
@@ -56,10 +59,22 @@ def resumed_machine(session: Session, plan: ResumePlan) -> TurnMachine:
     )
 
 
-def resumed_event(plan: ResumePlan) -> ev.TurnResumedEvent:
-    """``turn.resumed``: published in place of ``turn.started``."""
+def resumed_event(plan: ResumePlan, running: Iterable[str] = ()) -> ev.TurnResumedEvent:
+    """``turn.resumed``: published in place of ``turn.started``.
+
+    Args:
+        plan: the resumed turn's plan (``call_ids``: its re-driven calls).
+        running: call ids of the turn whose command still runs under its
+            supervisor (:meth:`mind.shell.session.Session.running_effects`):
+            those of ``call_ids`` are ``running_call_ids`` — waited for, not run.
+    """
+    call_ids = [p.call.call_id for p in plan.redrive]
+    still = set(running)
+    waited = [c for c in call_ids if c in still]
     return ev.TurnResumedEvent(
-        turn_id=plan.turn_id, call_ids=[p.call.call_id for p in plan.redrive]
+        turn_id=plan.turn_id,
+        call_ids=call_ids,
+        running_call_ids=waited if waited else msgspec.UNSET,
     )
 
 

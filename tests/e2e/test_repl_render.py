@@ -7,6 +7,7 @@ import os
 import sys
 from types import FrameType
 
+import msgspec
 from rich.console import Console
 
 from mind.generated import events as ev
@@ -303,3 +304,21 @@ def test_an_automatic_compaction_is_shown_with_its_sizes() -> None:
     shown = out.getvalue()
     assert "⟳ context compacted (automatic): ~13.1k → ~1.2k tokens" in shown
     assert shown.index("Before") < shown.index("context compacted")
+
+
+def test_a_resumed_turn_counts_commands_already_running_apart_from_calls_to_run() -> None:
+    """effects.md §4: a command a crash left running is waited for, never run
+    again — the note and ``mind exec``'s stderr say so."""
+    from mind.shell.render import describe_resumed
+
+    def resumed(calls: list[str], running: list[str] | None) -> str:
+        waited = msgspec.UNSET if running is None else running
+        event = ev.TurnResumedEvent(turn_id="t", call_ids=calls, running_call_ids=waited)
+        return describe_resumed(event)
+
+    assert resumed(["a"], None) == "1 tool call(s) to run"
+    assert resumed([], None) == "0 tool call(s) to run"
+    assert resumed(["a"], ["a"]) == "1 command already running, waited for, not run again"
+    assert resumed(["a", "b", "c"], ["b", "c"]) == (
+        "1 tool call(s) to run; 2 commands already running, waited for, not run again"
+    )

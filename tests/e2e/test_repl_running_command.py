@@ -104,3 +104,34 @@ def test_a_command_left_running_is_waited_for_and_k_kills_its_whole_tree(
     assert len(_of(records, "tool_started")) == 1  # never run again
     assert _of(records, "effect_reconciled") == []
     assert "please note" in [m["text"] for m in _of(records, "user_message")]
+
+
+def test_the_resumed_turn_says_the_command_is_already_running_not_that_it_is_called(
+    spawn: Spawn, tmp_path: Path, marker: str
+) -> None:
+    """Before the running card, the resume note and the call's line say the
+    command is already running (waited for, not run again) — never "to run"
+    nor "Calling"."""
+    command = f"bash -c 'sleep {marker} & sleep {marker}'"
+    script = [_shell(command), {"text": "It was stopped."}]
+    child = spawn(script, "--approval", "never")
+    sid = session_id_of(child)
+    child.send("run it" + ENTER)
+    _until(lambda: _of(journal(tmp_path, sid), "effect_running"), "effect_running never durable")
+    _kill_9(child)
+
+    child = spawn(script, "--approval", "never", "resume", sid)
+    seen = ""
+    for shown in (
+        "resuming the turn mind stopped in: 1 command already running",
+        "waited for, not run again",
+        "Already running shell",
+        "Already running:",
+    ):
+        child.expect(words(shown))
+        seen += str(child.before) + str(child.after)
+    assert "Calling" not in seen and "to run" not in seen, seen
+    child.send("k")
+    child.expect(words("── completed"))
+    exit_cleanly(child)
+    _until(lambda: not _marked(marker), f"descendants left: {_marked(marker)}")

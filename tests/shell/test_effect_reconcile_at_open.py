@@ -6,19 +6,32 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
+import pytest
 
 from mind._version import __version__
 from mind.conversation import ToolCall
 from mind.effects.identity import interaction_id
+from mind.errors import SupervisorIdentityUnknown
 from mind.generated import journal as jr
 from mind.shell import private_files, supervision
-from mind.shell.effects import OpenReconciliation, SessionEffects, reconcile_at_open
+from mind.shell.effects import (
+    CLOSED_TURN_GRACE_S,
+    OpenReconciliation,
+    SessionEffects,
+    UnknownEffect,
+    reconcile_at_open,
+    running_effects,
+)
 from mind.shell.journal import Journal
 from mind.shell.procs import start_identity
 from tests.support import records as rec
+from tests.support.process_trees import marked, marker_env, new_marker, until
 
 SID = "sess"
 TURN = "turn_1"
@@ -52,7 +65,21 @@ def _crashed(tmp_path: Path, *, running: bool, supervisor: tuple[int, str] | Non
                 # Default: a supervisor that has ended since (no live process
                 # has this pid): a live one is waited for, whatever its directory says.
                 pid, identity = supervisor or (2**22 + 1, "gone")
-                effects.running(inv, pid, identity)
+                if identity:
+                    effects.running(inv, pid, identity)
+                else:  # as a mind before the rule wrote it (the writer refuses it now)
+                    journal.append(
+                        jr.EffectRunning(
+                            seq=0,
+                            recorded_at_ms=0,
+                            turn_id=TURN,
+                            call_id=call.call_id,
+                            effect_id=inv.effect_id,
+                            supervisor_pid=pid,
+                            supervisor_start="",
+                        ),
+                        sync=True,
+                    )
     return path
 
 
@@ -264,39 +291,69 @@ def test_a_journaled_supervisor_without_its_record_is_lost_once_gone_running_whi
             assert not (directory / "never_started").exists()  # its supervisor may still run it
 
 
+def _open_beside_a_running_command(
+    tmp_path: Path,
+    command: str,
+    env: dict[str, str],
+    *,
+    grown: Callable[[], bool] = lambda: True,
+    secrets: Sequence[str] = (),
+) -> tuple[OpenReconciliation, float]:
+    """``command`` started under a real supervisor for the crashed turn's
+    shell call (``effect_running`` journaled), a later turn started (so that
+    turn is never resumed), then — once ``grown()`` — the open's repair and
+    orphan steps run in a worker thread, as at startup. Returns what the
+    repair did and how long the two steps took (s). One event loop: the
+    supervisor, this test's child, is reaped by the wait that started it."""
+    from mind.shell.recovery import close_orphan_calls
+
+    path = tmp_path / "journal.jsonl"
+    directory = tmp_path / "effects" / _shell_effect(_reopened(path))
+
+    def reopen() -> OpenReconciliation:
+        with Journal.open(path, session_id=SID) as journal:
+            done = reconcile_at_open(
+                journal, SID, can_ask=False, effects_dir=tmp_path / "effects", secrets=secrets
+            )
+            close_orphan_calls(journal)
+        return done
+
+    async def run() -> tuple[OpenReconciliation, float]:
+        handle = await supervision.start(
+            directory,
+            ["/bin/sh", "-c", command],
+            cwd=tmp_path,
+            env=env,
+            timeout_s=600,
+            max_output_bytes=4000,
+        )
+        try:
+            with Journal.open(path, session_id=SID) as journal:
+                effects = SessionEffects(SID, journal)
+                inv = effects.propose(TURN, SHELL)
+                effects.running(inv, handle.pid, handle.start_identity, handle.proof_sha256)
+                journal.append(rec.turn_started("turn_2"))  # turn_1 is not resumed
+            assert await until(grown)
+            began = time.monotonic()
+            done = await anyio.to_thread.run_sync(reopen)
+            return done, time.monotonic() - began
+        finally:
+            with anyio.CancelScope(shield=True):
+                await supervision.wait(handle)  # reaps it (its record is gone by now)
+
+    return anyio.run(run)
+
+
 def test_a_command_still_running_in_an_earlier_unterminated_turn_is_waited_for_at_open(
     tmp_path: Path,
 ) -> None:
     """effects.md §4: a turn that is not the last unterminated one is never
     resumed, so its orphan calls get a result at open — a command still
-    running there is waited for (its supervisor's lock) and collected, never
-    given a synthetic result while it runs."""
-    from mind.shell.recovery import close_orphan_calls
-
+    running there that ends within the grace is waited for and collected,
+    never given a synthetic result while it runs."""
     path = _crashed(tmp_path, running=False)
-    ident = _shell_effect(_reopened(path))
-    directory = tmp_path / "effects" / ident
-
-    async def start() -> supervision.Handle:
-        return await supervision.start(
-            directory,
-            ["/bin/sh", "-c", "sleep 0.3; echo done"],
-            cwd=tmp_path,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-            timeout_s=30,
-            max_output_bytes=4000,
-        )
-
-    handle = anyio.run(start)
-    with Journal.open(path, session_id=SID) as journal:
-        effects = SessionEffects(SID, journal)
-        inv = effects.propose(TURN, SHELL)
-        effects.running(inv, handle.pid, handle.start_identity, handle.proof_sha256)
-        journal.append(rec.turn_started("turn_2"))  # a later turn: turn_1 is not resumed
-    with Journal.open(path, session_id=SID) as journal:
-        done = reconcile_at_open(journal, SID, can_ask=False, effects_dir=tmp_path / "effects")
-        close_orphan_calls(journal)
-    anyio.run(supervision.wait, handle)  # reaps this test's child (its record is gone)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    done, _ = _open_beside_a_running_command(tmp_path, "sleep 0.3; echo done", env)
     assert done.collected == 1
     (result,) = [r for r in _reopened(path) if isinstance(r, jr.ToolResult) and r.call_id == "c1"]
     assert not result.synthetic
@@ -305,3 +362,82 @@ def test_a_command_still_running_in_an_earlier_unterminated_turn_is_waited_for_a
         jr.EffectOutcome.committed,
     )
     assert result.output == "done\nexit code: 0"
+
+
+def test_a_command_still_running_in_an_earlier_turn_after_the_grace_is_stopped_at_open(
+    tmp_path: Path,
+) -> None:
+    """effects.md §4: the earlier turn is closed at open, so its command is
+    given :data:`CLOSED_TURN_GRACE_S` to end, then its whole tree — a
+    ``setsid`` escapee too — is stopped; the result says why, with the
+    output so far (redacted), and the open does not wait for its timeout."""
+    marker = new_marker()
+    path = _crashed(tmp_path, running=False)
+    directory = tmp_path / "effects" / _shell_effect(_reopened(path))
+    command = "echo so far sk-secret-2; bash -c 'sleep 300 & setsid sleep 300 & sleep 300'"
+    done, took = _open_beside_a_running_command(
+        tmp_path,
+        command,
+        marker_env(marker),
+        grown=lambda: len(marked(marker, "sleep")) == 3,
+        secrets=["sk-secret-2"],
+    )
+    assert took < CLOSED_TURN_GRACE_S + 3.0
+    assert anyio.run(until, lambda: marked(marker) == [])
+    assert done.collected == 1
+    (result,) = [r for r in _reopened(path) if isinstance(r, jr.ToolResult) and r.call_id == "c1"]
+    assert (result.status, result.evidence, result.effect_outcome) == (
+        jr.ToolStatus.error,
+        jr.EffectEvidence.supervisor,
+        jr.EffectOutcome.failed,
+    )
+    assert result.output == (
+        f"[stopped when the session was opened again: its turn ({TURN}) was cut short by a "
+        "crash and could not be resumed, and the command was still running 2 s later; the "
+        "output so far follows]\n"
+        "so far ***\n"
+        "stopped: the command and every process it started were killed"
+    )
+    assert not directory.exists()
+
+
+def test_a_running_record_without_a_start_identity_is_refused_nothing_journaled(
+    tmp_path: Path,
+) -> None:
+    """effects.md §4: a bare pid could name any later process, so the one
+    writer of ``effect_running`` refuses a record without the identity."""
+    path = _crashed(tmp_path, running=False)
+    before = _reopened(path)
+    with Journal.open(path, session_id=SID) as journal:
+        inv = SessionEffects(SID, journal).propose(TURN, SHELL)
+        with pytest.raises(SupervisorIdentityUnknown) as refused:
+            SessionEffects(SID, journal).running(inv, os.getpid(), "")
+    assert refused.value.pid == os.getpid()
+    assert _reopened(path) == before
+
+
+def test_a_running_record_with_an_empty_start_identity_is_never_waited_on_as_live(
+    tmp_path: Path,
+) -> None:
+    """A record an older mind wrote without the identity names a live pid
+    (this very process): it is not "running" — the open tells the model the
+    outcome is unknown (its directory holds nothing), nothing lists it as
+    running, and a collect returns at once instead of waiting for the pid."""
+    path = _crashed(tmp_path, running=True, supervisor=(os.getpid(), ""))
+    effects_dir = tmp_path / "effects"
+    records = _reopened(path)
+    assert running_effects(records, SID, effects_dir) == []
+
+    async def collect() -> object:
+        with Journal.open(path, session_id=SID) as journal:
+            effects = SessionEffects(SID, journal, effects_dir)
+            inv = effects.propose(TURN, SHELL)
+            with anyio.fail_after(5):
+                return await effects.collect(inv, can_ask=True)
+
+    assert isinstance(anyio.run(collect), UnknownEffect)
+    with Journal.open(path, session_id=SID) as journal:
+        done = reconcile_at_open(journal, SID, can_ask=False, effects_dir=effects_dir)
+    assert done.told == 1
+    (result,) = [r for r in _reopened(path) if isinstance(r, jr.ToolResult) and r.call_id == "c1"]
+    assert result.effect_outcome == jr.EffectOutcome.unknown

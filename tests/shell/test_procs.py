@@ -113,3 +113,15 @@ def test_process_identity_is_read_in_one_place() -> None:
         "sidecars/supervisor.py",
     }
     assert set(readers) <= allowed, readers
+
+
+def test_wait_ended_is_bounded_while_the_process_runs_and_true_once_it_ended(
+    child: subprocess.Popen[bytes],
+) -> None:
+    identity = procs.start_identity(child.pid)
+    assert not procs.wait_ended(child.pid, identity, 0.05)  # still running: bounded
+    assert procs.wait_ended(child.pid, "another:1", 10)  # another identity: not this one
+    child.kill()
+    assert procs.wait_ended(child.pid, identity, 10)  # woken by its end (a zombie counts)
+    child.wait()
+    assert procs.wait_ended(child.pid, identity, 10)  # gone: at once

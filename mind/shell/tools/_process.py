@@ -7,7 +7,7 @@ import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
-from mind.errors import PrivateStateError, SupervisorUnsupported
+from mind.errors import PrivateStateError, SupervisorIdentityUnknown, SupervisorUnsupported
 from mind.shell import supervision
 from mind.shell.supervision import ProcessResult
 
@@ -105,7 +105,12 @@ async def run_command(
                 kill_grace_s=KILL_GRACE_S,
                 on_started=None if on_started is None else started,
             )
-        except (OSError, PrivateStateError, SupervisorUnsupported) as exc:
+        except (
+            OSError,
+            PrivateStateError,
+            SupervisorUnsupported,
+            SupervisorIdentityUnknown,
+        ) as exc:
             return ProcessResult(f"cannot start the command's supervisor: {exc}", False)
         return await supervision.wait(handle)
     finally:
