@@ -282,6 +282,42 @@ def format_duration(seconds: float) -> str:
     return f"{minutes}m{secs:02d}s"
 
 
+def describe_resume(event: ev.TurnResumedEvent) -> str:
+    """What a resumed turn (recovery.md §8) does first, for one line:
+    ``1 result collected after the restart, 2 tool call(s) to run``; with
+    neither, that the round's results go to the model. Never "0 to run"
+    while results were collected."""
+    parts = []
+    collected = event.collected_ids if isinstance(event.collected_ids, list) else []
+    if collected:
+        parts.append(f"{len(collected)} result(s) collected after the restart")
+    if event.call_ids:
+        parts.append(f"{len(event.call_ids)} tool call(s) to run")
+    return ", ".join(parts) or "its tool results go to the model"
+
+
+def describe_waiting(event: ev.ToolWaitingEvent, now_ms: int) -> str:
+    """``waiting for shell, started 12s ago before mind stopped, to end`` —
+    a ``tool.waiting`` wait (nobody to ask; it ends or times out)."""
+    ago = format_duration(max(0, now_ms - event.started_at_ms) / 1000)
+    return (
+        f"waiting for {plain(event.name, keep_joiners=False)}, already running "
+        f"(started {ago} ago, before mind stopped), to end or time out"
+    )
+
+
+def _took(event: ev.ToolResultEvent, elapsed_s: float) -> str:
+    """The duration suffix of a result line: a collected result's own run
+    time from its supervisor's records (or that it ran across a restart
+    when none is recorded) — the time since a resume measures nothing."""
+    if event.collected is True:
+        ran = event.ran_s
+        if isinstance(ran, float | int):
+            return f"  ({format_duration(ran)}, collected after restart)"
+        return "  (ran across a restart)"
+    return f"  ({format_duration(elapsed_s)})" if elapsed_s >= 1.0 else ""
+
+
 _STATUS_STYLE = {
     ev.TurnStatus.completed: "dim",
     ev.TurnStatus.interrupted: "yellow",
@@ -356,6 +392,7 @@ class TurnView:
         self._missed: deque[str] = deque(maxlen=MISSED_LINES)
         self._missed_total = 0
         self.turn_started_at: float | None = None
+        self._resumed = False  # the turn began before mind stopped (turn.resumed)
 
     @property
     def muted(self) -> bool:
@@ -579,11 +616,9 @@ class TurnView:
             self.turn_started_at = self._clock()
             self._streamed.clear()
             self._last_kind = "prompt"  # the prompt line was just echoed: keep a gap after it
+            self._resumed = isinstance(event, ev.TurnResumedEvent)
             if isinstance(event, ev.TurnResumedEvent):
-                self.note(
-                    f"↻ resuming the turn mind stopped in: {len(event.call_ids)} tool call(s) "
-                    "to run"
-                )
+                self.note(f"↻ resuming the turn mind stopped in: {describe_resume(event)}")
             self._start_attempt()
         elif isinstance(event, ev.MessageDeltaEvent):
             self._flush_reasoning()
@@ -609,6 +644,17 @@ class TurnView:
             self.flush_text()
             self._show_result(event)
             self._start_attempt()
+        elif isinstance(event, ev.InteractionResolvedEvent):
+            if event.by == ev.By.recovery and event.decision == ev.Decision.cancelled:
+                # A running card's command ended on its own: its card stays
+                # on screen, so say it is answered (the result follows).
+                self.flush_text()
+                self.print(
+                    Text("  ↳ it ended: no longer running, nothing to kill", "yellow"), kind="tool"
+                )
+        elif isinstance(event, ev.ToolWaitingEvent):
+            self.flush_text()
+            self.note(f"… {describe_waiting(event, round(time.time() * 1000))}")
         elif isinstance(event, ev.TurnRetryingEvent):
             self._discard_attempt(
                 Text(
@@ -776,12 +822,13 @@ class TurnView:
         how much is hidden and that ``v`` shows it all. Control characters are
         shown escaped (:func:`mind.effects.review.visible`), never dropped."""
         self.flush_text()
+        kind = event.kind if isinstance(event.kind, ev.Kind) else ev.Kind.approval
         # A reconcile card asks about a call a crash left without an outcome;
         # a running card about a command a crash left running (waited for).
         title = {
             ev.Kind.reconcile: "Outcome unknown: ",
             ev.Kind.running: "Already running: ",
-        }.get(event.kind if isinstance(event.kind, ev.Kind) else ev.Kind.approval)
+        }.get(kind)
         lines: list[RenderableType] = [
             Text.assemble(
                 ("? ", "bold yellow"),
@@ -813,7 +860,9 @@ class TurnView:
             )
         elif event.kind == ev.Kind.running:
             lines.append(Text("  k = kill it and every process it started (the model is told)"))
-        elif isinstance(event.choices, list):
+        elif kind == ev.Kind.approval and isinstance(event.choices, list):
+            # Only an approval could be allowed for the session; a reconcile
+            # card's choices are its own (r/f/t).
             lines.append(Text("  a is not offered: this call is asked each time", style="dim"))
         self.print(*lines, kind="tool")
 
@@ -886,7 +935,9 @@ class TurnView:
             ev.ToolStatus.denied: ("⊘ Refused", "bold yellow", "yellow"),
             ev.ToolStatus.interrupted: ("⊘ Interrupted", "bold yellow", "yellow"),
         }[event.status]
-        took = f"  ({format_duration(elapsed)})" if elapsed >= 1.0 else ""
+        if event.outcome_unknown is True:  # nothing was interrupted: the model was told
+            verb, style, body_style = ("? Outcome unknown", "bold yellow", "yellow")
+        took = _took(event, elapsed)
         line = self.call_line(name, arguments, verb=verb, style=style, suffix=took)
         shown, hidden = preview_lines(
             event.output, _RESULT_LINES_BY_TOOL.get(name, RESULT_PREVIEW_LINES)
@@ -920,7 +971,10 @@ class TurnView:
                     turn_id=event.turn_id, call_id=call_id, status=status, output="(not completed)"
                 )
             )
-        parts = [event.status.value, format_duration(elapsed), format_tokens(event.usage)]
+        # A resumed turn began before mind stopped: this process saw only its end.
+        took = format_duration(elapsed) + (" since the resume" if self._resumed else "")
+        self._resumed = False
+        parts = [event.status.value, took, format_tokens(event.usage)]
         line = Text("── " + " · ".join(parts), style=_STATUS_STYLE[event.status])
         if isinstance(event.failure, ev.Failure):
             failed: list[RenderableType] = [Text(f"✗ {event.failure.message}", style="red")]

@@ -70,9 +70,14 @@ from mind.shell.recovery import (
 )
 from mind.shell.redact import redact, redact_round
 from mind.shell.round_warnings import finish_warning
-from mind.shell.tool_calls import ToolCalls
+from mind.shell.tool_calls import ToolCalls, call_event, result_event
 from mind.shell.turn_handle import Turn, TurnOutcome
-from mind.shell.turn_resume import redrive_round, resumed_event, resumed_machine
+from mind.shell.turn_resume import (
+    collected_calls,
+    redrive_round,
+    resumed_event,
+    resumed_machine,
+)
 
 if TYPE_CHECKING:
     from mind.shell.session import Session
@@ -273,7 +278,12 @@ class TurnDriver:
         """A resumed turn's records are durable already: announce it
         (``turn.resumed``, then the inputs it claimed again)."""
         self.session.runtime.store.index.note(self.session.session_id, status="running")
-        turn._emit(resumed_event(plan))
+        collected = collected_calls(self.calls, turn.turn_id)
+        turn._emit(resumed_event(plan, collected))
+        for paired in collected:
+            assert paired.result is not None
+            turn._emit(call_event(turn.turn_id, paired.call))
+            turn._emit(result_event(paired.result))
         self._announce_claim(turn, turn.inputs, ev.ClaimPoint.start)
 
     def _announce_claim(

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from mind.call_pairing import PairedCall
 from mind.conversation import ToolCall
 from mind.generated import events as ev
@@ -33,7 +35,13 @@ if TYPE_CHECKING:
     from mind.shell.tool_calls import ToolCalls
     from mind.shell.turn_handle import Turn
 
-__all__ = ["last_round", "redrive_round", "resumed_event", "resumed_machine"]
+__all__ = [
+    "collected_calls",
+    "last_round",
+    "redrive_round",
+    "resumed_event",
+    "resumed_machine",
+]
 
 
 def resumed_machine(session: Session, plan: ResumePlan) -> TurnMachine:
@@ -56,11 +64,30 @@ def resumed_machine(session: Session, plan: ResumePlan) -> TurnMachine:
     )
 
 
-def resumed_event(plan: ResumePlan) -> ev.TurnResumedEvent:
-    """``turn.resumed``: published in place of ``turn.started``."""
+def resumed_event(plan: ResumePlan, collected: list[PairedCall]) -> ev.TurnResumedEvent:
+    """``turn.resumed``: published in place of ``turn.started``, naming the
+    calls it runs again and those whose results were ``collected``
+    (:func:`collected_calls`)."""
     return ev.TurnResumedEvent(
-        turn_id=plan.turn_id, call_ids=[p.call.call_id for p in plan.redrive]
+        turn_id=plan.turn_id,
+        call_ids=[p.call.call_id for p in plan.redrive],
+        # Only when some were: a resume with none reads as before.
+        collected_ids=[p.call.call_id for p in collected] or msgspec.UNSET,
     )
+
+
+def collected_calls(calls: ToolCalls, turn_id: str) -> list[PairedCall]:
+    """The calls of ``turn_id``'s last round whose result its command's
+    supervisor gave after the restart (evidence ``supervisor``: collected
+    at open, effects.md §4), in call order. No live event ever showed them:
+    the resumed turn shows each (``tool.call``, ``tool.result``) before it
+    goes on — the model gets them, so the person and JSON consumers do too."""
+    index = calls.effects.turn_index(turn_id)
+    return [
+        p
+        for p in last_round(index.pairing.calls)
+        if p.result is not None and p.result.evidence == jr.EffectEvidence.supervisor
+    ]
 
 
 def last_round(paired: list[PairedCall]) -> list[PairedCall]:
