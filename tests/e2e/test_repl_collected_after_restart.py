@@ -218,3 +218,29 @@ def test_a_running_card_whose_command_ended_says_so_and_t_is_an_unknown_outcome(
     assert "Interrupted" not in before + str(child.before)
     (result,) = _of(journal(tmp_path, sid), "tool_result")
     assert result["effect_outcome"] == "unknown"
+
+
+def test_a_command_waited_for_after_the_restart_shows_its_own_run_time(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    """The "Already running" card waits; the command ends on its own: the
+    card says it ended, the result's time is the command's own run (from
+    its supervisor's records), not the time since the resume."""
+    gate = tmp_path / "gate"
+    script = [_shell(_gated(gate)), {"text": "Waited."}]
+    sid = _killed_mid_command(spawn, tmp_path, script)
+
+    child = spawn(script, "--approval", "never", "resume", sid)
+    child.expect(words("k kill it"))
+    gate.touch()
+    child.expect(words("↳ it ended: no longer running, nothing to kill"))
+    child.expect(words("✓ Called shell"))
+    child.expect(r"\(([0-9.]+s), collected after restart\)")
+    shown = child.match.group(1)
+    child.expect(words("⎿ finished-output"))
+    child.expect(words("Waited."))
+    child.expect(words("since the resume"))
+    exit_cleanly(child)
+    (result,) = _of(journal(tmp_path, sid), "tool_result")
+    assert result["evidence"] == "supervisor"
+    assert shown == format_duration(result["ran_ms"] / 1000)
