@@ -276,15 +276,17 @@ class TurnDriver:
 
     def _begin_resumed(self, turn: Turn, plan: ResumePlan) -> None:
         """A resumed turn's records are durable already: announce it
-        (``turn.resumed``, then the inputs it claimed again)."""
+        (``turn.resumed``, then the inputs it claimed again, then each result
+        collected from a supervisor at open: ``tool.call``, ``tool.result``)."""
         self.session.runtime.store.index.note(self.session.session_id, status="running")
         collected = collected_calls(self.calls, turn.turn_id)
         turn._emit(resumed_event(plan, collected))
+        self._announce_claim(turn, turn.inputs, ev.ClaimPoint.start)
+        # After the claim: the REPL echoes the turn's inputs first, as at a start.
         for paired in collected:
             assert paired.result is not None
             turn._emit(call_event(turn.turn_id, paired.call))
             turn._emit(result_event(paired.result))
-        self._announce_claim(turn, turn.inputs, ev.ClaimPoint.start)
 
     def _announce_claim(
         self, turn: Turn, messages: list[MailboxMessage], at: ev.ClaimPoint

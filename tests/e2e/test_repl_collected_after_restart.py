@@ -108,6 +108,7 @@ def test_a_result_collected_at_the_restart_is_shown_with_its_own_run_time(
     ran_s = _finished_run_s(tmp_path, sid, gate)
 
     child = spawn(script, "--approval", "never", "resume", sid)
+    child.expect(words("› run it"))  # the turn's input first, as at a start
     child.expect(words("↻ resuming the turn mind stopped in: 1 result(s) collected after"))
     child.expect(words("✓ Called shell"))
     child.expect(words(f"({format_duration(ran_s)}, collected after restart)"))
