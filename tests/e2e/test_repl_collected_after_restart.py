@@ -153,6 +153,22 @@ def test_exec_json_resuming_a_collected_result_emits_its_call_and_result(
     assert order.index("tool.result") < order.index("message.completed")
 
 
+def test_exec_resuming_a_collected_result_says_so_on_stderr(spawn: Spawn, tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    script = [_shell(_gated(gate)), {"text": "It printed finished-output."}]
+    sid = _killed_mid_command(spawn, tmp_path, script)
+    _finished_run_s(tmp_path, sid, gate)
+
+    proc = _exec(tmp_path, sid)
+    out, err = proc.communicate(timeout=EXEC_TIMEOUT_S)
+    assert proc.returncode == 0, err[-800:]
+    assert ": 1 result(s) collected after the restart\n" in err
+    assert "0 tool call(s)" not in err
+    assert "→ shell while" in err
+    assert "  ok (collected after restart): finished-output\n" in err
+    assert "It printed finished-output." in out
+
+
 @pytest.mark.parametrize("mode", ["--json", "human"])
 def test_exec_waiting_for_a_command_left_running_says_so(
     spawn: Spawn, tmp_path: Path, mode: str
