@@ -98,6 +98,15 @@ class TurnResumedEvent(Struct, kw_only=True, tag_field='type', tag='turn.resumed
         ]
         | UnsetType
     ) = UNSET
+    collected_ids: (
+        Annotated[
+            list[str],
+            Meta(
+                description='Calls of the round whose result was collected from their supervisor after the restart; each is shown by a `tool.call` and a `tool.result` (`collected`) after this event.'
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
 
 
 class MessageDeltaEvent(Struct, kw_only=True, tag_field='type', tag='message.delta', frozen=True):
@@ -267,6 +276,34 @@ class ToolResultEvent(Struct, kw_only=True, tag_field='type', tag='tool.result',
     call_id: str
     status: ToolStatus
     output: str
+    collected: (
+        Annotated[
+            bool,
+            Meta(
+                description="True when the result was collected from the command's supervisor after mind restarted (its exit record; docs/design/effects.md §4), not seen live."
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    ran_s: (
+        Annotated[
+            float,
+            Meta(
+                description="The command's own run time in seconds, from its supervisor's records (start to end); absent when not known. A collected result's time since a resume is no measure of it.",
+                ge=0.0,
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    outcome_unknown: (
+        Annotated[
+            bool,
+            Meta(
+                description='True when the call may have run and nothing shows how it ended (an effect resolved `tell_model`): the result tells the model so; nothing was interrupted.'
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
 
 
 class WarningKind(StrEnum):
@@ -562,6 +599,20 @@ class ContextCompactedEvent(Struct, kw_only=True, tag_field='type', tag='context
     after_tokens: Annotated[int, Meta(ge=0)] | UnsetType = UNSET
 
 
+class ToolWaitingEvent(Struct, kw_only=True, tag_field='type', tag='tool.waiting', frozen=True):
+    """The turn waits, with nobody to ask, for a command a crashed mind left running under its supervisor (docs/design/effects.md §4): it ends on its own or at its timeout, then `tool.result` follows."""
+
+    turn_id: str
+    call_id: str
+    name: str
+    started_at_ms: Annotated[
+        int,
+        Meta(
+            description='When the call started (its `tool_started`), Unix epoch milliseconds.', ge=0
+        ),
+    ]
+
+
 class Failure(Struct, kw_only=True, frozen=True):
     """A turn failure: closed kind plus its canonical message (no provider text)."""
 
@@ -588,7 +639,7 @@ class TurnCompletedEvent(Struct, kw_only=True, tag_field='type', tag='turn.compl
 
 
 Event: TypeAlias = Annotated[
-    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | InputClaimedEvent | TurnStartedEvent | TurnResumedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | InteractionRequestedEvent | ApprovalRequestedEvent | InteractionResolvedEvent | ToolResultEvent | TurnRetryingEvent | TurnWarningEvent | ContextUsageEvent | TurnCompletedEvent | ExecFailedEvent | InputWaitingEvent | InstructionsLoadedEvent | ContextCompactedEvent,
+    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | InputClaimedEvent | TurnStartedEvent | TurnResumedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | InteractionRequestedEvent | ApprovalRequestedEvent | InteractionResolvedEvent | ToolResultEvent | ToolWaitingEvent | TurnRetryingEvent | TurnWarningEvent | ContextUsageEvent | TurnCompletedEvent | ExecFailedEvent | InputWaitingEvent | InstructionsLoadedEvent | ContextCompactedEvent,
     Meta(
         description="One event of a session: the library's typed events and `mind exec --json` lines (tagged union on `type`).",
         title='Event',

@@ -720,6 +720,16 @@ class ToolResult(Struct, kw_only=True, tag_field='type', tag='tool_result', froz
     ) = UNSET
     effect_outcome: EffectOutcome | UnsetType = UNSET
     evidence: EffectEvidence | UnsetType = UNSET
+    ran_ms: (
+        Annotated[
+            int,
+            Meta(
+                description="A command's own run time in milliseconds, from its supervisor's exit record (started_at_ms to ended_at_ms); absent when not known.",
+                ge=0,
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
 
 
 class TurnCompleted(Struct, kw_only=True, tag_field='type', tag='turn_completed', frozen=True):

@@ -380,7 +380,9 @@ class SessionEffects:
         self, inv: Invocation, result: supervision.ProcessResult, note: str = ""
     ) -> jr.ToolResult:
         text = note + replace_lone_surrogates(result.text)  # redacted by commit
-        return self.commit(inv, "ok" if result.ok else "error", text, "supervisor")
+        return self.commit(
+            inv, "ok" if result.ok else "error", text, "supervisor", ran_ms=result.ran_ms
+        )
 
     def kill(self, inv: Invocation) -> bool:
         """Stop ``inv``'s command, still running after a crash, as a whole
@@ -397,7 +399,13 @@ class SessionEffects:
         return _kill(self.effects_dir, inv, self.journal.records)
 
     def commit(
-        self, inv: Invocation, status: str, output: str, evidence: Evidence = "ran"
+        self,
+        inv: Invocation,
+        status: str,
+        output: str,
+        evidence: Evidence = "ran",
+        *,
+        ran_ms: int | None = None,
     ) -> jr.ToolResult:
         """Journal the call's one result, fsynced. A prepared effect
         ``finish``\\ es (``committed`` for ``ok``, else ``failed``) and its
@@ -411,6 +419,8 @@ class SessionEffects:
                 one exit of results to the journal (docs/design/secrets.md).
             evidence: ``ran`` (mind saw it end) or ``supervisor`` (its exit
                 record, after a crash).
+            ran_ms: the command's own run time from its supervisor's
+                records, milliseconds (journaled as ``ran_ms``); None: not recorded.
         """
         if not inv.machine.prepared:
             inv.machine.deny()
@@ -434,7 +444,7 @@ class SessionEffects:
             return told
         (commit,) = inv.machine.finish(status, evidence)
         assert isinstance(commit, Commit)
-        record = self._result(inv, status, output, commit.outcome, commit.evidence)
+        record = self._result(inv, status, output, commit.outcome, commit.evidence, ran_ms)
         faults.boundary("effect_committed_not_delivered")
         return record
 
@@ -458,6 +468,7 @@ class SessionEffects:
         output: str,
         outcome: Outcome | None,
         evidence: Evidence | None,
+        ran_ms: int | None = None,
     ) -> jr.ToolResult:
         record = self.journal.append(
             jr.ToolResult(
@@ -473,6 +484,7 @@ class SessionEffects:
                 effect_id=inv.effect_id,
                 effect_outcome=msgspec.UNSET if outcome is None else jr.EffectOutcome(outcome),
                 evidence=msgspec.UNSET if evidence is None else jr.EffectEvidence(evidence),
+                ran_ms=msgspec.UNSET if ran_ms is None else ran_ms,
             ),
             sync=True,
         )

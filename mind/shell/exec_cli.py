@@ -333,9 +333,16 @@ def _human_progress(event: ev.Event) -> None:
         print(f"mind: {describe_compaction(event)}", file=sys.stderr)
         return
     if isinstance(event, ev.TurnResumedEvent):
-        from mind.shell.render import describe_resumed
+        from mind.shell.render import describe_resume
 
-        print(f"resuming turn {event.turn_id}: {describe_resumed(event)}", file=sys.stderr)
+        print(f"resuming turn {event.turn_id}: {describe_resume(event)}", file=sys.stderr)
+        return
+    if isinstance(event, ev.ToolWaitingEvent):
+        import time
+
+        from mind.shell.render import describe_waiting
+
+        print(f"mind: {describe_waiting(event, round(time.time() * 1000))}", file=sys.stderr)
         return
     if not isinstance(event, ev.ToolCallEvent | ev.ToolResultEvent | ev.TurnRetryingEvent):
         return
@@ -354,6 +361,10 @@ def _human_progress(event: ev.Event) -> None:
         )
     elif isinstance(event, ev.ToolResultEvent):
         first = preview_lines(event.output, 1)[0]
-        print(f"  {event.status.value}: {shorten(first[0] if first else '', 120)}", file=err)
+        # A collected result says so: it was not seen live.
+        status = "outcome unknown" if event.outcome_unknown is True else event.status.value
+        if event.collected is True:
+            status += " (collected after restart)"
+        print(f"  {status}: {shorten(first[0] if first else '', 120)}", file=err)
     elif isinstance(event, ev.TurnRetryingEvent):
         print(f"  retrying in {event.delay_s:.1f}s: {plain(event.failure.message)}", file=err)

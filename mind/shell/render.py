@@ -282,6 +282,49 @@ def format_duration(seconds: float) -> str:
     return f"{minutes}m{secs:02d}s"
 
 
+def describe_resume(event: ev.TurnResumedEvent) -> str:
+    """What a resumed turn (recovery.md §8) does first, for the REPL's note
+    and ``mind exec``'s stderr, in one line: ``1 result collected after the
+    restart, 2 tool call(s) to run, 1 command already running, waited for,
+    not run again``; with none of these, that the round's results go to the
+    model. Never "0 to run" while results were collected or a command a
+    crash left running is waited for (docs/design/effects.md §4)."""
+    parts = []
+    collected = event.collected_ids if isinstance(event.collected_ids, list) else []
+    running = len(event.running_call_ids) if isinstance(event.running_call_ids, list) else 0
+    if collected:
+        parts.append(f"{len(collected)} result(s) collected after the restart")
+    to_run = len(event.call_ids) - running
+    if to_run:
+        parts.append(f"{to_run} tool call(s) to run")
+    if running:
+        noun = "command" if running == 1 else "commands"
+        parts.append(f"{running} {noun} already running, waited for, not run again")
+    return ", ".join(parts) or "its tool results go to the model"
+
+
+def describe_waiting(event: ev.ToolWaitingEvent, now_ms: int) -> str:
+    """``waiting for shell, started 12s ago before mind stopped, to end`` —
+    a ``tool.waiting`` wait (nobody to ask; it ends or times out)."""
+    ago = format_duration(max(0, now_ms - event.started_at_ms) / 1000)
+    return (
+        f"waiting for {plain(event.name, keep_joiners=False)}, already running "
+        f"(started {ago} ago, before mind stopped), to end or time out"
+    )
+
+
+def _took(event: ev.ToolResultEvent, elapsed_s: float) -> str:
+    """The duration suffix of a result line: a collected result's own run
+    time from its supervisor's records (or that it ran across a restart
+    when none is recorded) — the time since a resume measures nothing."""
+    if event.collected is True:
+        ran = event.ran_s
+        if isinstance(ran, float | int):
+            return f"  ({format_duration(ran)}, collected after restart)"
+        return "  (ran across a restart)"
+    return f"  ({format_duration(elapsed_s)})" if elapsed_s >= 1.0 else ""
+
+
 _STATUS_STYLE = {
     ev.TurnStatus.completed: "dim",
     ev.TurnStatus.interrupted: "yellow",
@@ -356,6 +399,7 @@ class TurnView:
         self._missed: deque[str] = deque(maxlen=MISSED_LINES)
         self._missed_total = 0
         self.turn_started_at: float | None = None
+        self._resumed = False  # the turn began before mind stopped (turn.resumed)
 
     @property
     def muted(self) -> bool:
@@ -579,8 +623,9 @@ class TurnView:
             self.turn_started_at = self._clock()
             self._streamed.clear()
             self._last_kind = "prompt"  # the prompt line was just echoed: keep a gap after it
+            self._resumed = isinstance(event, ev.TurnResumedEvent)
             if isinstance(event, ev.TurnResumedEvent):
-                self.note(f"↻ resuming the turn mind stopped in: {describe_resumed(event)}")
+                self.note(f"↻ resuming the turn mind stopped in: {describe_resume(event)}")
             self._start_attempt()
         elif isinstance(event, ev.MessageDeltaEvent):
             self._flush_reasoning()
@@ -606,6 +651,17 @@ class TurnView:
             self.flush_text()
             self._show_result(event)
             self._start_attempt()
+        elif isinstance(event, ev.InteractionResolvedEvent):
+            if event.by == ev.By.recovery and event.decision == ev.Decision.cancelled:
+                # A running card's command ended on its own: its card stays
+                # on screen, so say it is answered (the result follows).
+                self.flush_text()
+                self.print(
+                    Text("  ↳ it ended: no longer running, nothing to kill", "yellow"), kind="tool"
+                )
+        elif isinstance(event, ev.ToolWaitingEvent):
+            self.flush_text()
+            self.note(f"… {describe_waiting(event, round(time.time() * 1000))}")
         elif isinstance(event, ev.TurnRetryingEvent):
             self._discard_attempt(
                 Text(
@@ -775,12 +831,13 @@ class TurnView:
         how much is hidden and that ``v`` shows it all. Control characters are
         shown escaped (:func:`mind.effects.review.visible`), never dropped."""
         self.flush_text()
+        kind = event.kind if isinstance(event.kind, ev.Kind) else ev.Kind.approval
         # A reconcile card asks about a call a crash left without an outcome;
         # a running card about a command a crash left running (waited for).
         title = {
             ev.Kind.reconcile: "Outcome unknown: ",
             ev.Kind.running: "Already running: ",
-        }.get(event.kind if isinstance(event.kind, ev.Kind) else ev.Kind.approval)
+        }.get(kind)
         lines: list[RenderableType] = [
             Text.assemble(
                 ("? ", "bold yellow"),
@@ -812,7 +869,9 @@ class TurnView:
             )
         elif event.kind == ev.Kind.running:
             lines.append(Text("  k = kill it and every process it started (the model is told)"))
-        elif isinstance(event.choices, list):
+        elif kind == ev.Kind.approval and isinstance(event.choices, list):
+            # Only an approval could be allowed for the session; a reconcile
+            # card's choices are its own (r/f/t).
             lines.append(Text("  a is not offered: this call is asked each time", style="dim"))
         self.print(*lines, kind="tool")
 
@@ -885,7 +944,9 @@ class TurnView:
             ev.ToolStatus.denied: ("⊘ Refused", "bold yellow", "yellow"),
             ev.ToolStatus.interrupted: ("⊘ Interrupted", "bold yellow", "yellow"),
         }[event.status]
-        took = f"  ({format_duration(elapsed)})" if elapsed >= 1.0 else ""
+        if event.outcome_unknown is True:  # nothing was interrupted: the model was told
+            verb, style, body_style = ("? Outcome unknown", "bold yellow", "yellow")
+        took = _took(event, elapsed)
         line = self.call_line(name, arguments, verb=verb, style=style, suffix=took)
         shown, hidden = preview_lines(
             event.output, _RESULT_LINES_BY_TOOL.get(name, RESULT_PREVIEW_LINES)
@@ -919,7 +980,10 @@ class TurnView:
                     turn_id=event.turn_id, call_id=call_id, status=status, output="(not completed)"
                 )
             )
-        parts = [event.status.value, format_duration(elapsed), format_tokens(event.usage)]
+        # A resumed turn began before mind stopped: this process saw only its end.
+        took = format_duration(elapsed) + (" since the resume" if self._resumed else "")
+        self._resumed = False
+        parts = [event.status.value, took, format_tokens(event.usage)]
         line = Text("── " + " · ".join(parts), style=_STATUS_STYLE[event.status])
         if isinstance(event.failure, ev.Failure):
             failed: list[RenderableType] = [Text(f"✗ {event.failure.message}", style="red")]
@@ -933,25 +997,11 @@ class TurnView:
         self._last_kind = None
 
 
-def describe_resumed(event: ev.TurnResumedEvent) -> str:
-    """What a resumed turn (``turn.resumed``) does with its calls, for the
-    REPL's note and ``mind exec``'s stderr: how many run, and how many
-    commands a crash left running are waited for (never run again:
-    docs/design/effects.md §4)."""
-    running = len(event.running_call_ids) if isinstance(event.running_call_ids, list) else 0
-    to_run = len(event.call_ids) - running
-    parts = [f"{to_run} tool call(s) to run"] if to_run or not running else []
-    if running:
-        noun = "command" if running == 1 else "commands"
-        parts.append(f"{running} {noun} already running, waited for, not run again")
-    return "; ".join(parts)
-
-
 __all__ = [
     "TurnView",
     "approval_lines",
     "describe_arguments",
-    "describe_resumed",
+    "describe_resume",
     "format_duration",
     "format_tokens",
     "preview_lines",

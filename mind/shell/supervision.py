@@ -110,10 +110,13 @@ class ProcessResult:
             then a final status line (``exit code: N``, ``killed by signal``,
             ``timed out`` or ``stopped``).
         ok: True only for exit code 0 within the timeout.
+        ran_ms: the command's own run time in milliseconds (``exit.json``'s
+            ``started_at_ms`` to ``ended_at_ms``); None when not recorded.
     """
 
     text: str
     ok: bool
+    ran_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -630,7 +633,17 @@ def _finished(directory: Path) -> Finished | None:
         raise SupervisorRecordError(path, "field 'signal' is mistyped")
     status = _status_line(code, signum, timed_out=timed_out, killed=killed, timeout_s=timeout_s)
     ok = code == 0 and not timed_out and not killed
-    return Finished(ProcessResult(_text(captures, max_bytes, leftovers, status), ok))
+    text = _text(captures, max_bytes, leftovers, status)
+    return Finished(ProcessResult(text, ok, _ran_ms(record)))
+
+
+def _ran_ms(record: Mapping[str, Any]) -> int | None:
+    """The run time ``exit.json`` records, ms; None when its times are
+    missing, mistyped or reversed (a display figure: never guessed)."""
+    start, end = record.get("started_at_ms"), record.get("ended_at_ms")
+    if type(start) is not int or type(end) is not int or end < start:
+        return None
+    return end - start
 
 
 def _capture(path: Path, record: Mapping[str, Any], name: str, max_bytes: int) -> StreamText:

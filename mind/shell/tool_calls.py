@@ -81,15 +81,7 @@ class ToolCalls:
         # supervisor's directory says, read once — a command still running is
         # announced as already running, never as called again.
         process = effects.process(inv) if inv.machine.prepared else None
-        turn._emit(
-            ev.ToolCallEvent(
-                turn_id=turn.turn_id,
-                call_id=call.call_id,
-                name=call.name,
-                arguments=_display_arguments(call.arguments),
-                already_running=True if process == "running" else msgspec.UNSET,
-            )
-        )
+        turn._emit(call_event(turn.turn_id, call, already_running=process == "running"))
         faults.boundary("after_tool_call")
         if process is not None:
             result = await self._redrive(turn, effects, inv, process)
@@ -100,14 +92,7 @@ class ToolCalls:
             # commit redacts the result: mind's own keys never enter a result.
             result = effects.commit(inv, status, output)
         faults.boundary("after_tool_result")
-        turn._emit(
-            ev.ToolResultEvent(
-                turn_id=turn.turn_id,
-                call_id=call.call_id,
-                status=ev.ToolStatus(result.status),
-                output=result.output,
-            )
-        )
+        turn._emit(result_event(result))
 
     async def _redrive(
         self, turn: Turn, effects: SessionEffects, inv: Invocation, process: ProcessFact
@@ -165,6 +150,16 @@ class ToolCalls:
         """
         can_ask = self.session.interactive
         if not person_answers(found.choices):
+            # Nobody to ask: still, a wait that may last the command's
+            # timeout is said, never silent.
+            turn._emit(
+                ev.ToolWaitingEvent(
+                    turn_id=turn.turn_id,
+                    call_id=inv.call.call_id,
+                    name=inv.call.name,
+                    started_at_ms=inv.started.recorded_at_ms if inv.started is not None else 0,
+                )
+            )
             return await effects.collect(inv, can_ask=can_ask), False
         got: list[jr.ToolResult | UnknownEffect] = []
         state = {"ended": False, "killed": False}
@@ -701,6 +696,42 @@ def reconcile_resolution(
         if decision.value == choice:
             return choice
     return "tell_model"
+
+
+def call_event(
+    turn_id: str, call: jr.RecordedToolCall | ToolCall, *, already_running: bool = False
+) -> ev.ToolCallEvent:
+    """``tool.call`` for ``call`` of turn ``turn_id`` (arguments parsed when
+    valid JSON, else the raw string); ``already_running`` for a command a
+    crash left running (waited for, not called again)."""
+    return ev.ToolCallEvent(
+        turn_id=turn_id,
+        call_id=call.call_id,
+        name=call.name,
+        arguments=_display_arguments(call.arguments),
+        already_running=True if already_running else msgspec.UNSET,
+    )
+
+
+def result_event(result: jr.ToolResult) -> ev.ToolResultEvent:
+    """``tool.result`` for the journaled ``result``: its status and output,
+    ``collected`` when its supervisor's exit record gave it after a restart
+    (evidence ``supervisor``) with ``ran_s``, the command's own run time,
+    when recorded; ``outcome_unknown`` when the effect's outcome is unknown
+    (the model is told so: nothing was interrupted)."""
+    collected = result.evidence == jr.EffectEvidence.supervisor
+    ran_ms = result.ran_ms
+    return ev.ToolResultEvent(
+        turn_id=result.turn_id,
+        call_id=result.call_id,
+        status=ev.ToolStatus(result.status),
+        output=result.output,
+        collected=True if collected else msgspec.UNSET,
+        ran_s=ran_ms / 1000 if isinstance(ran_ms, int) else msgspec.UNSET,
+        outcome_unknown=(
+            True if result.effect_outcome == jr.EffectOutcome.unknown else msgspec.UNSET
+        ),
+    )
 
 
 def _display_arguments(raw: str) -> Any:

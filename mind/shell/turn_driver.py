@@ -70,9 +70,14 @@ from mind.shell.recovery import (
 )
 from mind.shell.redact import redact, redact_round
 from mind.shell.round_warnings import finish_warning
-from mind.shell.tool_calls import ToolCalls
+from mind.shell.tool_calls import ToolCalls, call_event, result_event
 from mind.shell.turn_handle import Turn, TurnOutcome
-from mind.shell.turn_resume import redrive_round, resumed_event, resumed_machine
+from mind.shell.turn_resume import (
+    collected_calls,
+    redrive_round,
+    resumed_event,
+    resumed_machine,
+)
 
 if TYPE_CHECKING:
     from mind.shell.session import Session
@@ -271,11 +276,18 @@ class TurnDriver:
 
     def _begin_resumed(self, turn: Turn, plan: ResumePlan) -> None:
         """A resumed turn's records are durable already: announce it
-        (``turn.resumed``, then the inputs it claimed again)."""
+        (``turn.resumed``, then the inputs it claimed again, then each result
+        collected from a supervisor at open: ``tool.call``, ``tool.result``)."""
         self.session.runtime.store.index.note(self.session.session_id, status="running")
         running = [e.call_id for e in self.session.running_effects() if e.turn_id == plan.turn_id]
-        turn._emit(resumed_event(plan, running))
+        collected = collected_calls(self.calls, turn.turn_id)
+        turn._emit(resumed_event(plan, collected, running))
         self._announce_claim(turn, turn.inputs, ev.ClaimPoint.start)
+        # After the claim: the REPL echoes the turn's inputs first, as at a start.
+        for paired in collected:
+            assert paired.result is not None
+            turn._emit(call_event(turn.turn_id, paired.call))
+            turn._emit(result_event(paired.result))
 
     def _announce_claim(
         self, turn: Turn, messages: list[MailboxMessage], at: ev.ClaimPoint

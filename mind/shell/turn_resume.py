@@ -36,7 +36,13 @@ if TYPE_CHECKING:
     from mind.shell.tool_calls import ToolCalls
     from mind.shell.turn_handle import Turn
 
-__all__ = ["last_round", "redrive_round", "resumed_event", "resumed_machine"]
+__all__ = [
+    "collected_calls",
+    "last_round",
+    "redrive_round",
+    "resumed_event",
+    "resumed_machine",
+]
 
 
 def resumed_machine(session: Session, plan: ResumePlan) -> TurnMachine:
@@ -59,11 +65,15 @@ def resumed_machine(session: Session, plan: ResumePlan) -> TurnMachine:
     )
 
 
-def resumed_event(plan: ResumePlan, running: Iterable[str] = ()) -> ev.TurnResumedEvent:
+def resumed_event(
+    plan: ResumePlan, collected: list[PairedCall], running: Iterable[str] = ()
+) -> ev.TurnResumedEvent:
     """``turn.resumed``: published in place of ``turn.started``.
 
     Args:
         plan: the resumed turn's plan (``call_ids``: its re-driven calls).
+        collected: calls whose results were collected after the restart
+            (:func:`collected_calls`): ``collected_ids``.
         running: call ids of the turn whose command still runs under its
             supervisor (:meth:`mind.shell.session.Session.running_effects`):
             those of ``call_ids`` are ``running_call_ids`` — waited for, not run.
@@ -75,7 +85,23 @@ def resumed_event(plan: ResumePlan, running: Iterable[str] = ()) -> ev.TurnResum
         turn_id=plan.turn_id,
         call_ids=call_ids,
         running_call_ids=waited if waited else msgspec.UNSET,
+        # Only when some were: a resume with none reads as before.
+        collected_ids=[p.call.call_id for p in collected] or msgspec.UNSET,
     )
+
+
+def collected_calls(calls: ToolCalls, turn_id: str) -> list[PairedCall]:
+    """The calls of ``turn_id``'s last round whose result its command's
+    supervisor gave after the restart (evidence ``supervisor``: collected
+    at open, effects.md §4), in call order. No live event ever showed them:
+    the resumed turn shows each (``tool.call``, ``tool.result``) before it
+    goes on — the model gets them, so the person and JSON consumers do too."""
+    index = calls.effects.turn_index(turn_id)
+    return [
+        p
+        for p in last_round(index.pairing.calls)
+        if p.result is not None and p.result.evidence == jr.EffectEvidence.supervisor
+    ]
 
 
 def last_round(paired: list[PairedCall]) -> list[PairedCall]:

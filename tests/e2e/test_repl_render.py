@@ -309,16 +309,16 @@ def test_an_automatic_compaction_is_shown_with_its_sizes() -> None:
 def test_a_resumed_turn_counts_commands_already_running_apart_from_calls_to_run() -> None:
     """effects.md §4: a command a crash left running is waited for, never run
     again — the note and ``mind exec``'s stderr say so."""
-    from mind.shell.render import describe_resumed
+    from mind.shell.render import describe_resume
 
     def resumed(calls: list[str], running: list[str] | None) -> str:
         waited = msgspec.UNSET if running is None else running
         event = ev.TurnResumedEvent(turn_id="t", call_ids=calls, running_call_ids=waited)
-        return describe_resumed(event)
+        return describe_resume(event)
 
     assert resumed(["a"], None) == "1 tool call(s) to run"
-    assert resumed([], None) == "0 tool call(s) to run"
+    assert resumed([], None) == "its tool results go to the model"
     assert resumed(["a"], ["a"]) == "1 command already running, waited for, not run again"
     assert resumed(["a", "b", "c"], ["b", "c"]) == (
-        "1 tool call(s) to run; 2 commands already running, waited for, not run again"
+        "1 tool call(s) to run, 2 commands already running, waited for, not run again"
     )

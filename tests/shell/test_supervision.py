@@ -116,8 +116,11 @@ async def test_kill_tree_of_a_running_command_leaves_no_descendant(
     assert supervision.kill_tree(directory)
     result = await supervision.wait(handle)
     assert result == supervision.ProcessResult(
-        "hello\nstopped: the command and every process it started were killed", False
+        "hello\nstopped: the command and every process it started were killed",
+        False,
+        result.ran_ms,
     )
+    assert result.ran_ms is not None and result.ran_ms >= 0  # its exit.json's own times
     assert await until(lambda: marked(marker) == [])
     assert supervision.inspect(directory) == supervision.Finished(result)
     assert not supervision.kill_tree(directory)  # nothing runs any more
@@ -181,8 +184,11 @@ def test_kill_9_of_the_starter_neither_kills_the_command_nor_loses_its_result(
     finally:
         mind.kill()
         mind.wait()
-    expected = supervision.ProcessResult("first\n[stderr]\nsecond\nexit code: 7", False)
+    expected = supervision.ProcessResult(
+        "first\n[stderr]\nsecond\nexit code: 7", False, result.ran_ms
+    )
     assert result == expected
+    assert result.ran_ms is not None and result.ran_ms >= 0
     assert supervision.inspect(directory) == supervision.Finished(expected)
     assert anyio.run(until, lambda: marked(marker) == [])
 
