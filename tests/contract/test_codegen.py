@@ -95,6 +95,9 @@ def _scratch_repo(tmp_path: Path) -> Path:
     return root
 
 
+# Nine whole codegen runs (datamodel-code-generator, ~5 s CPU each with the
+# checkpoint schema): past the suite's 120 s on a loaded 2-core machine.
+@pytest.mark.timeout(360)
 def test_check_reports_drift_and_stale_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
