@@ -622,8 +622,12 @@ class TurnView:
             self.print(Text(f"⚠ {event.message}.", style="yellow"), kind="note")
         elif isinstance(event, ev.InstructionsLoadedEvent):
             # The files changed since they were last read (docs/design/context.md §4).
-            names = ", ".join(plain(s.path) for s in event.sources) or "none"
-            self.note(f"Instructions files changed; this turn reads: {names} (/status).")
+            # Only what was read is named as read; a skipped file is said so.
+            read = [plain(s.path) for s in event.sources if not isinstance(s.skipped, str)]
+            skipped = [plain(s.path) for s in event.sources if isinstance(s.skipped, str)]
+            names = ", ".join(read) or "none"
+            also = f"; skipped: {', '.join(skipped)}" if skipped else ""
+            self.note(f"Instructions files changed; this turn reads: {names}{also} (/status).")
         elif isinstance(event, ev.ContextCompactedEvent):
             self.flush_text()
             self.print(Text(f"⟳ {describe_compaction(event)}.", style="dim"), kind="note")

@@ -251,7 +251,9 @@ class SlashCommands:
                 else []
             ),
         ]
-        repl.view.print(*(Text.assemble((k.ljust(10), "dim"), v) for k, v in pairs))
+        # Values line up one column past the longest label ("instructions").
+        width = max(len(k) for k, _ in pairs) + 1
+        repl.view.print(*(Text.assemble((k.ljust(width), "dim"), v) for k, v in pairs))
         return True
 
     def _compact(self, focus: str) -> bool:
