@@ -254,12 +254,21 @@ def format_context(usage: ContextUsage) -> str:
 
 
 def describe_context(usage: ContextUsage) -> str:
-    """``/status``'s line: :func:`format_context`, then the last request's
-    counts as reported (cache reads and writes when reported), or why it is unknown."""
-    shown = format_context(usage) or "unknown"
-    if usage.input_tokens is None:
-        window = f"window {_round_k(usage.window)} tokens" if usage.window else "window unknown"
-        return f"{shown} (no usage reported; {window})"
+    """``/status``'s line: what the context is and what that rests on
+    (``usage.basis``), each state said as it is: nothing sent yet; the
+    estimate a compaction left (``~N tokens``, no request since); the last
+    request's counts as reported (cache reads and writes when reported); or
+    unknown because the server reports none. The window follows when there
+    is no count to set it against."""
+    window = f"window {_round_k(usage.window)} tokens" if usage.window else "window unknown"
+    if usage.basis == "unsent":
+        return f"nothing sent yet ({window})"
+    if usage.basis == "compacted":
+        shown = format_context(usage)
+        size = f"~{shown}" if shown else "unknown"
+        return f"{size} (estimated since the compaction; no request since)"
+    if usage.basis == "unreported" or usage.input_tokens is None:
+        return f"unknown: the server reports no usage ({window})"
     cache = [
         f"{_compact(n)} {word}"
         for n, word in (
@@ -269,6 +278,7 @@ def describe_context(usage: ContextUsage) -> str:
         if n
     ]
     last = f"{_compact(usage.input_tokens)} in" + (f" ({', '.join(cache)})" if cache else "")
+    shown = format_context(usage) or "unknown"
     return f"{shown} · last request {last} · {_compact(usage.output_tokens)} out"
 
 
