@@ -9,6 +9,7 @@ at :data:`BYTES_PER_TOKEN` bytes of UTF-8 per token, rounded up.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -172,6 +173,11 @@ class ContextUsage(msgspec.Struct, frozen=True, kw_only=True):
         window: the model's window in tokens (:func:`context_window`).
         projected_tokens: the next request's projected input tokens
             (:func:`projected_tokens` over what was added since).
+        basis: what the figures rest on: ``"unsent"`` (no model request
+            yet), ``"reported"`` (the last request's counts as the server
+            reported them), ``"unreported"`` (the last request reported
+            none), ``"compacted"`` (a compaction since the last request:
+            its estimate of the new context, no request since).
     """
 
     input_tokens: int | None = None
@@ -180,6 +186,7 @@ class ContextUsage(msgspec.Struct, frozen=True, kw_only=True):
     cache_write_tokens: int | None = None
     window: int | None = None
     projected_tokens: int | None = None
+    basis: Literal["unsent", "reported", "unreported", "compacted"] = "unsent"
 
     @property
     def percent(self) -> int | None:
@@ -225,7 +232,7 @@ def context_usage(
     of the projection and the round counts are unknown. What was appended
     since (user messages, tool results) is estimated at
     :data:`BYTES_PER_TOKEN`. Reads the records back to that round or
-    compaction only.
+    compaction only; with neither, nothing was sent yet (``basis="unsent"``).
 
     Args:
         records: the session's journal records, in order.
@@ -249,6 +256,7 @@ def context_usage(
                     last_output_tokens=last.output_tokens,
                     added_bytes=added,
                 ),
+                basis="reported" if last.input_tokens is not None else "unreported",
             )
         if isinstance(record, jr.CompactionCompleted):
             after = _none(record.after_tokens)
@@ -257,6 +265,7 @@ def context_usage(
                 projected_tokens=projected_tokens(
                     last_input_tokens=after, last_output_tokens=0, added_bytes=added
                 ),
+                basis="compacted",
             )
         added += _added_bytes(record)
     return ContextUsage(window=window)

@@ -254,12 +254,21 @@ def format_context(usage: ContextUsage) -> str:
 
 
 def describe_context(usage: ContextUsage) -> str:
-    """``/status``'s line: :func:`format_context`, then the last request's
-    counts as reported (cache reads and writes when reported), or why it is unknown."""
-    shown = format_context(usage) or "unknown"
-    if usage.input_tokens is None:
-        window = f"window {_round_k(usage.window)} tokens" if usage.window else "window unknown"
-        return f"{shown} (no usage reported; {window})"
+    """``/status``'s line: what the context is and what that rests on
+    (``usage.basis``), each state said as it is: nothing sent yet; the
+    estimate a compaction left (``~N tokens``, no request since); the last
+    request's counts as reported (cache reads and writes when reported); or
+    unknown because the server reports none. The window follows when there
+    is no count to set it against."""
+    window = f"window {_round_k(usage.window)} tokens" if usage.window else "window unknown"
+    if usage.basis == "unsent":
+        return f"nothing sent yet ({window})"
+    if usage.basis == "compacted":
+        shown = format_context(usage)
+        size = f"~{shown}" if shown else "unknown"
+        return f"{size} (estimated since the compaction; no request since)"
+    if usage.basis == "unreported" or usage.input_tokens is None:
+        return f"unknown: the server reports no usage ({window})"
     cache = [
         f"{_compact(n)} {word}"
         for n, word in (
@@ -269,6 +278,7 @@ def describe_context(usage: ContextUsage) -> str:
         if n
     ]
     last = f"{_compact(usage.input_tokens)} in" + (f" ({', '.join(cache)})" if cache else "")
+    shown = format_context(usage) or "unknown"
     return f"{shown} · last request {last} · {_compact(usage.output_tokens)} out"
 
 
@@ -675,8 +685,12 @@ class TurnView:
             self.print(Text(f"⚠ {event.message}.", style="yellow"), kind="note")
         elif isinstance(event, ev.InstructionsLoadedEvent):
             # The files changed since they were last read (docs/design/context.md §4).
-            names = ", ".join(plain(s.path) for s in event.sources) or "none"
-            self.note(f"Instructions files changed; this turn reads: {names} (/status).")
+            # Only what was read is named as read; a skipped file is said so.
+            read = [plain(s.path) for s in event.sources if not isinstance(s.skipped, str)]
+            skipped = [plain(s.path) for s in event.sources if isinstance(s.skipped, str)]
+            names = ", ".join(read) or "none"
+            also = f"; skipped: {', '.join(skipped)}" if skipped else ""
+            self.note(f"Instructions files changed; this turn reads: {names}{also} (/status).")
         elif isinstance(event, ev.ContextCompactedEvent):
             self.flush_text()
             self.print(Text(f"⟳ {describe_compaction(event)}.", style="dim"), kind="note")

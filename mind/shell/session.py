@@ -257,9 +257,12 @@ class Session:
         return self._usage[1]
 
     def context_usage_event(self, turn_id: str) -> ev.ContextUsageEvent:
-        """The ``context.usage`` event of :attr:`context_usage` (unknown values left out)."""
+        """The ``context.usage`` event of :attr:`context_usage` (unknown values
+        left out; its ``basis`` is for the screen, not the event)."""
         fact = self.context_usage
-        known = {k: v for k, v in msgspec.structs.asdict(fact).items() if v is not None}
+        known = {
+            k: v for k, v in msgspec.structs.asdict(fact).items() if v is not None and k != "basis"
+        }
         return ev.ContextUsageEvent(turn_id=turn_id, **known)
 
     def learn_window(self, window: int, turn_id: str) -> None:

@@ -114,6 +114,7 @@ def test_the_fact_is_the_last_reported_round_plus_what_was_added() -> None:
         cache_write_tokens=0,
         window=128_000,
         projected_tokens=1150,
+        basis="reported",
     )
     assert usage.percent == 0
     assert context_usage(records, model="gpt-4o", configured=2300, learned=None).percent == 50
@@ -127,7 +128,7 @@ def test_unknown_stays_unknown_in_the_fact() -> None:
         rec.model_round("t1", "hello", usage=jr.Usage()),
     ]
     usage = context_usage(records, model="local-llama", configured=None, learned=None)
-    assert usage == ContextUsage()
+    assert usage == ContextUsage(basis="unreported")  # a request was made; it said nothing
     assert usage.percent is None
     assert context_usage(records[:2], model="m", configured=None, learned=4096) == ContextUsage(
         window=4096
@@ -152,6 +153,7 @@ def test_after_a_compaction_its_after_tokens_is_the_base() -> None:
     ]
     usage = context_usage(records, model="m", configured=8000, learned=None)
     assert (usage.input_tokens, usage.projected_tokens, usage.window) == (None, 310, 8000)
+    assert usage.basis == "compacted"  # an estimate: no request since
     unknown_after = msgspec.structs.replace(done, after_tokens=msgspec.UNSET)
     usage = context_usage([*records[:2], unknown_after], model="m", configured=None, learned=None)
     assert usage.projected_tokens is None

@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.e2e.test_repl import Spawn, exit_cleanly, spawn, words
 from tests.e2e.test_repl_redraw import spawn_repl, under_input, wait_for_screen
 from tests.support.replay_server import ReplayServer, Reply
 
 ENTER = "\r"
+__all__ = ["spawn"]  # the fixture, used by name
 
 
 def _answer(text: str, usage: dict[str, object] | None) -> Reply:
@@ -79,7 +81,10 @@ def test_unknown_usage_shows_nothing_and_an_unknown_window_shows_the_size_alone(
             wait_for_screen(
                 child,
                 screen,
-                lambda lines: any(r.split()[:2] == ["context", "unknown"] for r in lines if r),
+                lambda lines: any(
+                    "context unknown: the server reports no usage" in " ".join(r.split())
+                    for r in lines
+                ),
             )
             assert not any("tokens" in row for row in under_input(screen))  # never "0 tokens"
             child.send("again" + ENTER)
@@ -90,3 +95,36 @@ def test_unknown_usage_shows_nothing_and_an_unknown_window_shows_the_size_alone(
             )
         finally:
             child.terminate(force=True)
+
+
+def test_status_before_anything_was_sent_says_so(spawn: Spawn) -> None:
+    child = spawn([{"text": "unused"}])
+    child.send("/status" + ENTER)
+    child.expect(words("usage no turn since the session was opened"))
+    child.expect(words("context nothing sent yet (window unknown)"))
+    exit_cleanly(child)
+
+
+def test_status_after_a_compaction_gives_the_estimate(spawn: Spawn) -> None:
+    child = spawn([{"text": "The first answer, with enough words."}, {"text": "They said hi."}])
+    child.send("hello there" + ENTER)
+    child.expect(words("── completed"))
+    child.send("/compact" + ENTER)
+    child.expect(words("context compacted:"))
+    child.send("/status" + ENTER)
+    child.expect(r"context(?:\s|\x1b\[[0-9;?]*[A-Za-z])+~[\d.]+k? tokens")
+    child.expect(words("(estimated since the compaction; no request since)"))
+    exit_cleanly(child)
+
+
+def test_status_after_a_resume_says_no_turn_ran_here_yet(spawn: Spawn) -> None:
+    first = spawn([{"text": "First answer."}])
+    first.send("hello" + ENTER)
+    first.expect(words("── completed"))
+    exit_cleanly(first)
+    again = spawn([{"text": "unused"}], "resume")
+    again.send("/status" + ENTER)
+    again.expect(words("usage no turn since the session was opened"))
+    again.expect(words("context"))
+    again.expect(words("· last request"))
+    exit_cleanly(again)

@@ -4,6 +4,7 @@ pseudo-terminal (docs/design/context.md §4): path and bytes, cut or skipped."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from mind.context.instructions import PER_FILE_BYTES
@@ -43,4 +44,32 @@ def test_an_edit_between_prompts_is_read_at_the_next_turn_and_said(
     child.send("two" + ENTER)
     child.expect(words(f"Instructions files changed; this turn reads: {tmp_path / 'AGENTS.md'}"))
     child.expect(words("second answer"))
+    exit_cleanly(child)
+
+
+def test_status_rows_keep_a_gap_after_every_label(spawn: Spawn, tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("rule\n")
+    child = spawn([{"text": "hi"}])
+    child.send("/status" + ENTER)
+    child.expect(words("session"))
+    child.expect(r"instructions(?:\x1b\[[0-9;?]*[A-Za-z])*([^\x1b])")
+    assert child.match.group(1) == " ", child.match  # the label never runs into its value
+    child.expect(words(f"{tmp_path / 'AGENTS.md'} (5 bytes)"))
+    exit_cleanly(child)
+
+
+def test_a_change_note_names_skipped_files_as_skipped(spawn: Spawn, tmp_path: Path) -> None:
+    child = spawn([{"text": "first answer"}, {"text": "second answer"}])
+    child.send("one" + ENTER)
+    child.expect(words("── completed"))
+    (tmp_path / "home").mkdir(mode=0o700, exist_ok=True)
+    (tmp_path / "home" / "AGENTS.md").write_text("new rule\n")
+    os.mkfifo(tmp_path / "AGENTS.md")  # found, but never read
+    child.send("two" + ENTER)
+    child.expect(words("Instructions files changed; this turn reads:"))
+    child.expect(words("(/status)."))
+    note = " ".join(re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", str(child.before)).split())
+    read, _, skipped = note.partition("; skipped: ")
+    assert read.strip() == str(tmp_path / "home" / "AGENTS.md"), note
+    assert skipped.strip() == str(tmp_path / "AGENTS.md"), note
     exit_cleanly(child)

@@ -71,6 +71,7 @@ def test_the_fact_after_a_round_and_after_a_reopen(tmp_path: Path) -> None:
         cache_read_tokens=2048,
         window=128_000,
         projected_tokens=3200,
+        basis="reported",
     )
     assert after.percent == 2
     assert reopened == after  # from the journal alone
@@ -85,7 +86,7 @@ def test_nothing_reported_and_no_known_window_is_all_unknown(tmp_path: Path) -> 
         _, events, after, reopened = anyio.run(
             _turn_then_reopen, tmp_path / "state", tmp_path, _config(server.url + "/v1", "local")
         )
-    assert after == reopened == ContextUsage()
+    assert after == reopened == ContextUsage(basis="unreported")
     assert after.percent is None
     done = next(e for e in events if isinstance(e, ev.TurnCompletedEvent))
     assert done.usage == ev.Usage()  # unknown, not 0 in · 0 out

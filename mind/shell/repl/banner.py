@@ -5,6 +5,8 @@ Pure functions of the session's journal and settings: the caller prints them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.text import Text
 
 from mind import __version__
@@ -48,25 +50,46 @@ def banner_lines(session: Session, config: ResolvedConfig, width: int) -> list[T
 
 
 def recap_lines(session: Session, width: int) -> list[Text]:
-    """For a resumed session: how many turns, the last prompt and answer
-    (``[]`` when it has no turn); ``width`` is the terminal's, in columns.
-    From the records the session retains (every terminal record is one, and
-    the newest prompt and answer): never the whole journal."""
+    """For a resumed session: how many turns, the last prompt and its own
+    outcome (``[]`` when it has no turn); ``width`` is the terminal's, in columns.
+
+    Rule: the outcome shown is the last prompt's turn's: its answer, or that
+    it failed (with the failure's canonical message) or was interrupted; never
+    an earlier turn's answer. From the records the session retains (every
+    terminal record is one, and the newest prompt and answer): never the
+    whole journal."""
     records = session.journal.records
     turns = recap_turns(session)
     if not turns:
         return []
-    prompt = next((r.text for r in reversed(records) if isinstance(r, jr.UserMessage)), "")
-    answer = next(
-        (r.text for r in reversed(records) if isinstance(r, jr.ModelRound) and r.text), ""
-    )
+    last = next((r for r in reversed(records) if isinstance(r, jr.UserMessage)), None)
     room = max(20, width - 12)
     out = [Text.assemble(("history   ", "dim"), f"{turns} turn{'s' if turns != 1 else ''}")]
-    if prompt:
-        out.append(Text.assemble(("last      ", "dim"), ("› ", "cyan"), _one_line(prompt, room)))
-    if answer:
-        out.append(Text.assemble(("          ", "dim"), (_one_line(answer, room), "dim")))
+    if last is None:
+        return out
+    out.append(Text.assemble(("last      ", "dim"), ("› ", "cyan"), _one_line(last.text, room)))
+    outcome = _outcome(records, last.turn_id, room)
+    if outcome.plain:
+        out.append(Text.assemble(("          ", "dim"), outcome))
     return out
+
+
+def _outcome(records: Sequence[jr.JournalRecord], turn_id: str, room: int) -> Text:
+    """What turn ``turn_id`` came to, on one line of at most ``room`` columns:
+    its answer (its newest text), else how it ended when that was not
+    completion, else nothing (a turn that is still open or said nothing)."""
+    answer = ""
+    end: jr.TurnCompleted | None = None
+    for r in reversed(records):
+        if isinstance(r, jr.TurnCompleted) and r.turn_id == turn_id and end is None:
+            end = r
+        elif isinstance(r, jr.ModelRound) and r.turn_id == turn_id and r.text and not answer:
+            answer = r.text
+    if end is not None and end.status is not jr.TurnStatus.completed:
+        why = f": {end.failure.message}" if isinstance(end.failure, jr.Failure) else ""
+        style = "yellow" if end.status is jr.TurnStatus.interrupted else "red"
+        return Text(_one_line(f"{end.status.value}{why}", room), style=style)
+    return Text(_one_line(answer, room), style="dim")
 
 
 def recap_turns(session: Session) -> int:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, final
 
-from msgspec import UNSET
+from msgspec import UNSET, UnsetType
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 from rich.text import Text
@@ -242,7 +242,7 @@ class SlashCommands:
             ("sandbox", s.sandbox.describe()),
             ("approval", f"{s.approval} (always allowed: {allowed})"),
             ("state", state + (f", {waiting} waiting" if waiting else "")),
-            ("usage", format_tokens(repl.hosting.current.tokens)),
+            ("usage", _usage_row(repl.hosting.current.tokens)),
             ("context", describe_context(s.context_usage)),
             *_instructions_rows(s),
             *(
@@ -251,7 +251,9 @@ class SlashCommands:
                 else []
             ),
         ]
-        repl.view.print(*(Text.assemble((k.ljust(10), "dim"), v) for k, v in pairs))
+        # Values line up one column past the longest label ("instructions").
+        width = max(len(k) for k, _ in pairs) + 1
+        repl.view.print(*(Text.assemble((k.ljust(width), "dim"), v) for k, v in pairs))
         return True
 
     def _compact(self, focus: str) -> bool:
@@ -284,6 +286,17 @@ class SlashCommands:
 
     def _exit(self, _: str) -> bool:
         return False
+
+
+def _usage_row(tokens: ev.Usage | None) -> str:
+    """``/status``'s ``usage``: tokens of the turns run since this process
+    opened the session (a resumed session's earlier turns are not counted
+    here, so none is said, not ``?``)."""
+    if tokens is None:
+        return "no turn since the session was opened"
+    if isinstance(tokens.input_tokens, UnsetType) and isinstance(tokens.output_tokens, UnsetType):
+        return "unknown: the server reports no usage"
+    return format_tokens(tokens) + " (turns since the session was opened)"
 
 
 def _instructions_rows(session: Session) -> list[tuple[str, str]]:

@@ -106,7 +106,8 @@ class EventFeed:
         if isinstance(event, ev.TurnCompletedEvent):
             h.asked = {k: q for k, q in h.asked.items() if k[0] != event.turn_id}
             h.viewed.clear()
-            h.tokens = event_usage(counts(h.tokens) + counts(event.usage))
+            ended = counts(event.usage)
+            h.tokens = event_usage(ended if h.tokens is None else counts(h.tokens) + ended)
             if not shown:
                 repl.view.note(
                     f"session {_short_id(h.session.session_id)} (parked) {event.status.value}",

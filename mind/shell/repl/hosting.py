@@ -34,10 +34,6 @@ waits 0.2 s after each write to bundle the next ones (the streaming preview
 stays hidden this long after a print, see :class:`~mind.shell.render.TurnView`)."""
 
 
-def _no_usage() -> ev.Usage:
-    return ev.Usage()  # nothing reported yet
-
-
 @dataclass(eq=False)
 class Hosted:
     """What the REPL keeps for one session this process hosts (attached or parked).
@@ -58,7 +54,9 @@ class Hosted:
     request with the id starts unviewed (an id may repeat in a round)."""
     recovered: set[str] = field(default_factory=set)
     """Ids of inputs recovered when the session was opened (echoed as such)."""
-    tokens: ev.Usage = field(default_factory=_no_usage)
+    tokens: ev.Usage | None = None
+    """Tokens of the turns that ended since this process opened the session
+    (summed; a count no turn reported stays absent), None before the first."""
     consuming: bool = False
     """Whether a consumer task is iterating the session's events."""
     starting: ev.TurnStartedEvent | ev.TurnResumedEvent | None = None
