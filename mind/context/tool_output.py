@@ -35,6 +35,7 @@ __all__ = [
     "OutputLimits",
     "bound_output",
     "bound_tool_results",
+    "limits_for_window",
     "utf8_size",
 ]
 
@@ -71,6 +72,40 @@ DEFAULT_LIMITS: Final = OutputLimits()
 """32 KiB per call (the tool runner already stops its outputs at 32,000
 bytes, so today's tools are not cut twice), 256 KiB per request (about 64k
 tokens at 4 bytes per token)."""
+
+
+_WINDOW_BYTES_PER_TOKEN: Final = 4
+"""Bytes per token the window-scaled budgets assume (mind's own estimate,
+:data:`mind.context.usage.BYTES_PER_TOKEN`)."""
+
+
+def limits_for_window(limits: OutputLimits, window: int | None) -> OutputLimits:
+    """The budgets a request to a model with ``window`` tokens uses.
+
+    Rule (docs/design/context.md §3): the configured bytes are upper bounds;
+    with a known window, one result gets at most a quarter of it and all
+    results together at most half, at 4 bytes per token, so one result never
+    fills the window before the request is built (nor the summarisation
+    request that carries it). Never below :data:`MIN_PER_CALL_BYTES` per call,
+    and the per-request budget stays at least the per-call one.
+
+    Args:
+        limits: the configured budgets, bytes.
+        window: the context window in tokens, or None (unknown: ``limits``).
+
+    Returns:
+        ``limits`` itself when the window is unknown or large enough.
+    """
+    if window is None or window <= 0:
+        return limits
+    per_call = min(
+        limits.per_call_bytes, max(MIN_PER_CALL_BYTES, window * _WINDOW_BYTES_PER_TOKEN // 4)
+    )
+    per_request = min(limits.per_request_bytes, window * _WINDOW_BYTES_PER_TOKEN // 2)
+    per_request = max(per_call, per_request)
+    if (per_call, per_request) == (limits.per_call_bytes, limits.per_request_bytes):
+        return limits
+    return OutputLimits(per_call_bytes=per_call, per_request_bytes=per_request)
 
 
 def utf8_size(text: str) -> int:

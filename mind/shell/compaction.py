@@ -36,8 +36,8 @@ from mind.context.compaction import (
     compacted_view,
     kept_budget,
     kept_user_messages,
-    projected_context,
 )
+from mind.context.tool_output import limits_for_window
 from mind.context.usage import estimate_tokens
 from mind.conversation import (
     AssistantMessage,
@@ -270,7 +270,7 @@ async def compact(
     through = _cut(records, trigger, turn_id)
     if through is None:
         return CompactionOutcome("", False, "nothing to compact yet")
-    before = projected_context(records)
+    before = session.context_usage.projected_tokens
     compaction_id = new_id("cp")
     extra = {"turn_id": turn_id} if turn_id is not None else {}
     if focus:
@@ -288,7 +288,9 @@ async def compact(
     )
     faults.boundary("compaction_started")
     upto = [r for r in records if r.seq <= through]
-    messages = build_messages(upto)
+    # The turn's own budgets (context.md §3): a result as the model saw it, not bigger.
+    limits = limits_for_window(session.config.tool_output, session_window(session))
+    messages = build_messages(upto, output_limits=limits)
     replaced_bytes = _size(messages)
     if before is None:
         before = estimate_tokens(replaced_bytes)
@@ -331,7 +333,9 @@ async def compact(
         summary=summary,
         kept=kept,
     )
-    after = estimate_tokens(_size(build_messages([*records, probe])) + overhead_bytes)
+    after = estimate_tokens(
+        _size(build_messages([*records, probe], output_limits=limits)) + overhead_bytes
+    )
     session.journal.append(
         msgspec.structs.replace(probe, seq=0, before_tokens=before, after_tokens=after), sync=True
     )

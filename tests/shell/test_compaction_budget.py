@@ -1,0 +1,79 @@
+"""Long sessions against a small-window loopback model stay within it
+(docs/design/context.md §3, §5): the kept user messages share one budget,
+a compaction that would not fit keeps fewer, and tool output the model sees
+scales down with a known window."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+import mind
+from mind.generated import events as ev
+from mind.generated import journal as jr
+from tests.support.fake_model import FakeModel, tokens_of
+
+WINDOW = 8_192
+"""The fake server's window in tokens, also configured (``model_context_window``)."""
+
+
+def _config(model: FakeModel, tmp_path: Path) -> mind.ResolvedConfig:
+    env = {"MIND_HOME": str(tmp_path / "home"), "MIND_MODEL_CONTEXT_WINDOW": str(WINDOW)}
+    return mind.resolve_config(
+        provider="openai-chat",
+        base_url=model.base_url,
+        model="local-model",
+        approval="never",
+        env=env,
+    )
+
+
+def _run(model: FakeModel, tmp_path: Path, prompts: list[str]) -> list[jr.JournalRecord]:
+    config = _config(model, tmp_path)
+
+    async def main() -> list[jr.JournalRecord]:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = await rt.create_session(cwd=tmp_path, config=config)
+            for i, prompt in enumerate(prompts):
+                turn = s.submit(prompt)
+                async for _ in turn:
+                    pass
+                assert turn.outcome.event.status == ev.TurnStatus.completed, (i, turn.outcome)
+            return list(s.journal.records)
+
+    return anyio.run(main)
+
+
+@pytest.mark.parametrize("turns", [40, 300])
+def test_a_long_session_of_long_prompts_completes_every_turn_under_the_window(
+    tmp_path: Path, turns: int
+) -> None:
+    """~1.5 KB prompts: the kept user messages compete for a tenth of the
+    window, so every compaction leaves room and no turn fails."""
+    prompts = [f"prompt {i} " + "x" * 1_500 for i in range(turns)]
+    with FakeModel(context_window=WINDOW) as model:
+        records = _run(model, tmp_path, prompts)
+        sizes = [tokens_of(len(raw)) for raw in model.raw_requests]
+    assert max(sizes) <= WINDOW, max(sizes)
+    done = [r for r in records if isinstance(r, jr.CompactionCompleted)]
+    assert done, "the session never compacted"
+    budget = WINDOW // 10
+    for record in done:
+        kept = [r for r in records if isinstance(r, jr.UserMessage) and r.seq in record.kept]
+        assert len(record.kept) <= 2, record.kept
+        assert sum(tokens_of(len(r.text.encode())) for r in kept[1:]) <= budget
+        assert record.after_tokens is not None and record.after_tokens < WINDOW * 0.9
+
+
+def test_one_tool_result_bigger_than_the_window_is_cut_to_fit_it(tmp_path: Path) -> None:
+    """``seq 1 200000`` (~1.3 MB) in an 8k window: the model sees a result cut
+    to a quarter of the window, so the turn completes with no overflow."""
+    with FakeModel(context_window=WINDOW, command="seq 1 200000") as model:
+        records = _run(model, tmp_path, ["TOOL count", "and now?", "TOOL again"])
+        sizes = [tokens_of(len(raw)) for raw in model.raw_requests]
+    assert max(sizes) <= WINDOW, sizes
+    results = [r for r in records if isinstance(r, jr.ToolResult)]
+    # The journal keeps what the tool runner gave; the model saw it cut.
+    assert results and all(len(r.output) > WINDOW for r in results)
