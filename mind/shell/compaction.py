@@ -253,7 +253,9 @@ async def compact(
         trigger: ``manual`` | ``auto`` | ``overflow`` (journaled).
         focus: what the person asked the summary to focus on.
         turn_id: the turn an automatic or overflow compaction runs inside.
-        emit: publishes ``context.compacted`` when it completes.
+        emit: publishes ``context.compacting`` once ``compaction_started``
+            is durable, then ``context.compacted`` when it completes or
+            ``context.compaction_failed`` (with the reason) when it fails.
         overhead_bytes: bytes every request carries besides its messages
             (instructions, tool specs), counted in ``after_tokens``.
 
@@ -287,6 +289,13 @@ async def compact(
         sync=True,
     )
     faults.boundary("compaction_started")
+    turn_field = {"turn_id": turn_id} if turn_id is not None else {}
+    if emit is not None:
+        emit(
+            ev.ContextCompactingEvent(
+                compaction_id=compaction_id, trigger=ev.CompactionTrigger(trigger), **turn_field
+            )
+        )
     upto = [r for r in records if r.seq <= through]
     # The turn's own budgets (context.md §3): a result as the model saw it, not bigger.
     limits = limits_for_window(session.config.tool_output, session_window(session))
@@ -302,6 +311,15 @@ async def compact(
             ),
             sync=True,
         )
+        if emit is not None:  # durable first, then said (context.md §5)
+            emit(
+                ev.ContextCompactionFailedEvent(
+                    compaction_id=compaction_id,
+                    trigger=ev.CompactionTrigger(trigger),
+                    reason=reason,
+                    **turn_field,
+                )
+            )
         return CompactionOutcome(compaction_id, False, reason, before)
 
     try:
@@ -347,7 +365,7 @@ async def compact(
                 trigger=ev.CompactionTrigger(trigger),
                 before_tokens=before,
                 after_tokens=after,
-                **({"turn_id": turn_id} if turn_id is not None else {}),
+                **turn_field,
             )
         )
     return CompactionOutcome(compaction_id, True, None, before, after)

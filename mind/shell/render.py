@@ -199,6 +199,19 @@ def preview_lines(output: str, max_lines: int = RESULT_PREVIEW_LINES) -> tuple[l
     return lines[:max_lines], max(0, len(lines) - max_lines)
 
 
+def describe_compaction_failure(event: ev.ContextCompactionFailedEvent) -> str:
+    """One line for a failed compaction: ``compacting the context failed
+    (automatic): the summary was empty; the model still sees the whole
+    conversation``."""
+    why = {"manual": "", "auto": " (automatic)", "overflow": " (the context was full)"}[
+        event.trigger.value
+    ]
+    return (
+        f"compacting the context failed{why}: {plain(event.reason).rstrip('.')}; "
+        "the model still sees the whole conversation"
+    )
+
+
 def describe_compaction(event: ev.ContextCompactedEvent) -> str:
     """One line for a completed compaction: ``context compacted (automatic):
     ~12.3k → ~1.2k tokens; the model now sees a summary of the earlier turns``
@@ -627,6 +640,11 @@ class TurnView:
         elif isinstance(event, ev.ContextCompactedEvent):
             self.flush_text()
             self.print(Text(f"⟳ {describe_compaction(event)}.", style="dim"), kind="note")
+        elif isinstance(event, ev.ContextCompactionFailedEvent):
+            self.flush_text()
+            self.print(
+                Text(f"⚠ {describe_compaction_failure(event)}.", style="yellow"), kind="note"
+            )
         elif isinstance(event, ev.TurnCompletedEvent):
             self.flush_text()
             self._show_end(event, failure_detail)

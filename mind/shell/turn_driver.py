@@ -510,7 +510,7 @@ class TurnDriver:
                     emit=turn._emit,
                     overhead_bytes=request_overhead_bytes(self.session),
                 )
-                machine.compaction_done(shrank=outcome.completed)
+                machine.compaction_done(shrank=outcome.completed, reason=outcome.reason)
         return ran
 
     def _tools_done(self, turn: Turn, machine: TurnMachine) -> None:

@@ -303,3 +303,20 @@ def test_an_automatic_compaction_is_shown_with_its_sizes() -> None:
     shown = out.getvalue()
     assert "⟳ context compacted (automatic): ~13.1k → ~1.2k tokens" in shown
     assert shown.index("Before") < shown.index("context compacted")
+
+
+def test_a_failed_compaction_is_shown_with_its_reason() -> None:
+    out = io.StringIO()
+    view = TurnView(Console(file=out, width=200))
+    view.show(
+        ev.ContextCompactionFailedEvent(
+            compaction_id="cp_1",
+            trigger=ev.CompactionTrigger.overflow,
+            turn_id="t",
+            reason="the summary was empty",
+        )
+    )
+    assert (
+        "⚠ compacting the context failed (the context was full): the summary was empty; "
+        "the model still sees the whole conversation." in out.getvalue()
+    )

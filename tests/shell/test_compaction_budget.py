@@ -77,3 +77,36 @@ def test_one_tool_result_bigger_than_the_window_is_cut_to_fit_it(tmp_path: Path)
     results = [r for r in records if isinstance(r, jr.ToolResult)]
     # The journal keeps what the tool runner gave; the model saw it cut.
     assert results and all(len(r.output) > WINDOW for r in results)
+
+
+def test_a_failed_compaction_inside_a_turn_is_an_event_and_the_failure_says_what_to_do(
+    tmp_path: Path,
+) -> None:
+    """An empty summary: ``context.compacting`` then ``context.compaction_failed``
+    with the reason, and the turn's failure names the way on."""
+    with FakeModel(context_window=WINDOW, summary_text="") as model:
+        config = _config(model, tmp_path)
+
+        async def main() -> tuple[list[ev.Event], ev.TurnCompletedEvent]:
+            async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+                s = await rt.create_session(cwd=tmp_path, config=config)
+                first = s.submit("TOOL look")
+                async for _ in first:
+                    pass
+                assert first.outcome.event.status == ev.TurnStatus.completed
+                model.overflow_next = 1
+                turn = s.submit("and now")
+                events = [e async for e in turn]
+                return events, turn.outcome.event
+
+        events, end = anyio.run(main)
+    started = [e for e in events if isinstance(e, ev.ContextCompactingEvent)]
+    failed = [e for e in events if isinstance(e, ev.ContextCompactionFailedEvent)]
+    assert len(started) == 1 and started[0].trigger == ev.CompactionTrigger.overflow
+    assert len(failed) == 1, events
+    assert failed[0].reason == "the summary was empty"
+    assert failed[0].compaction_id == started[0].compaction_id
+    assert end.status == ev.TurnStatus.failed
+    assert end.failure is not None
+    assert "the summary was empty" in end.failure.message
+    assert "/compact" in end.failure.message and "/new" in end.failure.message
