@@ -369,6 +369,9 @@ class TurnView:
         self._missed: deque[str] = deque(maxlen=MISSED_LINES)
         self._missed_total = 0
         self.turn_started_at: float | None = None
+        self.compacting = False
+        """A compaction inside the turn is running (``context.compacting``
+        until its end): the REPL's status line says so."""
 
     @property
     def muted(self) -> bool:
@@ -637,10 +640,14 @@ class TurnView:
             # The files changed since they were last read (docs/design/context.md §4).
             names = ", ".join(plain(s.path) for s in event.sources) or "none"
             self.note(f"Instructions files changed; this turn reads: {names} (/status).")
+        elif isinstance(event, ev.ContextCompactingEvent):
+            self.compacting = True
         elif isinstance(event, ev.ContextCompactedEvent):
+            self.compacting = False
             self.flush_text()
             self.print(Text(f"⟳ {describe_compaction(event)}.", style="dim"), kind="note")
         elif isinstance(event, ev.ContextCompactionFailedEvent):
+            self.compacting = False
             self.flush_text()
             self.print(
                 Text(f"⚠ {describe_compaction_failure(event)}.", style="yellow"), kind="note"
@@ -929,6 +936,7 @@ class TurnView:
     def _show_end(self, event: ev.TurnCompletedEvent, failure_detail: str = "") -> None:
         elapsed = self._clock() - self.turn_started_at if self.turn_started_at else 0.0
         self.turn_started_at = None
+        self.compacting = False
         for call_id in list(self._calls):  # calls the turn closed without a result event
             status = ev.ToolStatus.interrupted
             if event.status == ev.TurnStatus.failed:
