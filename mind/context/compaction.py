@@ -26,7 +26,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+import msgspec
+
 from mind.call_pairing import pair_calls
+from mind.context.tool_output import bound_output, utf8_size
 from mind.context.usage import context_usage, estimate_tokens
 from mind.generated import journal as jr
 
@@ -126,11 +129,21 @@ def compacted_view(records: Sequence[jr.JournalRecord]) -> ContextView:
     for record in records:
         if record.seq > done.through_seq:
             tail.append(record)
-        elif isinstance(record, jr.InputDropped) or (
-            isinstance(record, jr.UserMessage) and record.seq in kept
-        ):
+        elif isinstance(record, jr.InputDropped):
             head.append(record)
+        elif isinstance(record, jr.UserMessage) and record.seq in kept:
+            head.append(_bounded_kept(record, done.kept_max_bytes))
     return ContextView(summary=done.summary, records=head + tail, compaction=done)
+
+
+def _bounded_kept(record: jr.UserMessage, max_bytes: int | msgspec.UnsetType) -> jr.UserMessage:
+    """A kept user message as the model sees it: whole, or alone over the
+    compaction's ``kept_max_bytes`` its head and tail with a note (§5)."""
+    if isinstance(max_bytes, msgspec.UnsetType) or utf8_size(record.text) <= max_bytes:
+        return record
+    return msgspec.structs.replace(
+        record, text=bound_output(record.text, max_bytes, what="message")
+    )
 
 
 def clean_through(records: Sequence[jr.JournalRecord]) -> int | None:
@@ -181,7 +194,8 @@ def kept_user_messages(
     (:func:`compacted_view`) at or before ``through_seq``, the most recent
     ones whose estimated tokens (:func:`mind.context.usage.estimate_tokens`
     of their UTF-8 text) fit ``budget_tokens`` together; the newest one is
-    always kept, even alone over the budget (the person's latest words).
+    always kept, even alone over the budget (the person's latest words;
+    the view then shows its head and tail, ``kept_max_bytes``).
     """
     view = compacted_view(records)
     dropped = {r.message_id for r in records if isinstance(r, jr.InputDropped)}

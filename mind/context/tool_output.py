@@ -115,10 +115,10 @@ def utf8_size(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-def _marker(cut_bytes: int, cut_lines: int, total_bytes: int) -> bytes:
+def _marker(cut_bytes: int, cut_lines: int, total_bytes: int, what: str = "output") -> bytes:
     lines = "1 line break" if cut_lines == 1 else f"{cut_lines} line breaks"
     return (
-        f"\n[... {cut_bytes} bytes ({lines}) cut from the middle of this output, "
+        f"\n[... {cut_bytes} bytes ({lines}) cut from the middle of this {what}, "
         f"which had {total_bytes} bytes in all; its start and its end are shown ...]\n"
     ).encode()
 
@@ -130,7 +130,7 @@ def _char_start(data: bytes, at: int) -> int:
     return at
 
 
-def bound_output(text: str, max_bytes: int) -> str:
+def bound_output(text: str, max_bytes: int, *, what: str = "output") -> str:
     """``text`` as the model sees it within ``max_bytes`` bytes of UTF-8.
 
     Unchanged when it fits. Otherwise its head and tail (about half each of
@@ -144,6 +144,8 @@ def bound_output(text: str, max_bytes: int) -> str:
         max_bytes: the budget, bytes; at least the marker's size (about 130
             bytes) for the bound to hold, which :data:`OLD_RESULT_BYTES` and
             :data:`MIN_PER_CALL_BYTES` are.
+        what: the noun the marker names ("output"; "message" for a kept
+            user message, docs/design/context.md §5).
 
     Returns:
         Text of at most ``max(max_bytes, len(marker))`` UTF-8 bytes.
@@ -153,7 +155,7 @@ def bound_output(text: str, max_bytes: int) -> str:
     data = text.encode("utf-8", "surrogatepass")
     total = len(data)
     # The marker's numbers are at most ``total``: its longest form bounds it.
-    room = max(0, max_bytes - len(_marker(total, total, total)))
+    room = max(0, max_bytes - len(_marker(total, total, total, what)))
     head_end = _char_start(data, room // 2)
     tail_start = total - (room - room // 2)
     while tail_start < total and data[tail_start] & 0xC0 == 0x80:
@@ -166,7 +168,7 @@ def bound_output(text: str, max_bytes: int) -> str:
     if newline >= 0:
         tail_start = newline + 1
     middle = data[head_end:tail_start]
-    marker = _marker(len(middle), middle.count(b"\n"), total)
+    marker = _marker(len(middle), middle.count(b"\n"), total, what)
     return (data[:head_end] + marker + data[tail_start:]).decode("utf-8", "surrogatepass")
 
 

@@ -38,7 +38,7 @@ from mind.context.compaction import (
     kept_user_messages,
 )
 from mind.context.tool_output import limits_for_window
-from mind.context.usage import estimate_tokens
+from mind.context.usage import BYTES_PER_TOKEN, estimate_tokens, over_threshold
 from mind.conversation import (
     AssistantMessage,
     Message,
@@ -342,18 +342,27 @@ async def compact(
     notes = summary_notes(session)
     if notes:
         summary += "\n\n" + notes
-    kept = kept_user_messages(records, through, kept_budget(session_window(session)))
-    probe = jr.CompactionCompleted(
-        seq=(records[-1].seq + 2) if records else 0,
-        recorded_at_ms=0,
-        compaction_id=compaction_id,
-        through_seq=through,
-        summary=summary,
-        kept=kept,
-    )
-    after = estimate_tokens(
-        _size(build_messages([*records, probe], output_limits=limits)) + overhead_bytes
-    )
+    window = session_window(session)
+    kept = kept_user_messages(records, through, kept_budget(window))
+    # A result over the threshold would compact again at once (or overflow):
+    # keep fewer messages, oldest out first, down to the newest alone (§5).
+    percent = session.config.auto_compact_percent or 100
+    while True:
+        probe = jr.CompactionCompleted(
+            seq=(records[-1].seq + 2) if records else 0,
+            recorded_at_ms=0,
+            compaction_id=compaction_id,
+            through_seq=through,
+            summary=summary,
+            kept=kept,
+            kept_max_bytes=kept_budget(window) * BYTES_PER_TOKEN,
+        )
+        after = estimate_tokens(
+            _size(build_messages([*records, probe], output_limits=limits)) + overhead_bytes
+        )
+        if len(kept) <= 1 or not over_threshold(after, window, percent):
+            break
+        kept = kept[1:]
     session.journal.append(
         msgspec.structs.replace(probe, seq=0, before_tokens=before, after_tokens=after), sync=True
     )

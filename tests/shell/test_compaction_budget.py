@@ -110,3 +110,75 @@ def test_a_failed_compaction_inside_a_turn_is_an_event_and_the_failure_says_what
     assert end.failure is not None
     assert "the summary was empty" in end.failure.message
     assert "/compact" in end.failure.message and "/new" in end.failure.message
+
+
+def test_a_compaction_that_would_not_fit_under_the_threshold_keeps_fewer_messages(
+    tmp_path: Path,
+) -> None:
+    """At 25% of 8k (2048 tokens) two kept 1.5 KB prompts leave the context
+    over the threshold (it would compact again at once); keeping fewer, down
+    to the newest alone, brings every compaction's result under it."""
+    prompts = [f"prompt {i} " + "x" * 1_500 for i in range(12)]
+    with FakeModel(context_window=WINDOW) as model:
+        env = {
+            "MIND_HOME": str(tmp_path / "home"),
+            "MIND_MODEL_CONTEXT_WINDOW": str(WINDOW),
+            "MIND_AUTO_COMPACT_PERCENT": "25",
+        }
+        config = mind.resolve_config(
+            provider="openai-chat",
+            base_url=model.base_url,
+            model="local-model",
+            approval="never",
+            env=env,
+        )
+
+        async def main() -> list[ev.Event]:
+            async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+                s = await rt.create_session(cwd=tmp_path, config=config)
+                events: list[ev.Event] = []
+                for prompt in prompts:
+                    turn = s.submit(prompt)
+                    events.extend([e async for e in turn])
+                    assert turn.outcome.event.status == ev.TurnStatus.completed
+                return events
+
+        events = anyio.run(main)
+    compacted = [e for e in events if isinstance(e, ev.ContextCompactedEvent)]
+    assert compacted
+    threshold = WINDOW * 25 // 100
+    assert all(isinstance(e.after_tokens, int) and e.after_tokens < threshold for e in compacted), [
+        e.after_tokens for e in compacted
+    ]
+
+
+def test_a_kept_message_alone_over_the_budget_is_cut_head_and_tail_with_a_note(
+    tmp_path: Path,
+) -> None:
+    """The newest message before the cut is always kept; alone over a tenth
+    of the window (819 tokens) the model sees its start and end and a note."""
+    big = "START " + "y" * 6_000 + " END"
+    with FakeModel(context_window=WINDOW) as model:
+        config = _config(model, tmp_path)
+
+        async def main() -> None:
+            async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+                s = await rt.create_session(cwd=tmp_path, config=config)
+                for prompt in ["TOOL look", big]:
+                    turn = s.submit(prompt)
+                    async for _ in turn:
+                        pass
+                outcome = await s.compact()
+                assert outcome.completed, outcome
+                turn = s.submit("next")
+                async for _ in turn:
+                    pass
+                assert turn.outcome.event.status == ev.TurnStatus.completed
+
+        anyio.run(main)
+        last = model.requests[-1]
+    texts = [m["content"] for m in last["messages"] if m["role"] == "user"]
+    (kept,) = [t for t in texts if "START" in t]
+    assert kept.startswith("START ") and kept.endswith(" END")
+    assert "cut from the middle of this message" in kept
+    assert len(kept.encode()) <= (WINDOW // 10) * 4
