@@ -15,9 +15,6 @@ over them:
   the only places a compaction may cut (a call is never split from its result).
 - :func:`kept_user_messages`: the most recent user messages within a token
   budget (:data:`KEPT_USER_TOKENS`).
-- :func:`projected_context`: the projected size of the next request from the
-  newest reported usage (or a completed compaction's ``after_tokens``) plus
-  what was appended since (:func:`mind.context.usage.projected_tokens`).
 """
 
 from __future__ import annotations
@@ -26,8 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+import msgspec
+
 from mind.call_pairing import pair_calls
-from mind.context.usage import context_usage, estimate_tokens
+from mind.context.tool_output import bound_output, utf8_size
+from mind.context.usage import estimate_tokens
 from mind.generated import journal as jr
 
 __all__ = [
@@ -39,7 +39,6 @@ __all__ = [
     "kept_budget",
     "kept_user_messages",
     "newest_user_message",
-    "projected_context",
     "record_bytes",
 ]
 
@@ -126,11 +125,21 @@ def compacted_view(records: Sequence[jr.JournalRecord]) -> ContextView:
     for record in records:
         if record.seq > done.through_seq:
             tail.append(record)
-        elif isinstance(record, jr.InputDropped) or (
-            isinstance(record, jr.UserMessage) and record.seq in kept
-        ):
+        elif isinstance(record, jr.InputDropped):
             head.append(record)
+        elif isinstance(record, jr.UserMessage) and record.seq in kept:
+            head.append(_bounded_kept(record, done.kept_max_bytes))
     return ContextView(summary=done.summary, records=head + tail, compaction=done)
+
+
+def _bounded_kept(record: jr.UserMessage, max_bytes: int | msgspec.UnsetType) -> jr.UserMessage:
+    """A kept user message as the model sees it: whole, or alone over the
+    compaction's ``kept_max_bytes`` its head and tail with a note (§5)."""
+    if isinstance(max_bytes, msgspec.UnsetType) or utf8_size(record.text) <= max_bytes:
+        return record
+    return msgspec.structs.replace(
+        record, text=bound_output(record.text, max_bytes, what="message")
+    )
 
 
 def clean_through(records: Sequence[jr.JournalRecord]) -> int | None:
@@ -181,7 +190,8 @@ def kept_user_messages(
     (:func:`compacted_view`) at or before ``through_seq``, the most recent
     ones whose estimated tokens (:func:`mind.context.usage.estimate_tokens`
     of their UTF-8 text) fit ``budget_tokens`` together; the newest one is
-    always kept, even alone over the budget (the person's latest words).
+    always kept, even alone over the budget (the person's latest words;
+    the view then shows its head and tail, ``kept_max_bytes``).
     """
     view = compacted_view(records)
     dropped = {r.message_id for r in records if isinstance(r, jr.InputDropped)}
@@ -213,10 +223,3 @@ def record_bytes(record: jr.JournalRecord) -> int:
     if isinstance(record, jr.ToolResult):
         return len(record.output.encode("utf-8", "replace"))
     return 0
-
-
-def projected_context(records: Sequence[jr.JournalRecord]) -> int | None:
-    """The projected input tokens of the next request, or None when unknown:
-    :func:`mind.context.usage.context_usage`'s projection (the one owner of
-    the fact; docs/design/context.md §1: never invented)."""
-    return context_usage(records, model="", configured=None, learned=None).projected_tokens

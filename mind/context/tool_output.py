@@ -35,6 +35,7 @@ __all__ = [
     "OutputLimits",
     "bound_output",
     "bound_tool_results",
+    "limits_for_window",
     "utf8_size",
 ]
 
@@ -73,6 +74,40 @@ bytes, so today's tools are not cut twice), 256 KiB per request (about 64k
 tokens at 4 bytes per token)."""
 
 
+_WINDOW_BYTES_PER_TOKEN: Final = 4
+"""Bytes per token the window-scaled budgets assume (mind's own estimate,
+:data:`mind.context.usage.BYTES_PER_TOKEN`)."""
+
+
+def limits_for_window(limits: OutputLimits, window: int | None) -> OutputLimits:
+    """The budgets a request to a model with ``window`` tokens uses.
+
+    Rule (docs/design/context.md §3): the configured bytes are upper bounds;
+    with a known window, one result gets at most a quarter of it and all
+    results together at most half, at 4 bytes per token, so one result never
+    fills the window before the request is built (nor the summarisation
+    request that carries it). Never below :data:`MIN_PER_CALL_BYTES` per call,
+    and the per-request budget stays at least the per-call one.
+
+    Args:
+        limits: the configured budgets, bytes.
+        window: the context window in tokens, or None (unknown: ``limits``).
+
+    Returns:
+        ``limits`` itself when the window is unknown or large enough.
+    """
+    if window is None or window <= 0:
+        return limits
+    per_call = min(
+        limits.per_call_bytes, max(MIN_PER_CALL_BYTES, window * _WINDOW_BYTES_PER_TOKEN // 4)
+    )
+    per_request = min(limits.per_request_bytes, window * _WINDOW_BYTES_PER_TOKEN // 2)
+    per_request = max(per_call, per_request)
+    if (per_call, per_request) == (limits.per_call_bytes, limits.per_request_bytes):
+        return limits
+    return OutputLimits(per_call_bytes=per_call, per_request_bytes=per_request)
+
+
 def utf8_size(text: str) -> int:
     """Bytes of ``text`` in UTF-8 (a lone surrogate counts its 3 bytes)."""
     if text.isascii():
@@ -80,10 +115,10 @@ def utf8_size(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-def _marker(cut_bytes: int, cut_lines: int, total_bytes: int) -> bytes:
+def _marker(cut_bytes: int, cut_lines: int, total_bytes: int, what: str = "output") -> bytes:
     lines = "1 line break" if cut_lines == 1 else f"{cut_lines} line breaks"
     return (
-        f"\n[... {cut_bytes} bytes ({lines}) cut from the middle of this output, "
+        f"\n[... {cut_bytes} bytes ({lines}) cut from the middle of this {what}, "
         f"which had {total_bytes} bytes in all; its start and its end are shown ...]\n"
     ).encode()
 
@@ -95,7 +130,7 @@ def _char_start(data: bytes, at: int) -> int:
     return at
 
 
-def bound_output(text: str, max_bytes: int) -> str:
+def bound_output(text: str, max_bytes: int, *, what: str = "output") -> str:
     """``text`` as the model sees it within ``max_bytes`` bytes of UTF-8.
 
     Unchanged when it fits. Otherwise its head and tail (about half each of
@@ -109,6 +144,8 @@ def bound_output(text: str, max_bytes: int) -> str:
         max_bytes: the budget, bytes; at least the marker's size (about 130
             bytes) for the bound to hold, which :data:`OLD_RESULT_BYTES` and
             :data:`MIN_PER_CALL_BYTES` are.
+        what: the noun the marker names ("output"; "message" for a kept
+            user message, docs/design/context.md §5).
 
     Returns:
         Text of at most ``max(max_bytes, len(marker))`` UTF-8 bytes.
@@ -118,7 +155,7 @@ def bound_output(text: str, max_bytes: int) -> str:
     data = text.encode("utf-8", "surrogatepass")
     total = len(data)
     # The marker's numbers are at most ``total``: its longest form bounds it.
-    room = max(0, max_bytes - len(_marker(total, total, total)))
+    room = max(0, max_bytes - len(_marker(total, total, total, what)))
     head_end = _char_start(data, room // 2)
     tail_start = total - (room - room // 2)
     while tail_start < total and data[tail_start] & 0xC0 == 0x80:
@@ -131,7 +168,7 @@ def bound_output(text: str, max_bytes: int) -> str:
     if newline >= 0:
         tail_start = newline + 1
     middle = data[head_end:tail_start]
-    marker = _marker(len(middle), middle.count(b"\n"), total)
+    marker = _marker(len(middle), middle.count(b"\n"), total, what)
     return (data[:head_end] + marker + data[tail_start:]).decode("utf-8", "surrogatepass")
 
 

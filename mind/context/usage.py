@@ -14,6 +14,7 @@ from typing import Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from mind.context.tool_output import DEFAULT_LIMITS, OutputLimits, limits_for_window
 from mind.conversation import Usage
 from mind.generated import events as ev
 from mind.generated import journal as jr
@@ -207,12 +208,14 @@ def learned_window(records: Sequence[jr.JournalRecord], model: str) -> int | Non
     return None
 
 
-def _added_bytes(record: jr.JournalRecord) -> int:
-    """UTF-8 bytes a record adds to the next request (what the model has not counted yet)."""
+def _added_bytes(record: jr.JournalRecord, per_call_bytes: int) -> int:
+    """UTF-8 bytes a record adds to the next request (what the model has not
+    counted yet): a tool result as the model sees it, at most ``per_call_bytes``
+    (docs/design/context.md §3)."""
     if isinstance(record, jr.UserMessage):
         return len(record.text.encode("utf-8", "replace"))
     if isinstance(record, jr.ToolResult):
-        return len(record.output.encode("utf-8", "replace"))
+        return min(per_call_bytes, len(record.output.encode("utf-8", "replace")))
     return 0
 
 
@@ -222,6 +225,7 @@ def context_usage(
     model: str,
     configured: int | None,
     learned: int | None,
+    output_limits: OutputLimits = DEFAULT_LIMITS,
 ) -> ContextUsage:
     """The session's context usage from its journal records (the one owner of this fact).
 
@@ -239,8 +243,11 @@ def context_usage(
         model: the model the next request names.
         configured: ``model_context_window`` (None: unset).
         learned: :func:`learned_window` of the session.
+        output_limits: the configured tool-output budgets; a result counts
+            as the request carries it (:func:`limits_for_window` of the window).
     """
     window = context_window(model, configured=configured, learned=learned)
+    per_call = limits_for_window(output_limits, window).per_call_bytes
     added = 0
     for record in reversed(records):
         if isinstance(record, jr.ModelRound):
@@ -267,5 +274,5 @@ def context_usage(
                 ),
                 basis="compacted",
             )
-        added += _added_bytes(record)
+        added += _added_bytes(record, per_call)
     return ContextUsage(window=window)

@@ -613,6 +613,39 @@ class ToolWaitingEvent(Struct, kw_only=True, tag_field='type', tag='tool.waiting
     ]
 
 
+class ContextCompactingEvent(Struct, kw_only=True, tag_field='type', tag='context.compacting', frozen=True):
+    """A compaction started (docs/design/context.md §5): its summarisation request is being sent; context.compacted or context.compaction_failed follows."""
+
+    compaction_id: str
+    trigger: Annotated[CompactionTrigger, Meta(title='CompactionTrigger')]
+    turn_id: (
+        Annotated[
+            str,
+            Meta(
+                description='The turn an automatic or overflow compaction runs inside; absent for a manual one.'
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+
+
+class ContextCompactionFailedEvent(Struct, kw_only=True, tag_field='type', tag='context.compaction_failed', frozen=True):
+    """A compaction that started failed (docs/design/context.md §5): the old context stands; reason says why, in words for the person (e.g. 'the summary was empty')."""
+
+    compaction_id: str
+    trigger: Annotated[CompactionTrigger, Meta(title='CompactionTrigger')]
+    reason: str
+    turn_id: (
+        Annotated[
+            str,
+            Meta(
+                description='The turn an automatic or overflow compaction ran inside; absent for a manual one.'
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+
+
 class Failure(Struct, kw_only=True, frozen=True):
     """A turn failure: closed kind plus its canonical message (no provider text)."""
 
@@ -639,7 +672,7 @@ class TurnCompletedEvent(Struct, kw_only=True, tag_field='type', tag='turn.compl
 
 
 Event: TypeAlias = Annotated[
-    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | InputClaimedEvent | TurnStartedEvent | TurnResumedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | InteractionRequestedEvent | ApprovalRequestedEvent | InteractionResolvedEvent | ToolResultEvent | ToolWaitingEvent | TurnRetryingEvent | TurnWarningEvent | ContextUsageEvent | TurnCompletedEvent | ExecFailedEvent | InputWaitingEvent | InstructionsLoadedEvent | ContextCompactedEvent,
+    SessionStartedEvent | SessionRecoveredEvent | InputAcceptedEvent | InputClaimedEvent | TurnStartedEvent | TurnResumedEvent | MessageDeltaEvent | ReasoningDeltaEvent | MessageCompletedEvent | ToolCallEvent | InteractionRequestedEvent | ApprovalRequestedEvent | InteractionResolvedEvent | ToolResultEvent | ToolWaitingEvent | TurnRetryingEvent | TurnWarningEvent | ContextUsageEvent | TurnCompletedEvent | ExecFailedEvent | InputWaitingEvent | InstructionsLoadedEvent | ContextCompactedEvent | ContextCompactingEvent | ContextCompactionFailedEvent,
     Meta(
         description="One event of a session: the library's typed events and `mind exec --json` lines (tagged union on `type`).",
         title='Event',

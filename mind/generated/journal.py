@@ -613,6 +613,16 @@ class CompactionCompleted(Struct, kw_only=True, tag_field='type', tag='compactio
             description='Seqs of user_message records at or before through_seq that the model still sees verbatim after the summary (the most recent user messages within the kept-token budget), oldest first.'
         ),
     ]
+    kept_max_bytes: (
+        Annotated[
+            int,
+            Meta(
+                description='Most UTF-8 bytes of one kept user message the model sees (the kept-token budget at 4 bytes per token): a longer one shows its head and tail with a note between them saying what was cut. Absent (journals written before it): kept messages are seen whole.',
+                ge=1,
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
     before_tokens: (
         Annotated[
             int,

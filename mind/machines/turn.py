@@ -102,6 +102,7 @@ __all__ = [
     "can_compact_overflow",
     "can_retry",
     "next_turn_starts",
+    "overflow_advice",
     "overflow_unshrunk",
     "within_output_cap",
     "within_round_limit",
@@ -201,6 +202,14 @@ def can_compact_overflow(failure_kind: str | None, *, already: bool) -> bool:
     compacts and is sent once more; a second overflow in the same round fails
     the turn as before (docs/design/context.md §5). Pure; never raises."""
     return failure_kind == "context_length" and not already
+
+
+def overflow_advice(message: str, reason: str | None) -> str:
+    """The failure text of a turn whose overflow compaction did not shrink
+    the context: the round's ``message``, why the compaction did not help
+    (``reason``, when known) and what the person can do next."""
+    why = f" Compacting it did not help: {reason.rstrip('.')}." if reason else ""
+    return f"{message.rstrip()}{why} Try /compact (with a focus), or start a new session with /new."
 
 
 def overflow_unshrunk(trigger: str | None, *, shrank: bool) -> bool:
@@ -442,6 +451,8 @@ class _TurnData:
     overflow: TurnFailure | None = None
     """The ``context_length`` failure the running overflow compaction answers."""
     shrank: bool = False
+    compaction_reason: str | None = None
+    """Why the compaction that just ended did not shrink the context (event data)."""
     state: object = None
 
     # ---- guards of turn.yaml
@@ -575,8 +586,11 @@ class _TurnData:
     def fail_overflow(self, *args: Any, **kwargs: Any) -> None:
         """Action ``fail_overflow``: the turn fails with the round's
         ``context_length`` failure (nothing shrank the context)."""
-        self.failure = self.overflow or TurnFailure(
+        failure = self.overflow or TurnFailure(
             "context_length", CANONICAL_MESSAGES["context_length"]
+        )
+        self.failure = TurnFailure(
+            failure.kind, overflow_advice(failure.message, self.compaction_reason)
         )
 
     def fail_round_limit(self, *args: Any, **kwargs: Any) -> None:
@@ -805,7 +819,7 @@ class TurnMachine:
         """
         return self._send("context_measured", projected=projected, window=window, percent=percent)
 
-    def compaction_done(self, *, shrank: bool) -> list[Effect]:
+    def compaction_done(self, *, shrank: bool, reason: str | None = None) -> list[Effect]:
         """The compaction ended: ``compacting -> requesting`` (build the
         round's request again), or ``-> failed`` with the round's
         ``context_length`` failure when it ran for an overflow and did not
@@ -814,11 +828,12 @@ class TurnMachine:
         Args:
             shrank: a ``compaction_completed`` is durable (the view is smaller);
                 false when it failed or found nothing to compact.
+            reason: why it did not shrink it (said in the turn's failure).
 
         Returns:
             ``[]`` (``requesting``) or ``[WriteTerminal(failed, context_length)]``.
         """
-        return self._send("compaction_done", shrank=shrank)
+        return self._send("compaction_done", shrank=shrank, compaction_reason=reason)
 
     def retry_due(self) -> list[Effect]:
         """``retrying -> sampling``: the backoff elapsed; resend the frozen request."""

@@ -36,9 +36,9 @@ from mind.context.compaction import (
     compacted_view,
     kept_budget,
     kept_user_messages,
-    projected_context,
 )
-from mind.context.usage import estimate_tokens
+from mind.context.tool_output import limits_for_window
+from mind.context.usage import BYTES_PER_TOKEN, estimate_tokens, over_threshold
 from mind.conversation import (
     AssistantMessage,
     Message,
@@ -253,7 +253,9 @@ async def compact(
         trigger: ``manual`` | ``auto`` | ``overflow`` (journaled).
         focus: what the person asked the summary to focus on.
         turn_id: the turn an automatic or overflow compaction runs inside.
-        emit: publishes ``context.compacted`` when it completes.
+        emit: publishes ``context.compacting`` once ``compaction_started``
+            is durable, then ``context.compacted`` when it completes or
+            ``context.compaction_failed`` (with the reason) when it fails.
         overhead_bytes: bytes every request carries besides its messages
             (instructions, tool specs), counted in ``after_tokens``.
 
@@ -270,7 +272,7 @@ async def compact(
     through = _cut(records, trigger, turn_id)
     if through is None:
         return CompactionOutcome("", False, "nothing to compact yet")
-    before = projected_context(records)
+    before = session.context_usage.projected_tokens
     compaction_id = new_id("cp")
     extra = {"turn_id": turn_id} if turn_id is not None else {}
     if focus:
@@ -287,8 +289,17 @@ async def compact(
         sync=True,
     )
     faults.boundary("compaction_started")
+    turn_field = {"turn_id": turn_id} if turn_id is not None else {}
+    if emit is not None:
+        emit(
+            ev.ContextCompactingEvent(
+                compaction_id=compaction_id, trigger=ev.CompactionTrigger(trigger), **turn_field
+            )
+        )
     upto = [r for r in records if r.seq <= through]
-    messages = build_messages(upto)
+    # The turn's own budgets (context.md §3): a result as the model saw it, not bigger.
+    limits = limits_for_window(session.config.tool_output, session_window(session))
+    messages = build_messages(upto, output_limits=limits)
     replaced_bytes = _size(messages)
     if before is None:
         before = estimate_tokens(replaced_bytes)
@@ -300,6 +311,15 @@ async def compact(
             ),
             sync=True,
         )
+        if emit is not None:  # durable first, then said (context.md §5)
+            emit(
+                ev.ContextCompactionFailedEvent(
+                    compaction_id=compaction_id,
+                    trigger=ev.CompactionTrigger(trigger),
+                    reason=reason,
+                    **turn_field,
+                )
+            )
         return CompactionOutcome(compaction_id, False, reason, before)
 
     try:
@@ -322,16 +342,27 @@ async def compact(
     notes = summary_notes(session)
     if notes:
         summary += "\n\n" + notes
-    kept = kept_user_messages(records, through, kept_budget(session_window(session)))
-    probe = jr.CompactionCompleted(
-        seq=(records[-1].seq + 2) if records else 0,
-        recorded_at_ms=0,
-        compaction_id=compaction_id,
-        through_seq=through,
-        summary=summary,
-        kept=kept,
-    )
-    after = estimate_tokens(_size(build_messages([*records, probe])) + overhead_bytes)
+    window = session_window(session)
+    kept = kept_user_messages(records, through, kept_budget(window))
+    # A result over the threshold would compact again at once (or overflow):
+    # keep fewer messages, oldest out first, down to the newest alone (§5).
+    percent = session.config.auto_compact_percent or 100
+    while True:
+        probe = jr.CompactionCompleted(
+            seq=(records[-1].seq + 2) if records else 0,
+            recorded_at_ms=0,
+            compaction_id=compaction_id,
+            through_seq=through,
+            summary=summary,
+            kept=kept,
+            kept_max_bytes=kept_budget(window) * BYTES_PER_TOKEN,
+        )
+        after = estimate_tokens(
+            _size(build_messages([*records, probe], output_limits=limits)) + overhead_bytes
+        )
+        if len(kept) <= 1 or not over_threshold(after, window, percent):
+            break
+        kept = kept[1:]
     session.journal.append(
         msgspec.structs.replace(probe, seq=0, before_tokens=before, after_tokens=after), sync=True
     )
@@ -343,7 +374,7 @@ async def compact(
                 trigger=ev.CompactionTrigger(trigger),
                 before_tokens=before,
                 after_tokens=after,
-                **({"turn_id": turn_id} if turn_id is not None else {}),
+                **turn_field,
             )
         )
     return CompactionOutcome(compaction_id, True, None, before, after)

@@ -332,6 +332,11 @@ def _human_progress(event: ev.Event) -> None:
 
         print(f"mind: {describe_compaction(event)}", file=sys.stderr)
         return
+    if isinstance(event, ev.ContextCompactionFailedEvent):
+        from mind.shell.render import describe_compaction_failure
+
+        print(f"mind: warning: {describe_compaction_failure(event)}", file=sys.stderr)
+        return
     if isinstance(event, ev.TurnResumedEvent):
         from mind.shell.render import describe_resume
 

@@ -199,6 +199,19 @@ def preview_lines(output: str, max_lines: int = RESULT_PREVIEW_LINES) -> tuple[l
     return lines[:max_lines], max(0, len(lines) - max_lines)
 
 
+def describe_compaction_failure(event: ev.ContextCompactionFailedEvent) -> str:
+    """One line for a failed compaction: ``compacting the context failed
+    (automatic): the summary was empty; the model still sees the whole
+    conversation``."""
+    why = {"manual": "", "auto": " (automatic)", "overflow": " (the context was full)"}[
+        event.trigger.value
+    ]
+    return (
+        f"compacting the context failed{why}: {plain(event.reason).rstrip('.')}; "
+        "the model still sees the whole conversation"
+    )
+
+
 def describe_compaction(event: ev.ContextCompactedEvent) -> str:
     """One line for a completed compaction: ``context compacted (automatic):
     ~12.3k → ~1.2k tokens; the model now sees a summary of the earlier turns``
@@ -410,6 +423,9 @@ class TurnView:
         self._missed_total = 0
         self.turn_started_at: float | None = None
         self._resumed = False  # the turn began before mind stopped (turn.resumed)
+        self.compacting = False
+        """A compaction inside the turn is running (``context.compacting``
+        until its end): the REPL's status line says so."""
 
     @property
     def muted(self) -> bool:
@@ -691,9 +707,18 @@ class TurnView:
             names = ", ".join(read) or "none"
             also = f"; skipped: {', '.join(skipped)}" if skipped else ""
             self.note(f"Instructions files changed; this turn reads: {names}{also} (/status).")
+        elif isinstance(event, ev.ContextCompactingEvent):
+            self.compacting = True
         elif isinstance(event, ev.ContextCompactedEvent):
+            self.compacting = False
             self.flush_text()
             self.print(Text(f"⟳ {describe_compaction(event)}.", style="dim"), kind="note")
+        elif isinstance(event, ev.ContextCompactionFailedEvent):
+            self.compacting = False
+            self.flush_text()
+            self.print(
+                Text(f"⚠ {describe_compaction_failure(event)}.", style="yellow"), kind="note"
+            )
         elif isinstance(event, ev.TurnCompletedEvent):
             self.flush_text()
             self._show_end(event, failure_detail)
@@ -985,6 +1010,7 @@ class TurnView:
     def _show_end(self, event: ev.TurnCompletedEvent, failure_detail: str = "") -> None:
         elapsed = self._clock() - self.turn_started_at if self.turn_started_at else 0.0
         self.turn_started_at = None
+        self.compacting = False
         for call_id in list(self._calls):  # calls the turn closed without a result event
             status = ev.ToolStatus.interrupted
             if event.status == ev.TurnStatus.failed:

@@ -246,14 +246,17 @@ class Session:
         has grown.
         """
         records = self.journal.records
-        if self._usage is None or self._usage[0] != len(records):
+        # The newest seq, not the count: a compaction prunes what is held.
+        newest = records[-1].seq if records else -1
+        if self._usage is None or self._usage[0] != newest:
             fact = context_usage(
                 records,
                 model=self.config.provider.model,
                 configured=self.config.model_context_window,
                 learned=self._learned_window,
+                output_limits=self.config.tool_output,
             )
-            self._usage = (len(records), fact)
+            self._usage = (newest, fact)
         return self._usage[1]
 
     def context_usage_event(self, turn_id: str) -> ev.ContextUsageEvent:

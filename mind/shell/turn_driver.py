@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, final
 import anyio
 import msgspec
 
-from mind.context.compaction import projected_context
+from mind.context.tool_output import limits_for_window
 from mind.context.usage import event_usage, journal_usage
 from mind.conversation import (
     ModelRequest,
@@ -417,7 +417,7 @@ class TurnDriver:
                 turn,
                 machine,
                 machine.context_measured(
-                    projected=projected_context(self.session.journal.records),
+                    projected=self.session.context_usage.projected_tokens,
                     window=compaction.session_window(self.session),
                     percent=self.session.config.auto_compact_percent,
                 ),
@@ -431,7 +431,10 @@ class TurnDriver:
                 model=self.session.config.provider.model,
                 system=self.session.instructions.system_prompt,
                 messages=build_messages(
-                    self.session.journal.records, output_limits=self.session.config.tool_output
+                    self.session.journal.records,
+                    output_limits=limits_for_window(
+                        self.session.config.tool_output, self.session.context_usage.window
+                    ),
                 ),
                 tools=tool_specs(),
                 # The turn's cap, less what earlier rounds streamed (docs/design/turn.md §5).
@@ -520,7 +523,7 @@ class TurnDriver:
                     emit=turn._emit,
                     overhead_bytes=request_overhead_bytes(self.session),
                 )
-                machine.compaction_done(shrank=outcome.completed)
+                machine.compaction_done(shrank=outcome.completed, reason=outcome.reason)
         return ran
 
     def _tools_done(self, turn: Turn, machine: TurnMachine) -> None:

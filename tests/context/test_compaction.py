@@ -21,8 +21,8 @@ from mind.context.compaction import (
     kept_budget,
     kept_user_messages,
     newest_user_message,
-    projected_context,
 )
+from mind.context.usage import context_usage
 from mind.conversation import AssistantMessage, Message, ToolResultMessage, UserMessage
 from mind.generated import journal as jr
 from mind.history import build_messages
@@ -235,13 +235,18 @@ def test_kept_user_messages_are_the_most_recent_within_the_budget() -> None:
     assert kept_budget(8_000) == 800
 
 
+def _projected(records: list[jr.JournalRecord]) -> int | None:
+    """The projection the turn chart's ``context_measured`` is sent (the one owner)."""
+    return context_usage(records, model="", configured=None, learned=None).projected_tokens
+
+
 def test_projection_starts_from_the_newest_usage_or_compaction() -> None:
     j = _Journal()
-    assert projected_context(j.records) is None  # nothing reported: unknown
+    assert _projected(j.records) is None  # nothing reported: unknown
     j.user("q")
     j.round("answer", [], usage=jr.Usage(input_tokens=1000, output_tokens=50))
     j.user("a" * 400)
-    assert projected_context(j.records) == 1000 + 50 + 100
+    assert _projected(j.records) == 1000 + 50 + 100
     j.add(
         jr.CompactionCompleted,
         compaction_id="c",
@@ -251,4 +256,4 @@ def test_projection_starts_from_the_newest_usage_or_compaction() -> None:
         after_tokens=300,
     )
     j.user("b" * 40)
-    assert projected_context(j.records) == 300 + 10
+    assert _projected(j.records) == 300 + 10

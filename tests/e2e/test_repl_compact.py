@@ -62,3 +62,32 @@ def test_a_line_sent_while_compact_runs_waits_for_it_then_runs(
     assert len(started) == 2 and started[1].seq > done.seq
     (during,) = [r for r in records if isinstance(r, jr.UserMessage) and r.text == "sent meanwhile"]
     assert during.turn_id == started[1].turn_id
+
+
+def test_the_status_line_says_compacting_while_a_compaction_inside_a_turn_runs(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    """A 2000-token window compacted at 5%: the second turn compacts first;
+    while its summary is held, the status line says so (context.md §5)."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    (home / "config.toml").write_text("auto_compact_percent = 5\n", encoding="utf-8")
+    with Gate() as gate:
+        child = spawn(
+            [
+                {"text": "The first answer, " + "with enough words " * 20},
+                {"text": "They said hi.", "pause": str(gate.path)},  # the summary, held
+            ],
+            "--model-context-window",
+            "2000",
+        )
+        child.send("hello there" + ENTER)
+        child.expect(words("── completed"))
+        child.send("and again" + ENTER)
+        assert gate.wait_reached(), "the summarisation request never arrived"
+        child.expect(words("compacting the context"))
+        gate.release()
+        child.expect(words("context compacted (automatic)"))
+        # After the summary the request holds no answer: the script plays its first again.
+        child.expect(words("── completed"))
+        exit_cleanly(child)

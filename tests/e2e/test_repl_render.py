@@ -322,3 +322,20 @@ def test_a_resumed_turn_counts_commands_already_running_apart_from_calls_to_run(
     assert resumed(["a", "b", "c"], ["b", "c"]) == (
         "1 tool call(s) to run, 2 commands already running, waited for, not run again"
     )
+
+
+def test_a_failed_compaction_is_shown_with_its_reason() -> None:
+    out = io.StringIO()
+    view = TurnView(Console(file=out, width=200))
+    view.show(
+        ev.ContextCompactionFailedEvent(
+            compaction_id="cp_1",
+            trigger=ev.CompactionTrigger.overflow,
+            turn_id="t",
+            reason="the summary was empty",
+        )
+    )
+    assert (
+        "⚠ compacting the context failed (the context was full): the summary was empty; "
+        "the model still sees the whole conversation." in out.getvalue()
+    )

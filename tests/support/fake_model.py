@@ -241,6 +241,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, context_length_body(window or 0, tokens))
             return
         reply = decide(body, tool_sleep_s=owner.tool_sleep_s, command=owner.command)
+        if "tools" not in body and owner.summary_text is not None:
+            reply = {"text": owner.summary_text}
         delay = owner.chunk_delay_s
         if "tools" not in body:
             owner.summary_requested.set()
@@ -306,6 +308,8 @@ class FakeModel(LoopbackServer):
             reply (a window in which a compaction is running).
         hold_summary: a summarisation reply waits (at most 20 s) until the
             test sets this event: the compaction is held running.
+        summary_text: every summarisation reply is this text (e.g. ``""``:
+            an empty summary); None: :func:`decide`'s.
 
     Attributes:
         requests: every request body, decoded, in arrival order.
@@ -330,6 +334,7 @@ class FakeModel(LoopbackServer):
         overflow_skip: int = 0,
         summary_delay_s: float = 0.0,
         hold_summary: threading.Event | None = None,
+        summary_text: str | None = None,
     ) -> None:
         self.record_path = record_path
         self.chunk_delay_s = chunk_delay_s
@@ -342,6 +347,7 @@ class FakeModel(LoopbackServer):
         self.overflow_skip = overflow_skip
         self.summary_delay_s = summary_delay_s
         self.hold_summary = hold_summary
+        self.summary_text = summary_text
         self.summary_requested = threading.Event()
         self.requests: list[dict[str, Any]] = []
         self.raw_requests: list[bytes] = []

@@ -193,6 +193,8 @@ class StatusArea:
             working: StyleAndTextTuples = [
                 ("class:status.busy", f"{frame} Working {format_duration(elapsed)}")
             ]
+            if repl.view.compacting:  # its summary request runs before the round's (§5)
+                working.append(("class:status.warn", " · compacting the context"))
             turn = repl.turn
             quiet_since = turn.model_quiet_since if turn is not None else None
             if quiet_since is not None and time.monotonic() - quiet_since >= MODEL_QUIET_S:
