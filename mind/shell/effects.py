@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Final
 
 import anyio
 import msgspec
@@ -83,8 +84,9 @@ class UnknownEffect:
         name: the tool.
         prepared_at_ms: when its ``tool_started`` was recorded (Unix epoch ms).
         choices: what may be done (:func:`mind.machines.effect.reconcile_choices`).
-        reason: why it is unknown when mind saw it end ("" after a crash:
-            mind stopped before recording it).
+        reason: why it is unknown: what was found
+            (:meth:`SessionEffects.why_unknown`); "" reads as mind having
+            stopped before it recorded the end.
     """
 
     effect_id: str
@@ -103,17 +105,31 @@ class UnknownEffect:
         return interaction_id(self.effect_id, "unknown_outcome")
 
 
+MIND_STOPPED: Final = "mind stopped before it recorded how it ended"
+"""Why an effect is unknown when no supervisor evidence was ever made (a
+tool that runs no process, or a crash before its supervisor started)."""
+
+
 def unknown_outcome_text(facts: UnknownEffect, resolution: Resolution) -> str:
     """The result the model reads for an effect whose outcome is unknown
-    (``tell_model``) or that the person marked failed (``mark_failed``):
-    what ran and when, that no exit status was recorded, that it was not run
-    again (docs/design/effects.md §4)."""
+    (``tell_model``), that the person marked failed (``mark_failed``), or
+    that the person killed while it still ran after a restart and that left
+    no exit record (``killed``): what ran and when, what was found instead
+    of its exit record (``facts.reason``), that it was not run again
+    (docs/design/effects.md §4). One account per result: a kill is never
+    also called "marked failed"."""
     when = datetime.fromtimestamp(facts.prepared_at_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
-    why = facts.reason or "mind stopped before it recorded how it ended"
+    why = facts.reason or MIND_STOPPED
+    call = f"this `{facts.name}` call (effect {facts.effect_id}, started at {when} UTC)"
+    if resolution == "killed":
+        return (
+            f"[killed at the user's request: {call} was still running after mind restarted, "
+            f"and the user stopped it and every process it started. {why[0].upper()}{why[1:]}, "
+            "so its exit status and output are unknown. It was not run again.]"
+        )
     known = (
-        f"this `{facts.name}` call was started at {when} UTC (effect {facts.effect_id}) and "
-        f"{why}: it may have run fully, in part or not at all; no exit status or output was "
-        "recorded. It was not run again"
+        f"{call} {why}, so its exit status and output are unknown: it may have run fully, "
+        "in part or not at all. It was not run again"
     )
     if resolution == "mark_failed":
         return f"[outcome unknown, marked failed by the user: {known}.]"
@@ -299,6 +315,23 @@ class SessionEffects:
             inv.call.name,
             inv.started.recorded_at_ms,
             action.choices,
+            reason=self.why_unknown(inv),
+        )
+
+    def why_unknown(self, inv: Invocation) -> str:
+        """What was found instead of an exit record of ``inv``'s effect, as
+        one clause: :data:`MIND_STOPPED` when no supervisor evidence was ever
+        made (no directory for this tool, or none made and none journaled),
+        else what its directory shows
+        (:func:`mind.shell.supervision.unrecorded_reason`: gone, record
+        missing, not proven, output file replaced, damaged)."""
+        directory = self.directory(inv)
+        if directory is None or (
+            not os.path.lexists(directory) and _journaled(self.journal.records, inv) is None
+        ):
+            return MIND_STOPPED
+        return supervision.unrecorded_reason(
+            directory, proof_sha256=_proof(self.journal.records, inv)
         )
 
     def resolve(
@@ -421,7 +454,7 @@ class SessionEffects:
                 inv.call.name,
                 inv.started.recorded_at_ms,
                 action.choices,
-                reason=_UNRECORDED,
+                reason=self.why_unknown(inv),
             )
             told = self.resolve(inv, facts, "tell_model")
             assert told is not None
@@ -477,12 +510,6 @@ class SessionEffects:
             # Only now that the result is durable (a crash before keeps the evidence).
             supervision.discard(directory)
         return record
-
-
-_UNRECORDED = (
-    "its supervisor ended without recording its end (it was killed, or the exit record "
-    "in its directory is not its own: the command can write there)"
-)
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,7 +39,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from mind.errors import SupervisorRecordError, SupervisorUnsupported
+from mind.errors import PrivateStateError, SupervisorRecordError, SupervisorUnsupported
 from mind.shell import private_files, procs, spare_supervisors
 from mind.shell.spare_supervisors import SpareProcess
 from mind.shell.tools._text import StreamText, split_budget
@@ -64,6 +64,7 @@ __all__ = [
     "start",
     "stop",
     "supervisor_argv",
+    "unrecorded_reason",
     "wait",
 ]
 
@@ -356,9 +357,9 @@ async def wait(handle: Handle) -> ProcessResult:
     if isinstance(state, Finished) and proven(handle.directory, handle.proof_sha256):
         return state.result
     await anyio.to_thread.run_sync(collect_strays, handle)
+    why = unrecorded_reason(handle.directory, proof_sha256=handle.proof_sha256)
     return ProcessResult(
-        f"the command's supervisor ended without recording its end (exit status {code}); "
-        "its outcome is unknown",
+        f"the command's supervisor ended (exit status {code}) and {why}; its outcome is unknown",
         False,
     )
 
@@ -377,6 +378,48 @@ def proven(directory: Path, proof_sha256: str) -> bool:
         return False
     proof = record.get("proof") if record is not None else None
     return isinstance(proof, str) and hmac.compare_digest(_sha256(proof), proof_sha256)
+
+
+def unrecorded_reason(directory: Path | None, *, proof_sha256: str = "") -> str:
+    """Why no exit record of ``directory``'s command is believed: one clause
+    naming what was found there (the one classification of that evidence,
+    for every "outcome unknown" result and card — processes.md §6, §10):
+
+    - no directory (None, or removed): "its effect directory was gone";
+    - ``supervisor.json`` but no ``exit.json``: its supervisor was killed
+      before it wrote one;
+    - an ``exit.json`` not proven its supervisor's (:func:`proven` with
+      ``proof_sha256``): the command can write there;
+    - an output file that does not hold what ``exit.json`` accounts for: it
+      was replaced or changed;
+    - any other damaged or not private file: which, and why.
+
+    Never raises: reading a damaged directory is what it describes.
+    """
+    if directory is None or not os.path.lexists(directory):
+        where = f" ({directory})" if directory is not None else ""
+        return f"its effect directory was gone{where}, so no exit record was left"
+    try:
+        finished = _finished(directory)
+        if finished is None:
+            if _record(directory / SUPERVISOR_FILE) is None:
+                return "its supervisor left no record in its directory"
+            return "its supervisor ended without writing an exit record (it was killed)"
+    except SupervisorRecordError as exc:
+        if exc.path.name in STREAM_FILES:
+            return (
+                f"its output file `{exc.path.name}` was replaced or changed after it was "
+                f"accounted for ({exc.detail})"
+            )
+        return f"its record {exc.path.name} is damaged ({exc.detail})"
+    except PrivateStateError as exc:
+        return f"a file in its directory is not mind's own ({exc.path}: {exc.detail})"
+    if not proven(directory, proof_sha256):
+        return (
+            "the exit record in its directory is not proven its supervisor's own "
+            "(the command itself can write there)"
+        )
+    return "its exit record was read too late to be believed"
 
 
 def _sha256(token: str) -> str:

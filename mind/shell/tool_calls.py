@@ -45,7 +45,7 @@ from mind.machines.effect import Collect, person_answers
 from mind.machines.effect import Resolution as EffectResolution
 from mind.machines.turn import RefuseCall, RunGranted, TurnMachine
 from mind.shell import faults
-from mind.shell.effects import Invocation, SessionEffects, UnknownEffect
+from mind.shell.effects import MIND_STOPPED, Invocation, SessionEffects, UnknownEffect
 from mind.shell.interactions import APPROVAL_CHOICES, Resolution
 from mind.shell.tools import ToolOutcome
 from mind.shell.turn_handle import Turn
@@ -120,11 +120,12 @@ class ToolCalls:
             found = collected
         if isinstance(found, UnknownEffect):
             # Killed on the person's word and no exit record left (its
-            # directory was gone): it failed, by their decision; never re-run.
+            # directory was gone): journaled as their kill, one account of it
+            # in the result; never re-run.
             resolution: EffectResolution = (
-                "mark_failed" if killed else await self._ask_reconcile(turn, inv.call, found)
+                "killed" if killed else await self._ask_reconcile(turn, inv.call, found)
             )
-            written = effects.resolve(inv, found, resolution, _KILLED_NOTE if killed else "")
+            written = effects.resolve(inv, found, resolution)
             if written is not None:
                 return written
         try:
@@ -673,10 +674,10 @@ def _utc(ms: int) -> str:
 def _known(facts: UnknownEffect) -> str:
     """A reconcile card's reason: what is known of the unknown effect."""
     when = _utc(facts.prepared_at_ms)
+    why = facts.reason or MIND_STOPPED
     return (
-        f"this {facts.name} call started at {when} UTC and mind stopped "
-        "before it recorded how it ended (no exit status, no output); it may have run "
-        "fully, in part or not at all"
+        f"this {facts.name} call started at {when} UTC and {why}, so it left no exit "
+        "status or output mind can trust; it may have run fully, in part or not at all"
     )
 
 

@@ -167,8 +167,18 @@ def test_a_running_command_is_offered_kill_never_rerun_and_kill_stops_its_tree(
         jr.InteractionBy.person,
     )
     (result,) = [r for r in records if isinstance(r, jr.ToolResult)]
-    assert "killed at the user's request" in result.output
+    # One truthful account: killed on the person's word, the whole tree; its
+    # directory was gone, so no exit record and its output is unknown — never
+    # also "marked failed by the user" (they said kill) or "mind stopped".
+    assert result.output.startswith("[killed at the user's request")
+    assert "every process it started" in result.output
+    assert "effect directory was gone" in result.output
+    assert "exit status and output are unknown" in result.output
+    assert "marked failed" not in result.output and "mind stopped" not in result.output
+    assert result.output.count("[") == 1
     assert result.effect_outcome == jr.EffectOutcome.failed
+    (reconciled,) = [r for r in records if isinstance(r, jr.EffectReconciled)]
+    assert reconciled.resolution.value == "killed"  # what the person answered
     # Never run again: one start, no re-run resolution.
     assert len([r for r in records if isinstance(r, jr.ToolStarted)]) == 1
     assert not any(
