@@ -366,7 +366,12 @@ class SessionEffects:
         return result
 
     async def collect(
-        self, inv: Invocation, *, can_ask: bool, note: Callable[[], str] = lambda: ""
+        self,
+        inv: Invocation,
+        *,
+        can_ask: bool,
+        note: Callable[[], str] = lambda: "",
+        stop: Callable[[], bool] = lambda: True,
     ) -> jr.ToolResult | UnknownEffect:
         """After :class:`Collect`: wait for ``inv``'s supervisor while it runs
         (its timeout is the supervisor's) and commit its exit record as the
@@ -382,19 +387,21 @@ class SessionEffects:
         Raises:
             anyio.get_cancelled_exc_class(): the caller was cancelled (an
                 interrupt): the command's whole tree was stopped first, as
-                for a live command (:func:`mind.shell.supervision.collect`).
+                for a live command (:func:`mind.shell.supervision.collect`) —
+                when ``stop()`` says so (an explicit Stop), never when mind
+                is only leaving.
             JournalWriteError: the result could not be made durable.
         """
         directory = self.directory(inv)
         held = _journaled_supervisor(self.journal.records, inv)
         holding = directory is not None and isinstance(_state(directory), supervision.Running)
         if held is not None and not holding:
-            await _outlive(*held)  # no lock to wait on (gone, damaged): the process itself
+            await _outlive(*held, stop)  # no lock to wait on (gone, damaged): the process itself
         result = None
         if directory is not None:
             try:
                 proof = _proof(self.journal.records, inv)
-                result = await supervision.collect(directory, proof_sha256=proof)
+                result = await supervision.collect(directory, proof_sha256=proof, stop=stop)
             except (SupervisorRecordError, PrivateStateError):
                 result = None  # damaged: the outcome is unknown
         if result is None:
@@ -763,14 +770,15 @@ def _kill(effects_dir: Path | None, inv: Invocation, records: Sequence[jr.Journa
     return held is not None and procs.terminate(*held)
 
 
-async def _outlive(pid: int, identity: str) -> None:
+async def _outlive(pid: int, identity: str, stop: Callable[[], bool] = lambda: True) -> None:
     """Until the supervisor ``(pid, identity)`` has ended (its pidfd turns
     readable; at once when it is gone or another process holds its pid).
 
     Raises:
         anyio.get_cancelled_exc_class(): cancelled (the turn waiting for it
             was interrupted): as for a live command, its whole tree was
-            stopped first (SIGTERM to the supervisor, shielded wait).
+            stopped first (SIGTERM to the supervisor, shielded wait) when
+            ``stop()`` says so (not when mind is only leaving).
     """
     fd = procs.pidfd(pid, identity)
     if fd is None:
@@ -779,6 +787,8 @@ async def _outlive(pid: int, identity: str) -> None:
         await anyio.wait_readable(fd)
     except BaseException:
         with anyio.CancelScope(shield=True):
+            if not stop():
+                raise
             try:
                 signal.pidfd_send_signal(fd, signal.SIGTERM)
             except ProcessLookupError:

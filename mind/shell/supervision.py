@@ -30,6 +30,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,8 @@ from typing import Any, Final, TypeAlias
 
 import anyio
 import anyio.abc
+import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 
 from mind.errors import PrivateStateError, SupervisorRecordError, SupervisorUnsupported
@@ -461,19 +464,35 @@ async def stop(handle: Handle) -> None:
 
 async def _wait_unlocked(directory: Path) -> None:
     """Until no supervisor holds ``directory``'s lock (a blocking shared
-    ``flock`` in a worker thread: the kernel wakes it when the holder dies)."""
+    ``flock`` in a daemon thread: the kernel wakes it when the holder dies).
+    A daemon thread, not a worker: when mind leaves a command running (a
+    hang-up, /exit), an abandoned wait must not keep the process alive
+    until the command ends."""
+    done = anyio.Event()
+    token = anyio.lowlevel.current_token()
+    failure: list[BaseException] = []
 
     def block() -> None:
-        fd = private_files.open_dir(directory)
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-        finally:
-            os.close(fd)
+            fd = private_files.open_dir(directory)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH)
+            finally:
+                os.close(fd)
+        except BaseException as exc:  # re-raised in the waiting task
+            failure.append(exc)
+        with contextlib.suppress(Exception):  # the loop ended: nobody waits
+            anyio.from_thread.run_sync(done.set, token=token)
 
-    await anyio.to_thread.run_sync(block, abandon_on_cancel=True)
+    threading.Thread(target=block, name=f"flock {directory.name}", daemon=True).start()
+    await done.wait()
+    if failure:
+        raise failure[0]
 
 
-async def collect(directory: Path, *, proof_sha256: str = "") -> ProcessResult | None:
+async def collect(
+    directory: Path, *, proof_sha256: str = "", stop: Callable[[], bool] = lambda: True
+) -> ProcessResult | None:
     """The result of the command a supervisor ran (or still runs) in
     ``directory``, after a restart (docs/design/effects.md §4): waits while
     its supervisor holds the lock (the timeout is the supervisor's), then
@@ -485,7 +504,8 @@ async def collect(directory: Path, *, proof_sha256: str = "") -> ProcessResult |
     Raises:
         anyio.get_cancelled_exc_class(): the caller was cancelled (the turn
             waiting for it was interrupted); as in :func:`wait`, the whole
-            tree was stopped first (shielded).
+            tree was stopped first (shielded) when ``stop()`` says so — not
+            when mind is only leaving (it keeps running, supervised).
         SupervisorRecordError: a file of the directory is damaged.
     """
     if not os.path.lexists(directory):
@@ -494,7 +514,7 @@ async def collect(directory: Path, *, proof_sha256: str = "") -> ProcessResult |
         await _wait_unlocked(directory)
     except BaseException:
         with anyio.CancelScope(shield=True):
-            if kill_tree(directory):
+            if stop() and kill_tree(directory):
                 await _wait_unlocked(directory)
         raise
     state = inspect(directory)

@@ -93,7 +93,7 @@ class ToolCalls:
         effects = self.effects
         inv = effects.propose(turn.turn_id, call)
         if inv.machine.prepared:  # replayed from the journal: a crash came after its start
-            result = await self._redrive(turn, effects, inv)
+            result = await self._redrive(turn, machine, effects, inv)
         else:
             status, output = await self._execute(turn, machine, call, effects, inv)
             if inv.machine.prepared:
@@ -110,7 +110,9 @@ class ToolCalls:
             )
         )
 
-    async def _redrive(self, turn: Turn, effects: SessionEffects, inv: Invocation) -> jr.ToolResult:
+    async def _redrive(
+        self, turn: Turn, machine: TurnMachine, effects: SessionEffects, inv: Invocation
+    ) -> jr.ToolResult:
         """A call prepared before a crash, with no result: its supervisor's
         exit record is collected (waiting while it still runs); else a
         rerun-safe one (or one that provably never started) runs again; an
@@ -120,7 +122,11 @@ class ToolCalls:
         found = effects.recover(inv, can_ask=can_ask, process=effects.process(inv))
         killed = False
         if isinstance(found, Collect):
+            # The chart knows the turn waits for a command a crash left
+            # running: leaving now (hang-up, /exit) leaves it running.
+            machine.command_waited()
             collected, killed = await self._collect(turn, effects, inv, found)
+            machine.command_ended()
             if isinstance(collected, jr.ToolResult):
                 return collected
             found = collected
@@ -163,8 +169,12 @@ class ToolCalls:
             JournalWriteError: a record could not be made durable.
         """
         can_ask = self.session.interactive
+
+        def stop() -> bool:  # an explicit Stop kills it; leaving leaves it running
+            return turn.stops_commands
+
         if not person_answers(found.choices):
-            return await effects.collect(inv, can_ask=can_ask), False
+            return await effects.collect(inv, can_ask=can_ask, stop=stop), False
         got: list[jr.ToolResult | UnknownEffect] = []
         state = {"ended": False, "killed": False}
 
@@ -174,7 +184,7 @@ class ToolCalls:
         async with anyio.create_task_group() as tg:
 
             async def wait() -> None:
-                got.append(await effects.collect(inv, can_ask=can_ask, note=note))
+                got.append(await effects.collect(inv, can_ask=can_ask, note=note, stop=stop))
                 state["ended"] = True
                 tg.cancel_scope.cancel()  # the question is moot now
 
@@ -210,7 +220,8 @@ class ToolCalls:
                 show=lambda r, again: self._show(turn, call, r, again),
                 resolved=lambda r: self._resolved(turn, call, r),
                 announce=lambda r, again: self._announce(turn, r, again),
-                explicit_stop=lambda: ended() or turn.stopped_by_person,
+                # Leaving (hang-up, /exit) keeps it open: the next open asks again.
+                explicit_stop=lambda: ended() or turn.stops_commands,
                 stop_by=lambda: jr.InteractionBy.recovery if ended() else jr.InteractionBy.person,
             )
         except InteractionTooLarge:

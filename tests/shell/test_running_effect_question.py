@@ -22,10 +22,8 @@ import pytest
 import mind
 from mind.conversation import ToolCall
 from mind.effects.identity import interaction_id
-from mind.effects.retry import RetryPolicy
 from mind.generated import events as ev
 from mind.generated import journal as jr
-from mind.machines.turn import TurnMachine
 from mind.shell import procs, supervision
 from mind.shell.effects import SessionEffects
 from mind.shell.interactions import Answered
@@ -137,9 +135,7 @@ def test_a_running_command_is_offered_kill_never_rerun_and_kill_stops_its_tree(
             turn = Turn(session, TURN, [])
             with anyio.fail_after(15):
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(
-                        ToolCalls(session).run, turn, TurnMachine(retry=RetryPolicy()), call
-                    )
+                    tg.start_soon(ToolCalls(session).run, turn, rec.tools_machine(), call)
                     async for event in turn:
                         events.append(event)
                         if isinstance(event, ev.ApprovalRequestedEvent):
@@ -208,9 +204,7 @@ def test_headless_waits_for_a_running_command_whose_directory_is_gone(
             turn = Turn(session, TURN, [])
             with anyio.fail_after(15):
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(
-                        ToolCalls(session).run, turn, TurnMachine(retry=RetryPolicy()), call
-                    )
+                    tg.start_soon(ToolCalls(session).run, turn, rec.tools_machine(), call)
                     async for event in turn:
                         assert not isinstance(event, ev.ApprovalRequestedEvent)
                         if isinstance(event, ev.ToolCallEvent):

@@ -23,10 +23,8 @@ import yaml
 
 import mind
 from mind.conversation import ToolCall
-from mind.effects.retry import RetryPolicy
 from mind.generated import events as ev
 from mind.generated import journal as jr
-from mind.machines.turn import TurnMachine
 from mind.shell import supervision
 from mind.shell.effects import SessionEffects
 from mind.shell.tool_calls import ToolCalls
@@ -135,7 +133,7 @@ def _redriven(tmp_path: Path, command: str, *, remove: bool) -> tuple[str, list[
                 shutil.rmtree(directory)
             turn = Turn(session, TURN, [])
             with anyio.fail_after(DEADLINE_S):
-                await ToolCalls(session).run(turn, TurnMachine(retry=RetryPolicy()), call)
+                await ToolCalls(session).run(turn, rec.tools_machine(), call)
             out.extend(journal.records)
 
     anyio.run(main)
