@@ -406,8 +406,11 @@ def standing_question(
     return ToolDecision(
         "ask",
         asked,
-        "It was asked before mind restarted and never answered: answer it in the "
-        "REPL (`mind resume`).",
+        # Only read where nobody can answer (the headless decline), and that
+        # decline closes the question: no card is left to answer later.
+        "It was asked before mind restarted; no person could answer it here, so it "
+        "was declined and that question is closed. If it is still needed, ask the user "
+        "to run it again in a session where they can approve it.",
         sandboxed=decision.sandboxed,
         mode=decision.mode,
     )

@@ -459,12 +459,13 @@ class EffectEvidence(StrEnum):
 
 class EffectResolution(StrEnum):
     """
-    What was done with an effect whose outcome was unknown (docs/design/effects.md §4).
+    What was done with an effect whose outcome was unknown (docs/design/effects.md §4): run again, marked failed or told as unknown (a reconcile answer), or killed (a command still running after a restart that the person stopped with kill, whose exit record was not left).
     """
 
     rerun = 'rerun'
     mark_failed = 'mark_failed'
     tell_model = 'tell_model'
+    killed = 'killed'
 
 
 class EffectReconciled(Struct, kw_only=True, tag_field='type', tag='effect_reconciled', frozen=True):

@@ -33,6 +33,7 @@ TurnEventName = Literal[
     "recover",
     "interrupt",
     "hang_up",
+    "leave",
     "round_done",
     "round_failed",
     "stream_opened",
@@ -43,6 +44,8 @@ TurnEventName = Literal[
     "tools_done",
     "approval_needed",
     "call_refused",
+    "command_waited",
+    "command_ended",
     "approval_answered",
     "retry_due",
     "steering_claimed",
@@ -59,6 +62,7 @@ TurnStateId = Literal[
     "compacting",
     "running_tools",
     "executing",
+    "awaiting_command",
     "awaiting_approval",
     "retrying",
     "backing_off",
@@ -79,6 +83,7 @@ TURN_EVENTS: Final[tuple[TurnEventName, ...]] = (
     "recover",
     "interrupt",
     "hang_up",
+    "leave",
     "round_done",
     "round_failed",
     "stream_opened",
@@ -89,6 +94,8 @@ TURN_EVENTS: Final[tuple[TurnEventName, ...]] = (
     "tools_done",
     "approval_needed",
     "call_refused",
+    "command_waited",
+    "command_ended",
     "approval_answered",
     "retry_due",
     "steering_claimed",
@@ -103,6 +110,7 @@ TURN_STATES: Final[tuple[TurnStateId, ...]] = (
     "compacting",
     "running_tools",
     "executing",
+    "awaiting_command",
     "awaiting_approval",
     "retrying",
     "backing_off",
@@ -221,6 +229,7 @@ class TurnChart(StateChart[TurnModel]):
 
         class running_tools(State.Compound):
             executing = State(initial=True)
+            awaiting_command = State()
             awaiting_approval = State()
 
         class retrying(State.Compound):
@@ -252,7 +261,12 @@ class TurnChart(StateChart[TurnModel]):
     interrupt = _to(active, interrupted)
     hang_up = (
         _to(active, interrupted)
+        | _to(active.running_tools.awaiting_command, suspended, on=['leave_for_recovery'])
         | _to(active.running_tools.awaiting_approval, suspended, on=['leave_for_recovery'])
+    )
+    leave = (
+        _to(active, interrupted)
+        | _to(active.running_tools.awaiting_command, suspended, on=['leave_for_recovery'])
     )
     round_done = (
         _to(active.sampling, active.running_tools, cond='has_tool_calls and within_output_cap', on=['run_tools'])
@@ -288,6 +302,8 @@ class TurnChart(StateChart[TurnModel]):
         | _to(active.running_tools.executing, active.running_tools.executing, cond='not can_ask and not granted', on=['refuse_call'])
     )
     call_refused = _to(active.running_tools.executing, active.running_tools.executing, on=['refuse_call'])
+    command_waited = _to(active.running_tools.executing, active.running_tools.awaiting_command)
+    command_ended = _to(active.running_tools.awaiting_command, active.running_tools.executing)
     approval_answered = _to(active.running_tools.awaiting_approval, active.running_tools.executing)
     retry_due = _to(active.retrying, active.sampling)
     steering_claimed = (

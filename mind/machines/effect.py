@@ -71,8 +71,11 @@ Evidence = Literal["ran", "supervisor", "none"]
 """What an outcome rests on: mind saw the tool end (``ran``), a supervisor's
 exit record after a crash (``supervisor``), nothing (``none``)."""
 
-Resolution = Literal["rerun", "mark_failed", "tell_model"]
-"""What is done with an effect whose outcome is unknown (§4)."""
+Resolution = Literal["rerun", "mark_failed", "tell_model", "killed"]
+"""What is done with an effect whose outcome is unknown (§4): a reconcile
+answer (``rerun``, ``mark_failed``, ``tell_model``), or ``killed`` — the
+person stopped it with ``kill`` while it still ran after a restart and no
+exit record was left (never offered as a reconcile choice)."""
 
 RunningChoice = Literal["kill"]
 """What a person may do about a command a crash left running, which the
@@ -335,7 +338,8 @@ class EffectMachine:
         self._send("reconcile")
         if resolution == "rerun":
             return [RecordResolution(resolution), Run()]
-        outcome: Outcome = "failed" if resolution == "mark_failed" else "unknown"
+        # Killed on the person's word: it did not complete, by their decision.
+        outcome: Outcome = "failed" if resolution in ("mark_failed", "killed") else "unknown"
         return [RecordResolution(resolution), DeliverUnknown(outcome)]
 
     def _send(self, event: EffectEventName) -> None:

@@ -917,6 +917,25 @@ class TurnMachine:
         self._data.send_pending = False
         return self._send("hang_up")
 
+    def leave(self) -> list[Effect]:
+        """The person left the REPL (/exit): ``awaiting_command ->
+        suspended``: ``[LeaveForRecovery()]`` (a command a crash left running
+        keeps running under its supervisor; the next open waits for it
+        again); from any other active state ``-> interrupted`` like
+        :meth:`interrupt` (the waiting input stays waiting)."""
+        self._data.send_pending = False
+        return self._send("leave")
+
+    def command_waited(self) -> list[Effect]:
+        """``executing -> awaiting_command``: a re-driven call's command, left
+        running by a crash, is waited for (its supervisor still runs)."""
+        return self._send("command_waited")
+
+    def command_ended(self) -> list[Effect]:
+        """``awaiting_command -> executing``: that command's end was collected
+        (or it was killed, or found unknown)."""
+        return self._send("command_ended")
+
     def fail(self, *, kind: str = "internal", message: str = "internal error") -> list[Effect]:
         """``accepted | active -> failed``: an unrecoverable error outside a round."""
         return self._send("fail", failure=TurnFailure(kind, message))

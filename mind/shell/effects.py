@@ -85,8 +85,9 @@ class UnknownEffect:
         name: the tool.
         prepared_at_ms: when its ``tool_started`` was recorded (Unix epoch ms).
         choices: what may be done (:func:`mind.machines.effect.reconcile_choices`).
-        reason: why it is unknown when mind saw it end ("" after a crash:
-            mind stopped before recording it).
+        reason: why it is unknown: what was found
+            (:meth:`SessionEffects.why_unknown`); "" reads as mind having
+            stopped before it recorded the end.
     """
 
     effect_id: str
@@ -105,17 +106,31 @@ class UnknownEffect:
         return interaction_id(self.effect_id, "unknown_outcome")
 
 
+MIND_STOPPED: Final = "mind stopped before it recorded how it ended"
+"""Why an effect is unknown when no supervisor evidence was ever made (a
+tool that runs no process, or a crash before its supervisor started)."""
+
+
 def unknown_outcome_text(facts: UnknownEffect, resolution: Resolution) -> str:
     """The result the model reads for an effect whose outcome is unknown
-    (``tell_model``) or that the person marked failed (``mark_failed``):
-    what ran and when, that no exit status was recorded, that it was not run
-    again (docs/design/effects.md §4)."""
+    (``tell_model``), that the person marked failed (``mark_failed``), or
+    that the person killed while it still ran after a restart and that left
+    no exit record (``killed``): what ran and when, what was found instead
+    of its exit record (``facts.reason``), that it was not run again
+    (docs/design/effects.md §4). One account per result: a kill is never
+    also called "marked failed"."""
     when = datetime.fromtimestamp(facts.prepared_at_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
-    why = facts.reason or "mind stopped before it recorded how it ended"
+    why = facts.reason or MIND_STOPPED
+    call = f"this `{facts.name}` call (effect {facts.effect_id}, started at {when} UTC)"
+    if resolution == "killed":
+        return (
+            f"[killed at the user's request: {call} was still running after mind restarted, "
+            f"and the user stopped it and every process it started. {why[0].upper()}{why[1:]}, "
+            "so its exit status and output are unknown. It was not run again.]"
+        )
     known = (
-        f"this `{facts.name}` call was started at {when} UTC (effect {facts.effect_id}) and "
-        f"{why}: it may have run fully, in part or not at all; no exit status or output was "
-        "recorded. It was not run again"
+        f"{call} {why}, so its exit status and output are unknown: it may have run fully, "
+        "in part or not at all. It was not run again"
     )
     if resolution == "mark_failed":
         return f"[outcome unknown, marked failed by the user: {known}.]"
@@ -305,6 +320,23 @@ class SessionEffects:
             inv.call.name,
             inv.started.recorded_at_ms,
             action.choices,
+            reason=self.why_unknown(inv),
+        )
+
+    def why_unknown(self, inv: Invocation) -> str:
+        """What was found instead of an exit record of ``inv``'s effect, as
+        one clause: :data:`MIND_STOPPED` when no supervisor evidence was ever
+        made (no directory for this tool, or none made and none journaled),
+        else what its directory shows
+        (:func:`mind.shell.supervision.unrecorded_reason`: gone, record
+        missing, not proven, output file replaced, damaged)."""
+        directory = self.directory(inv)
+        if directory is None or (
+            not os.path.lexists(directory) and _journaled(self.journal.records, inv) is None
+        ):
+            return MIND_STOPPED
+        return supervision.unrecorded_reason(
+            directory, proof_sha256=_proof(self.journal.records, inv)
         )
 
     def resolve(
@@ -339,7 +371,12 @@ class SessionEffects:
         return result
 
     async def collect(
-        self, inv: Invocation, *, can_ask: bool, note: Callable[[], str] = lambda: ""
+        self,
+        inv: Invocation,
+        *,
+        can_ask: bool,
+        note: Callable[[], str] = lambda: "",
+        stop: Callable[[], bool] = lambda: True,
     ) -> jr.ToolResult | UnknownEffect:
         """After :class:`Collect`: wait for ``inv``'s supervisor while it runs
         (its timeout is the supervisor's) and commit its exit record as the
@@ -355,19 +392,21 @@ class SessionEffects:
         Raises:
             anyio.get_cancelled_exc_class(): the caller was cancelled (an
                 interrupt): the command's whole tree was stopped first, as
-                for a live command (:func:`mind.shell.supervision.collect`).
+                for a live command (:func:`mind.shell.supervision.collect`) —
+                when ``stop()`` says so (an explicit Stop), never when mind
+                is only leaving.
             JournalWriteError: the result could not be made durable.
         """
         directory = self.directory(inv)
         held = _journaled_supervisor(self.journal.records, inv)
         holding = directory is not None and isinstance(_state(directory), supervision.Running)
         if held is not None and not holding:
-            await _outlive(*held)  # no lock to wait on (gone, damaged): the process itself
+            await _outlive(*held, stop)  # no lock to wait on (gone, damaged): the process itself
         result = None
         if directory is not None:
             try:
                 proof = _proof(self.journal.records, inv)
-                result = await supervision.collect(directory, proof_sha256=proof)
+                result = await supervision.collect(directory, proof_sha256=proof, stop=stop)
             except (SupervisorRecordError, PrivateStateError):
                 result = None  # damaged: the outcome is unknown
         if result is None:
@@ -437,7 +476,7 @@ class SessionEffects:
                 inv.call.name,
                 inv.started.recorded_at_ms,
                 action.choices,
-                reason=_UNRECORDED,
+                reason=self.why_unknown(inv),
             )
             told = self.resolve(inv, facts, "tell_model")
             assert told is not None
@@ -513,11 +552,6 @@ _STOPPED_UNRECORDED = (
     "it was still running when the session was opened again and was stopped, its turn "
     "being cut short by a crash and not resumable, but its supervisor ended without "
     "recording its end"
-)
-
-_UNRECORDED = (
-    "its supervisor ended without recording its end (it was killed, or the exit record "
-    "in its directory is not its own: the command can write there)"
 )
 
 
@@ -782,14 +816,15 @@ def _kill(effects_dir: Path | None, inv: Invocation, records: Sequence[jr.Journa
     return held is not None and procs.terminate(*held)
 
 
-async def _outlive(pid: int, identity: str) -> None:
+async def _outlive(pid: int, identity: str, stop: Callable[[], bool] = lambda: True) -> None:
     """Until the supervisor ``(pid, identity)`` has ended (its pidfd turns
     readable; at once when it is gone or another process holds its pid).
 
     Raises:
         anyio.get_cancelled_exc_class(): cancelled (the turn waiting for it
             was interrupted): as for a live command, its whole tree was
-            stopped first (SIGTERM to the supervisor, shielded wait).
+            stopped first (SIGTERM to the supervisor, shielded wait) when
+            ``stop()`` says so (not when mind is only leaving).
     """
     fd = procs.pidfd(pid, identity)
     if fd is None:
@@ -798,6 +833,8 @@ async def _outlive(pid: int, identity: str) -> None:
         await anyio.wait_readable(fd)
     except BaseException:
         with anyio.CancelScope(shield=True):
+            if not stop():
+                raise
             try:
                 signal.pidfd_send_signal(fd, signal.SIGTERM)
             except ProcessLookupError:

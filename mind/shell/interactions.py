@@ -301,11 +301,17 @@ class InteractionLog:
         ]
 
     def awaiting(self) -> list[jr.InteractionRequested]:
-        """The recoverable questions asked before their call was prepared:
-        a resumed turn's re-drive asks each again before the call runs
-        (docs/design/interactions.md §6), so they wait for an answer from
-        the moment the session opens."""
-        return [r for r in self.recoverable() if r.effect_id not in self.begun_effects]
+        """The recoverable questions a resumed turn's re-drive asks again
+        (docs/design/interactions.md §6), so they wait for an answer from the
+        moment the session opens: those asked before their call was prepared
+        (asked again before it runs), and ``running`` ones whose command has
+        no result yet (asked again while the turn waits for it)."""
+        return [
+            r
+            for r in self.recoverable()
+            if r.effect_id not in self.begun_effects
+            or (r.kind == jr.InteractionKind.running and r.effect_id not in self.answered_effects)
+        ]
 
 
 def withdraw_moot(journal: Journal) -> int:
@@ -401,6 +407,28 @@ class Interactions:
         return list(self.log.grants.values())
 
     # ---- asking
+
+    def expect(self, request: jr.InteractionRequested) -> bool:
+        """Journal (fsync) a question known before its call reaches it — the
+        ``running`` question about a command a crash left running in the
+        turn being resumed — so it is pending and answerable from the moment
+        the session opens (:meth:`pending`, :meth:`answer`); the re-drive's
+        :meth:`ask` then finds it (and any answer) under its id. Nothing is
+        written for an id already journaled, or a request over 128 KiB
+        (:meth:`ask` refuses that one as it would anyway).
+
+        Returns:
+            Whether it was journaled now.
+
+        Raises:
+            JournalWriteError: the request could not be made durable.
+        """
+        if request.interaction_id in self.log.requested:
+            return False
+        machine = InteractionMachine()
+        live = _Live(request, machine, _unheard)
+        self._perform(live, machine.request(size_bytes=len(msgspec.json.encode(request))), _unheard)
+        return machine.state != "refused"
 
     async def ask(
         self,

@@ -20,8 +20,8 @@ from mind.machines.turn_replay import ResumePlan, recovered_closing, resume_plan
 from mind.shell.journal import Journal
 
 INTERRUPTED_OUTPUT = (
-    "[interrupted by the user: the call was stopped (its process group killed) and was not "
-    "run again]"
+    "[interrupted by the user: the call was stopped (a command it ran was killed with every "
+    "process it started) and was not run again]"
 )
 INTERRUPTED_UNAPPROVED_OUTPUT = "[interrupted by the user before it was approved: it never ran]"
 INTERRUPTED_AT_RERUN_OUTPUT = (

@@ -41,6 +41,7 @@ from mind.shell.recovery import (
     settled_inputs,
 )
 from mind.shell.session import Session
+from mind.shell.tool_calls import expect_running_questions
 
 if TYPE_CHECKING:
     from mind.shell.runtime import Runtime
@@ -253,6 +254,10 @@ class Opening:
                 # A resumed turn's own inputs are its, not replayed by a new turn.
                 replayed_inputs=sum(e.message_id not in resumed for e in self.inbox.entries),
             )
+        if self.resume is not None:
+            # Known from the journal now: its running commands' questions
+            # are pending (and answerable) before the turn is iterated.
+            expect_running_questions(session, self.resume.turn_id)
         self.mount.settle(attached=True)  # last: a failure before it leaves the claim reserved
         if self.resume is not None:
             # The session opens busy with the resumed turn (nothing can fail here).

@@ -30,6 +30,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,9 +38,16 @@ from typing import Any, Final, TypeAlias
 
 import anyio
 import anyio.abc
+import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 
-from mind.errors import SupervisorIdentityUnknown, SupervisorRecordError, SupervisorUnsupported
+from mind.errors import (
+    PrivateStateError,
+    SupervisorIdentityUnknown,
+    SupervisorRecordError,
+    SupervisorUnsupported,
+)
 from mind.shell import private_files, procs, spare_supervisors
 from mind.shell.spare_supervisors import SpareProcess
 from mind.shell.tools._text import StreamText, split_budget
@@ -64,6 +72,7 @@ __all__ = [
     "start",
     "stop",
     "supervisor_argv",
+    "unrecorded_reason",
     "wait",
 ]
 
@@ -371,9 +380,9 @@ async def wait(handle: Handle) -> ProcessResult:
     if isinstance(state, Finished) and proven(handle.directory, handle.proof_sha256):
         return state.result
     await anyio.to_thread.run_sync(collect_strays, handle)
+    why = unrecorded_reason(handle.directory, proof_sha256=handle.proof_sha256)
     return ProcessResult(
-        f"the command's supervisor ended without recording its end (exit status {code}); "
-        "its outcome is unknown",
+        f"the command's supervisor ended (exit status {code}) and {why}; its outcome is unknown",
         False,
     )
 
@@ -392,6 +401,48 @@ def proven(directory: Path, proof_sha256: str) -> bool:
         return False
     proof = record.get("proof") if record is not None else None
     return isinstance(proof, str) and hmac.compare_digest(_sha256(proof), proof_sha256)
+
+
+def unrecorded_reason(directory: Path | None, *, proof_sha256: str = "") -> str:
+    """Why no exit record of ``directory``'s command is believed: one clause
+    naming what was found there (the one classification of that evidence,
+    for every "outcome unknown" result and card — processes.md §6, §10):
+
+    - no directory (None, or removed): "its effect directory was gone";
+    - ``supervisor.json`` but no ``exit.json``: its supervisor was killed
+      before it wrote one;
+    - an ``exit.json`` not proven its supervisor's (:func:`proven` with
+      ``proof_sha256``): the command can write there;
+    - an output file that does not hold what ``exit.json`` accounts for: it
+      was replaced or changed;
+    - any other damaged or not private file: which, and why.
+
+    Never raises: reading a damaged directory is what it describes.
+    """
+    if directory is None or not os.path.lexists(directory):
+        where = f" ({directory})" if directory is not None else ""
+        return f"its effect directory was gone{where}, so no exit record was left"
+    try:
+        finished = _finished(directory)
+        if finished is None:
+            if _record(directory / SUPERVISOR_FILE) is None:
+                return "its supervisor left no record in its directory"
+            return "its supervisor ended without writing an exit record (it was killed)"
+    except SupervisorRecordError as exc:
+        if exc.path.name in STREAM_FILES:
+            return (
+                f"its output file `{exc.path.name}` was replaced or changed after it was "
+                f"accounted for ({exc.detail})"
+            )
+        return f"its record {exc.path.name} is damaged ({exc.detail})"
+    except PrivateStateError as exc:
+        return f"a file in its directory is not mind's own ({exc.path}: {exc.detail})"
+    if not proven(directory, proof_sha256):
+        return (
+            "the exit record in its directory is not proven its supervisor's own "
+            "(the command itself can write there)"
+        )
+    return "its exit record was read too late to be believed"
 
 
 def _sha256(token: str) -> str:
@@ -433,19 +484,35 @@ async def stop(handle: Handle) -> None:
 
 async def _wait_unlocked(directory: Path) -> None:
     """Until no supervisor holds ``directory``'s lock (a blocking shared
-    ``flock`` in a worker thread: the kernel wakes it when the holder dies)."""
+    ``flock`` in a daemon thread: the kernel wakes it when the holder dies).
+    A daemon thread, not a worker: when mind leaves a command running (a
+    hang-up, /exit), an abandoned wait must not keep the process alive
+    until the command ends."""
+    done = anyio.Event()
+    token = anyio.lowlevel.current_token()
+    failure: list[BaseException] = []
 
     def block() -> None:
-        fd = private_files.open_dir(directory)
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-        finally:
-            os.close(fd)
+            fd = private_files.open_dir(directory)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH)
+            finally:
+                os.close(fd)
+        except BaseException as exc:  # re-raised in the waiting task
+            failure.append(exc)
+        with contextlib.suppress(Exception):  # the loop ended: nobody waits
+            anyio.from_thread.run_sync(done.set, token=token)
 
-    await anyio.to_thread.run_sync(block, abandon_on_cancel=True)
+    threading.Thread(target=block, name=f"flock {directory.name}", daemon=True).start()
+    await done.wait()
+    if failure:
+        raise failure[0]
 
 
-async def collect(directory: Path, *, proof_sha256: str = "") -> ProcessResult | None:
+async def collect(
+    directory: Path, *, proof_sha256: str = "", stop: Callable[[], bool] = lambda: True
+) -> ProcessResult | None:
     """The result of the command a supervisor ran (or still runs) in
     ``directory``, after a restart (docs/design/effects.md §4): waits while
     its supervisor holds the lock (the timeout is the supervisor's), then
@@ -457,7 +524,8 @@ async def collect(directory: Path, *, proof_sha256: str = "") -> ProcessResult |
     Raises:
         anyio.get_cancelled_exc_class(): the caller was cancelled (the turn
             waiting for it was interrupted); as in :func:`wait`, the whole
-            tree was stopped first (shielded).
+            tree was stopped first (shielded) when ``stop()`` says so — not
+            when mind is only leaving (it keeps running, supervised).
         SupervisorRecordError: a file of the directory is damaged.
     """
     if not os.path.lexists(directory):
@@ -466,7 +534,7 @@ async def collect(directory: Path, *, proof_sha256: str = "") -> ProcessResult |
         await _wait_unlocked(directory)
     except BaseException:
         with anyio.CancelScope(shield=True):
-            if kill_tree(directory):
+            if stop() and kill_tree(directory):
                 await _wait_unlocked(directory)
         raise
     state = inspect(directory)

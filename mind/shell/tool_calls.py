@@ -41,11 +41,17 @@ from mind.effects.tools import parse_arguments
 from mind.errors import InteractionTooLarge, ToolArgumentsError
 from mind.generated import events as ev
 from mind.generated import journal as jr
-from mind.machines.effect import Collect, ProcessFact, person_answers
+from mind.machines.effect import Collect, ProcessFact, person_answers, running_choices
 from mind.machines.effect import Resolution as EffectResolution
 from mind.machines.turn import RefuseCall, RunGranted, TurnMachine
 from mind.shell import faults
-from mind.shell.effects import Invocation, SessionEffects, UnknownEffect
+from mind.shell.effects import (
+    MIND_STOPPED,
+    Invocation,
+    SessionEffects,
+    UnknownEffect,
+    running_effects,
+)
 from mind.shell.interactions import APPROVAL_CHOICES, Resolution
 from mind.shell.tools import ToolOutcome
 from mind.shell.turn_handle import Turn
@@ -84,7 +90,7 @@ class ToolCalls:
         turn._emit(call_event(turn.turn_id, call, already_running=process == "running"))
         faults.boundary("after_tool_call")
         if process is not None:
-            result = await self._redrive(turn, effects, inv, process)
+            result = await self._redrive(turn, machine, effects, inv, process)
         else:
             status, output = await self._execute(turn, machine, call, effects, inv)
             if inv.machine.prepared:
@@ -95,7 +101,12 @@ class ToolCalls:
         turn._emit(result_event(result))
 
     async def _redrive(
-        self, turn: Turn, effects: SessionEffects, inv: Invocation, process: ProcessFact
+        self,
+        turn: Turn,
+        machine: TurnMachine,
+        effects: SessionEffects,
+        inv: Invocation,
+        process: ProcessFact,
     ) -> jr.ToolResult:
         """A call prepared before a crash, with no result, ``process`` being
         what its supervisor's directory says (:meth:`SessionEffects.process`):
@@ -107,17 +118,22 @@ class ToolCalls:
         found = effects.recover(inv, can_ask=can_ask, process=process)
         killed = False
         if isinstance(found, Collect):
+            # The chart knows the turn waits for a command a crash left
+            # running: leaving now (hang-up, /exit) leaves it running.
+            machine.command_waited()
             collected, killed = await self._collect(turn, effects, inv, found)
+            machine.command_ended()
             if isinstance(collected, jr.ToolResult):
                 return collected
             found = collected
         if isinstance(found, UnknownEffect):
             # Killed on the person's word and no exit record left (its
-            # directory was gone): it failed, by their decision; never re-run.
+            # directory was gone): journaled as their kill, one account of it
+            # in the result; never re-run.
             resolution: EffectResolution = (
-                "mark_failed" if killed else await self._ask_reconcile(turn, inv.call, found)
+                "killed" if killed else await self._ask_reconcile(turn, inv.call, found)
             )
-            written = effects.resolve(inv, found, resolution, _KILLED_NOTE if killed else "")
+            written = effects.resolve(inv, found, resolution)
             if written is not None:
                 return written
         try:
@@ -149,6 +165,10 @@ class ToolCalls:
             JournalWriteError: a record could not be made durable.
         """
         can_ask = self.session.interactive
+
+        def stop() -> bool:  # an explicit Stop kills it; leaving leaves it running
+            return turn.stops_commands
+
         if not person_answers(found.choices):
             # Nobody to ask: still, a wait that may last the command's
             # timeout is said, never silent.
@@ -160,7 +180,7 @@ class ToolCalls:
                     started_at_ms=inv.started.recorded_at_ms if inv.started is not None else 0,
                 )
             )
-            return await effects.collect(inv, can_ask=can_ask), False
+            return await effects.collect(inv, can_ask=can_ask, stop=stop), False
         got: list[jr.ToolResult | UnknownEffect] = []
         state = {"ended": False, "killed": False}
 
@@ -170,7 +190,7 @@ class ToolCalls:
         async with anyio.create_task_group() as tg:
 
             async def wait() -> None:
-                got.append(await effects.collect(inv, can_ask=can_ask, note=note))
+                got.append(await effects.collect(inv, can_ask=can_ask, note=note, stop=stop))
                 state["ended"] = True
                 tg.cancel_scope.cancel()  # the question is moot now
 
@@ -196,18 +216,8 @@ class ToolCalls:
         stopped the turn — and stays open when the process stops."""
         call = inv.call
         started_ms = inv.started.recorded_at_ms if inv.started is not None else 0
-        request = self._effect_question(
-            turn,
-            call,
-            effect_id=inv.effect_id,
-            iid=interaction_id(inv.effect_id, "still_running"),
-            kind=jr.InteractionKind.running,
-            purpose=jr.Purpose.still_running,
-            reason=(
-                f"this {call.name} call was started at {_utc(started_ms)} UTC, before mind "
-                "stopped, and is still running; the turn waits for it to end"
-            ),
-            choices=[jr.InteractionDecision(c) for c in found.choices],
+        request = running_question(
+            str(self.session.cwd), turn.turn_id, call, inv.effect_id, started_ms, found.choices
         )
         try:
             resolution = await self.session.interactions.ask(
@@ -216,7 +226,8 @@ class ToolCalls:
                 show=lambda r, again: self._show(turn, call, r, again),
                 resolved=lambda r: self._resolved(turn, call, r),
                 announce=lambda r, again: self._announce(turn, r, again),
-                explicit_stop=lambda: ended() or turn.stopped_by_person,
+                # Leaving (hang-up, /exit) keeps it open: the next open asks again.
+                explicit_stop=lambda: ended() or turn.stops_commands,
                 stop_by=lambda: jr.InteractionBy.recovery if ended() else jr.InteractionBy.person,
             )
         except InteractionTooLarge:
@@ -240,8 +251,9 @@ class ToolCalls:
         """
         try:
             resolution = await self.session.interactions.ask(
-                self._effect_question(
-                    turn,
+                _effect_question(
+                    str(self.session.cwd),
+                    turn.turn_id,
                     call,
                     effect_id=facts.effect_id,
                     iid=facts.interaction_id,
@@ -259,49 +271,6 @@ class ToolCalls:
         except InteractionTooLarge:
             return "tell_model"
         return reconcile_resolution(resolution.decision, facts.choices)
-
-    def _effect_question(
-        self,
-        turn: Turn,
-        call: ToolCall,
-        *,
-        effect_id: str,
-        iid: str,
-        kind: jr.InteractionKind,
-        purpose: jr.Purpose,
-        reason: str,
-        choices: list[jr.InteractionDecision],
-    ) -> jr.InteractionRequested:
-        """The ``interaction_requested`` record of a question about an effect
-        a crash left (``reconcile``: its outcome is unknown; ``running``: it
-        still runs): the call's text (the command, or its arguments) and, as
-        its reason, what is known — when it started, how it stands."""
-        try:
-            args = parse_arguments(call.name, call.arguments)
-            text, text_format = approval_text(call.name, args, [], None)
-        except ToolArgumentsError:  # prepared calls passed this: a changed contract
-            text, text_format = call.arguments, "arguments"
-        cut = cut_for_display(text)
-        return jr.InteractionRequested(
-            seq=0,
-            recorded_at_ms=0,
-            interaction_id=iid,
-            turn_id=turn.turn_id,
-            call_id=call.call_id,
-            effect_id=effect_id,
-            kind=kind,
-            purpose=purpose,
-            name=call.name,
-            reason=reason,
-            text=text,
-            text_format=jr.TextFormat(text_format),
-            head_chars=cut.head_chars,
-            tail_chars=cut.tail_chars,
-            hidden_chars=cut.hidden_chars,
-            hidden_lines=cut.hidden_lines,
-            cwd=str(self.session.cwd),
-            choices=choices,
-        )
 
     async def _execute(
         self,
@@ -637,6 +606,116 @@ class ToolCalls:
         )
 
 
+def _effect_question(
+    cwd: str,
+    turn_id: str,
+    call: ToolCall,
+    *,
+    effect_id: str,
+    iid: str,
+    kind: jr.InteractionKind,
+    purpose: jr.Purpose,
+    reason: str,
+    choices: list[jr.InteractionDecision],
+) -> jr.InteractionRequested:
+    """The ``interaction_requested`` record of a question about an effect
+    a crash left (``reconcile``: its outcome is unknown; ``running``: it
+    still runs): the call's text (the command, or its arguments) and, as
+    its reason, what is known — when it started, how it stands."""
+    try:
+        args = parse_arguments(call.name, call.arguments)
+        text, text_format = approval_text(call.name, args, [], None)
+    except ToolArgumentsError:  # prepared calls passed this: a changed contract
+        text, text_format = call.arguments, "arguments"
+    cut = cut_for_display(text)
+    return jr.InteractionRequested(
+        seq=0,
+        recorded_at_ms=0,
+        interaction_id=iid,
+        turn_id=turn_id,
+        call_id=call.call_id,
+        effect_id=effect_id,
+        kind=kind,
+        purpose=purpose,
+        name=call.name,
+        reason=reason,
+        text=text,
+        text_format=jr.TextFormat(text_format),
+        head_chars=cut.head_chars,
+        tail_chars=cut.tail_chars,
+        hidden_chars=cut.hidden_chars,
+        hidden_lines=cut.hidden_lines,
+        cwd=cwd,
+        choices=choices,
+    )
+
+
+def running_question(
+    cwd: str,
+    turn_id: str,
+    call: ToolCall,
+    effect_id: str,
+    started_ms: int,
+    choices: tuple[str, ...],
+) -> jr.InteractionRequested:
+    """The ``running`` question about ``call``'s command, which a crash left
+    running (id ``interaction_id(effect_id, "still_running")``, the same
+    after every restart): its text, since when it runs (``started_ms``,
+    Unix epoch ms), ``choices`` (:func:`mind.machines.effect.running_choices`)."""
+    return _effect_question(
+        cwd,
+        turn_id,
+        call,
+        effect_id=effect_id,
+        iid=interaction_id(effect_id, "still_running"),
+        kind=jr.InteractionKind.running,
+        purpose=jr.Purpose.still_running,
+        reason=(
+            f"this {call.name} call was started at {_utc(started_ms)} UTC, before mind "
+            "stopped, and is still running; the turn waits for it to end"
+        ),
+        choices=[jr.InteractionDecision(c) for c in choices],
+    )
+
+
+def expect_running_questions(session: Session, turn_id: str) -> int:
+    """At open, before the resumed turn ``turn_id`` runs: the ``running``
+    question of each command of that turn a crash left running (known from
+    the journal and its supervisor: :func:`mind.shell.effects.running_effects`)
+    is journaled now (:meth:`Interactions.expect`), so a library caller sees
+    it in ``pending_interactions()`` and may answer it before iterating the
+    turn. Only where a person can answer (the chart's ``running_choices``
+    offer ``kill``); headless only waits.
+
+    Returns:
+        How many were journaled.
+
+    Raises:
+        JournalWriteError: a question could not be made durable.
+    """
+    choices = running_choices("running", can_ask=session.interactive)
+    effects_dir = session.tools.effects_dir
+    if effects_dir is None or not person_answers(choices):
+        return 0
+    records = session.journal.records
+    starts = {
+        r.effect_id: r
+        for r in records
+        if isinstance(r, jr.ToolStarted) and r.turn_id == turn_id and isinstance(r.effect_id, str)
+    }
+    journaled = 0
+    for found in running_effects(records, session.session_id, effects_dir):
+        started = starts.get(found.effect_id)
+        if found.turn_id != turn_id or started is None:
+            continue
+        call = ToolCall(call_id=found.call_id, name=started.name, arguments=found.arguments)
+        request = running_question(
+            str(session.cwd), turn_id, call, found.effect_id, started.recorded_at_ms, choices
+        )
+        journaled += session.interactions.expect(request)
+    return journaled
+
+
 @dataclass(frozen=True)
 class _Asking:
     """Why one call is asked.
@@ -676,10 +755,10 @@ def _utc(ms: int) -> str:
 def _known(facts: UnknownEffect) -> str:
     """A reconcile card's reason: what is known of the unknown effect."""
     when = _utc(facts.prepared_at_ms)
+    why = facts.reason or MIND_STOPPED
     return (
-        f"this {facts.name} call started at {when} UTC and mind stopped "
-        "before it recorded how it ended (no exit status, no output); it may have run "
-        "fully, in part or not at all"
+        f"this {facts.name} call started at {when} UTC and {why}, so it left no exit "
+        "status or output mind can trust; it may have run fully, in part or not at all"
     )
 
 

@@ -178,8 +178,8 @@ class TurnDriver:
             text = redact(f"internal error: {exc}", self.session.secrets)
             return _terminal(machine, machine.fail(message=text))
         # Only an interrupt leaves the cancel scope without a terminal.
-        if turn._hung_up:
-            effects = machine.hang_up()
+        if turn._hung_up or turn._left:
+            effects = machine.hang_up() if turn._hung_up else machine.leave()
             left = [e for e in effects if isinstance(e, LeaveForRecovery)]
             if left:
                 return left[0]

@@ -200,6 +200,8 @@ class Turn:
         self._interrupt_requested = False
         self._hung_up = False
         """The stop came from a closed terminal (:meth:`hang_up`), not the person."""
+        self._left = False
+        """The stop came from the person leaving the REPL (:meth:`leave`)."""
         self._send_pending = True
         self._done = anyio.Event()
         self._outcome: TurnOutcome | None = None
@@ -304,6 +306,23 @@ class Turn:
         ``hang_up``). The waiting input stays waiting. Idempotent."""
         self._hung_up = True
         self.interrupt(send_pending=False)
+
+    def leave(self) -> None:
+        """Stop the turn because the person leaves the REPL (/exit, Ctrl+D):
+        a turn waiting for a command a crash left running is left as a crash
+        leaves it — the command keeps running under its supervisor, its
+        question stays open — so the next open waits for it again; any other
+        turn ends ``interrupted`` as with :meth:`interrupt` (the turn
+        chart's ``leave``). Idempotent."""
+        self._left = True
+        self.interrupt(send_pending=False)
+
+    @property
+    def stops_commands(self) -> bool:
+        """Whether an interrupt stops a command a crash left running (Esc,
+        Ctrl+C, abort: kill its whole tree), not a leaving — closed terminal
+        or /exit — which leaves it running under its supervisor."""
+        return self._interrupt_requested and not self._hung_up and not self._left
 
     @property
     def stopped_by_person(self) -> bool:

@@ -135,3 +135,41 @@ def test_the_resumed_turn_says_the_command_is_already_running_not_that_it_is_cal
     child.expect(words("── completed"))
     exit_cleanly(child)
     _until(lambda: not _marked(marker), f"descendants left: {_marked(marker)}")
+
+
+def test_exit_at_the_running_card_leaves_it_running_and_esc_kills_its_tree(
+    spawn: Spawn, tmp_path: Path, marker: str
+) -> None:
+    """Leaving (/exit) while the resumed turn waits for a command a crash
+    left running is not a Stop (the turn chart's ``leave`` → ``suspended``):
+    the command keeps running under its supervisor and the next ``mind
+    resume`` waits for it again, card and all. Esc there is a Stop: its
+    whole tree is killed and the model is told so."""
+    command = f"bash -c 'sleep {marker} & setsid sleep {marker} & sleep {marker}'"
+    script = [_shell(command), {"text": "It was stopped."}]
+    child = spawn(script, "--approval", "never")
+    sid = session_id_of(child)
+    child.send("run it" + ENTER)
+    _until(lambda: _of(journal(tmp_path, sid), "effect_running"), "effect_running never durable")
+    _until(lambda: len(_marked(marker)) >= 3, "the tree never grew")
+    _kill_9(child)
+
+    child = spawn(script, "--approval", "never", "resume", sid)
+    child.expect(words("Waiting for shell, already running:"))
+    child.expect(words("k kill it"))
+    exit_cleanly(child)
+    assert len(_marked(marker)) >= 3  # left running, whole tree
+    records = journal(tmp_path, sid)
+    assert _of(records, "tool_result") == [] and _of(records, "interaction_resolved") == []
+    assert _of(records, "turn_completed") == []  # left like a crash: resumed next
+
+    child = spawn(script, "--approval", "never", "resume", sid)
+    child.expect(words("Waiting for shell, already running:"))
+    child.expect(words("k kill it"))
+    child.send("\x1b")  # Esc: the person's Stop
+    child.expect(words("── interrupted"))
+    _until(lambda: not _marked(marker), f"descendants left: {_marked(marker)}")
+    exit_cleanly(child)
+    (result,) = _of(journal(tmp_path, sid), "tool_result")
+    assert "killed with every process it started" in result["output"]
+    assert "process group" not in result["output"]

@@ -20,6 +20,7 @@ from mind.machines.turn import (
     AskApproval,
     DrainOrSeal,
     DrainSteering,
+    LeaveForRecovery,
     RefuseCall,
     RunGranted,
     RunTools,
@@ -474,3 +475,40 @@ def test_fail_safe_when_the_chart_refuses_even_abort() -> None:
     assert m.fail_safe() is FAIL_SAFE
     assert (m.state, m.status, m.terminal) == ("requesting", None, FAIL_SAFE)
     assert m.next_turn(input_waiting=True, closing=False) == AnnounceWaiting()
+
+
+@pytest.mark.parametrize("leaving", [TurnMachine.hang_up, TurnMachine.leave])
+def test_leaving_while_a_command_left_running_is_waited_for_suspends_the_turn(
+    leaving: Callable[[TurnMachine], object],
+) -> None:
+    """Hang-up or /exit while the re-drive waits for a command a crash left
+    running is no Stop: the turn is left for recovery (no terminal record),
+    the command keeps running under its supervisor."""
+    m = machine()
+    m.start()
+    tools(m)
+    assert m.command_waited() == []
+    assert snap(m)[1] == active("running_tools", "awaiting_command")
+    assert leaving(m) == [LeaveForRecovery()]
+    assert m.state == "suspended"
+
+
+def test_an_interrupt_while_a_command_left_running_is_waited_for_ends_interrupted() -> None:
+    m = machine()
+    m.start()
+    tools(m)
+    m.command_waited()
+    effects = m.interrupt(send_pending=False)
+    assert m.state == "interrupted"
+    assert not any(isinstance(e, LeaveForRecovery) for e in effects)
+
+
+def test_leave_elsewhere_is_an_interrupt_and_the_collected_command_goes_on() -> None:
+    m = machine()
+    m.start()
+    tools(m)
+    m.command_waited()
+    assert m.command_ended() == []
+    assert snap(m)[1] == active("running_tools", "executing")
+    m.leave()
+    assert m.state == "interrupted"

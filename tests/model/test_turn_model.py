@@ -49,7 +49,7 @@ CI = settings(
 def test_every_turn_edge_is_walked_and_lands_where_the_chart_says(
     request: pytest.FixtureRequest,
 ) -> None:
-    check_every_edge(request, TurnChart, 36)
+    check_every_edge(request, TurnChart, 41)
 
 
 # ------------------------------------------------------------------ reference model
@@ -62,6 +62,7 @@ PARENTS: dict[str, tuple[str, ...]] = {
     "compacting": ("sampling", "active"),
     "executing": ("running_tools", "active"),
     "awaiting_approval": ("running_tools", "active"),
+    "awaiting_command": ("running_tools", "active"),
     "backing_off": ("retrying", "active"),
     "checking_inbox": ("draining", "active"),
     "completed": (),
@@ -88,6 +89,9 @@ EVENT_NAMES = [
     "seal",
     "interrupt",
     "hang_up",
+    "leave",
+    "command_waited",
+    "command_ended",
     "fail",
     "abort",
     "recover",
@@ -136,7 +140,11 @@ def reference_step(ref: dict[str, Any], event: str, a: bool = False, b: bool = T
     if event == "interrupt":
         return "interrupted" if is_active else None
     if event == "hang_up":  # a closed terminal: not a Stop at an approval card
-        if leaf == "awaiting_approval":
+        if leaf in ("awaiting_approval", "awaiting_command"):
+            return "suspended"
+        return "interrupted" if is_active else None
+    if event == "leave":  # /exit: not a Stop while a command a crash left runs
+        if leaf == "awaiting_command":
             return "suspended"
         return "interrupted" if is_active else None
     if event == "context_measured":  # before the round's request is built
@@ -189,6 +197,8 @@ def reference_step(ref: dict[str, Any], event: str, a: bool = False, b: bool = T
         ("inputs_claimed", "requesting"): "requesting",
         ("retry_due", "retrying"): "requesting",
         ("approval_answered", "awaiting_approval"): "executing",
+        ("command_waited", "executing"): "awaiting_command",
+        ("command_ended", "awaiting_command"): "executing",
         ("call_refused", "executing"): "executing",
         ("seal", "draining"): "completed",
     }
@@ -297,6 +307,17 @@ class TurnAgainstReference(RuleBasedStateMachine):
         self._apply("hang_up")
         self.new_turn(max_retries, 2)
         for event in ("start", "hang_up"):
+            self._apply(event)
+        # Waiting for a command a crash left running: collected, then left
+        # (hang-up, /exit); /exit elsewhere is an interrupt.
+        for leaving in ("hang_up", "leave"):
+            self.new_turn(max_retries, 2)
+            self._apply("start")
+            self._apply("round_done", True, True)
+            for event in ("command_waited", "command_ended", "command_waited", leaving):
+                self._apply(event)
+        self.new_turn(max_retries, 2)
+        for event in ("start", "leave"):
             self._apply(event)
         # Compactions: automatic before a request, then after a context overflow
         # (once per round: a second overflow fails the turn).
@@ -442,9 +463,9 @@ def test_report_lists_every_edge_and_flags_missed_ones(tmp_path: Path) -> None:
     machine.round_done(tool_calls=0, output_bytes=0, output_limit=1)
     machine.seal()
     report = coverage.report().splitlines()
-    assert report[0] == "transition coverage TurnChart: 3/36 edges taken"
-    assert len(report) == 1 + 36
-    assert sum("never taken" in line for line in report) == 33
+    assert report[0] == "transition coverage TurnChart: 3/41 edges taken"
+    assert len(report) == 1 + 41
+    assert sum("never taken" in line for line in report) == 38
     other = TransitionCoverage(TurnChart)
     other.merge(coverage)
     other.merge(coverage)

@@ -13,9 +13,7 @@ import anyio
 
 import mind
 from mind.conversation import ToolCall
-from mind.effects.retry import RetryPolicy
 from mind.generated import journal as jr
-from mind.machines.turn import TurnMachine
 from mind.shell import private_files
 from mind.shell.effects import SessionEffects
 from mind.shell.tool_calls import ToolCalls
@@ -61,7 +59,7 @@ def _redrive(
                     private_files.write_atomic(
                         directory / "supervisor.json", json.dumps(record).encode()
                     )
-            machine = TurnMachine(retry=RetryPolicy())
+            machine = rec.tools_machine()
             await ToolCalls(session).run(Turn(session, TURN, []), machine, call)
             out.extend(journal.records)
 

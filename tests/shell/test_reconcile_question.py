@@ -17,10 +17,8 @@ import pytest
 import mind
 from mind.conversation import ToolCall
 from mind.effects.identity import interaction_id
-from mind.effects.retry import RetryPolicy
 from mind.generated import events as ev
 from mind.generated import journal as jr
-from mind.machines.turn import TurnMachine
 from mind.shell.effects import SessionEffects
 from mind.shell.interactions import Answered, NotTaken
 from mind.shell.journal import read_records
@@ -58,7 +56,7 @@ async def _redrive(
     got: list[Any] = []
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(ToolCalls(session).run, turn, TurnMachine(retry=RetryPolicy()), CALL)
+            tg.start_soon(ToolCalls(session).run, turn, rec.tools_machine(), CALL)
             card = await _card(turn)
             got.append(answer(session, card))
     return card, got[0]
@@ -162,9 +160,7 @@ def test_an_unanswered_question_is_offered_again_with_its_id(tmp_path: Path) -> 
             turn = Turn(session, TURN, [])
             with anyio.fail_after(10):
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(
-                        ToolCalls(session).run, turn, TurnMachine(retry=RetryPolicy()), CALL
-                    )
+                    tg.start_soon(ToolCalls(session).run, turn, rec.tools_machine(), CALL)
                     cards.append(await _card(turn))
                     tg.cancel_scope.cancel()  # the process stops; nobody answered
             card, _ = await _redrive(
@@ -192,9 +188,7 @@ def test_nobody_can_answer_declined_and_told(tmp_path: Path) -> None:
             session = await rt.create_session(cwd=tmp_path, config=config, interactive=False)
             _prepare(session)
             with anyio.fail_after(10):
-                await ToolCalls(session).run(
-                    Turn(session, TURN, []), TurnMachine(retry=RetryPolicy()), CALL
-                )
+                await ToolCalls(session).run(Turn(session, TURN, []), rec.tools_machine(), CALL)
             return session.session_id
 
     records = _journal(tmp_path, anyio.run(main))

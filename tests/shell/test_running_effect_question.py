@@ -22,10 +22,8 @@ import pytest
 import mind
 from mind.conversation import ToolCall
 from mind.effects.identity import interaction_id
-from mind.effects.retry import RetryPolicy
 from mind.generated import events as ev
 from mind.generated import journal as jr
-from mind.machines.turn import TurnMachine
 from mind.shell import procs, supervision
 from mind.shell.effects import SessionEffects
 from mind.shell.interactions import Answered
@@ -68,10 +66,13 @@ def marker() -> object:
         os.kill(pid, signal.SIGKILL)
 
 
-async def _orphan(session: Session, call: ToolCall, marker: str) -> tuple[str, supervision.Handle]:
+async def _orphan(
+    session: Session, call: ToolCall, marker: str, *, remove: bool = True
+) -> tuple[str, supervision.Handle]:
     """``call`` prepared and running under a real supervisor, as a crashed
-    mind leaves it, then its effect directory removed: (effect id, the
-    supervisor's handle — this test process stands in for the crashed mind)."""
+    mind leaves it, then (``remove``) its effect directory removed: (effect
+    id, the supervisor's handle — this test process stands in for the
+    crashed mind)."""
     journal = session.journal
     journal.append(rec.turn_started(TURN))
     recorded = jr.RecordedToolCall(call_id=call.call_id, name=call.name, arguments=call.arguments)
@@ -92,7 +93,8 @@ async def _orphan(session: Session, call: ToolCall, marker: str) -> tuple[str, s
     )
     effects.running(inv, handle.pid, handle.start_identity)
     await anyio.to_thread.run_sync(_until, lambda: len(_marked(marker)) >= 3, "the tree never grew")
-    shutil.rmtree(directory)  # gone (or unreadable): only the journal names it now
+    if remove:
+        shutil.rmtree(directory)  # gone (or unreadable): only the journal names it now
     return inv.effect_id, handle
 
 
@@ -133,9 +135,7 @@ def test_a_running_command_is_offered_kill_never_rerun_and_kill_stops_its_tree(
             turn = Turn(session, TURN, [])
             with anyio.fail_after(15):
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(
-                        ToolCalls(session).run, turn, TurnMachine(retry=RetryPolicy()), call
-                    )
+                    tg.start_soon(ToolCalls(session).run, turn, rec.tools_machine(), call)
                     async for event in turn:
                         events.append(event)
                         if isinstance(event, ev.ApprovalRequestedEvent):
@@ -167,8 +167,18 @@ def test_a_running_command_is_offered_kill_never_rerun_and_kill_stops_its_tree(
         jr.InteractionBy.person,
     )
     (result,) = [r for r in records if isinstance(r, jr.ToolResult)]
-    assert "killed at the user's request" in result.output
+    # One truthful account: killed on the person's word, the whole tree; its
+    # directory was gone, so no exit record and its output is unknown — never
+    # also "marked failed by the user" (they said kill) or "mind stopped".
+    assert result.output.startswith("[killed at the user's request")
+    assert "every process it started" in result.output
+    assert "effect directory was gone" in result.output
+    assert "exit status and output are unknown" in result.output
+    assert "marked failed" not in result.output and "mind stopped" not in result.output
+    assert result.output.count("[") == 1
     assert result.effect_outcome == jr.EffectOutcome.failed
+    (reconciled,) = [r for r in records if isinstance(r, jr.EffectReconciled)]
+    assert reconciled.resolution.value == "killed"  # what the person answered
     # Never run again: one start, no re-run resolution.
     assert len([r for r in records if isinstance(r, jr.ToolStarted)]) == 1
     assert not any(
@@ -194,9 +204,7 @@ def test_headless_waits_for_a_running_command_whose_directory_is_gone(
             turn = Turn(session, TURN, [])
             with anyio.fail_after(15):
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(
-                        ToolCalls(session).run, turn, TurnMachine(retry=RetryPolicy()), call
-                    )
+                    tg.start_soon(ToolCalls(session).run, turn, rec.tools_machine(), call)
                     async for event in turn:
                         assert not isinstance(event, ev.ApprovalRequestedEvent)
                         if isinstance(event, ev.ToolCallEvent):
@@ -281,3 +289,45 @@ def test_a_running_question_whose_command_ended_unasked_is_withdrawn_at_open(
     assert [(r.interaction_id, r.decision, r.by) for r in resolved] == [
         (iid, jr.InteractionDecision.cancelled, jr.InteractionBy.recovery)
     ]
+
+
+def test_right_after_open_the_running_question_is_pending_and_kill_is_taken(
+    tmp_path: Path, marker: str
+) -> None:
+    """The library's view (docs/design/interactions.md §7): a command a crash
+    left running in the resumed turn is known from the journal, so its
+    ``running`` question is listed by ``pending_interactions()`` as soon as
+    the session is open — kind ``running``, choices ``[kill]`` only — and
+    answering ``kill`` before the turn is iterated is taken and applied."""
+    call = _call(marker)
+    config = _config(tmp_path)
+
+    async def main() -> tuple[str, str, list[jr.InteractionRequested], object, list[ev.Event]]:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            session = await rt.create_session(cwd=tmp_path, config=config, interactive=True)
+            effect, handle = await _orphan(session, call, marker, remove=False)
+            sid = session.session_id
+        # mind "crashed" (its runtime is gone); the command still runs.
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            session = await rt.open_session(sid, config=config, interactive=True)
+            pending = session.pending_interactions()
+            answered = session.answer(interaction_id(effect, "still_running"), "kill")
+            assert session.resumed_turn is not None
+            if not isinstance(answered, Answered):
+                session.kill_effect(effect)  # not taken: end it so the turn ends
+            with anyio.fail_after(15):
+                events = [e async for e in session.resumed_turn]
+        await _reaped(handle)
+        return sid, effect, pending, answered, events
+
+    sid, effect, pending, answered, events = anyio.run(main)
+    iid = interaction_id(effect, "still_running")
+    assert [(p.interaction_id, p.kind, p.choices) for p in pending] == [
+        (iid, jr.InteractionKind.running, [jr.InteractionDecision.kill])
+    ]
+    assert answered == Answered(iid, jr.InteractionDecision.kill)
+    _until(lambda: not _marked(marker), f"descendants left: {_marked(marker)}")
+    (result,) = [e for e in events if isinstance(e, ev.ToolResultEvent)]
+    assert "killed at the user's request" in result.output
+    requested = [r for r in _records(tmp_path, sid) if isinstance(r, jr.InteractionRequested)]
+    assert [r.interaction_id for r in requested] == [iid]  # journaled once

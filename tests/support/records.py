@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from mind.effects.retry import RetryPolicy
 from mind.generated import journal as jr
+from mind.machines.turn import TurnMachine
 
 
 def turn_started(turn_id: str) -> jr.TurnStarted:
@@ -97,3 +99,13 @@ def tool_started(turn_id: str, call_id: str, name: str = "shell") -> jr.ToolStar
     """A start of ``call_id`` in ``turn_id`` recorded without an effect id
     (what a mind older than effects wrote)."""
     return jr.ToolStarted(seq=0, recorded_at_ms=0, turn_id=turn_id, call_id=call_id, name=name)
+
+
+def tools_machine() -> TurnMachine:
+    """A turn machine in its tool round (``running_tools.executing``), where
+    a driver runs (or re-drives) calls: started, one round with tool calls."""
+    machine = TurnMachine(retry=RetryPolicy())
+    machine.start()
+    machine.stream_opened()
+    machine.round_done(tool_calls=1, output_bytes=10, output_limit=100)
+    return machine

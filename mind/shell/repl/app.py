@@ -337,8 +337,8 @@ class Repl:
                 while session.busy and (turn := session.current) is not None:
                     if self.hung_up:  # not the person's Stop (docs/design/interactions.md §3)
                         turn.hang_up()
-                    else:
-                        turn.interrupt(send_pending=False)
+                    else:  # leaving is no Stop either for a command a crash left running
+                        turn.leave()
                     await turn.wait()
 
     async def _tick(self) -> None:
