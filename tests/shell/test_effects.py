@@ -94,7 +94,10 @@ def test_killed_after_a_command_ran_its_kept_exit_record_becomes_the_result(
     assert _runs(tmp_path) == 1
     events = run_exec(tmp_path, SESSION, None)
     assert _runs(tmp_path) == 1  # never run again
-    assert not any(e.get("type") == "tool.call" for e in events)
+    # Shown as collected after the restart (recovery.md §8), not as run.
+    results = [e for e in events if e.get("type") == "tool.result"]
+    assert [e.get("collected") for e in results] == [True]
+    assert len([e for e in events if e.get("type") == "tool.call"]) == 1
     (recovered,) = [e for e in events if e.get("type") == "session.recovered"]
     assert recovered["synthetic_results"] == 0
     records = exec_records(tmp_path, SESSION)
