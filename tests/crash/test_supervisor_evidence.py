@@ -39,6 +39,7 @@ from tests.crash.harness import PROCESS_TIMEOUT_S, REPO, Case, Input, check, new
 from tests.crash.test_effect_crashes import _summary
 from tests.support.fake_model import EFFECTS_FILE, FakeModel
 from tests.support.kill_when import first_record, kill_when
+from tests.support.process_trees import in_command_line
 
 pytestmark = pytest.mark.slow
 
@@ -174,21 +175,6 @@ def _go_once_waited_on(directory: Path, supervisor: int, go: Path) -> None:
     go.touch()
 
 
-def _marked(marker: str) -> list[int]:
-    """Pids whose command line holds ``marker``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue  # ended meanwhile
-        if marker.encode() in cmdline:
-            found.append(int(entry))
-    return found
-
-
 def test_kill_9_then_kill_at_restart_leaves_no_descendant(tmp_path: Path) -> None:
     marker = f"300.{uuid.uuid4().int % 10**9:09d}"
     command = (
@@ -200,8 +186,10 @@ def test_kill_9_then_kill_at_restart_leaves_no_descendant(tmp_path: Path) -> Non
         try:
             running = _start_and_kill(case)
             deadline = time.monotonic() + 10
-            while len(_marked(marker)) < 3:
-                assert time.monotonic() < deadline, f"the tree never grew: {_marked(marker)}"
+            while len(in_command_line(marker)) < 3:
+                assert time.monotonic() < deadline, (
+                    f"the tree never grew: {in_command_line(marker)}"
+                )
                 time.sleep(0.01)  # the orphaned tree starts on its own
 
             async def restart() -> tuple[list[str], bool, str]:
@@ -222,11 +210,11 @@ def test_kill_9_then_kill_at_restart_leaves_no_descendant(tmp_path: Path) -> Non
             assert killed
             assert status == "completed"
             deadline = time.monotonic() + 10
-            while _marked(marker):
-                assert time.monotonic() < deadline, f"descendants left: {_marked(marker)}"
+            while in_command_line(marker):
+                assert time.monotonic() < deadline, f"descendants left: {in_command_line(marker)}"
                 time.sleep(0.01)  # the supervisor's SIGTERM, grace, SIGKILL
         finally:
-            for pid in _marked(marker):  # never leave a test's tree behind
+            for pid in in_command_line(marker):  # never leave a test's tree behind
                 os.kill(pid, signal.SIGKILL)
     records, _ = read_records(case.session_dir / "journal.jsonl")
     (answer,) = [r for r in records if isinstance(r, jr.ToolResult)]
@@ -252,8 +240,10 @@ def test_kill_9_then_the_kill_answer_at_restart_leaves_no_descendant(tmp_path: P
         try:
             running = _start_and_kill(case)
             deadline = time.monotonic() + 10
-            while len(_marked(marker)) < 3:
-                assert time.monotonic() < deadline, f"the tree never grew: {_marked(marker)}"
+            while len(in_command_line(marker)) < 3:
+                assert time.monotonic() < deadline, (
+                    f"the tree never grew: {in_command_line(marker)}"
+                )
                 time.sleep(0.01)  # the orphaned tree starts on its own
 
             async def restart() -> tuple[str, object, str]:
@@ -281,11 +271,11 @@ def test_kill_9_then_the_kill_answer_at_restart_leaves_no_descendant(tmp_path: P
             assert isinstance(answered, Answered)
             assert status == "completed"
             deadline = time.monotonic() + 10
-            while _marked(marker):
-                assert time.monotonic() < deadline, f"descendants left: {_marked(marker)}"
+            while in_command_line(marker):
+                assert time.monotonic() < deadline, f"descendants left: {in_command_line(marker)}"
                 time.sleep(0.01)  # the supervisor's SIGTERM, grace, SIGKILL
         finally:
-            for pid in _marked(marker):  # never leave a test's tree behind
+            for pid in in_command_line(marker):  # never leave a test's tree behind
                 os.kill(pid, signal.SIGKILL)
     records, _ = read_records(case.session_dir / "journal.jsonl")
     (resolved,) = [r for r in records if isinstance(r, jr.InteractionResolved)]

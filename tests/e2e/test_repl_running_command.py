@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,37 +18,16 @@ import pytest
 from tests.e2e.test_repl import ENTER, Spawn, exit_cleanly, session_id_of, spawn, words
 from tests.e2e.test_repl_approval_restarts import _kill_9, _of, _shell
 from tests.e2e.test_repl_steering import journal
+from tests.support.process_trees import in_command_line, wait_until
 
 __all__ = ["spawn"]  # the fixture, re-used from test_repl
-
-
-def _marked(marker: str) -> list[int]:
-    """Pids whose command line holds ``marker``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue  # ended meanwhile
-        if marker.encode() in cmdline:
-            found.append(int(entry))
-    return found
-
-
-def _until(condition: object, what: str, timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)  # polling files and processes of other processes
 
 
 @pytest.fixture
 def marker() -> Iterator[str]:
     mark = f"300.{uuid.uuid4().int % 10**9:09d}"
     yield mark
-    for pid in _marked(mark):  # never leave a test's tree behind
+    for pid in in_command_line(mark):  # never leave a test's tree behind
         os.kill(pid, signal.SIGKILL)
 
 
@@ -61,10 +39,12 @@ def test_a_command_left_running_is_waited_for_and_k_kills_its_whole_tree(
     child = spawn(script, "--approval", "never")
     sid = session_id_of(child)
     child.send("run it" + ENTER)
-    _until(lambda: _of(journal(tmp_path, sid), "effect_running"), "effect_running never durable")
-    _until(lambda: len(_marked(marker)) >= 3, "the tree never grew")
+    wait_until(
+        lambda: _of(journal(tmp_path, sid), "effect_running"), "effect_running never durable"
+    )
+    wait_until(lambda: len(in_command_line(marker)) >= 3, "the tree never grew")
     _kill_9(child)
-    assert len(_marked(marker)) >= 3  # it outlives mind under its supervisor
+    assert len(in_command_line(marker)) >= 3  # it outlives mind under its supervisor
 
     child = spawn(script, "--approval", "never", "resume", sid)
     child.expect(words("Already running:"))
@@ -75,7 +55,7 @@ def test_a_command_left_running_is_waited_for_and_k_kills_its_whole_tree(
     assert "Outcome unknown" not in str(child.before)
     # The card holds no editor: a line typed while it waits is sent (steering).
     child.send("please note" + ENTER)
-    _until(
+    wait_until(
         lambda: "please note" in (tmp_path / "state" / "sessions" / sid / "inbox.json").read_text(),
         "the line typed at the running card was not sent",
     )
@@ -90,7 +70,7 @@ def test_a_command_left_running_is_waited_for_and_k_kills_its_whole_tree(
     child.expect(words("It was stopped."))
     child.expect(words("── completed"))
     exit_cleanly(child)
-    _until(lambda: not _marked(marker), f"descendants left: {_marked(marker)}")
+    wait_until(lambda: not in_command_line(marker), f"descendants left: {in_command_line(marker)}")
     records = journal(tmp_path, sid)
     (resolved,) = _of(records, "interaction_resolved")
     assert (resolved["interaction_id"], resolved["decision"], resolved["by"]) == (
@@ -117,7 +97,9 @@ def test_the_resumed_turn_says_the_command_is_already_running_not_that_it_is_cal
     child = spawn(script, "--approval", "never")
     sid = session_id_of(child)
     child.send("run it" + ENTER)
-    _until(lambda: _of(journal(tmp_path, sid), "effect_running"), "effect_running never durable")
+    wait_until(
+        lambda: _of(journal(tmp_path, sid), "effect_running"), "effect_running never durable"
+    )
     _kill_9(child)
 
     child = spawn(script, "--approval", "never", "resume", sid)
@@ -134,7 +116,7 @@ def test_the_resumed_turn_says_the_command_is_already_running_not_that_it_is_cal
     child.send("k")
     child.expect(words("── completed"))
     exit_cleanly(child)
-    _until(lambda: not _marked(marker), f"descendants left: {_marked(marker)}")
+    wait_until(lambda: not in_command_line(marker), f"descendants left: {in_command_line(marker)}")
 
 
 def test_exit_at_the_running_card_leaves_it_running_and_esc_kills_its_tree(
@@ -150,15 +132,17 @@ def test_exit_at_the_running_card_leaves_it_running_and_esc_kills_its_tree(
     child = spawn(script, "--approval", "never")
     sid = session_id_of(child)
     child.send("run it" + ENTER)
-    _until(lambda: _of(journal(tmp_path, sid), "effect_running"), "effect_running never durable")
-    _until(lambda: len(_marked(marker)) >= 3, "the tree never grew")
+    wait_until(
+        lambda: _of(journal(tmp_path, sid), "effect_running"), "effect_running never durable"
+    )
+    wait_until(lambda: len(in_command_line(marker)) >= 3, "the tree never grew")
     _kill_9(child)
 
     child = spawn(script, "--approval", "never", "resume", sid)
     child.expect(words("Waiting for shell, already running:"))
     child.expect(words("k kill it"))
     exit_cleanly(child)
-    assert len(_marked(marker)) >= 3  # left running, whole tree
+    assert len(in_command_line(marker)) >= 3  # left running, whole tree
     records = journal(tmp_path, sid)
     assert _of(records, "tool_result") == [] and _of(records, "interaction_resolved") == []
     assert _of(records, "turn_completed") == []  # left like a crash: resumed next
@@ -168,7 +152,7 @@ def test_exit_at_the_running_card_leaves_it_running_and_esc_kills_its_tree(
     child.expect(words("k kill it"))
     child.send("\x1b")  # Esc: the person's Stop
     child.expect(words("── interrupted"))
-    _until(lambda: not _marked(marker), f"descendants left: {_marked(marker)}")
+    wait_until(lambda: not in_command_line(marker), f"descendants left: {in_command_line(marker)}")
     exit_cleanly(child)
     (result,) = _of(journal(tmp_path, sid), "tool_result")
     assert "killed with every process it started" in result["output"]

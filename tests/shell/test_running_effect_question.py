@@ -12,7 +12,6 @@ import contextlib
 import os
 import shutil
 import signal
-import time
 import uuid
 from pathlib import Path
 
@@ -32,37 +31,16 @@ from mind.shell.session import Session
 from mind.shell.tool_calls import ToolCalls
 from mind.shell.turn_handle import Turn
 from tests.support import records as rec
+from tests.support.process_trees import in_command_line, wait_until
 
 TURN = "turn_running"
-
-
-def _marked(marker: str) -> list[int]:
-    """Pids whose command line holds ``marker``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue  # ended meanwhile
-        if marker.encode() in cmdline:
-            found.append(int(entry))
-    return found
-
-
-def _until(condition: object, what: str, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)  # polling the process table of other processes
 
 
 @pytest.fixture
 def marker() -> object:
     mark = f"300.{uuid.uuid4().int % 10**9:09d}"
     yield mark
-    for pid in _marked(mark):  # never leave a test's tree behind
+    for pid in in_command_line(mark):  # never leave a test's tree behind
         os.kill(pid, signal.SIGKILL)
 
 
@@ -92,7 +70,9 @@ async def _orphan(
         max_output_bytes=4096,
     )
     effects.running(inv, handle.pid, handle.start_identity)
-    await anyio.to_thread.run_sync(_until, lambda: len(_marked(marker)) >= 3, "the tree never grew")
+    await anyio.to_thread.run_sync(
+        wait_until, lambda: len(in_command_line(marker)) >= 3, "the tree never grew"
+    )
     if remove:
         shutil.rmtree(directory)  # gone (or unreadable): only the journal names it now
     return inv.effect_id, handle
@@ -159,7 +139,7 @@ def test_a_running_command_is_offered_kill_never_rerun_and_kill_stops_its_tree(
     assert card.interaction_id == interaction_id(effect, "still_running")
     assert "still running" in card.reason and "started at" in card.reason
     assert answered == Answered(card.interaction_id, jr.InteractionDecision.kill)
-    _until(lambda: not _marked(marker), f"descendants left: {_marked(marker)}")
+    wait_until(lambda: not in_command_line(marker), f"descendants left: {in_command_line(marker)}")
     records = _records(tmp_path, sid)
     (resolved,) = [r for r in records if isinstance(r, jr.InteractionResolved)]
     assert (resolved.decision, resolved.by) == (
@@ -218,7 +198,7 @@ def test_headless_waits_for_a_running_command_whose_directory_is_gone(
 
     sid, listed, killed = anyio.run(main)
     assert listed and killed
-    _until(lambda: not _marked(marker), f"descendants left: {_marked(marker)}")
+    wait_until(lambda: not in_command_line(marker), f"descendants left: {in_command_line(marker)}")
     records = _records(tmp_path, sid)
     (result,) = [r for r in records if isinstance(r, jr.ToolResult)]
     assert result.effect_outcome == jr.EffectOutcome.unknown
@@ -326,7 +306,7 @@ def test_right_after_open_the_running_question_is_pending_and_kill_is_taken(
         (iid, jr.InteractionKind.running, [jr.InteractionDecision.kill])
     ]
     assert answered == Answered(iid, jr.InteractionDecision.kill)
-    _until(lambda: not _marked(marker), f"descendants left: {_marked(marker)}")
+    wait_until(lambda: not in_command_line(marker), f"descendants left: {in_command_line(marker)}")
     (result,) = [e for e in events if isinstance(e, ev.ToolResultEvent)]
     assert "killed at the user's request" in result.output
     requested = [r for r in _records(tmp_path, sid) if isinstance(r, jr.InteractionRequested)]

@@ -5,6 +5,7 @@ supervision tests tell "zero descendants left"."""
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -68,3 +69,31 @@ def marker() -> str:
 def anyio_backend() -> str:
     """The supervision tests run on asyncio (the runtime's backend)."""
     return "asyncio"
+
+
+def in_command_line(marker: str) -> list[int]:
+    """Pids whose command line holds ``marker`` (a command whose arguments
+    carry it, e.g. ``sleep 300.123456789``: for trees whose environment a
+    sandbox or the tool's allow-list rewrites)."""
+    needle = marker.encode()
+    found: list[int] = []
+    for name in os.listdir("/proc"):
+        if not name.isdecimal():
+            continue
+        try:
+            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+        except OSError:
+            continue  # ended meanwhile
+        if needle in cmdline:
+            found.append(int(name))
+    return found
+
+
+def wait_until(condition: Callable[[], object], what: str, deadline_s: float = 15.0) -> None:
+    """Poll ``condition`` every 10 ms (the files and processes of other
+    processes, which send no event) until true; ``AssertionError(what)``
+    once ``deadline_s`` seconds passed."""
+    deadline = time.monotonic() + deadline_s
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
