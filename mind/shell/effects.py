@@ -312,7 +312,13 @@ class SessionEffects:
         (action,) = inv.machine.recover(can_ask=can_ask, process=process)
         if isinstance(action, Run | Collect):
             return action
-        assert isinstance(action, Resolve) and inv.started is not None
+        assert isinstance(action, Resolve)
+        return self._unknown(inv, action)
+
+    def _unknown(self, inv: Invocation, action: Resolve) -> UnknownEffect:
+        """The facts of ``inv``'s unknown outcome, with the choices the
+        effect chart's ``Resolve`` named and the reason the evidence gives."""
+        assert inv.started is not None
         return UnknownEffect(
             inv.effect_id,
             inv.turn_id,
@@ -468,16 +474,8 @@ class SessionEffects:
             # Its supervisor ended without a record mind believes (killed, or
             # the record is not its own): what it did is unknown, not failed.
             (action,) = inv.machine.recover(can_ask=False, process="lost")
-            assert isinstance(action, Resolve) and inv.started is not None
-            facts = UnknownEffect(
-                inv.effect_id,
-                inv.turn_id,
-                inv.call.call_id,
-                inv.call.name,
-                inv.started.recorded_at_ms,
-                action.choices,
-                reason=self.why_unknown(inv),
-            )
+            assert isinstance(action, Resolve)
+            facts = self._unknown(inv, action)
             told = self.resolve(inv, facts, "tell_model")
             assert told is not None
             return told

@@ -513,7 +513,6 @@ class ToolCalls:
         command or diff, cwd, reason, choices). Its id is bound to the
         invocation (mind.effects.identity), so it is the same after a restart."""
         text, text_format = approval_text(call.name, args, changes, problem)
-        cut = cut_for_display(text)
         reason = asking.reason
         if where is not None:
             reason += (
@@ -523,26 +522,19 @@ class ToolCalls:
             )
         effect = asking.effect_id
         choices = [c for c in APPROVAL_CHOICES if scope is not None or c.value != "approve_session"]
-        return jr.InteractionRequested(
-            seq=0,
-            recorded_at_ms=0,
-            interaction_id=interaction_id(effect, asking.purpose),
-            turn_id=turn.turn_id,
-            call_id=call.call_id,
+        return _question(
+            turn.turn_id,
+            call,
             effect_id=effect,
+            iid=interaction_id(effect, asking.purpose),
             kind=jr.InteractionKind.approval,
             purpose=jr.Purpose(asking.purpose),
-            name=call.name,
             reason=reason,
             text=text,
-            text_format=jr.TextFormat(text_format),
-            head_chars=cut.head_chars,
-            tail_chars=cut.tail_chars,
-            hidden_chars=cut.hidden_chars,
-            hidden_lines=cut.hidden_lines,
-            sandbox=jr.Sandbox(where) if where is not None else msgspec.UNSET,
+            text_format=text_format,
             cwd=str(self.session.cwd),
             choices=choices,
+            sandbox=jr.Sandbox(where) if where is not None else msgspec.UNSET,
             grant=describe(scope) if scope is not None else msgspec.UNSET,
         )
 
@@ -627,6 +619,40 @@ def _effect_question(
         text, text_format = approval_text(call.name, args, [], None)
     except ToolArgumentsError:  # prepared calls passed this: a changed contract
         text, text_format = call.arguments, "arguments"
+    return _question(
+        turn_id,
+        call,
+        effect_id=effect_id,
+        iid=iid,
+        kind=kind,
+        purpose=purpose,
+        reason=reason,
+        text=text,
+        text_format=text_format,
+        cwd=cwd,
+        choices=choices,
+    )
+
+
+def _question(
+    turn_id: str,
+    call: ToolCall,
+    *,
+    effect_id: str,
+    iid: str,
+    kind: jr.InteractionKind,
+    purpose: jr.Purpose,
+    reason: str,
+    text: str,
+    text_format: str,
+    cwd: str,
+    choices: list[jr.InteractionDecision],
+    sandbox: jr.Sandbox | msgspec.UnsetType = msgspec.UNSET,
+    grant: str | msgspec.UnsetType = msgspec.UNSET,
+) -> jr.InteractionRequested:
+    """One ``interaction_requested`` record (docs/design/interactions.md §2):
+    the full ``text`` the person reviews with what a display may cut of it
+    (:func:`mind.effects.review.cut_for_display`), the ``choices`` offered."""
     cut = cut_for_display(text)
     return jr.InteractionRequested(
         seq=0,
@@ -645,8 +671,10 @@ def _effect_question(
         tail_chars=cut.tail_chars,
         hidden_chars=cut.hidden_chars,
         hidden_lines=cut.hidden_lines,
+        sandbox=sandbox,
         cwd=cwd,
         choices=choices,
+        grant=grant,
     )
 
 
