@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import pexpect
 import pytest
 
 from tests.e2e.test_repl import ENTER, Spawn, exit_cleanly, session_id_of, spawn, words
@@ -146,6 +147,17 @@ def test_exit_at_the_running_card_leaves_it_running_and_esc_kills_its_tree(
     records = journal(tmp_path, sid)
     assert _of(records, "tool_result") == [] and _of(records, "interaction_resolved") == []
     assert _of(records, "turn_completed") == []  # left like a crash: resumed next
+
+    # The terminal closing there (SIGHUP) is no Stop either (the chart's hang_up).
+    child = spawn(script, "--approval", "never", "resume", sid)
+    child.expect(words("Waiting for shell, already running:"))
+    child.expect(words("k kill it"))
+    os.kill(child.pid, signal.SIGHUP)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert len(in_command_line(marker)) >= 3  # still running, whole tree
+    records = journal(tmp_path, sid)
+    assert _of(records, "tool_result") == [] and _of(records, "turn_completed") == []
 
     child = spawn(script, "--approval", "never", "resume", sid)
     child.expect(words("Waiting for shell, already running:"))

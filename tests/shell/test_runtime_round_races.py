@@ -208,3 +208,28 @@ def test_input_of_an_answer_cut_at_the_output_cap_is_taken_again_by_the_next_tur
     assert waiting == ["write a lot"]  # never consumed, never lost
     ends = [r for r in _records(path) if isinstance(r, jr.TurnCompleted)]
     assert [(r.status, r.acknowledged) for r in ends] == [("failed", []), ("failed", [])]
+
+
+def test_leaving_while_an_ordinary_round_streams_interrupts_the_turn(tmp_path: Path) -> None:
+    """The turn chart's ``leave`` (the REPL's /exit, Ctrl+D) in a turn that is
+    not waiting for a command a crash left running is an interrupt: the turn
+    ends ``interrupted`` with its terminal record (docs/design/turn.md)."""
+    with Gate() as gate:
+        replies = [{"text": "a slow answer", "pause": str(gate.path)}]
+        config = _config(tmp_path / "script.yaml", replies)
+
+        async def main() -> tuple[mind.TurnOutcome, Path]:
+            async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+                session = await rt.create_session(cwd=tmp_path, config=config)
+                turn = session.submit("first")
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_drain, turn)
+                    assert await anyio.to_thread.run_sync(gate.wait_reached)
+                    turn.leave()
+                    gate.release()
+                return turn.outcome, session.journal.path
+
+        outcome, path = anyio.run(main)
+    assert outcome.status == "interrupted"
+    terminals = [r for r in _records(path) if isinstance(r, jr.TurnCompleted)]
+    assert [t.status for t in terminals] == [jr.TurnStatus.interrupted]

@@ -70,7 +70,7 @@ async def test_bubblewraps_own_helper_is_never_reported_as_a_leftover(
     for run in range(12):
         handle = await _run(tmp_path / f"ef_{run}", sandboxed, marker)
         result = await supervision.wait(handle)
-        assert result == supervision.ProcessResult("exit code: 0", True), run
+        assert (result.text, result.ok) == ("exit code: 0", True), run
 
 
 async def test_a_real_leftover_is_still_counted(tmp_path: Path, marker: str) -> None:
@@ -134,7 +134,7 @@ async def test_the_supervisors_own_exit_record_carries_its_proof(
     handle = await _run(directory, ["bash", "-c", command], marker)
     result = await supervision.wait(handle)
     # The token is the supervisor's alone: the command's environment lacks it.
-    assert result == supervision.ProcessResult("hi\n0\nexit code: 0", True)
+    assert (result.text, result.ok) == ("hi\n0\nexit code: 0", True)
     assert supervision.proven(directory, handle.proof_sha256)
     assert not supervision.proven(directory, "0" * 64)
     rebuilt = supervision.handle_of(directory, proof_sha256=handle.proof_sha256)
