@@ -32,8 +32,8 @@ import pytest
 from mind.shell.render import format_duration
 from tests.e2e.test_repl import ENTER, REPO, Spawn, exit_cleanly, session_id_of, spawn, words
 from tests.e2e.test_repl_approval_restarts import _kill_9, _of, _shell
-from tests.e2e.test_repl_running_command import _until
 from tests.e2e.test_repl_steering import journal, session_dir
+from tests.support.process_trees import wait_until
 
 __all__ = ["spawn"]  # the fixture, re-used from test_repl
 
@@ -60,7 +60,9 @@ def _killed_mid_command(spawn: Spawn, tmp_path: Path, script: list[dict[str, obj
     child = spawn(script, "--approval", "never")
     sid = session_id_of(child)
     child.send("run it" + ENTER)
-    _until(lambda: _of(journal(tmp_path, sid), "effect_running"), "effect_running never durable")
+    wait_until(
+        lambda: _of(journal(tmp_path, sid), "effect_running"), "effect_running never durable"
+    )
     _kill_9(child)
     return sid
 
@@ -70,7 +72,7 @@ def _finished_run_s(tmp_path: Path, sid: str, gate: Path) -> float:
     run time its ``exit.json`` records, seconds."""
     (running,) = _of(journal(tmp_path, sid), "effect_running")
     gate.touch()
-    _until(lambda: _gone(running["supervisor_pid"]), "the supervisor never ended")
+    wait_until(lambda: _gone(running["supervisor_pid"]), "the supervisor never ended")
     exit_json = session_dir(tmp_path, sid) / "effects" / running["effect_id"] / "exit.json"
     record = json.loads(exit_json.read_text())
     return float(record["ended_at_ms"] - record["started_at_ms"]) / 1000
