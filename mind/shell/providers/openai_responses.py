@@ -6,6 +6,10 @@ Request: ``POST {base}/responses``. Reasoning items come back with
 them. Response: SSE ``response.*`` events (or one JSON response object),
 parsed by :class:`ResponsesStreamParser` (docs/design/providers.md §6).
 
+Size: just over 500 lines because the request body and the stream parser
+are one wire format read both ways (an item the parser keeps is an item the
+body re-sends); the parser is the part to move out if either grows.
+
 Body shape (:func:`build_body`)::
 
     {"model", "stream": true, "store": false,
