@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -535,12 +536,12 @@ class SessionEffects:
 
 
 CLOSED_TURN_GRACE_S: Final = 2.0
-"""Seconds the open waits for a command still running in an earlier
-unterminated turn before stopping its whole tree (docs/design/effects.md §4).
-That turn is closed at open (only the last one can be resumed), so the
-command's result is only an orphan result the model reads later: a quick
-command's real end is worth a short wait, not an open blocked silently for
-up to the command's timeout (600 s)."""
+"""Seconds the open waits for the commands still running in earlier
+unterminated turns (all at once: one shared deadline) before stopping
+their whole trees (docs/design/effects.md §4). Such a turn is closed at
+open (only the last one can be resumed), so a command's result is only an
+orphan result the model reads later: a quick command's real end is worth a
+short wait, not an open blocked silently for up to its timeout (600 s)."""
 
 _STOP_BOUND_S: Final = supervision.KILL_GRACE_S + 4.0
 """Seconds a stopped supervisor gets to end: its SIGTERM-to-SIGKILL grace,
@@ -586,9 +587,10 @@ def reconcile_at_open(
       evidence ``supervisor``), fsynced, then the directory is removed;
     - its supervisor still runs: nothing here — the resumed turn waits for it
       (:func:`redrive_rule`); in an earlier unterminated turn (never
-      resumed) it is given :data:`CLOSED_TURN_GRACE_S` to end, then its whole
-      tree is stopped, and what its supervisor recorded is the result
-      (after a note saying it was stopped and why);
+      resumed) it is given :data:`CLOSED_TURN_GRACE_S` to end — one
+      shared wait for all such commands, not one each — then its whole tree
+      is stopped, and what its supervisor recorded is the result (after a
+      note saying it was stopped and why);
     - rerun-safe (``read_only``, ``idempotent``, or it provably never
       started): nothing here — a resumed turn runs it, a closed one gets the
       orphan-call result;
@@ -621,17 +623,20 @@ def reconcile_at_open(
     if effects_dir is not None:
         _sweep(effects_dir, {inv.effect_id for inv in opened})
     open_turns = unterminated_turns(journal.records)
+    facts = {inv.effect_id: _process(effects_dir, inv, journal.records) for inv in opened}
+    # An earlier turn is never resumed: its orphan calls get a result now —
+    # each command's end if it comes within the one shared grace, else its
+    # tree is stopped: never a result while it runs, never a silent wait.
+    earlier = [
+        inv for inv in opened if facts[inv.effect_id] == "running" and inv.turn_id != open_turns[-1]
+    ]
+    settled = _settled(effects_dir, earlier, journal.records)
     for inv in opened:
         proof = _proof(journal.records, inv)
-        process = _process(effects_dir, inv, journal.records)
-        if process == "running" and inv.turn_id == open_turns[-1]:
+        process = facts[inv.effect_id]
+        if process == "running" and inv.effect_id not in settled:
             continue  # the resumed turn's re-drive waits for it
-        stopped = False
-        if process == "running":
-            # An earlier turn is never resumed: its orphan calls get a result
-            # now — the command's end if it comes within the grace, else the
-            # tree is stopped: never a result while it runs, never a silent wait.
-            process, stopped = _settled(effects_dir, inv, journal.records)
+        process, stopped = settled.get(inv.effect_id, (process, False))
         found = effects.recover(inv, can_ask=can_ask, process=process)
         if isinstance(found, Collect):
             directory = effects.directory(inv)
@@ -889,38 +894,63 @@ def _process(
 
 
 def _settled(
-    effects_dir: Path | None, inv: Invocation, records: Sequence[jr.JournalRecord]
-) -> tuple[ProcessFact, bool]:
-    """``inv``'s process fact once its supervisor has ended, and whether it
-    was stopped here: blocking, it waits :data:`CLOSED_TURN_GRACE_S` for the
-    supervisor (the live one its ``effect_running`` or ``supervisor.json``
-    names, pid + start identity) to end, then stops the whole tree
+    effects_dir: Path | None, invs: Sequence[Invocation], records: Sequence[jr.JournalRecord]
+) -> dict[str, tuple[ProcessFact, bool]]:
+    """Each of ``invs``' process fact once its supervisor has ended, and
+    whether it was stopped here, by effect id. Blocking: all of them share
+    one wait of :data:`CLOSED_TURN_GRACE_S` for their supervisors (the live
+    one each ``effect_running`` or ``supervisor.json`` names, pid + start
+    identity) to end — the open waits that long at most, however many there
+    are — then every tree still running is stopped
     (:func:`mind.shell.supervision.kill_tree`: the supervisor records
-    ``killed`` with the output so far) and waits for that, at most
-    :data:`_STOP_BOUND_S` — a supervisor that does not end then is SIGKILLed
-    and what its command left is killed by its marker
+    ``killed`` with the output so far) and all are waited for, again on one
+    shared bound of :data:`_STOP_BOUND_S` — a supervisor that does not end
+    then is SIGKILLed and what its command left is killed by its marker
     (:func:`mind.shell.supervision.collect_strays`). The fact is
     ``finished`` for an exit record proven its supervisor's, else ``lost``
     — a directory without records proves nothing once ``effect_running`` is
     durable, and a damaged one nothing at all (fail closed). A supervisor
     no record names yet (its first milliseconds, before ``supervisor.json``)
     is waited for on its lock (processes.md §2: that comes before the command starts)."""
-    directory = _directory(effects_dir, inv)
-    assert directory is not None
-    supervisor = _live_supervisor(directory, inv, records)
-    stopped = False
-    if supervisor is not None and not procs.wait_ended(*supervisor, CLOSED_TURN_GRACE_S):
-        stopped = True
+    live: list[tuple[Invocation, Path, tuple[int, str]]] = []
+    for inv in invs:
+        directory = _directory(effects_dir, inv)
+        assert directory is not None
+        supervisor = _live_supervisor(directory, inv, records)
+        if supervisor is not None:
+            live.append((inv, directory, supervisor))
+    grace_ends = time.monotonic() + CLOSED_TURN_GRACE_S
+    running = [
+        (inv, directory, supervisor)
+        for inv, directory, supervisor in live
+        if not procs.wait_ended(*supervisor, max(0.0, grace_ends - time.monotonic()))
+    ]
+    for inv, _, _ in running:
         _kill(effects_dir, inv, records)
-        if not procs.wait_ended(*supervisor, _STOP_BOUND_S):
+    stop_ends = time.monotonic() + _STOP_BOUND_S
+    for _, directory, supervisor in running:
+        if not procs.wait_ended(*supervisor, max(0.0, stop_ends - time.monotonic())):
             procs.terminate(*supervisor, signum=signal.SIGKILL)
             supervision.collect_strays(supervision.Handle(directory, *supervisor))
+    stopped = {inv.effect_id for inv, _, _ in running}
+    return {
+        inv.effect_id: (_ended(effects_dir, inv, records), inv.effect_id in stopped) for inv in invs
+    }
+
+
+def _ended(
+    effects_dir: Path | None, inv: Invocation, records: Sequence[jr.JournalRecord]
+) -> ProcessFact:
+    """The process fact of ``inv``, whose supervisor has ended: ``finished``
+    for an exit record proven its supervisor's, else ``lost``."""
+    directory = _directory(effects_dir, inv)
+    assert directory is not None
     try:
         state = supervision.settle(directory)
     except (SupervisorRecordError, PrivateStateError):
-        return "lost", stopped
+        return "lost"
     proven = supervision.proven(directory, _proof(records, inv))
-    return ("finished" if isinstance(state, supervision.Finished) and proven else "lost"), stopped
+    return "finished" if isinstance(state, supervision.Finished) and proven else "lost"
 
 
 def _live_supervisor(

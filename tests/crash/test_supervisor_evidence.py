@@ -33,13 +33,15 @@ import pytest
 import mind
 from mind.generated import events as ev
 from mind.generated import journal as jr
+from mind.shell.effects import CLOSED_TURN_GRACE_S, reconcile_at_open
 from mind.shell.interactions import Answered
-from mind.shell.journal import read_records
+from mind.shell.journal import Journal, read_records
 from tests.crash.harness import PROCESS_TIMEOUT_S, REPO, Case, Input, check, new_case, recover
 from tests.crash.test_effect_crashes import _summary
+from tests.support.crashed_commands import EARLIER, SID, started_then_killed
 from tests.support.fake_model import EFFECTS_FILE, FakeModel
 from tests.support.kill_when import first_record, kill_when
-from tests.support.process_trees import in_command_line
+from tests.support.process_trees import in_command_line, marked, new_marker, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -287,3 +289,47 @@ def test_kill_9_then_the_kill_answer_at_restart_leaves_no_descendant(tmp_path: P
         jr.EffectEvidence.supervisor,
     )
     assert "killed at the user's request" in answer.output
+
+
+def test_kill_9_with_three_commands_running_in_an_earlier_turn_the_open_waits_once(
+    tmp_path: Path,
+) -> None:
+    """effects.md §4: a mind killed with three commands running in a turn
+    that is not resumed (a later one started); the open gives them one
+    shared :data:`CLOSED_TURN_GRACE_S` to end — not one each — then stops
+    every tree still running (``setsid`` escapees too), and each result
+    says it was stopped, with its output so far."""
+    marker = new_marker()
+    journal = tmp_path / "journal.jsonl"
+    effects_dir = tmp_path / "effects"
+    command = "echo so far; bash -c 'sleep 300 & setsid sleep 300 & sleep 300'"
+    try:
+        started_then_killed(journal, effects_dir, 3, marker, command, cwd=REPO)
+        wait_until(lambda: len(marked(marker, "sleep")) == 9, "the three trees never grew")
+        began = time.monotonic()
+        with Journal.open(journal, session_id=SID) as reopened:
+            done = reconcile_at_open(reopened, SID, can_ask=False, effects_dir=effects_dir)
+        took = time.monotonic() - began
+        wait_until(lambda: marked(marker) == [], f"processes left: {marked(marker)}")
+    finally:
+        for pid in marked(marker):  # never leave a test's tree behind
+            os.kill(pid, signal.SIGKILL)
+    assert took < CLOSED_TURN_GRACE_S + 2.0, f"the open waited {took:.1f} s"
+    assert done.collected == 3
+    records, _ = read_records(journal)
+    results = [r for r in records if isinstance(r, jr.ToolResult)]
+    assert sorted(r.call_id for r in results) == ["c0", "c1", "c2"]
+    for result in results:
+        assert (result.status, result.evidence, result.effect_outcome) == (
+            jr.ToolStatus.error,
+            jr.EffectEvidence.supervisor,
+            jr.EffectOutcome.failed,
+        )
+        assert result.output.startswith(
+            f"[stopped when the session was opened again: its turn ({EARLIER}) was cut short"
+        )
+        assert "so far\n" in result.output
+        assert result.output.endswith(
+            "stopped: the command and every process it started were killed"
+        )
+    assert os.listdir(effects_dir) == []
