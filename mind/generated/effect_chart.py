@@ -79,6 +79,9 @@ class EffectModel(Protocol):
     def evidence_remains(self) -> bool: ...
 
     @property
+    def killed_by_person(self) -> bool: ...
+
+    @property
     def rerun_chosen(self) -> bool: ...
 
     @property
@@ -136,8 +139,9 @@ class EffectChart(StateChart[EffectModel]):
         | _to(prepared, executing, cond='safe_to_rerun', unless='evidence_remains')
         | _to(prepared, unknown, unless=['evidence_remains', 'safe_to_rerun'])
         | _to(executing, executing, cond='evidence_remains')
-        | _to(executing, executing, cond='safe_to_rerun', unless='evidence_remains')
-        | _to(executing, unknown, unless=['evidence_remains', 'safe_to_rerun'])
+        | _to(executing, reconciled, cond='killed_by_person', unless='evidence_remains')
+        | _to(executing, executing, cond='safe_to_rerun', unless=['evidence_remains', 'killed_by_person'])
+        | _to(executing, unknown, unless=['evidence_remains', 'safe_to_rerun', 'killed_by_person'])
     )
     finish = (
         _to(executing, committed, cond='succeeded')

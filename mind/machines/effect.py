@@ -14,6 +14,8 @@ performs them in order::
     prepared | executing --recover--> executing (evidence remains) -> Collect
                                     | executing (safe to re-run) -> Run
                                     | unknown   (non_idempotent) -> Resolve(choices)
+    executing --recover--> reconciled (killed by the person, no exit record)
+                                    -> RecordResolution(killed), DeliverUnknown(failed)
     unknown --reconcile--> executing (rerun) -> RecordResolution, Run
                          | reconciled        -> RecordResolution, DeliverUnknown
 
@@ -230,6 +232,7 @@ class _EffectData:
     status: str = ""
     resolution: Resolution | None = None
     process: ProcessFact = "none"
+    killed: bool = False
     state: object = None
 
     @property
@@ -241,6 +244,12 @@ class _EffectData:
     def safe_to_rerun(self) -> bool:
         """Guard ``safe_to_rerun`` (:func:`safe_to_rerun`)."""
         return safe_to_rerun(self.effect_class, self.process)
+
+    @property
+    def killed_by_person(self) -> bool:
+        """Guard ``killed_by_person``: the person's ``kill`` at the
+        ``running`` question stopped the command (a fact the shell reports)."""
+        return self.killed
 
     @property
     def succeeded(self) -> bool:
@@ -315,15 +324,23 @@ class EffectMachine:
         self._send("finish")
         return [Commit(outcome_of(status), evidence)]
 
-    def recover(self, *, can_ask: bool, process: ProcessFact = "none") -> list[EffectAction]:
+    def recover(
+        self, *, can_ask: bool, process: ProcessFact = "none", killed: bool = False
+    ) -> list[EffectAction]:
         """After a crash: the effect was prepared (maybe executing) and has
         no result; ``process`` is what its supervisor's directory says. Its
         supervisor's evidence is collected (``[Collect]``: finished or still
-        running); a rerun-safe one (or one that provably never started) runs
-        again (``[Run]``); else it becomes ``unknown``:
-        ``[Resolve(choices)]`` (:func:`reconcile_choices`)."""
+        running); one the person stopped with ``kill`` (``killed``) that
+        left no exit record is resolved ``killed`` unasked
+        (``[RecordResolution, DeliverUnknown(failed)]``); a rerun-safe one
+        (or one that provably never started) runs again (``[Run]``); else it
+        becomes ``unknown``: ``[Resolve(choices)]`` (:func:`reconcile_choices`)."""
         self._data.process = process
+        self._data.killed = killed
         self._send("recover")
+        if self.state == "reconciled":
+            # Killed on the person's word: it did not complete, by their decision.
+            return [RecordResolution("killed"), DeliverUnknown("failed")]
         if self.state == "executing":
             if evidence_remains(process):
                 return [Collect(running_choices(process, can_ask=can_ask))]
@@ -338,7 +355,6 @@ class EffectMachine:
         self._send("reconcile")
         if resolution == "rerun":
             return [RecordResolution(resolution), Run()]
-        # Killed on the person's word: it did not complete, by their decision.
         outcome: Outcome = "failed" if resolution in ("mark_failed", "killed") else "unknown"
         return [RecordResolution(resolution), DeliverUnknown(outcome)]
 

@@ -43,6 +43,7 @@ from mind.machines.effect import (
     Collect,
     Commit,
     DeliverUnknown,
+    EffectAction,
     EffectMachine,
     Evidence,
     Outcome,
@@ -310,13 +311,27 @@ class SessionEffects:
         (the caller runs it again under the same effect id), else the facts
         of an ``unknown`` effect for :meth:`resolve` (the choices name what
         may be done)."""
-        (action,) = inv.machine.recover(can_ask=can_ask, process=process)
-        if isinstance(action, Run | Collect):
-            return action
-        assert isinstance(action, Resolve)
-        return self._unknown(inv, action)
+        found = self._recovered(inv, can_ask=can_ask, process=process)
+        assert not isinstance(found, jr.ToolResult)  # only a kill resolves unasked
+        return found
 
-    def _unknown(self, inv: Invocation, action: Resolve) -> UnknownEffect:
+    def _recovered(
+        self, inv: Invocation, *, can_ask: bool, process: ProcessFact, killed: bool = False
+    ) -> Run | Collect | UnknownEffect | jr.ToolResult:
+        """:meth:`recover`, told whether the person's ``kill`` stopped it
+        (``killed``): where the chart resolves that unasked (no exit record
+        was left), its records are written here and the result returned."""
+        actions = inv.machine.recover(can_ask=can_ask, process=process, killed=killed)
+        match actions:
+            case [Run() | Collect() as action]:
+                return action
+            case [Resolve(choices)]:
+                return self._unknown(inv, choices)
+        result = self._perform(inv, self._unknown(inv, ()), actions)
+        assert result is not None
+        return result
+
+    def _unknown(self, inv: Invocation, choices: tuple[Resolution, ...]) -> UnknownEffect:
         """The facts of ``inv``'s unknown outcome, with the choices the
         effect chart's ``Resolve`` named and the reason the evidence gives."""
         assert inv.started is not None
@@ -326,7 +341,7 @@ class SessionEffects:
             inv.call.call_id,
             inv.call.name,
             inv.started.recorded_at_ms,
-            action.choices,
+            choices,
             reason=self.why_unknown(inv),
         )
 
@@ -357,9 +372,20 @@ class SessionEffects:
         Raises:
             IllegalTransition: the effect is not ``unknown``.
         """
+        return self._perform(inv, facts, inv.machine.reconcile(resolution), note)
+
+    def _perform(
+        self, inv: Invocation, facts: UnknownEffect, actions: list[EffectAction], note: str = ""
+    ) -> jr.ToolResult | None:
+        """Write what the chart's resolution actions name: ``effect_reconciled``
+        (fsynced) for ``RecordResolution``, then for ``DeliverUnknown`` the
+        result saying what is known (after ``note``); None when no result
+        was written (``rerun``: the caller runs it)."""
         result: jr.ToolResult | None = None
-        for action in inv.machine.reconcile(resolution):
+        resolution: Resolution = "tell_model"
+        for action in actions:
             if isinstance(action, RecordResolution):
+                resolution = action.resolution
                 self.journal.append(
                     jr.EffectReconciled(
                         seq=0,
@@ -384,6 +410,7 @@ class SessionEffects:
         can_ask: bool,
         note: Callable[[], str] = lambda: "",
         stop: Callable[[], bool] = lambda: True,
+        killed: Callable[[], bool] = lambda: False,
     ) -> jr.ToolResult | UnknownEffect:
         """After :class:`Collect`: wait for ``inv``'s supervisor while it runs
         (its timeout is the supervisor's) and commit its exit record as the
@@ -394,7 +421,9 @@ class SessionEffects:
         gone or unreadable: an effect is never called unknown while its
         command may still be running. When no record is left (the supervisor was killed
         unrecorded, the directory is damaged), the effect is recovered again
-        with ``lost``: the facts of an ``unknown`` effect.
+        with ``lost`` and ``killed()`` (whether the person's ``kill`` stopped
+        it): the facts of an ``unknown`` effect, or — the chart resolving a
+        kill unasked — its journaled ``killed`` result.
 
         Raises:
             anyio.get_cancelled_exc_class(): the caller was cancelled (an
@@ -417,8 +446,8 @@ class SessionEffects:
             except (SupervisorRecordError, PrivateStateError):
                 result = None  # damaged: the outcome is unknown
         if result is None:
-            found = self.recover(inv, can_ask=can_ask, process="lost")
-            assert isinstance(found, UnknownEffect)
+            found = self._recovered(inv, can_ask=can_ask, process="lost", killed=killed())
+            assert isinstance(found, UnknownEffect | jr.ToolResult)
             return found
         return self._collected(inv, result, note())
 
@@ -476,7 +505,7 @@ class SessionEffects:
             # the record is not its own): what it did is unknown, not failed.
             (action,) = inv.machine.recover(can_ask=False, process="lost")
             assert isinstance(action, Resolve)
-            facts = self._unknown(inv, action)
+            facts = self._unknown(inv, action.choices)
             told = self.resolve(inv, facts, "tell_model")
             assert told is not None
             return told

@@ -116,23 +116,17 @@ class ToolCalls:
         one can answer, else ``tell_model`` (docs/design/effects.md §4)."""
         can_ask = self.session.interactive
         found = effects.recover(inv, can_ask=can_ask, process=process)
-        killed = False
         if isinstance(found, Collect):
             # The chart knows the turn waits for a command a crash left
             # running: leaving now (hang-up, /exit) leaves it running.
             machine.command_waited()
-            collected, killed = await self._collect(turn, effects, inv, found)
+            collected = await self._collect(turn, effects, inv, found)
             machine.command_ended()
             if isinstance(collected, jr.ToolResult):
                 return collected
             found = collected
         if isinstance(found, UnknownEffect):
-            # Killed on the person's word and no exit record left (its
-            # directory was gone): journaled as their kill, one account of it
-            # in the result; never re-run.
-            resolution: EffectResolution = (
-                "killed" if killed else await self._ask_reconcile(turn, inv.call, found)
-            )
+            resolution = await self._ask_reconcile(turn, inv.call, found)
             written = effects.resolve(inv, found, resolution)
             if written is not None:
                 return written
@@ -149,17 +143,19 @@ class ToolCalls:
 
     async def _collect(
         self, turn: Turn, effects: SessionEffects, inv: Invocation, found: Collect
-    ) -> tuple[jr.ToolResult | UnknownEffect, bool]:
+    ) -> jr.ToolResult | UnknownEffect:
         """Collect a command a crash left (:meth:`SessionEffects.collect`:
         waiting while it still runs). While it is waited for and the chart
         offers choices (``found.choices``: ``kill`` where a person can
         answer), a ``running`` question asks whether to stop it; ``kill``
         (journaled first, like every answer) stops its whole tree and its
         result says so. The question is cancelled (by ``recovery``) when the
-        command ends on its own first; headless only waits.
+        command ends on its own first; headless only waits. A kill that left
+        no exit record is resolved ``killed`` by the effect chart (told the
+        fact by :meth:`SessionEffects.collect`), never asked about.
 
         Returns:
-            What the collect gave, and whether the person's kill stopped it.
+            What the collect gave: the result, or an ``unknown`` effect's facts.
 
         Raises:
             JournalWriteError: a record could not be made durable.
@@ -180,7 +176,7 @@ class ToolCalls:
                     started_at_ms=inv.started.recorded_at_ms if inv.started is not None else 0,
                 )
             )
-            return await effects.collect(inv, can_ask=can_ask, stop=stop), False
+            return await effects.collect(inv, can_ask=can_ask, stop=stop)
         got: list[jr.ToolResult | UnknownEffect] = []
         state = {"ended": False, "killed": False}
 
@@ -190,7 +186,11 @@ class ToolCalls:
         async with anyio.create_task_group() as tg:
 
             async def wait() -> None:
-                got.append(await effects.collect(inv, can_ask=can_ask, note=note, stop=stop))
+                got.append(
+                    await effects.collect(
+                        inv, can_ask=can_ask, note=note, stop=stop, killed=lambda: state["killed"]
+                    )
+                )
                 state["ended"] = True
                 tg.cancel_scope.cancel()  # the question is moot now
 
@@ -201,7 +201,7 @@ class ToolCalls:
 
             tg.start_soon(wait)
             tg.start_soon(ask)
-        return got[0], state["killed"]
+        return got[0]
 
     async def _ask_running(
         self, turn: Turn, inv: Invocation, found: Collect, *, ended: Callable[[], bool]

@@ -8,7 +8,9 @@ from mind.errors import IllegalTransition
 from mind.machines.effect import (
     Collect,
     Commit,
+    DeliverUnknown,
     EffectMachine,
+    RecordResolution,
     Resolve,
     Run,
     outcome_of,
@@ -80,3 +82,27 @@ def test_a_live_effect_commits_and_a_recovered_shell_command_becomes_unknown() -
     with pytest.raises(IllegalTransition) as caught:
         crashed.execute()  # an unknown effect never runs again without a resolution
     assert (caught.value.chart, caught.value.state) == ("effect", "unknown")
+
+
+def test_a_command_the_person_killed_that_left_no_exit_record_is_resolved_killed_unasked() -> None:
+    """effects.md §4: the chart, not the shell, decides that a kill which
+    left no exit record is resolved ``killed`` — no reconcile question;
+    without the kill the same fact is ``unknown`` and asked."""
+    killed = EffectMachine("ef_k", "non_idempotent")
+    killed.approve(), killed.persisted(), killed.execute()
+    assert killed.recover(can_ask=True, process="running") == [Collect(("kill",))]
+    assert killed.recover(can_ask=True, process="lost", killed=True) == [
+        RecordResolution("killed"),
+        DeliverUnknown("failed"),
+    ]
+    assert killed.state == "reconciled"
+    asked = EffectMachine("ef_a", "non_idempotent")
+    asked.approve(), asked.persisted(), asked.execute()
+    assert asked.recover(can_ask=True, process="lost", killed=False) == [
+        Resolve(("rerun", "mark_failed", "tell_model"))
+    ]
+    assert asked.state == "unknown"
+    # Evidence beats the kill: an exit record is collected, whatever was answered.
+    recorded = EffectMachine("ef_r", "non_idempotent")
+    recorded.approve(), recorded.persisted(), recorded.execute()
+    assert recorded.recover(can_ask=True, process="finished", killed=True) == [Collect(())]

@@ -43,7 +43,7 @@ CLASSES: tuple[EffectClass, ...] = ("read_only", "idempotent", "non_idempotent")
 def test_every_edge_is_walked_and_lands_where_the_chart_says(
     request: pytest.FixtureRequest,
 ) -> None:
-    check_every_edge(request, EffectChart, 14)
+    check_every_edge(request, EffectChart, 15)
 
 
 def reference(
@@ -64,13 +64,17 @@ def reference(
         ok = arg == "ok"
         return ("committed" if ok else "failed"), [Commit("committed" if ok else "failed", "ran")]
     if state in ("prepared", "executing") and name == "recover":
-        can_ask, process = arg
+        can_ask, process, killed = arg
         if process in ("finished", "running"):  # its end is collected, never re-run
             # A person may stop a command still running; headless only waits.
             kill: tuple[Literal["kill"], ...] = (
                 ("kill",) if process == "running" and can_ask else ()
             )
             return "executing", [Collect(kill)]
+        # The person's kill left no record: never asked. Only a command that
+        # ran (executing) can be killed; a merely prepared one ignores the fact.
+        if killed and state == "executing":
+            return "reconciled", [RecordResolution("killed"), DeliverUnknown("failed")]
         if rerun_safe or process == "never_started":
             return "executing", [Run()]
         choices = ("rerun", "mark_failed", "tell_model") if can_ask else ("tell_model",)
@@ -88,7 +92,7 @@ def send(machine: EffectMachine, fact: tuple[str, Any]) -> list[object]:
     if name == "finish":
         return list(machine.finish(arg))
     if name == "recover":
-        return list(machine.recover(can_ask=arg[0], process=arg[1]))
+        return list(machine.recover(can_ask=arg[0], process=arg[1], killed=arg[2]))
     if name == "reconcile":
         return list(machine.reconcile(arg))
     return list(getattr(machine, name)())
@@ -102,6 +106,7 @@ FACTS = st.one_of(
         st.tuples(
             st.booleans(),
             st.sampled_from(["finished", "running", "never_started", "lost", "none"]),
+            st.booleans(),
         ),
     ),
     st.tuples(st.just("reconcile"), st.sampled_from(["rerun", "mark_failed", "tell_model"])),
@@ -131,13 +136,19 @@ _LIFE = [("approve", None), ("persisted", None)]
 @CI
 @given(runs())
 # The unknown branch from both sources, for certain (not left to the draw).
-@example(("non_idempotent", [*_LIFE, ("recover", (True, "lost")), ("reconcile", "rerun")]))
+@example(("non_idempotent", [*_LIFE, ("recover", (True, "lost", False)), ("reconcile", "rerun")]))
 @example(
     (
         "non_idempotent",
-        [*_LIFE, ("execute", None), ("recover", (False, "none")), ("reconcile", "tell_model")],
+        [
+            *_LIFE,
+            ("execute", None),
+            ("recover", (False, "none", False)),
+            ("reconcile", "tell_model"),
+        ],
     )
 )
+@example(("non_idempotent", [*_LIFE, ("execute", None), ("recover", (True, "lost", True))]))
 def _random_runs_match_the_reference(run: tuple[EffectClass, list[tuple[str, Any]]]) -> None:
     effect_class, facts = run
     machine = EffectMachine("ef_" + "0" * 32, effect_class)
