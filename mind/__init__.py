@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from mind.effects import review
     from mind.generated import events
     from mind.shell.config import ResolvedConfig, resolve_config
-    from mind.shell.effects import RunningEffect
+    from mind.shell.running_effects import RunningEffect
     from mind.shell.runtime import (
         Answered,
         Decision,
@@ -60,7 +60,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "NotTaken": ("mind.shell.runtime", "NotTaken"),
     "ResolvedConfig": ("mind.shell.config", "ResolvedConfig"),
     "Runtime": ("mind.shell.runtime", "Runtime"),
-    "RunningEffect": ("mind.shell.effects", "RunningEffect"),
+    "RunningEffect": ("mind.shell.running_effects", "RunningEffect"),
     "Session": ("mind.shell.runtime", "Session"),
     "Turn": ("mind.shell.runtime", "Turn"),
     "TurnOutcome": ("mind.shell.runtime", "TurnOutcome"),

@@ -1,42 +1,33 @@
 """Performing the effect machine's actions for one session (docs/design/effects.md §3, §4).
 
-One tool call is an :class:`Invocation`: named for good by
-:mod:`mind.effects.identity`, driven by an
-:class:`~mind.machines.effect.EffectMachine`. :class:`SessionEffects` writes
-what the machine names: the prepared effect (``tool_started`` with effect
-id, class and the arguments' SHA-256, fsynced before anything runs), the
-committed result (``tool_result`` with ``effect_outcome`` and ``evidence``,
-fsynced), and after a crash the reconciliation (``effect_reconciled``, then
-a result that says what is known). A shell command's supervisor leaves its
-exit record in ``<session dir>/effects/<effect_id>`` (docs/design/processes.md):
-after a crash that record, not a re-run, gives the result (evidence
-``supervisor``); the directory is removed once a result is durable.
-:func:`reconcile_at_open` is the startup step ``repair_processes``. The
-approval part of a call is not here (``mind.shell.tool_calls``); running the tool is the caller's.
-
-One module (over 500 lines) because preparing, committing, reconciling at
-open and collecting after a restart all read the same effect records; split,
-the projection of those records would be written twice.
+:class:`SessionEffects` writes what the machine names for one
+:class:`~mind.shell.effect_records.Invocation`: the prepared effect
+(``tool_started`` with effect id, class and the arguments' SHA-256, fsynced
+before anything runs), ``effect_running`` (the supervisor's pid and start
+identity), the committed result (``tool_result`` with ``effect_outcome`` and
+``evidence``, fsynced), and after a crash the reconciliation
+(``effect_reconciled``, then a result that says what is known). A shell
+command's supervisor leaves its exit record in
+``<session dir>/effects/<effect_id>`` (docs/design/processes.md): after a
+crash that record, not a re-run, gives the result (evidence
+``supervisor``: :meth:`SessionEffects.collect`); the directory is removed
+once a result is durable. What the records and directories say is read by
+:mod:`mind.shell.effect_records`; reconciling at open is
+:mod:`mind.shell.open_reconciliation`; commands a crash left running are
+:mod:`mind.shell.running_effects`. The approval part of a call is not here
+(:mod:`mind.shell.tool_calls`); running the tool is the caller's.
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final
 
-import anyio
 import msgspec
 
-from mind.call_pairing import PairedCall, pair_calls
 from mind.conversation import ToolCall, replace_lone_surrogates
-from mind.effects.identity import arguments_sha256, effect_id, interaction_id
-from mind.effects.tools import effect_class
+from mind.effects.identity import arguments_sha256, effect_id
 from mind.errors import PrivateStateError, SupervisorIdentityUnknown, SupervisorRecordError
 from mind.generated import journal as jr
 from mind.machines.effect import (
@@ -44,7 +35,6 @@ from mind.machines.effect import (
     Commit,
     DeliverUnknown,
     EffectAction,
-    EffectMachine,
     Evidence,
     Outcome,
     ProcessFact,
@@ -52,118 +42,29 @@ from mind.machines.effect import (
     Resolution,
     Resolve,
     Run,
-    redrivable,
 )
-from mind.shell import faults, procs, supervision
+from mind.shell import faults, supervision
 from mind.shell.effect_index import TurnEffectIndex
+from mind.shell.effect_records import (
+    MIND_STOPPED,
+    Invocation,
+    UnknownEffect,
+    directory_state,
+    effect_directory,
+    journaled_proof,
+    journaled_running,
+    journaled_supervisor,
+    machine_of,
+    process_fact,
+    unknown_outcome_text,
+)
 from mind.shell.journal import Journal
-from mind.shell.recovery import unterminated_turns
 from mind.shell.redact import redact
+from mind.shell.running_effects import kill_effect, outlive
 
 __all__ = [
-    "CLOSED_TURN_GRACE_S",
-    "Invocation",
-    "OpenReconciliation",
-    "RunningEffect",
     "SessionEffects",
-    "UnknownEffect",
-    "kill_running",
-    "reconcile_at_open",
-    "redrive_rule",
-    "running_effects",
-    "unknown_outcome_text",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class UnknownEffect:
-    """What is known of an effect whose outcome is unknown after a crash —
-    the facts a ``reconcile`` question shows and the model is told.
-
-    Attributes:
-        effect_id: ``ef_…`` (docs/design/effects.md §1).
-        turn_id: the turn of the call.
-        call_id: the provider's call id.
-        name: the tool.
-        prepared_at_ms: when its ``tool_started`` was recorded (Unix epoch ms).
-        choices: what may be done (:func:`mind.machines.effect.reconcile_choices`).
-        reason: why it is unknown: what was found
-            (:meth:`SessionEffects.why_unknown`); "" reads as mind having
-            stopped before it recorded the end.
-    """
-
-    effect_id: str
-    turn_id: str
-    call_id: str
-    name: str
-    prepared_at_ms: int
-    choices: tuple[Resolution, ...]
-    reason: str = ""
-
-    @property
-    def interaction_id(self) -> str:
-        """The id of the ``reconcile`` question about it (purpose
-        ``unknown_outcome``): the same after every restart, so an answered
-        question is recognised and an unanswered one re-offered under it."""
-        return interaction_id(self.effect_id, "unknown_outcome")
-
-
-MIND_STOPPED: Final = "mind stopped before it recorded how it ended"
-"""Why an effect is unknown when no supervisor evidence was ever made (a
-tool that runs no process, or a crash before its supervisor started)."""
-
-
-def unknown_outcome_text(facts: UnknownEffect, resolution: Resolution) -> str:
-    """The result the model reads for an effect whose outcome is unknown
-    (``tell_model``), that the person marked failed (``mark_failed``), or
-    that the person killed while it still ran after a restart and that left
-    no exit record (``killed``): what ran and when, what was found instead
-    of its exit record (``facts.reason``), that it was not run again
-    (docs/design/effects.md §4). One account per result: a kill is never
-    also called "marked failed"."""
-    when = datetime.fromtimestamp(facts.prepared_at_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
-    why = facts.reason or MIND_STOPPED
-    call = f"this `{facts.name}` call (effect {facts.effect_id}, started at {when} UTC)"
-    if resolution == "killed":
-        return (
-            f"[killed at the user's request: {call} was still running after mind restarted, "
-            f"and the user stopped it and every process it started. {why[0].upper()}{why[1:]}, "
-            "so its exit status and output are unknown. It was not run again.]"
-        )
-    known = (
-        f"{call} {why}, so its exit status and output are unknown: it may have run fully, "
-        "in part or not at all. It was not run again"
-    )
-    if resolution == "mark_failed":
-        return f"[outcome unknown, marked failed by the user: {known}.]"
-    return f"[outcome unknown: {known} — check its effects before repeating it.]"
-
-
-@dataclass(eq=False)
-class Invocation:
-    """One tool call of one turn and its effect.
-
-    Attributes:
-        turn_id: the turn.
-        call: the call as the model sent it.
-        occurrence: earlier calls of the turn with the same id (identity §1).
-        arguments_sha256: hex SHA-256 of the raw arguments.
-        effect_id: ``ef_…``.
-        machine: the effect machine (``proposed``, or ``prepared`` when the
-            journal already holds its ``tool_started``: a re-driven call).
-        started: the ``tool_started`` of an earlier run of this invocation
-            (a crash came after it), or None.
-        result: the ``tool_result`` already answering it, or None.
-    """
-
-    turn_id: str
-    call: ToolCall
-    occurrence: int
-    arguments_sha256: str
-    effect_id: str
-    machine: EffectMachine
-    started: jr.ToolStarted | None = None
-    result: jr.ToolResult | None = None
 
 
 class SessionEffects:
@@ -195,7 +96,7 @@ class SessionEffects:
     def directory(self, inv: Invocation) -> Path | None:
         """The supervisor directory of ``inv``'s shell command, or None (not a
         shell call, or no ``effects_dir``)."""
-        return _directory(self.effects_dir, inv)
+        return effect_directory(self.effects_dir, inv)
 
     def process(self, inv: Invocation) -> ProcessFact:
         """What ``inv``'s supervisor directory says now
@@ -207,7 +108,7 @@ class SessionEffects:
         supervisor's (the journaled ``proof_sha256``: processes.md §10);
         ``running`` while the supervisor its ``effect_running`` names is alive,
         whatever its directory says."""
-        return _process(self.effects_dir, inv, self.journal.records)
+        return process_fact(self.effects_dir, inv, self.journal.records)
 
     def propose(self, turn_id: str, call: ToolCall) -> Invocation:
         """Name ``call`` (its journaled occurrence in ``turn_id``) and find
@@ -224,7 +125,7 @@ class SessionEffects:
             # Started by a mind older than effects (no effect id): fail closed,
             # it is prepared — never run again without a resolution.
             started = index.legacy_started.get(call.call_id)
-        machine = _machine_of(ident, call.name, started, running=ident in index.running)
+        machine = machine_of(ident, call.name, started, running=ident in index.running)
         return Invocation(turn_id, call, occurrence, sha, ident, machine, started)
 
     def turn_index(self, turn_id: str) -> TurnEffectIndex:
@@ -354,11 +255,11 @@ class SessionEffects:
         missing, not proven, output file replaced, damaged)."""
         directory = self.directory(inv)
         if directory is None or (
-            not os.path.lexists(directory) and _journaled(self.journal.records, inv) is None
+            not os.path.lexists(directory) and journaled_running(self.journal.records, inv) is None
         ):
             return MIND_STOPPED
         return supervision.unrecorded_reason(
-            directory, proof_sha256=_proof(self.journal.records, inv)
+            directory, proof_sha256=journaled_proof(self.journal.records, inv)
         )
 
     def resolve(
@@ -434,14 +335,16 @@ class SessionEffects:
             JournalWriteError: the result could not be made durable.
         """
         directory = self.directory(inv)
-        held = _journaled_supervisor(self.journal.records, inv)
-        holding = directory is not None and isinstance(_state(directory), supervision.Running)
+        held = journaled_supervisor(self.journal.records, inv)
+        holding = directory is not None and isinstance(
+            directory_state(directory), supervision.Running
+        )
         if held is not None and not holding:
-            await _outlive(*held, stop)  # no lock to wait on (gone, damaged): the process itself
+            await outlive(*held, stop)  # no lock to wait on (gone, damaged): the process itself
         result = None
         if directory is not None:
             try:
-                proof = _proof(self.journal.records, inv)
+                proof = journaled_proof(self.journal.records, inv)
                 result = await supervision.collect(directory, proof_sha256=proof, stop=stop)
             except (SupervisorRecordError, PrivateStateError):
                 result = None  # damaged: the outcome is unknown
@@ -449,11 +352,19 @@ class SessionEffects:
             found = self._recovered(inv, can_ask=can_ask, process="lost", killed=killed())
             assert isinstance(found, UnknownEffect | jr.ToolResult)
             return found
-        return self._collected(inv, result, note())
+        return self.commit_collected(inv, result, note())
 
-    def _collected(
+    def commit_collected(
         self, inv: Invocation, result: supervision.ProcessResult, note: str = ""
     ) -> jr.ToolResult:
+        """Commit ``inv``'s supervisor exit record ``result`` as its result
+        (evidence ``supervisor``, ``ok`` or ``error`` by its exit status,
+        ``ran_ms`` its run time), its text after ``note``; redacted by
+        :meth:`commit`.
+
+        Raises:
+            JournalWriteError: the result could not be made durable.
+        """
         text = note + replace_lone_surrogates(result.text)  # redacted by commit
         return self.commit(
             inv, "ok" if result.ok else "error", text, "supervisor", ran_ms=result.ran_ms
@@ -471,7 +382,7 @@ class SessionEffects:
         Returns:
             True when a live supervisor was signalled; False when none runs.
         """
-        return _kill(self.effects_dir, inv, self.journal.records)
+        return kill_effect(self.effects_dir, inv, self.journal.records)
 
     def commit(
         self,
@@ -523,9 +434,9 @@ class SessionEffects:
         directory = self.directory(inv)
         if directory is None or not os.path.lexists(directory):
             return False
-        state = _state(directory)
+        state = directory_state(directory)
         if isinstance(state, supervision.Finished):
-            return not supervision.proven(directory, _proof(self.journal.records, inv))
+            return not supervision.proven(directory, journaled_proof(self.journal.records, inv))
         return state is None or isinstance(state, supervision.Lost)
 
     def _result(
@@ -562,523 +473,3 @@ class SessionEffects:
             # Only now that the result is durable (a crash before keeps the evidence).
             supervision.discard(directory)
         return record
-
-
-CLOSED_TURN_GRACE_S: Final = 2.0
-"""Seconds the open waits for the commands still running in earlier
-unterminated turns (all at once: one shared deadline) before stopping
-their whole trees (docs/design/effects.md §4). Such a turn is closed at
-open (only the last one can be resumed), so a command's result is only an
-orphan result the model reads later: a quick command's real end is worth a
-short wait, not an open blocked silently for up to its timeout (600 s)."""
-
-_STOP_BOUND_S: Final = supervision.KILL_GRACE_S + 4.0
-"""Seconds a stopped supervisor gets to end: its SIGTERM-to-SIGKILL grace,
-its last read of the pipes (at most 2 s, processes.md §4.3), and a margin."""
-
-_STOPPED_UNRECORDED = (
-    "it was still running when the session was opened again and was stopped, its turn "
-    "being cut short by a crash and not resumable, but its supervisor ended without "
-    "recording its end"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class OpenReconciliation:
-    """What :func:`reconcile_at_open` did.
-
-    Attributes:
-        told: unknown effects resolved ``tell_model`` (each got a synthetic result).
-        waiting: unknown effects left for a person's answer, in journal order.
-        collected: effects whose supervisor's exit record became their result.
-    """
-
-    told: int = 0
-    waiting: tuple[UnknownEffect, ...] = ()
-    collected: int = 0
-
-
-def reconcile_at_open(
-    journal: Journal,
-    session_id: str,
-    *,
-    can_ask: bool,
-    effects_dir: Path | None = None,
-    secrets: Sequence[str | None] = (),
-) -> OpenReconciliation:
-    """Startup step ``repair_processes`` (``session_startup.yaml``), before
-    orphan calls are closed: every effect prepared in an unterminated turn
-    and never answered is recovered through its machine, given what its
-    supervisor's directory says (docs/design/effects.md §4):
-
-    - its supervisor finished: its exit record is the result (real output
-      redacted of ``secrets``, exit status; ``committed`` | ``failed``,
-      evidence ``supervisor``), fsynced, then the directory is removed;
-    - its supervisor still runs: nothing here — the resumed turn waits for it
-      (:func:`redrive_rule`); in an earlier unterminated turn (never
-      resumed) it is given :data:`CLOSED_TURN_GRACE_S` to end — one
-      shared wait for all such commands, not one each — then its whole tree
-      is stopped, and what its supervisor recorded is the result (after a
-      note saying it was stopped and why);
-    - rerun-safe (``read_only``, ``idempotent``, or it provably never
-      started): nothing here — a resumed turn runs it, a closed one gets the
-      orphan-call result;
-    - otherwise (``non_idempotent``, no evidence), nobody can answer
-      (``can_ask`` False: ``exec``, a library caller): resolved
-      ``tell_model`` — ``effect_reconciled`` and an "outcome unknown" result,
-      fsynced; never re-run;
-    - otherwise, a person can answer: left open for the ``reconcile``
-      question (``mind.shell.interactions``), returned.
-
-    A ``tool_started`` without an effect id (a journal older than effects)
-    is left to the orphan-call step as before. A directory of ``effects_dir``
-    no open effect names and no supervisor holds (its call was answered —
-    an interrupt's result, say — before a crash cut the cleanup) is removed
-    first. Idempotent.
-
-    Args:
-        effects_dir: ``<session dir>/effects``; None: no evidence looked for.
-
-    Returns:
-        How many were collected and resolved here, and the ones left for a person.
-
-    Raises:
-        JournalWriteError: an append failed (a ``StorageError``: path, errno).
-    """
-    effects = SessionEffects(session_id, journal, effects_dir, secrets)
-    waiting: list[UnknownEffect] = []
-    told = collected = 0
-    opened = _open_effects(journal.records, session_id)
-    if effects_dir is not None:
-        _sweep(effects_dir, {inv.effect_id for inv in opened})
-    open_turns = unterminated_turns(journal.records)
-    facts = {inv.effect_id: _process(effects_dir, inv, journal.records) for inv in opened}
-    # An earlier turn is never resumed: its orphan calls get a result now —
-    # each command's end if it comes within the one shared grace, else its
-    # tree is stopped: never a result while it runs, never a silent wait.
-    earlier = [
-        inv for inv in opened if facts[inv.effect_id] == "running" and inv.turn_id != open_turns[-1]
-    ]
-    settled = _settled(effects_dir, earlier, journal.records)
-    for inv in opened:
-        proof = _proof(journal.records, inv)
-        process = facts[inv.effect_id]
-        if process == "running" and inv.effect_id not in settled:
-            continue  # the resumed turn's re-drive waits for it
-        process, stopped = settled.get(inv.effect_id, (process, False))
-        found = effects.recover(inv, can_ask=can_ask, process=process)
-        if isinstance(found, Collect):
-            directory = effects.directory(inv)
-            assert directory is not None
-            state = _state(directory)
-            if isinstance(state, supervision.Finished) and supervision.proven(directory, proof):
-                effects._collected(inv, state.result, _stopped_note(inv) if stopped else "")
-                collected += 1
-                continue
-            found = effects.recover(inv, can_ask=can_ask, process="lost")
-            assert isinstance(found, UnknownEffect)
-            if stopped:
-                found = replace(found, reason=_STOPPED_UNRECORDED)
-        if isinstance(found, Run):
-            continue
-        if found.choices == ("tell_model",):
-            effects.resolve(inv, found, "tell_model")
-            told += 1
-        else:
-            waiting.append(found)
-    return OpenReconciliation(told, tuple(waiting), collected)
-
-
-@dataclass(frozen=True, slots=True)
-class RunningEffect:
-    """A shell command a crashed mind left running under its supervisor.
-
-    Attributes:
-        effect_id: ``ef_…``.
-        turn_id: the turn of the call.
-        call_id: the provider's call id.
-        arguments: the call's raw arguments (the command).
-        supervisor_pid: the supervisor's pid, or None in its first milliseconds.
-    """
-
-    effect_id: str
-    turn_id: str
-    call_id: str
-    arguments: str
-    supervisor_pid: int | None
-
-
-def running_effects(
-    records: Sequence[jr.JournalRecord], session_id: str, effects_dir: Path
-) -> list[RunningEffect]:
-    """The effects prepared in an unterminated turn, with no result, whose
-    supervisor still runs: it holds the directory
-    (:func:`mind.shell.supervision.inspect` says
-    :class:`~mind.shell.supervision.Running`) or it is the live process its
-    ``effect_running`` names (the directory gone or damaged), in journal
-    order. Reads the directories and the process table."""
-    found: list[RunningEffect] = []
-    journaled = list(records)
-    for inv in _open_effects(journaled, session_id):
-        # A live session asks: its own command may be starting (no lock yet),
-        # so nothing here makes "never started" final (processes.md §6).
-        if _process(effects_dir, inv, journaled, finalize=False) != "running":
-            continue
-        directory = _directory(effects_dir, inv)
-        state = _state(directory, finalize=False) if directory is not None else None
-        held = _journaled_supervisor(journaled, inv)
-        pid = state.pid if isinstance(state, supervision.Running) else None
-        found.append(
-            RunningEffect(
-                inv.effect_id,
-                inv.turn_id,
-                inv.call.call_id,
-                inv.call.arguments,
-                pid if pid is not None or held is None else held[0],
-            )
-        )
-    return found
-
-
-def kill_running(
-    records: Sequence[jr.JournalRecord], session_id: str, effects_dir: Path, effect_id: str
-) -> bool:
-    """:meth:`SessionEffects.kill` of the effect :func:`running_effects`
-    lists as ``effect_id``; False when it lists none such (nothing signalled)."""
-    journaled = list(records)
-    for inv in _open_effects(journaled, session_id):
-        running = _process(effects_dir, inv, journaled, finalize=False) == "running"
-        if inv.effect_id == effect_id and running:
-            return _kill(effects_dir, inv, journaled)
-    return False
-
-
-def redrive_rule(
-    records: Sequence[jr.JournalRecord], session_id: str, effects_dir: Path | None
-) -> Callable[[PairedCall], bool]:
-    """The rule a resumed turn's re-drive rests on
-    (:func:`mind.machines.turn_replay.resume_plan`'s ``redrivable``): the
-    effect chart's :func:`~mind.machines.effect.redrivable` of the call's
-    effect class and what its supervisor's directory says now. Reads the
-    directories (I/O); the decision is the chart's guard."""
-    journaled = list(records)
-
-    def rule(paired: PairedCall) -> bool:
-        inv = _invocation(journaled, session_id, paired)
-        process = _process(effects_dir, inv, journaled)
-        return redrivable(inv.machine.effect_class, process)
-
-    return rule
-
-
-def _open_effects(records: list[jr.JournalRecord], session_id: str) -> list[Invocation]:
-    """Every effect prepared in an unterminated turn, with no result, that
-    names its effect id (an older mind's start is the orphan step's)."""
-    found: list[Invocation] = []
-    for turn_id in unterminated_turns(records):
-        for paired in pair_calls(records, turn_id):
-            if paired.result is not None or not paired.started:
-                continue
-            inv = _invocation(records, session_id, paired)
-            if inv.started is not None:
-                found.append(inv)
-    return found
-
-
-def _invocation(records: list[jr.JournalRecord], session_id: str, paired: PairedCall) -> Invocation:
-    """``paired`` named and replayed from ``records`` (``started`` only when a
-    ``tool_started`` names its effect id)."""
-    call = ToolCall(
-        call_id=paired.call.call_id, name=paired.call.name, arguments=paired.call.arguments
-    )
-    sha = arguments_sha256(call.arguments)
-    ident = effect_id(session_id, paired.turn_id, call.call_id, paired.occurrence, sha)
-    started = _started(records, paired.turn_id, ident)
-    machine = _replayed(records, paired.turn_id, ident, call.name, started)
-    return Invocation(paired.turn_id, call, paired.occurrence, sha, ident, machine, started)
-
-
-def _sweep(effects_dir: Path, open_ids: set[str]) -> None:
-    """Remove the directories of ``effects_dir`` whose effect is answered
-    (not in ``open_ids``) and that no supervisor holds (a running one is
-    left to its end: its directory is its own)."""
-    try:
-        names = os.listdir(effects_dir)
-    except FileNotFoundError:
-        return
-    for name in names:
-        if name in open_ids:
-            continue
-        directory = effects_dir / name
-        if not isinstance(_state(directory), supervision.Running):
-            supervision.discard(directory)
-
-
-def _state(directory: Path, *, finalize: bool = True) -> supervision.State | None:
-    """:func:`mind.shell.supervision.inspect`, None when the directory is
-    damaged or not private (fail closed: no evidence)."""
-    try:
-        return supervision.inspect(directory, finalize=finalize)
-    except (SupervisorRecordError, PrivateStateError):
-        return None
-
-
-def _journaled_supervisor(
-    records: Sequence[jr.JournalRecord], inv: Invocation
-) -> tuple[int, str] | None:
-    """The (pid, start identity) of ``inv``'s supervisor its last
-    ``effect_running`` records, or None (it never ran under one, or the
-    record has no start identity: a bare pid could name any later process)."""
-    journaled = _journaled(records, inv)
-    if journaled is None or not journaled.supervisor_start:
-        return None
-    return journaled.supervisor_pid, journaled.supervisor_start
-
-
-def _kill(effects_dir: Path | None, inv: Invocation, records: Sequence[jr.JournalRecord]) -> bool:
-    """:meth:`SessionEffects.kill`."""
-    directory = _directory(effects_dir, inv)
-    if directory is not None:
-        try:
-            if supervision.kill_tree(directory):
-                return True
-        except (SupervisorRecordError, PrivateStateError):
-            pass  # damaged: the journal still names the process
-    held = _journaled_supervisor(records, inv)
-    return held is not None and procs.terminate(*held)
-
-
-async def _outlive(pid: int, identity: str, stop: Callable[[], bool] = lambda: True) -> None:
-    """Until the supervisor ``(pid, identity)`` has ended (its pidfd turns
-    readable; at once when it is gone or another process holds its pid).
-
-    Raises:
-        anyio.get_cancelled_exc_class(): cancelled (the turn waiting for it
-            was interrupted): as for a live command, its whole tree was
-            stopped first (SIGTERM to the supervisor, shielded wait) when
-            ``stop()`` says so (not when mind is only leaving).
-    """
-    fd = procs.pidfd(pid, identity)
-    if fd is None:
-        return
-    try:
-        await anyio.wait_readable(fd)
-    except BaseException:
-        with anyio.CancelScope(shield=True):
-            if not stop():
-                raise
-            try:
-                signal.pidfd_send_signal(fd, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            else:
-                await anyio.wait_readable(fd)
-        raise
-    finally:
-        os.close(fd)
-
-
-def _directory(effects_dir: Path | None, inv: Invocation) -> Path | None:
-    if effects_dir is None or inv.call.name != "shell":
-        return None
-    return effects_dir / inv.effect_id
-
-
-def _process(
-    effects_dir: Path | None,
-    inv: Invocation,
-    records: Sequence[jr.JournalRecord],
-    *,
-    finalize: bool = True,
-) -> ProcessFact:
-    """:meth:`SessionEffects.process`, the effect records being ``records``:
-    ``running`` also while the supervisor its ``effect_running`` names (pid +
-    start identity) is alive, whatever its directory says (gone, damaged): a
-    command that may still run is waited for, never offered for a re-run
-    beside itself."""
-    directory = _directory(effects_dir, inv)
-    if directory is None or inv.started is None or not inv.started.effect_id:
-        return "none"
-    journaled = _journaled(records, inv)
-    held = _journaled_supervisor(records, inv)
-    if held is not None and procs.same_process(*held):
-        return "running"
-    if journaled is not None and not os.path.lexists(directory):
-        return "lost"  # made before any supervisor had it: gone is not "never started"
-    if journaled is not None and not _recorded(directory):
-        # `effect_running` is durable before a spare gets the job, and its
-        # supervisor.json is not fsynced (processes.md §9.4): no record is
-        # not "never started" — its journaled supervisor is gone (above), so Lost.
-        return "lost"
-    proof_sha256 = journaled.proof_sha256 or "" if journaled is not None else ""
-    state = _state(directory, finalize=finalize)
-    if isinstance(state, supervision.Finished):
-        # A record its command wrote (it can reach the directory) is no evidence.
-        return "finished" if supervision.proven(directory, proof_sha256) else "lost"
-    if isinstance(state, supervision.Running):
-        return "running"
-    if isinstance(state, supervision.NeverStarted):
-        return "never_started"
-    return "lost"
-
-
-def _settled(
-    effects_dir: Path | None, invs: Sequence[Invocation], records: Sequence[jr.JournalRecord]
-) -> dict[str, tuple[ProcessFact, bool]]:
-    """Each of ``invs``' process fact once its supervisor has ended, and
-    whether it was stopped here, by effect id. Blocking: all of them share
-    one wait of :data:`CLOSED_TURN_GRACE_S` for their supervisors (the live
-    one each ``effect_running`` or ``supervisor.json`` names, pid + start
-    identity) to end — the open waits that long at most, however many there
-    are — then every tree still running is stopped
-    (:func:`mind.shell.supervision.kill_tree`: the supervisor records
-    ``killed`` with the output so far) and all are waited for, again on one
-    shared bound of :data:`_STOP_BOUND_S` — a supervisor that does not end
-    then is SIGKILLed and what its command left is killed by its marker
-    (:func:`mind.shell.supervision.collect_strays`). The fact is
-    ``finished`` for an exit record proven its supervisor's, else ``lost``
-    — a directory without records proves nothing once ``effect_running`` is
-    durable, and a damaged one nothing at all (fail closed). A supervisor
-    no record names yet (its first milliseconds, before ``supervisor.json``)
-    is waited for on its lock (processes.md §2: that comes before the command starts)."""
-    live: list[tuple[Invocation, Path, tuple[int, str]]] = []
-    for inv in invs:
-        directory = _directory(effects_dir, inv)
-        assert directory is not None
-        supervisor = _live_supervisor(directory, inv, records)
-        if supervisor is not None:
-            live.append((inv, directory, supervisor))
-    grace_ends = time.monotonic() + CLOSED_TURN_GRACE_S
-    running = [
-        (inv, directory, supervisor)
-        for inv, directory, supervisor in live
-        if not procs.wait_ended(*supervisor, max(0.0, grace_ends - time.monotonic()))
-    ]
-    for inv, _, _ in running:
-        _kill(effects_dir, inv, records)
-    stop_ends = time.monotonic() + _STOP_BOUND_S
-    for _, directory, supervisor in running:
-        if not procs.wait_ended(*supervisor, max(0.0, stop_ends - time.monotonic())):
-            procs.terminate(*supervisor, signum=signal.SIGKILL)
-            supervision.collect_strays(supervision.Handle(directory, *supervisor))
-    stopped = {inv.effect_id for inv, _, _ in running}
-    return {
-        inv.effect_id: (_ended(effects_dir, inv, records), inv.effect_id in stopped) for inv in invs
-    }
-
-
-def _ended(
-    effects_dir: Path | None, inv: Invocation, records: Sequence[jr.JournalRecord]
-) -> ProcessFact:
-    """The process fact of ``inv``, whose supervisor has ended: ``finished``
-    for an exit record proven its supervisor's, else ``lost``."""
-    directory = _directory(effects_dir, inv)
-    assert directory is not None
-    try:
-        state = supervision.settle(directory)
-    except (SupervisorRecordError, PrivateStateError):
-        return "lost"
-    proven = supervision.proven(directory, _proof(records, inv))
-    return "finished" if isinstance(state, supervision.Finished) and proven else "lost"
-
-
-def _live_supervisor(
-    directory: Path, inv: Invocation, records: Sequence[jr.JournalRecord]
-) -> tuple[int, str] | None:
-    """The (pid, start identity) of ``inv``'s live supervisor: the one its
-    ``effect_running`` names, else the one ``supervisor.json`` names; None
-    when neither names a live process (or the record is damaged)."""
-    held = _journaled_supervisor(records, inv)
-    if held is not None and procs.same_process(*held):
-        return held
-    try:
-        handle = supervision.handle_of(directory)
-    except (SupervisorRecordError, PrivateStateError):
-        return None
-    if handle is None or not handle.start_identity:
-        return None
-    named = (handle.pid, handle.start_identity)
-    return named if procs.same_process(*named) else None
-
-
-def _stopped_note(inv: Invocation) -> str:
-    """What the result of a command stopped at open says first."""
-    return (
-        f"[stopped when the session was opened again: its turn ({inv.turn_id}) was cut short "
-        "by a crash and could not be resumed, and the command was still running "
-        f"{CLOSED_TURN_GRACE_S:g} s later; the output so far follows]\n"
-    )
-
-
-def _recorded(directory: Path) -> bool:
-    """Whether ``directory`` holds ``supervisor.json`` or ``exit.json``."""
-    return any(
-        os.path.lexists(directory / name)
-        for name in (supervision.SUPERVISOR_FILE, supervision.EXIT_FILE)
-    )
-
-
-def _journaled(records: Sequence[jr.JournalRecord], inv: Invocation) -> jr.EffectRunning | None:
-    """The last ``effect_running`` of ``inv``'s effect (found from the end:
-    a live effect's is near it), or None."""
-    for at in range(len(records) - 1, -1, -1):
-        record = records[at]
-        if (
-            isinstance(record, jr.EffectRunning)
-            and record.effect_id == inv.effect_id
-            and record.turn_id == inv.turn_id
-        ):
-            return record
-    return None
-
-
-def _proof(records: Sequence[jr.JournalRecord], inv: Invocation) -> str:
-    """The ``proof_sha256`` of ``inv``'s journaled supervisor; "" when none is
-    journaled or its record is older than the field (then unchecked)."""
-    journaled = _journaled(records, inv)
-    return journaled.proof_sha256 or "" if journaled is not None else ""
-
-
-def _replayed(
-    records: list[jr.JournalRecord],
-    turn_id: str,
-    ident: str,
-    name: str,
-    started: jr.ToolStarted | None,
-) -> EffectMachine:
-    """A machine in the durable state the journal gives effect ``ident``:
-    ``proposed`` (no ``tool_started``), ``prepared``, or ``executing`` when
-    an ``effect_running`` record says its supervisor ran."""
-    running = started is not None and any(
-        isinstance(r, jr.EffectRunning) and r.turn_id == turn_id and r.effect_id == ident
-        for r in records
-    )
-    return _machine_of(ident, name, started, running=running)
-
-
-def _machine_of(
-    ident: str, name: str, started: jr.ToolStarted | None, *, running: bool
-) -> EffectMachine:
-    """Effect ``ident``'s machine in the durable state its records give:
-    ``proposed`` (no ``started``), ``prepared``, or ``executing`` when
-    ``running`` (an ``effect_running`` record names it)."""
-    machine = EffectMachine(ident, effect_class(name))
-    if started is None:
-        return machine
-    machine.approve()
-    machine.persisted()
-    if running:
-        machine.execute()
-    return machine
-
-
-def _started(records: list[jr.JournalRecord], turn_id: str, ident: str) -> jr.ToolStarted | None:
-    """The ``tool_started`` that prepared effect ``ident``, if any."""
-    for record in records:
-        if (
-            isinstance(record, jr.ToolStarted)
-            and record.turn_id == turn_id
-            and record.effect_id == ident
-        ):
-            return record
-    return None

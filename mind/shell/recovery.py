@@ -129,7 +129,7 @@ def resumable_turn(
     """The crashed turn a startup that can drive turns resumes instead of
     closing, if any: the guard :func:`mind.machines.turn_replay.resume_plan`
     on the last unterminated turn, a started call re-driven as the effect
-    chart's rule says (``redrivable``: :func:`mind.shell.effects.redrive_rule`;
+    chart's rule says (``redrivable``: :func:`mind.shell.open_reconciliation.redrive_rule`;
     docs/design/recovery.md §8, effects.md §4); ``can_ask``: a person can
     answer the reconcile question of a started call."""
     open_turns = unterminated_turns(records)

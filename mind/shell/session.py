@@ -43,7 +43,6 @@ from mind.machines.turn import next_turn_starts
 from mind.machines.turn_replay import ResumePlan
 from mind.shell import compaction, faults
 from mind.shell.config import ResolvedConfig, session_secrets
-from mind.shell.effects import RunningEffect, kill_running, running_effects
 from mind.shell.ids import new_id
 from mind.shell.inbox import Inbox
 from mind.shell.instructions import Instructions
@@ -52,6 +51,7 @@ from mind.shell.journal import Journal, read_records
 from mind.shell.lease import SessionLease
 from mind.shell.mounts import MountHandle
 from mind.shell.providers import Provider, make_provider
+from mind.shell.running_effects import RunningEffect, kill_running, running_effects
 from mind.shell.sandbox.command import session_sandbox
 from mind.shell.tool_env import tool_environment
 from mind.shell.tools import ToolRunner, session_boundary

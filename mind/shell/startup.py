@@ -26,12 +26,13 @@ from mind.generated import journal as jr
 from mind.machines.session_startup import SessionStartup, StartupEffect
 from mind.machines.turn_replay import ResumePlan
 from mind.shell.config import ResolvedConfig, session_secrets
-from mind.shell.effects import UnknownEffect, reconcile_at_open, redrive_rule
+from mind.shell.effect_records import UnknownEffect
 from mind.shell.inbox import Inbox
 from mind.shell.interactions import withdraw_moot
 from mind.shell.journal import Journal
 from mind.shell.lease import SessionLease
 from mind.shell.mounts import MountHandle
+from mind.shell.open_reconciliation import reconcile_at_open, redrive_rule
 from mind.shell.providers import Provider, make_provider
 from mind.shell.recovery import (
     ClosedTurns,

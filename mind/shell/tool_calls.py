@@ -45,14 +45,10 @@ from mind.machines.effect import Collect, ProcessFact, person_answers, running_c
 from mind.machines.effect import Resolution as EffectResolution
 from mind.machines.turn import RefuseCall, RunGranted, TurnMachine
 from mind.shell import faults
-from mind.shell.effects import (
-    MIND_STOPPED,
-    Invocation,
-    SessionEffects,
-    UnknownEffect,
-    running_effects,
-)
+from mind.shell.effect_records import MIND_STOPPED, Invocation, UnknownEffect
+from mind.shell.effects import SessionEffects
 from mind.shell.interactions import APPROVAL_CHOICES, Resolution
+from mind.shell.running_effects import running_effects
 from mind.shell.tools import ToolOutcome
 from mind.shell.turn_handle import Turn
 
@@ -709,7 +705,7 @@ def running_question(
 def expect_running_questions(session: Session, turn_id: str) -> int:
     """At open, before the resumed turn ``turn_id`` runs: the ``running``
     question of each command of that turn a crash left running (known from
-    the journal and its supervisor: :func:`mind.shell.effects.running_effects`)
+    the journal and its supervisor: :func:`mind.shell.running_effects.running_effects`)
     is journaled now (:meth:`Interactions.expect`), so a library caller sees
     it in ``pending_interactions()`` and may answer it before iterating the
     turn. Only where a person can answer (the chart's ``running_choices``

@@ -49,6 +49,9 @@ RUNTIME_MODULES: Final = (
     "mind.shell.startup",
     "mind.shell.recovery",
     "mind.shell.effects",
+    "mind.shell.effect_records",
+    "mind.shell.open_reconciliation",
+    "mind.shell.running_effects",
 )
 """The runtime's hosting layer: ``Runtime`` (creating and opening sessions,
 recovery), ``Session`` (input), the effect records (``effects``) and the

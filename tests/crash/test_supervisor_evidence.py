@@ -33,9 +33,9 @@ import pytest
 import mind
 from mind.generated import events as ev
 from mind.generated import journal as jr
-from mind.shell.effects import CLOSED_TURN_GRACE_S, reconcile_at_open
 from mind.shell.interactions import Answered
 from mind.shell.journal import Journal, read_records
+from mind.shell.open_reconciliation import CLOSED_TURN_GRACE_S, reconcile_at_open
 from tests.crash.harness import PROCESS_TIMEOUT_S, REPO, Case, Input, check, new_case, recover
 from tests.crash.test_effect_crashes import _summary
 from tests.support.crashed_commands import EARLIER, SID, started_then_killed

@@ -20,16 +20,16 @@ from mind.effects.identity import interaction_id
 from mind.errors import SupervisorIdentityUnknown
 from mind.generated import journal as jr
 from mind.shell import private_files, supervision
-from mind.shell.effects import (
+from mind.shell.effect_records import UnknownEffect
+from mind.shell.effects import SessionEffects
+from mind.shell.journal import Journal
+from mind.shell.open_reconciliation import (
     CLOSED_TURN_GRACE_S,
     OpenReconciliation,
-    SessionEffects,
-    UnknownEffect,
     reconcile_at_open,
-    running_effects,
 )
-from mind.shell.journal import Journal
 from mind.shell.procs import start_identity
+from mind.shell.running_effects import running_effects
 from tests.support import records as rec
 from tests.support.process_trees import marked, marker_env, new_marker, until
 
