@@ -30,11 +30,7 @@ from mind.effects.identity import arguments_sha256, effect_id, interaction_id
 from mind.effects.tools import effect_class
 from mind.errors import PrivateStateError, SupervisorRecordError
 from mind.generated import journal as jr
-from mind.machines.effect import (
-    EffectMachine,
-    ProcessFact,
-    Resolution,
-)
+from mind.machines.effect import EffectMachine, ProcessFact, Resolution
 from mind.shell import procs, supervision
 from mind.shell.recovery import unterminated_turns
 

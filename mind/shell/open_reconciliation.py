@@ -20,12 +20,7 @@ from typing import Final
 from mind.call_pairing import PairedCall
 from mind.errors import PrivateStateError, SupervisorRecordError
 from mind.generated import journal as jr
-from mind.machines.effect import (
-    Collect,
-    ProcessFact,
-    Run,
-    redrivable,
-)
+from mind.machines.effect import Collect, ProcessFact, Run, redrivable
 from mind.shell import procs, supervision
 from mind.shell.effect_records import (
     Invocation,

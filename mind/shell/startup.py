@@ -25,6 +25,7 @@ from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.machines.session_startup import SessionStartup, StartupEffect
 from mind.machines.turn_replay import ResumePlan
+from mind.shell.call_questions import expect_running_questions
 from mind.shell.config import ResolvedConfig, session_secrets
 from mind.shell.effect_records import UnknownEffect
 from mind.shell.inbox import Inbox
@@ -42,7 +43,6 @@ from mind.shell.recovery import (
     settled_inputs,
 )
 from mind.shell.session import Session
-from mind.shell.tool_calls import expect_running_questions
 
 if TYPE_CHECKING:
     from mind.shell.runtime import Runtime
