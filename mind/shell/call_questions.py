@@ -107,12 +107,11 @@ class CallQuestions:
         can_answer = not any(isinstance(e, RefuseCall) for e in asked)
         request = self._request(turn, call, args, asking, where, changes, problem, scope)
         try:
-            resolution = await interactions.ask(
+            resolution = await self._ask(
+                turn,
+                call,
                 request,
                 can_answer=can_answer,
-                show=lambda r, again: self._show(turn, call, r, again),
-                resolved=lambda r: self._resolved(turn, call, r),
-                announce=lambda r, again: self._announce(turn, r, again),
                 explicit_stop=lambda: turn.stopped_by_person,
             )
         except InteractionTooLarge as exc:
@@ -203,6 +202,34 @@ class CallQuestions:
             grant=describe(scope) if scope is not None else msgspec.UNSET,
         )
 
+    async def _ask(
+        self,
+        turn: Turn,
+        call: ToolCall,
+        request: jr.InteractionRequested,
+        *,
+        can_answer: bool,
+        explicit_stop: Callable[[], bool],
+        stop_by: Callable[[], jr.InteractionBy] = lambda: jr.InteractionBy.person,
+    ) -> Resolution:
+        """:meth:`mind.shell.interactions.Interactions.ask` of ``request``
+        about ``call``, published on ``turn`` (card, durable request,
+        resolution).
+
+        Raises:
+            InteractionTooLarge: the question is too large to journal.
+            JournalWriteError: the question or its answer could not be made durable.
+        """
+        return await self.session.interactions.ask(
+            request,
+            can_answer=can_answer,
+            show=lambda r, again: self._show(turn, call, r, again),
+            resolved=lambda r: self._resolved(turn, call, r),
+            announce=lambda r, again: self._announce(turn, r, again),
+            explicit_stop=explicit_stop,
+            stop_by=stop_by,
+        )
+
     def _show(
         self, turn: Turn, call: ToolCall, request: jr.InteractionRequested, again: bool
     ) -> None:
@@ -279,12 +306,11 @@ class CallQuestions:
             str(self.session.cwd), turn.turn_id, call, inv.effect_id, started_ms, found.choices
         )
         try:
-            resolution = await self.session.interactions.ask(
+            resolution = await self._ask(
+                turn,
+                call,
                 request,
                 can_answer=person_answers(found.choices),
-                show=lambda r, again: self._show(turn, call, r, again),
-                resolved=lambda r: self._resolved(turn, call, r),
-                announce=lambda r, again: self._announce(turn, r, again),
                 # Leaving (hang-up, /exit) keeps it open: the next open asks again.
                 explicit_stop=lambda: ended() or turn.stops_commands,
                 stop_by=lambda: jr.InteractionBy.recovery if ended() else jr.InteractionBy.person,
@@ -309,7 +335,9 @@ class CallQuestions:
             JournalWriteError: the question or its answer could not be made durable.
         """
         try:
-            resolution = await self.session.interactions.ask(
+            resolution = await self._ask(
+                turn,
+                call,
                 _effect_question(
                     str(self.session.cwd),
                     turn.turn_id,
@@ -322,9 +350,6 @@ class CallQuestions:
                     choices=[jr.InteractionDecision(c) for c in facts.choices],
                 ),
                 can_answer=person_answers(facts.choices),
-                show=lambda r, again: self._show(turn, call, r, again),
-                resolved=lambda r: self._resolved(turn, call, r),
-                announce=lambda r, again: self._announce(turn, r, again),
                 explicit_stop=lambda: turn._interrupt_requested,
             )
         except InteractionTooLarge:
