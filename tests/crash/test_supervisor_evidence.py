@@ -23,47 +23,27 @@ import os
 import signal
 import threading
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 
 import anyio
 import pytest
 
-import mind
 from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.shell.interactions import Answered
 from mind.shell.journal import Journal, read_records
 from mind.shell.open_reconciliation import CLOSED_TURN_GRACE_S, reconcile_at_open
-from tests.crash.harness import PROCESS_TIMEOUT_S, REPO, Case, Input, check, new_case, recover
+from tests.crash.harness import PROCESS_TIMEOUT_S, REPO, Case, Input, check, recover
 from tests.crash.test_effect_crashes import _summary
 from tests.support.crashed_commands import EARLIER, SID, started_then_killed
-from tests.support.fake_model import EFFECTS_FILE, FakeModel
-from tests.support.kill_when import first_record, kill_when
-from tests.support.process_trees import in_command_line, marked, new_marker, wait_until
+from tests.support.fake_model import EFFECTS_FILE
+from tests.support.orphaned_tree import PROMPT, killed_mid_command, orphaned_tree, reopened
+from tests.support.process_trees import marked, new_marker, wait_until
 
 pytestmark = pytest.mark.slow
 
 RUNS = 3
-PROMPT = "TOOL supervised prompt"
-
-
-def _running(journal: Path) -> jr.EffectRunning | None:
-    found = first_record(journal, lambda r: isinstance(r, jr.EffectRunning))
-    return found if isinstance(found, jr.EffectRunning) else None
-
-
-def _start_and_kill(case: Case) -> jr.EffectRunning:
-    """``mind exec`` the prompt; SIGKILL it once ``effect_running`` is durable."""
-    return kill_when(
-        case.exec_argv(PROMPT, new=True),
-        cwd=REPO,
-        env=case.env(),
-        found=lambda: _running(case.session_dir / "journal.jsonl"),
-        timeout_s=PROCESS_TIMEOUT_S,
-        what="effect_running was journaled",
-    )
 
 
 def _collected(case: Case, running: jr.EffectRunning) -> tuple[list[str], jr.ToolResult | None]:
@@ -99,9 +79,8 @@ def test_kill_9_mid_command_its_exit_status_and_output_are_collected(
     request: pytest.FixtureRequest, tmp_path: Path, repeat: int
 ) -> None:
     command = "echo {call_id} >> {effects}; sleep 1; echo done; exit 3"
-    with FakeModel(record_path=tmp_path / "requests.jsonl", command=command) as model:
-        case = new_case(tmp_path, model.base_url)
-        running = _start_and_kill(case)
+    with killed_mid_command(tmp_path, command) as killed:
+        case, running = killed.case, killed.running
         exit_file = case.session_dir / "effects" / running.effect_id / "exit.json"
         deadline = time.monotonic() + 10
         while not exit_file.exists():
@@ -126,9 +105,8 @@ def test_kill_9_mid_long_command_the_restart_waits_for_it_and_collects_it(
 ) -> None:
     # It runs until the restarted mind waits on its directory (then "go").
     command = "echo {call_id} >> {effects}; while [ ! -e go ]; do sleep 0.02; done; echo done"
-    with FakeModel(record_path=tmp_path / "requests.jsonl", command=command) as model:
-        case = new_case(tmp_path, model.base_url)
-        running = _start_and_kill(case)
+    with killed_mid_command(tmp_path, command) as killed:
+        case, running = killed.case, killed.running
         directory = case.session_dir / "effects" / running.effect_id
         waiter = threading.Thread(
             target=_go_once_waited_on, args=(directory, running.supervisor_pid, case.cwd / "go")
@@ -178,47 +156,23 @@ def _go_once_waited_on(directory: Path, supervisor: int, go: Path) -> None:
 
 
 def test_kill_9_then_kill_at_restart_leaves_no_descendant(tmp_path: Path) -> None:
-    marker = f"300.{uuid.uuid4().int % 10**9:09d}"
-    command = (
-        "echo {call_id} >> {effects}; "
-        f"bash -c 'sleep {marker} & setsid sleep {marker} & sleep {marker}'"
-    )
-    with FakeModel(record_path=tmp_path / "requests.jsonl", command=command) as model:
-        case = new_case(tmp_path, model.base_url)
-        try:
-            running = _start_and_kill(case)
-            deadline = time.monotonic() + 10
-            while len(in_command_line(marker)) < 3:
-                assert time.monotonic() < deadline, (
-                    f"the tree never grew: {in_command_line(marker)}"
-                )
-                time.sleep(0.01)  # the orphaned tree starts on its own
+    with orphaned_tree(tmp_path) as tree:
 
-            async def restart() -> tuple[list[str], bool, str]:
-                config = mind.resolve_config(
-                    provider="openai-chat", model="fake", base_url=model.base_url, approval="never"
-                )
-                async with mind.Runtime.open(state_root=case.state) as rt:
-                    session = await rt.open_session(case.session_id, config=config)
-                    listed = [e.effect_id for e in session.running_effects()]
-                    killed = session.kill_effect(running.effect_id)
-                    assert session.resumed_turn is not None
-                    with anyio.fail_after(15):
-                        outcome = await session.resumed_turn.wait()
-                    return listed, killed, outcome.status
+        async def restart() -> tuple[list[str], bool, str]:
+            async with reopened(tree) as session:
+                listed = [e.effect_id for e in session.running_effects()]
+                killed = session.kill_effect(tree.running.effect_id)
+                assert session.resumed_turn is not None
+                with anyio.fail_after(15):
+                    outcome = await session.resumed_turn.wait()
+                return listed, killed, outcome.status
 
-            listed, killed, status = anyio.run(restart)
-            assert listed == [running.effect_id]
-            assert killed
-            assert status == "completed"
-            deadline = time.monotonic() + 10
-            while in_command_line(marker):
-                assert time.monotonic() < deadline, f"descendants left: {in_command_line(marker)}"
-                time.sleep(0.01)  # the supervisor's SIGTERM, grace, SIGKILL
-        finally:
-            for pid in in_command_line(marker):  # never leave a test's tree behind
-                os.kill(pid, signal.SIGKILL)
-    records, _ = read_records(case.session_dir / "journal.jsonl")
+        listed, killed, status = anyio.run(restart)
+        assert listed == [tree.running.effect_id]
+        assert killed
+        assert status == "completed"
+        tree.wait_gone()
+    records, _ = read_records(tree.case.session_dir / "journal.jsonl")
     (answer,) = [r for r in records if isinstance(r, jr.ToolResult)]
     assert (answer.effect_outcome, answer.evidence) == (
         jr.EffectOutcome.failed,
@@ -232,58 +186,32 @@ def test_kill_9_then_the_kill_answer_at_restart_leaves_no_descendant(tmp_path: P
     waits for the orphaned tree and asks (kind ``running``); answering
     ``kill`` by the card's interaction id stops every process of it, and the
     model is told it was killed at the person's request."""
-    marker = f"300.{uuid.uuid4().int % 10**9:09d}"
-    command = (
-        "echo {call_id} >> {effects}; "
-        f"bash -c 'sleep {marker} & setsid sleep {marker} & sleep {marker}'"
-    )
-    with FakeModel(record_path=tmp_path / "requests.jsonl", command=command) as model:
-        case = new_case(tmp_path, model.base_url)
-        try:
-            running = _start_and_kill(case)
-            deadline = time.monotonic() + 10
-            while len(in_command_line(marker)) < 3:
-                assert time.monotonic() < deadline, (
-                    f"the tree never grew: {in_command_line(marker)}"
-                )
-                time.sleep(0.01)  # the orphaned tree starts on its own
+    with orphaned_tree(tmp_path) as tree:
 
-            async def restart() -> tuple[str, object, str]:
-                config = mind.resolve_config(
-                    provider="openai-chat", model="fake", base_url=model.base_url, approval="never"
-                )
-                async with mind.Runtime.open(state_root=case.state) as rt:
-                    session = await rt.open_session(
-                        case.session_id, config=config, interactive=True
-                    )
-                    turn = session.resumed_turn
-                    assert turn is not None
-                    with anyio.fail_after(15):
-                        async for event in turn:
-                            if isinstance(event, ev.ApprovalRequestedEvent):
-                                assert event.kind == ev.Kind.running
-                                assert isinstance(event.interaction_id, str)
-                                answered = session.answer(event.interaction_id, "kill")
-                                kind = event.kind.value
-                        outcome = await turn.wait()
-                    return kind, answered, outcome.status
+        async def restart() -> tuple[str, object, str]:
+            async with reopened(tree, interactive=True) as session:
+                turn = session.resumed_turn
+                assert turn is not None
+                with anyio.fail_after(15):
+                    async for event in turn:
+                        if isinstance(event, ev.ApprovalRequestedEvent):
+                            assert event.kind == ev.Kind.running
+                            assert isinstance(event.interaction_id, str)
+                            answered = session.answer(event.interaction_id, "kill")
+                            kind = event.kind.value
+                    outcome = await turn.wait()
+                return kind, answered, outcome.status
 
-            kind, answered, status = anyio.run(restart)
-            assert kind == "running"
-            assert isinstance(answered, Answered)
-            assert status == "completed"
-            deadline = time.monotonic() + 10
-            while in_command_line(marker):
-                assert time.monotonic() < deadline, f"descendants left: {in_command_line(marker)}"
-                time.sleep(0.01)  # the supervisor's SIGTERM, grace, SIGKILL
-        finally:
-            for pid in in_command_line(marker):  # never leave a test's tree behind
-                os.kill(pid, signal.SIGKILL)
-    records, _ = read_records(case.session_dir / "journal.jsonl")
+        kind, answered, status = anyio.run(restart)
+        assert kind == "running"
+        assert isinstance(answered, Answered)
+        assert status == "completed"
+        tree.wait_gone()
+    records, _ = read_records(tree.case.session_dir / "journal.jsonl")
     (resolved,) = [r for r in records if isinstance(r, jr.InteractionResolved)]
     assert resolved.decision == jr.InteractionDecision.kill
     (answer,) = [r for r in records if isinstance(r, jr.ToolResult)]
-    assert answer.effect_id == running.effect_id
+    assert answer.effect_id == tree.running.effect_id
     assert (answer.effect_outcome, answer.evidence) == (
         jr.EffectOutcome.failed,
         jr.EffectEvidence.supervisor,

@@ -16,10 +16,11 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from tests.e2e.test_repl import ENTER, Spawn, exit_cleanly, session_id_of, spawn, words
-from tests.e2e.test_repl_approval_restarts import _kill_9, _of, _shell
+from tests.e2e.test_repl import ENTER, Spawn, exit_cleanly, spawn, words
+from tests.e2e.test_repl_approval_restarts import _of
 from tests.e2e.test_repl_steering import journal
 from tests.support.process_trees import in_command_line, wait_until
+from tests.support.pty_running import killed_while_running, resumed, resumed_at_the_running_card
 
 __all__ = ["spawn"]  # the fixture, re-used from test_repl
 
@@ -36,18 +37,10 @@ def test_a_command_left_running_is_waited_for_and_k_kills_its_whole_tree(
     spawn: Spawn, tmp_path: Path, marker: str
 ) -> None:
     command = f"bash -c 'sleep {marker} & setsid sleep {marker} & sleep {marker}'"
-    script = [_shell(command), {"text": "It was stopped."}]
-    child = spawn(script, "--approval", "never")
-    sid = session_id_of(child)
-    child.send("run it" + ENTER)
-    wait_until(
-        lambda: _of(journal(tmp_path, sid), "effect_running"), "effect_running never durable"
-    )
-    wait_until(lambda: len(in_command_line(marker)) >= 3, "the tree never grew")
-    _kill_9(child)
+    script, sid = killed_while_running(spawn, tmp_path, command, marker=marker, tree=3)
     assert len(in_command_line(marker)) >= 3  # it outlives mind under its supervisor
 
-    child = spawn(script, "--approval", "never", "resume", sid)
+    child = resumed(spawn, script, sid)
     child.expect(words("Already running:"))
     child.expect(words("is still running; the turn waits for it to end"))
     child.expect(words(f"sleep {marker} & setsid sleep {marker}"))
@@ -94,16 +87,9 @@ def test_the_resumed_turn_says_the_command_is_already_running_not_that_it_is_cal
     command is already running (waited for, not run again) — never "to run"
     nor "Calling"."""
     command = f"bash -c 'sleep {marker} & sleep {marker}'"
-    script = [_shell(command), {"text": "It was stopped."}]
-    child = spawn(script, "--approval", "never")
-    sid = session_id_of(child)
-    child.send("run it" + ENTER)
-    wait_until(
-        lambda: _of(journal(tmp_path, sid), "effect_running"), "effect_running never durable"
-    )
-    _kill_9(child)
+    script, sid = killed_while_running(spawn, tmp_path, command)
 
-    child = spawn(script, "--approval", "never", "resume", sid)
+    child = resumed(spawn, script, sid)
     seen = ""
     for shown in (
         "resuming the turn mind stopped in: 1 command already running",
@@ -129,19 +115,9 @@ def test_exit_at_the_running_card_leaves_it_running_and_esc_kills_its_tree(
     resume`` waits for it again, card and all. Esc there is a Stop: its
     whole tree is killed and the model is told so."""
     command = f"bash -c 'sleep {marker} & setsid sleep {marker} & sleep {marker}'"
-    script = [_shell(command), {"text": "It was stopped."}]
-    child = spawn(script, "--approval", "never")
-    sid = session_id_of(child)
-    child.send("run it" + ENTER)
-    wait_until(
-        lambda: _of(journal(tmp_path, sid), "effect_running"), "effect_running never durable"
-    )
-    wait_until(lambda: len(in_command_line(marker)) >= 3, "the tree never grew")
-    _kill_9(child)
+    script, sid = killed_while_running(spawn, tmp_path, command, marker=marker, tree=3)
 
-    child = spawn(script, "--approval", "never", "resume", sid)
-    child.expect(words("Waiting for shell, already running:"))
-    child.expect(words("k kill it"))
+    child = resumed_at_the_running_card(spawn, script, sid)
     exit_cleanly(child)
     assert len(in_command_line(marker)) >= 3  # left running, whole tree
     records = journal(tmp_path, sid)
@@ -149,9 +125,7 @@ def test_exit_at_the_running_card_leaves_it_running_and_esc_kills_its_tree(
     assert _of(records, "turn_completed") == []  # left like a crash: resumed next
 
     # The terminal closing there (SIGHUP) is no Stop either (the chart's hang_up).
-    child = spawn(script, "--approval", "never", "resume", sid)
-    child.expect(words("Waiting for shell, already running:"))
-    child.expect(words("k kill it"))
+    child = resumed_at_the_running_card(spawn, script, sid)
     os.kill(child.pid, signal.SIGHUP)
     child.expect(pexpect.EOF)
     child.close()
@@ -159,9 +133,7 @@ def test_exit_at_the_running_card_leaves_it_running_and_esc_kills_its_tree(
     records = journal(tmp_path, sid)
     assert _of(records, "tool_result") == [] and _of(records, "turn_completed") == []
 
-    child = spawn(script, "--approval", "never", "resume", sid)
-    child.expect(words("Waiting for shell, already running:"))
-    child.expect(words("k kill it"))
+    child = resumed_at_the_running_card(spawn, script, sid)
     child.send("\x1b")  # Esc: the person's Stop
     child.expect(words("── interrupted"))
     wait_until(lambda: not in_command_line(marker), f"descendants left: {in_command_line(marker)}")
