@@ -24,8 +24,8 @@ from mind.generated import journal as jr
 from mind.shell import procs
 from mind.shell.journal import read_records
 from tests.crash.harness import PROCESS_TIMEOUT_S, REPO, Case, new_case, recover
-from tests.crash.test_supervisor_evidence import PROMPT, _running
 from tests.support.fake_model import FakeModel
+from tests.support.orphaned_tree import PROMPT, first_running
 
 pytestmark = pytest.mark.slow
 
@@ -68,7 +68,7 @@ def _start_unsandboxed_and_kill(case: Case) -> jr.EffectRunning:
     )
     try:
         deadline = time.monotonic() + PROCESS_TIMEOUT_S
-        while (running := _running(case.session_dir / "journal.jsonl")) is None:
+        while (running := first_running(case.session_dir / "journal.jsonl")) is None:
             assert proc.poll() is None, "mind ended before its command ran"
             assert time.monotonic() < deadline, "effect_running was never journaled"
             time.sleep(0.01)  # polling a file written by another process

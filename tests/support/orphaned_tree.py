@@ -27,7 +27,9 @@ PROMPT = "TOOL supervised prompt"
 """The prompt whose one shell call the fake model asks for."""
 
 
-def _running(journal: Path) -> jr.EffectRunning | None:
+def first_running(journal: Path) -> jr.EffectRunning | None:
+    """The first ``effect_running`` of the journal file at ``journal`` (another
+    process writes it), or None yet."""
     found = first_record(journal, lambda r: isinstance(r, jr.EffectRunning))
     return found if isinstance(found, jr.EffectRunning) else None
 
@@ -39,7 +41,7 @@ def exec_killed_mid_command(case: Case) -> jr.EffectRunning:
         case.exec_argv(PROMPT, new=True),
         cwd=REPO,
         env=case.env(),
-        found=lambda: _running(case.session_dir / "journal.jsonl"),
+        found=lambda: first_running(case.session_dir / "journal.jsonl"),
         timeout_s=PROCESS_TIMEOUT_S,
         what="effect_running was journaled",
     )
