@@ -616,7 +616,11 @@ class TurnDriver:
                 )
                 if any(isinstance(e, RebuildRequest) for e in effects):
                     return None  # built again with the learned window's budgets
-                sent = estimate_tokens(len(msgspec.json.encode(frozen.request)))
+                # The refused request's size: never below what the server counted.
+                sent = max(
+                    estimate_tokens(len(msgspec.json.encode(frozen.request))),
+                    exc.request_tokens or 0,
+                )
                 if await self._perform_compactions(turn, machine, effects, sent_tokens=sent):
                     # None: build the request again from the compacted view;
                     # the terminal: nothing shrank the context (the chart's call).

@@ -20,7 +20,8 @@ import anyio
 import mind
 from mind.generated import events as ev
 from mind.generated import journal as jr
-from tests.support.fake_model import EFFECTS_FILE, FakeModel, tokens_of
+from tests.support.fake_model import EFFECTS_FILE, FakeModel, context_length_body, tokens_of
+from tests.support.replay_server import ReplayServer, Reply
 
 WINDOW = 6_000
 """The fake server's window, tokens (24,000 bytes of request body)."""
@@ -166,3 +167,42 @@ def test_the_compacted_sizes_bracket_the_request_that_overflowed(tmp_path: Path)
     assert abs(done.before_tokens - overflowed) <= overflowed * 0.1, (done, overflowed)
     assert abs(done.after_tokens - after) <= after * 0.1, (done, after)
     assert len(_effects(tmp_path)) == 2
+
+
+def _sse_text(text: str) -> bytes:
+    chunks: list[dict[str, object]] = [
+        {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    return b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
+
+
+def test_before_tokens_are_never_below_the_size_the_server_stated(tmp_path: Path) -> None:
+    # The server counts the refused request at 50,000 tokens (its tokenizer,
+    # not mind's 4 bytes per token): the compaction says so.
+    stated = 50_000
+    refused = Reply(
+        status=400,
+        content_type="application/json",
+        body=json.dumps(context_length_body(WINDOW, stated)).encode(),
+    )
+    replies = [
+        Reply(body=_sse_text("a first answer")),
+        refused,
+        Reply(body=_sse_text("asked twice")),  # the summary
+        Reply(body=_sse_text("the second answer")),
+    ]
+    with ReplayServer(replies) as server:
+        config = mind.resolve_config(
+            provider="openai-chat",
+            base_url=server.url + "/v1",
+            model="local-model",
+            approval="never",
+            env={"MIND_HOME": str(tmp_path / "home"), "MIND_AUTO_COMPACT_PERCENT": "0"},
+        )
+        events, outcomes, _records = anyio.run(
+            _turns, config, tmp_path, ["a first question, long enough to summarise", "again"]
+        )
+    assert [o.event.status for o in outcomes] == [ev.TurnStatus.completed] * 2, outcomes
+    (done,) = [e for e in events if isinstance(e, ev.ContextCompactedEvent)]
+    assert isinstance(done.before_tokens, int) and done.before_tokens >= stated
