@@ -441,7 +441,7 @@ class TurnDriver:
             sampled = await self._sample(turn, machine, frozen)
             if isinstance(sampled, WriteTerminal):
                 return sampled
-            if sampled is None:  # compacted after an overflow: build the request again
+            if sampled is None:  # rebuilt for a learned window, or compacted: build it again
                 continue
             done = sampled
             turn._usage = turn._usage + done.usage
@@ -568,7 +568,8 @@ class TurnDriver:
 
         Returns the round's redacted ``StreamDone``, the terminal of the
         turn the machine failed, or None: the request overflowed the window
-        and the machine had it compacted (the caller builds it again). Raises
+        and the machine had it rebuilt with a learned window's budgets
+        (:class:`RebuildRequest`) or compacted (the caller builds it again). Raises
         the cancellation of ``turn._scope`` on interrupt (after journaling
         what the person already saw).
         """
