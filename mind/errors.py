@@ -310,6 +310,9 @@ class ProviderError(MindError):
         context_window: on a ``context_length`` failure, the model's window in
             tokens as the server's own error stated it (None: it did not say;
             never guessed). A number only, so it may be journaled.
+        request_tokens: on a ``context_length`` failure, the size of the
+            refused request in tokens as the server's error stated it (None:
+            it did not say).
     """
 
     def __init__(
@@ -320,6 +323,7 @@ class ProviderError(MindError):
         status: int | None = None,
         retry_after_s: float | None = None,
         context_window: int | None = None,
+        request_tokens: int | None = None,
     ) -> None:
         self.kind: FailureKind = kind
         self.message = CANONICAL_MESSAGES[kind]
@@ -327,6 +331,7 @@ class ProviderError(MindError):
         self.status = status
         self.retry_after_s = retry_after_s
         self.context_window = context_window
+        self.request_tokens = request_tokens
         super().__init__(f"{kind}: {self.message}" + (f" ({detail})" if detail else ""))
 
     @property

@@ -134,6 +134,9 @@ class TurnModel(Protocol):
     def can_compact_overflow(self) -> bool: ...
 
     @property
+    def can_rebuild_for_window(self) -> bool: ...
+
+    @property
     def can_retry(self) -> bool: ...
 
     @property
@@ -176,6 +179,8 @@ class TurnModel(Protocol):
     def leave_for_recovery(self, *args: Any, **kwargs: Any) -> object: ...
 
     def note_inputs(self, *args: Any, **kwargs: Any) -> object: ...
+
+    def rebuild_request(self, *args: Any, **kwargs: Any) -> object: ...
 
     def redrive_calls(self, *args: Any, **kwargs: Any) -> object: ...
 
@@ -274,9 +279,10 @@ class TurnChart(StateChart[TurnModel]):
         | _to(active.sampling, failed, unless='within_output_cap', on=['fail_output_limit'])
     )
     round_failed = (
-        _to(active.sampling, active.sampling.compacting, cond='can_compact_overflow', on=['compact_overflow'])
-        | _to(active.sampling, active.retrying, cond='can_retry and not can_compact_overflow', on=['start_backoff'])
-        | _to(active.sampling, failed, cond='not can_retry and not can_compact_overflow')
+        _to(active.sampling, active.sampling.requesting, cond='can_rebuild_for_window', on=['rebuild_request'])
+        | _to(active.sampling, active.sampling.compacting, cond='can_compact_overflow and not can_rebuild_for_window', on=['compact_overflow'])
+        | _to(active.sampling, active.retrying, cond='can_retry and not can_compact_overflow and not can_rebuild_for_window', on=['start_backoff'])
+        | _to(active.sampling, failed, cond='not can_retry and not can_compact_overflow and not can_rebuild_for_window')
     )
     stream_opened = _to(active.sampling.requesting, active.sampling.streaming)
     inputs_claimed = _to(active.sampling.requesting, active.sampling.requesting, internal=True, on=['note_inputs'])

@@ -24,8 +24,12 @@ Decisions (guards, pure functions of the event's data):
 - ``round_done``: tool calls -> ``running_tools`` (:class:`RunTools`); a final
   answer -> ``draining`` (:class:`DrainOrSeal`); past ``max_output_mib``
   (:func:`within_output_cap`) -> ``failed`` ``output_limit``.
-- ``round_failed``: :func:`can_retry` (the retry policy's count, kind and
-  total time) -> ``retrying`` (:class:`StartBackoff`), else ``failed``.
+- ``round_failed``: a ``context_length`` error that taught the session a new
+  window, once per round (:func:`can_rebuild_for_window`) -> ``requesting``
+  (:class:`RebuildRequest`: the request is built again with that window's
+  tool-output budgets, before anything is compacted); :func:`can_retry` (the
+  retry policy's count, kind and total time) -> ``retrying``
+  (:class:`StartBackoff`), else ``failed``.
 - ``approval_needed``: a session grant covers the call -> it runs
   (:class:`RunGranted`); else the session can ask -> ``awaiting_approval``
   (:class:`AskApproval`); else the call is refused (:class:`RefuseCall`).
@@ -88,6 +92,7 @@ __all__ = [
     "DrainSteering",
     "Effect",
     "LeaveForRecovery",
+    "RebuildRequest",
     "RedriveCalls",
     "RefuseCall",
     "RetryRule",
@@ -100,6 +105,7 @@ __all__ = [
     "WriteTerminal",
     "acknowledges",
     "can_compact_overflow",
+    "can_rebuild_for_window",
     "can_retry",
     "next_turn_starts",
     "overflow_advice",
@@ -204,12 +210,57 @@ def can_compact_overflow(failure_kind: str | None, *, already: bool) -> bool:
     return failure_kind == "context_length" and not already
 
 
-def overflow_advice(message: str, reason: str | None) -> str:
+def can_rebuild_for_window(
+    failure_kind: str | None, *, window_learned: bool, already: bool
+) -> bool:
+    """Guard ``can_rebuild_for_window``: a request that failed ``context_length``
+    with an error that taught the session a new window (``window_learned``:
+    the window it plans with changed) is built again with that window's
+    tool-output budgets (:func:`mind.context.tool_output.limits_for_window`)
+    and sent, once per round (``already``), before any compaction: the
+    budgets the request was built with were the unknown window's, and a
+    compaction inside a first turn could only summarise the results the model
+    has to go on from (docs/design/context.md §5). Pure; never raises."""
+    return failure_kind == "context_length" and window_learned and not already
+
+
+def overflow_advice(
+    message: str,
+    reason: str | None,
+    *,
+    repl: bool,
+    session_id: str,
+    message_tokens: int | None = None,
+    window: int | None = None,
+) -> str:
     """The failure text of a turn whose overflow compaction did not shrink
-    the context: the round's ``message``, why the compaction did not help
-    (``reason``, when known) and what the person can do next."""
+    the context: the round's ``message``, why the compaction did not help and
+    what the person can do next, true where they read it.
+
+    Rule: when the model saw nothing but the turn's message (the request
+    that overflowed: ``message_tokens`` estimated tokens, with the model's
+    ``window`` when known), nothing can be compacted away: the message itself
+    is too big; send a shorter one, or use a model with a larger window.
+    Otherwise ``reason`` (when known), then ``/compact`` (with a focus) or
+    ``/new`` in the REPL (``repl``); outside it (``mind exec``, the library:
+    no slash commands there) ``mind resume <session_id>`` to run ``/compact``
+    in the REPL, or a new session. Pure; never raises.
+    """
+    text = message.rstrip()
+    if message_tokens is not None:
+        of = f" of {window:,} tokens" if window is not None else ""
+        return (
+            f"{text} The message itself is too big for the model's context window{of} "
+            f"(the request with it is about {message_tokens:,} tokens): send a shorter "
+            "one, or use a model with a larger window."
+        )
     why = f" Compacting it did not help: {reason.rstrip('.')}." if reason else ""
-    return f"{message.rstrip()}{why} Try /compact (with a focus), or start a new session with /new."
+    if repl:
+        return f"{text}{why} Try /compact (with a focus), or start a new session with /new."
+    return (
+        f"{text}{why} Compact it in the REPL (`mind resume {session_id}`, then /compact "
+        "with a focus), or start a new session (`mind exec` without --session)."
+    )
 
 
 def overflow_unshrunk(trigger: str | None, *, shrank: bool) -> bool:
@@ -347,6 +398,13 @@ class Compact:
 
 
 @dataclass(frozen=True, slots=True)
+class RebuildRequest:
+    """Build the round's request again, with the tool-output budgets of the
+    window the failed request's error taught the session, and send it (no
+    compaction first; docs/design/context.md §5)."""
+
+
+@dataclass(frozen=True, slots=True)
 class RunTools:
     """Run the round's tool calls in order, journal each result, then send ``tools_done``."""
 
@@ -389,6 +447,7 @@ Effect: TypeAlias = (
     | RunGranted
     | LeaveForRecovery
     | Compact
+    | RebuildRequest
     | RunTools
     | RedriveCalls
     | DrainOrSeal
@@ -446,6 +505,16 @@ class _TurnData:
     """An automatic compaction ran in this round (reset by ``round_done``)."""
     overflow_compacted: bool = False
     """An overflow compaction ran in this round (reset by ``round_done``)."""
+    rebuilt: bool = False
+    """The round's request was rebuilt for a learned window (reset by ``round_done``)."""
+    window_learned: bool = False
+    """Event data of ``round_failed``: its error taught the session a new window."""
+    repl: bool = False
+    session_id: str = ""
+    message_tokens: int | None = None
+    """Event data of ``compaction_done``: where the person reads the failure
+    (the REPL or not), the session, and the tokens of the turn's message
+    when it alone overflowed (see :func:`overflow_advice`)."""
     compaction_trigger: str | None = None
     """The trigger of the compaction running (``auto`` | ``overflow``)."""
     overflow: TurnFailure | None = None
@@ -491,13 +560,23 @@ class _TurnData:
     def over_compact_threshold(self) -> bool:
         """Guard ``over_compact_threshold``: :func:`mind.context.usage.over_threshold`,
         once per round."""
-        return not self.auto_compacted and over_threshold(self.projected, self.window, self.percent)
+        # A request rebuilt for a learned window is sent before any compaction.
+        fresh = not self.auto_compacted and not self.rebuilt
+        return fresh and over_threshold(self.projected, self.window, self.percent)
 
     @property
     def can_compact_overflow(self) -> bool:
         """Guard ``can_compact_overflow``: see :func:`can_compact_overflow`."""
         kind = self.failure.kind if self.failure is not None else None
         return can_compact_overflow(kind, already=self.overflow_compacted)
+
+    @property
+    def can_rebuild_for_window(self) -> bool:
+        """Guard ``can_rebuild_for_window``: see :func:`can_rebuild_for_window`."""
+        kind = self.failure.kind if self.failure is not None else None
+        return can_rebuild_for_window(
+            kind, window_learned=self.window_learned, already=self.rebuilt
+        )
 
     @property
     def overflow_unshrunk(self) -> bool:
@@ -542,6 +621,11 @@ class _TurnData:
         self.compaction_trigger = "overflow"
         self.overflow = self.failure
         self.effects.append(Compact("overflow"))
+
+    def rebuild_request(self, *args: Any, **kwargs: Any) -> None:
+        """Action ``rebuild_request``."""
+        self.rebuilt = True
+        self.effects.append(RebuildRequest())
 
     def drain_or_seal(self, *args: Any, **kwargs: Any) -> None:
         """Action ``drain_or_seal`` (entry of ``draining``)."""
@@ -589,9 +673,15 @@ class _TurnData:
         failure = self.overflow or TurnFailure(
             "context_length", CANONICAL_MESSAGES["context_length"]
         )
-        self.failure = TurnFailure(
-            failure.kind, overflow_advice(failure.message, self.compaction_reason)
+        advice = overflow_advice(
+            failure.message,
+            self.compaction_reason,
+            repl=self.repl,
+            session_id=self.session_id,
+            message_tokens=self.message_tokens,
+            window=self.window,
         )
+        self.failure = TurnFailure(failure.kind, advice)
 
     def fail_round_limit(self, *args: Any, **kwargs: Any) -> None:
         """Action ``fail_round_limit``: the failure of a turn out of rounds."""
@@ -758,9 +848,11 @@ class TurnMachine:
             ``[RunTools]``, ``[DrainOrSeal]`` or ``[WriteTerminal(failed, output_limit)]``.
         """
         self._data.rounds_done += 1
-        # Each round may compact once automatically and once on overflow.
-        flags = (self._data.auto_compacted, self._data.overflow_compacted)
-        self._data.auto_compacted = self._data.overflow_compacted = False
+        # Each round may compact once automatically and once on overflow,
+        # and be rebuilt once for a learned window.
+        data = self._data
+        flags = (data.auto_compacted, data.overflow_compacted, data.rebuilt)
+        data.auto_compacted = data.overflow_compacted = data.rebuilt = False
         try:
             return self._send(
                 "round_done",
@@ -770,7 +862,7 @@ class TurnMachine:
             )
         except IllegalTransition:
             self._data.rounds_done -= 1
-            self._data.auto_compacted, self._data.overflow_compacted = flags
+            data.auto_compacted, data.overflow_compacted, data.rebuilt = flags
             raise
 
     def round_failed(
@@ -780,8 +872,9 @@ class TurnMachine:
         message: str,
         retry_after_s: float | None = None,
         elapsed_s: float = 0.0,
+        window_learned: bool = False,
     ) -> list[Effect]:
-        """The round failed: back off and retry, or fail the turn.
+        """The round failed: rebuild, compact, back off and retry, or fail the turn.
 
         Args:
             kind: the failure kind (retried only when the policy allows it).
@@ -789,17 +882,24 @@ class TurnMachine:
             retry_after_s: the server's ``retry-after``, seconds, if any.
             elapsed_s: seconds since the turn's first failed attempt (0 at
                 the first failure; the shell's monotonic clock).
+            window_learned: the error stated a window that changed the one
+                the session plans with (``Session.learn_window``), and the
+                request built with its tool-output budgets differs from the
+                one sent (else a rebuild would send the same request).
 
         Returns:
+            ``[RebuildRequest]`` (a ``context_length`` that taught a new
+            window, once per round; now ``requesting``),
             ``[Compact("overflow")]`` (a first ``context_length`` in the
-            round), ``[StartBackoff]`` (``retries_used`` incremented) or
-            ``[WriteTerminal(failed)]``.
+            round otherwise), ``[StartBackoff]`` (``retries_used``
+            incremented) or ``[WriteTerminal(failed)]``.
         """
         return self._send(
             "round_failed",
             failure=TurnFailure(kind, message),
             retry_after_s=retry_after_s,
             elapsed_s=elapsed_s,
+            window_learned=window_learned,
         )
 
     def context_measured(
@@ -819,7 +919,16 @@ class TurnMachine:
         """
         return self._send("context_measured", projected=projected, window=window, percent=percent)
 
-    def compaction_done(self, *, shrank: bool, reason: str | None = None) -> list[Effect]:
+    def compaction_done(
+        self,
+        *,
+        shrank: bool,
+        reason: str | None = None,
+        repl: bool = False,
+        session_id: str = "",
+        message_tokens: int | None = None,
+        window: int | None = None,
+    ) -> list[Effect]:
         """The compaction ended: ``compacting -> requesting`` (build the
         round's request again), or ``-> failed`` with the round's
         ``context_length`` failure when it ran for an overflow and did not
@@ -829,11 +938,23 @@ class TurnMachine:
             shrank: a ``compaction_completed`` is durable (the view is smaller);
                 false when it failed or found nothing to compact.
             reason: why it did not shrink it (said in the turn's failure).
+            repl, session_id, message_tokens, window: what the failure's
+                advice says (:func:`overflow_advice`): read in the REPL or
+                not, the session, the tokens of the turn's message when it
+                alone overflowed, the model's window in tokens.
 
         Returns:
             ``[]`` (``requesting``) or ``[WriteTerminal(failed, context_length)]``.
         """
-        return self._send("compaction_done", shrank=shrank, compaction_reason=reason)
+        return self._send(
+            "compaction_done",
+            shrank=shrank,
+            compaction_reason=reason,
+            repl=repl,
+            session_id=session_id,
+            message_tokens=message_tokens,
+            window=window,
+        )
 
     def retry_due(self) -> list[Effect]:
         """``retrying -> sampling``: the backoff elapsed; resend the frozen request."""

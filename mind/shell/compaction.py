@@ -94,8 +94,11 @@ class CompactionOutcome:
         compaction_id: ``cp_…`` ("" when it was refused before starting).
         completed: ``compaction_completed`` is durable.
         reason: why it failed or was refused (None when completed).
-        before_tokens: projected tokens of the context before, when known.
+        before_tokens: estimated tokens of the context before, when known.
         after_tokens: estimated tokens of the context after (completed only).
+        message_alone: nothing to compact because the turn's own messages
+            are all the model sees besides a summary: an overflow then means
+            the message itself is too big for the window.
     """
 
     compaction_id: str
@@ -103,6 +106,7 @@ class CompactionOutcome:
     reason: str | None = None
     before_tokens: int | None = None
     after_tokens: int | None = None
+    message_alone: bool = False
 
 
 def session_window(session: Session) -> int | None:
@@ -214,28 +218,46 @@ def _has_work(records: Sequence[jr.JournalRecord], through: int) -> bool:
     )
 
 
-def _cut(records: Sequence[jr.JournalRecord], trigger: str, turn_id: str | None) -> int | None:
+def _cut(records: Sequence[jr.JournalRecord], turn_id: str | None) -> int | None:
     """Where the compaction cuts (``through_seq``), or None: nothing to compact.
 
-    Rule: the newest point with no call unanswered
-    (:func:`~mind.context.compaction.clean_through`). A compaction inside a
-    turn (automatic or overflow) cuts before that turn instead when there is
-    something to compact there, so the running turn's own rounds and results
-    stay verbatim: summarised, a tool the turn already ran reads as not run
-    yet to the model, which asks for it again; the next round cuts later if
-    that was not enough (once per round).
+    Rule: a cut falls only where no call is unanswered
+    (:func:`~mind.context.compaction.clean_through`) and must replace work
+    (a round or a result). Between turns (``turn_id`` None): the newest such
+    point. Inside a turn (automatic or overflow): before that turn when there
+    is work there, so the running turn's rounds and results stay verbatim;
+    else the newest such point before the turn's latest model round, so that
+    round and its results stay verbatim after the kept user messages: the
+    model goes on from a result, it never reads as not run and is never
+    asked for again. If that leaves nothing, there is nothing to compact (an
+    overflow then fails the turn; its latest results are never lost).
     """
-    if turn_id is not None:
-        start = next(
-            (r.seq for r in records if isinstance(r, jr.TurnStarted) and r.turn_id == turn_id),
-            None,
-        )
-        if start is not None:
-            early = clean_through([r for r in records if r.seq < start])
-            if early is not None and _has_work(records, early):
-                return early
-    latest = clean_through(records)
-    return latest if latest is not None and _has_work(records, latest) else None
+    if turn_id is None:
+        latest = clean_through(records)
+        return latest if latest is not None and _has_work(records, latest) else None
+    start = next(
+        (r.seq for r in records if isinstance(r, jr.TurnStarted) and r.turn_id == turn_id),
+        None,
+    )
+    early = clean_through([r for r in records if start is None or r.seq < start])
+    if start is not None and early is not None and _has_work(records, early):
+        return early
+    rounds = [r.seq for r in records if isinstance(r, jr.ModelRound) and r.turn_id == turn_id]
+    if not rounds:
+        return None
+    before = clean_through([r for r in records if r.seq < rounds[-1]])
+    return before if before is not None and _has_work(records, before) else None
+
+
+def _message_alone(records: Sequence[jr.JournalRecord], turn_id: str | None) -> bool:
+    """Whether, inside a turn, the model sees only that turn's own messages
+    (and a summary): no round, no result, no earlier message to cut."""
+    view = compacted_view(records).records
+    return turn_id is not None and all(
+        isinstance(r, jr.UserMessage) and r.turn_id == turn_id
+        for r in view
+        if isinstance(r, jr.ModelRound | jr.ToolResult | jr.UserMessage)
+    )
 
 
 async def compact(
@@ -246,6 +268,7 @@ async def compact(
     turn_id: str | None = None,
     emit: Callable[[ev.Event], None] | None = None,
     overhead_bytes: int = 0,
+    sent_tokens: int | None = None,
 ) -> CompactionOutcome:
     """Compact the session's context once (see the module docstring).
 
@@ -258,6 +281,10 @@ async def compact(
             ``context.compaction_failed`` (with the reason) when it fails.
         overhead_bytes: bytes every request carries besides its messages
             (instructions, tool specs), counted in ``after_tokens``.
+        sent_tokens: estimated tokens of the request that overflowed (an
+            overflow compaction): its ``before_tokens``, the size of what
+            the server refused (the projection may predate the budgets it
+            was built with); None: the projected context.
 
     Returns:
         The outcome; a compaction with nothing to compact (no round or
@@ -269,10 +296,11 @@ async def compact(
             written first (the old context stands).
     """
     records = list(session.journal.records)
-    through = _cut(records, trigger, turn_id)
+    through = _cut(records, turn_id)
     if through is None:
-        return CompactionOutcome("", False, "nothing to compact yet")
-    before = session.context_usage.projected_tokens
+        alone = _message_alone(records, turn_id)
+        return CompactionOutcome("", False, "nothing to compact yet", message_alone=alone)
+    before = sent_tokens if sent_tokens is not None else session.context_usage.projected_tokens
     compaction_id = new_id("cp")
     extra = {"turn_id": turn_id} if turn_id is not None else {}
     if focus:

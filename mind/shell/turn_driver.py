@@ -20,8 +20,9 @@ import anyio
 import msgspec
 
 from mind.context.tool_output import limits_for_window
-from mind.context.usage import event_usage, journal_usage
+from mind.context.usage import estimate_tokens, event_usage, journal_usage
 from mind.conversation import (
+    Message,
     ModelRequest,
     ReasoningDelta,
     StreamDone,
@@ -50,6 +51,7 @@ from mind.machines.turn import (
     DrainSteering,
     Effect,
     LeaveForRecovery,
+    RebuildRequest,
     RedriveCalls,
     RunTools,
     StartBackoff,
@@ -430,12 +432,7 @@ class TurnDriver:
             request = ModelRequest(
                 model=self.session.config.provider.model,
                 system=self.session.instructions.system_prompt,
-                messages=build_messages(
-                    self.session.journal.records,
-                    output_limits=limits_for_window(
-                        self.session.config.tool_output, self.session.context_usage.window
-                    ),
-                ),
+                messages=self._messages(),
                 tools=tool_specs(),
                 # The turn's cap, less what earlier rounds streamed (docs/design/turn.md §5).
                 max_output_bytes=max(0, self.session.config.max_output_bytes - output_used),
@@ -444,7 +441,7 @@ class TurnDriver:
             sampled = await self._sample(turn, machine, frozen)
             if isinstance(sampled, WriteTerminal):
                 return sampled
-            if sampled is None:  # compacted after an overflow: build the request again
+            if sampled is None:  # rebuilt for a learned window, or compacted: build it again
                 continue
             done = sampled
             turn._usage = turn._usage + done.usage
@@ -504,13 +501,28 @@ class TurnDriver:
             if machine.terminal is not None:
                 return machine.terminal
 
+    def _messages(self) -> list[Message]:
+        """The messages of the next request: the journal's view, tool output
+        cut to the budgets of the window the session plans with (context.md §3)."""
+        limits = limits_for_window(
+            self.session.config.tool_output, compaction.session_window(self.session)
+        )
+        return build_messages(self.session.journal.records, output_limits=limits)
+
     async def _perform_compactions(
-        self, turn: Turn, machine: TurnMachine, effects: list[Effect]
+        self,
+        turn: Turn,
+        machine: TurnMachine,
+        effects: list[Effect],
+        *,
+        sent_tokens: int | None = None,
     ) -> bool:
         """Perform the :class:`Compact` effects the machine named: one
         compaction, then ``compaction_done`` with whether it completed (a
         failed one leaves the old context standing; the chart decides what
-        follows, :attr:`TurnMachine.terminal` once it failed the turn).
+        follows, :attr:`TurnMachine.terminal` once it failed the turn) and
+        the facts the failure's advice needs. ``sent_tokens``: estimated
+        tokens of the request that overflowed (its ``before_tokens``).
         Returns whether one ran."""
         ran = False
         for effect in effects:
@@ -522,8 +534,18 @@ class TurnDriver:
                     turn_id=turn.turn_id,
                     emit=turn._emit,
                     overhead_bytes=request_overhead_bytes(self.session),
+                    sent_tokens=sent_tokens,
                 )
-                machine.compaction_done(shrank=outcome.completed, reason=outcome.reason)
+                machine.compaction_done(
+                    shrank=outcome.completed,
+                    reason=outcome.reason,
+                    # The REPL opens its sessions interactive; exec and the
+                    # library have no slash commands.
+                    repl=self.session.interactive,
+                    session_id=self.session.session_id,
+                    message_tokens=sent_tokens if outcome.message_alone else None,
+                    window=compaction.session_window(self.session),
+                )
         return ran
 
     def _tools_done(self, turn: Turn, machine: TurnMachine) -> None:
@@ -546,7 +568,8 @@ class TurnDriver:
 
         Returns the round's redacted ``StreamDone``, the terminal of the
         turn the machine failed, or None: the request overflowed the window
-        and the machine had it compacted (the caller builds it again). Raises
+        and the machine had it rebuilt with a learned window's budgets
+        (:class:`RebuildRequest`) or compacted (the caller builds it again). Raises
         the cancellation of ``turn._scope`` on interrupt (after journaling
         what the person already saw).
         """
@@ -577,6 +600,7 @@ class TurnDriver:
             except ProviderError as exc:
                 turn.model_quiet_since = None
                 turn.failure_detail = exc.detail[:500]
+                planned = compaction.session_window(self.session)
                 if exc.context_window is not None:  # the server said its window: keep it
                     self.session.learn_window(exc.context_window, turn.turn_id)
                 now = time.monotonic()
@@ -587,8 +611,18 @@ class TurnDriver:
                     message=exc.message,
                     retry_after_s=exc.retry_after_s,
                     elapsed_s=now - self._first_failure_at,
+                    # A new window whose budgets change what the request carries.
+                    window_learned=compaction.session_window(self.session) != planned
+                    and self._messages() != frozen.request.messages,
                 )
-                if await self._perform_compactions(turn, machine, effects):
+                if any(isinstance(e, RebuildRequest) for e in effects):
+                    return None  # built again with the learned window's budgets
+                # The refused request's size: never below what the server counted.
+                sent = max(
+                    estimate_tokens(len(msgspec.json.encode(frozen.request))),
+                    exc.request_tokens or 0,
+                )
+                if await self._perform_compactions(turn, machine, effects, sent_tokens=sent):
                     # None: build the request again from the compacted view;
                     # the terminal: nothing shrank the context (the chart's call).
                     return machine.terminal

@@ -48,7 +48,10 @@ def test_a_failed_overflow_compaction_is_one_stderr_line_and_the_failure_says_wh
         "mind: warning: compacting the context failed (the context was full): the summary "
         "was empty; the model still sees the whole conversation"
     ], second.stderr
-    assert "/compact" in second.stderr and "/new" in second.stderr
+    # No slash command as if exec had them: the REPL to resume it in, or a new session.
+    said = " ".join(second.stderr.split())
+    assert f"`mind resume {started['session_id']}`, then /compact" in said, said
+    assert "/new" not in said
     (failed,) = third.of_type("context.compaction_failed")
     assert failed["reason"] == "the summary was empty" and failed["trigger"] == "overflow"
     assert third.of_type("context.compacting")[0]["compaction_id"] == failed["compaction_id"]

@@ -18,9 +18,11 @@ from mind.machines.turn import (
     TERMINAL_STATES,
     AnnounceWaiting,
     AskApproval,
+    Compact,
     DrainOrSeal,
     DrainSteering,
     LeaveForRecovery,
+    RebuildRequest,
     RefuseCall,
     RunGranted,
     RunTools,
@@ -30,8 +32,10 @@ from mind.machines.turn import (
     TurnMachine,
     WriteTerminal,
     acknowledges,
+    can_rebuild_for_window,
     can_retry,
     next_turn_starts,
+    overflow_advice,
     within_output_cap,
     within_round_limit,
 )
@@ -512,3 +516,39 @@ def test_leave_elsewhere_is_an_interrupt_and_the_collected_command_goes_on() -> 
     assert snap(m)[1] == active("running_tools", "executing")
     m.leave()
     assert m.state == "interrupted"
+
+
+def test_an_overflow_that_taught_the_window_rebuilds_once_then_compacts() -> None:
+    assert can_rebuild_for_window("context_length", window_learned=True, already=False)
+    assert not can_rebuild_for_window("context_length", window_learned=False, already=False)
+    assert not can_rebuild_for_window("context_length", window_learned=True, already=True)
+    assert not can_rebuild_for_window("server", window_learned=True, already=False)
+    machine = TurnMachine(retry=RetryPolicy())
+    machine.start()
+    failed = machine.round_failed(kind="context_length", message="m", window_learned=True)
+    assert (failed, machine.state) == ([RebuildRequest()], "requesting")
+    # The rebuilt request goes as it is: no automatic compaction before it.
+    assert machine.context_measured(projected=99, window=100, percent=50) == []
+    again = machine.round_failed(kind="context_length", message="m", window_learned=True)
+    assert (again, machine.state) == ([Compact("overflow")], "compacting")
+
+
+def test_the_overflow_advice_is_true_where_it_is_read() -> None:
+    alone = overflow_advice(
+        "Too long.", "nothing", repl=True, session_id="s1", message_tokens=3100, window=2000
+    )
+    assert alone == (
+        "Too long. The message itself is too big for the model's context window of 2,000 "
+        "tokens (the request with it is about 3,100 tokens): send a shorter one, or use a "
+        "model with a larger window."
+    )
+    repl = overflow_advice("Too long.", "the summary was empty", repl=True, session_id="s1")
+    assert repl == (
+        "Too long. Compacting it did not help: the summary was empty. "
+        "Try /compact (with a focus), or start a new session with /new."
+    )
+    other = overflow_advice("Too long.", None, repl=False, session_id="s1")
+    assert other == (
+        "Too long. Compact it in the REPL (`mind resume s1`, then /compact with a focus), "
+        "or start a new session (`mind exec` without --session)."
+    )

@@ -49,7 +49,7 @@ CI = settings(
 def test_every_turn_edge_is_walked_and_lands_where_the_chart_says(
     request: pytest.FixtureRequest,
 ) -> None:
-    check_every_edge(request, TurnChart, 41)
+    check_every_edge(request, TurnChart, 42)
 
 
 # ------------------------------------------------------------------ reference model
@@ -109,7 +109,8 @@ DATA_EVENTS = (
 )
 """Events whose data picks the target: ``(a, b)`` booleans drawn per event —
 round_done: (tool calls, within the output cap); round_failed: (transient,
-not a context overflow); approval_needed: (can ask, not granted);
+not a context overflow; a context overflow that taught a new window when
+transient is drawn with the second false); approval_needed: (can ask, not granted);
 resume: (the plan re-drives calls, -); context_measured: (over the
 auto-compaction threshold, -); compaction_done: (the context shrank, -)."""
 
@@ -150,7 +151,7 @@ def reference_step(ref: dict[str, Any], event: str, a: bool = False, b: bool = T
     if event == "context_measured":  # before the round's request is built
         if leaf != "requesting":
             return None
-        if a and not ref["auto"]:
+        if a and not ref["auto"] and not ref["rebuilt"]:  # a rebuilt request goes as is
             ref["auto"] = True
             ref["compacting"] = "auto"
             return "compacting"
@@ -165,18 +166,22 @@ def reference_step(ref: dict[str, Any], event: str, a: bool = False, b: bool = T
         if group != "sampling":
             return None
         ref["rounds"] += 1
-        ref["auto"] = ref["overflow"] = False  # each round may compact again
+        ref["auto"] = ref["overflow"] = ref["rebuilt"] = False  # each round may again
         if not b:
             return "failed"
         return "executing" if a else "checking_inbox"
     if event == "round_failed":
         if group != "sampling":
             return None
-        if not a and not b and not ref["overflow"]:  # context_length: compact, send again
+        if a and not b and not ref["rebuilt"]:  # a window learned: rebuild, send again
+            ref["rebuilt"] = True
+            return "requesting"
+        overflow = not b  # context_length (with or without a window learned)
+        if overflow and not ref["overflow"]:  # context_length: compact, send again
             ref["overflow"] = True
             ref["compacting"] = "overflow"
             return "compacting"
-        if a and ref["retries"] < ref["max_retries"]:
+        if a and b and ref["retries"] < ref["max_retries"]:
             ref["retries"] += 1
             return "backing_off"
         return "failed"
@@ -210,8 +215,8 @@ def send(machine: TurnMachine, event: str, a: bool, b: bool) -> list[Any]:
     if event == "round_done":
         return machine.round_done(tool_calls=int(a), output_bytes=1 if b else 2, output_limit=1)
     if event == "round_failed":
-        kind = "server" if a else ("auth" if b else "context_length")
-        return machine.round_failed(kind=kind, message="m")
+        kind = "server" if a and b else ("auth" if b else "context_length")
+        return machine.round_failed(kind=kind, message="m", window_learned=a and not b)
     if event == "context_measured":
         return machine.context_measured(projected=90 if a else 10, window=100, percent=80)
     if event == "compaction_done":
@@ -335,6 +340,14 @@ class TurnAgainstReference(RuleBasedStateMachine):
         self._apply("start")
         self._apply("round_failed", False, False)
         self._apply("compaction_done", False)
+        # An overflow that taught the window: rebuilt once (no automatic
+        # compaction before it), then a second overflow compacts.
+        self.new_turn(max_retries, 2)
+        self._apply("start")
+        self._apply("round_failed", True, False)
+        self._apply("context_measured", True)
+        self._apply("round_failed", True, False)
+        self._apply("compaction_done", True)
         self.new_turn(max_retries, max_rounds)
 
     def new_turn(self, max_retries: int, max_rounds: int) -> None:
@@ -351,6 +364,7 @@ class TurnAgainstReference(RuleBasedStateMachine):
             "max_rounds": max_rounds,
             "auto": False,
             "overflow": False,
+            "rebuilt": False,
             "compacting": None,
         }
 
@@ -440,6 +454,7 @@ EFFECTFUL = {
     ("resume", "executing"),  # RedriveCalls
     ("context_measured", "compacting"),  # Compact(auto)
     ("round_failed", "compacting"),  # Compact(overflow)
+    ("round_failed", "requesting"),  # RebuildRequest
 }
 
 
@@ -463,9 +478,9 @@ def test_report_lists_every_edge_and_flags_missed_ones(tmp_path: Path) -> None:
     machine.round_done(tool_calls=0, output_bytes=0, output_limit=1)
     machine.seal()
     report = coverage.report().splitlines()
-    assert report[0] == "transition coverage TurnChart: 3/41 edges taken"
-    assert len(report) == 1 + 41
-    assert sum("never taken" in line for line in report) == 38
+    assert report[0] == "transition coverage TurnChart: 3/42 edges taken"
+    assert len(report) == 1 + 42
+    assert sum("never taken" in line for line in report) == 39
     other = TransitionCoverage(TurnChart)
     other.merge(coverage)
     other.merge(coverage)

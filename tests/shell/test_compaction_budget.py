@@ -87,7 +87,7 @@ def test_a_failed_compaction_inside_a_turn_is_an_event_and_the_failure_says_what
     with FakeModel(context_window=WINDOW, summary_text="") as model:
         config = _config(model, tmp_path)
 
-        async def main() -> tuple[list[ev.Event], ev.TurnCompletedEvent]:
+        async def main() -> tuple[list[ev.Event], ev.TurnCompletedEvent, str]:
             async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
                 s = await rt.create_session(cwd=tmp_path, config=config)
                 first = s.submit("TOOL look")
@@ -97,9 +97,9 @@ def test_a_failed_compaction_inside_a_turn_is_an_event_and_the_failure_says_what
                 model.overflow_next = 1
                 turn = s.submit("and now")
                 events = [e async for e in turn]
-                return events, turn.outcome.event
+                return events, turn.outcome.event, s.session_id
 
-        events, end = anyio.run(main)
+        events, end, end_sid = anyio.run(main)
     started = [e for e in events if isinstance(e, ev.ContextCompactingEvent)]
     failed = [e for e in events if isinstance(e, ev.ContextCompactionFailedEvent)]
     assert len(started) == 1 and started[0].trigger == ev.CompactionTrigger.overflow
@@ -109,7 +109,9 @@ def test_a_failed_compaction_inside_a_turn_is_an_event_and_the_failure_says_what
     assert end.status == ev.TurnStatus.failed
     assert end.failure is not None
     assert "the summary was empty" in end.failure.message
-    assert "/compact" in end.failure.message and "/new" in end.failure.message
+    # A library session has no slash commands: the REPL to resume it in, or a new one.
+    assert f"`mind resume {end_sid}`, then /compact" in end.failure.message
+    assert "/new" not in end.failure.message
 
 
 def test_a_compaction_that_would_not_fit_under_the_threshold_keeps_fewer_messages(

@@ -144,6 +144,22 @@ def test_a_stated_window_is_learned_from_the_error(status: int, body: Any, windo
     assert (err.kind, err.context_window) == ("context_length", window)
 
 
+# The refused request's size each of STATING states (LM Studio's names none).
+REQUEST_SIZES = [8255, 210_000, 195_000, 4000, 66_501, 14_429, None, 200_000, 1_200_000, 5000]
+REQUEST_SIZES += [40_000]
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "tokens"),
+    [(s, b, t) for (s, b, _), t in zip(STATING, REQUEST_SIZES, strict=True)],
+)
+def test_the_stated_size_of_the_refused_request_is_read_from_the_error(
+    status: int, body: Any, tokens: int | None
+) -> None:
+    err = error_from_http(status, json.dumps(body).encode(), {})
+    assert (err.kind, err.request_tokens) == ("context_length", tokens)
+
+
 @pytest.mark.parametrize(
     "body",
     [

@@ -26,7 +26,10 @@ A small context window (``context_window=N`` tokens, at 4 bytes of request
 body per token, rounded up): a request over it is answered ``400`` with the
 body OpenAI sends (``code: context_length_exceeded``); ``overflow_next=n``
 answers the next ``n`` requests that carry tools so, whatever their size
-(``overflow_summaries=n`` the next ``n`` summarisation requests).
+(``overflow_summaries=n`` the next ``n`` summarisation requests). The error
+states the window as OpenAI words it (``maximum context length is N
+tokens``): ``context_window``, or the next of ``stated_windows`` (a server
+that states a different window at a later error).
 Every stream ends with realistic ``usage``: ``prompt_tokens`` is the request
 body's size in tokens, ``completion_tokens`` the reply's.
 
@@ -238,7 +241,7 @@ class _Handler(BaseHTTPRequestHandler):
         tokens = tokens_of(len(raw))
         window = owner.context_window
         if owner._take_overflow("tools" in body) or (window is not None and tokens > window):
-            self._send_json(400, context_length_body(window or 0, tokens))
+            self._send_json(400, context_length_body(owner._stated_window(), tokens))
             return
         reply = decide(body, tool_sleep_s=owner.tool_sleep_s, command=owner.command)
         if "tools" not in body and owner.summary_text is not None:
@@ -310,6 +313,8 @@ class FakeModel(LoopbackServer):
             test sets this event: the compaction is held running.
         summary_text: every summarisation reply is this text (e.g. ``""``:
             an empty summary); None: :func:`decide`'s.
+        stated_windows: the windows the next overflow errors state, in
+            order (then ``context_window``, or 0: none stated).
 
     Attributes:
         requests: every request body, decoded, in arrival order.
@@ -335,6 +340,7 @@ class FakeModel(LoopbackServer):
         summary_delay_s: float = 0.0,
         hold_summary: threading.Event | None = None,
         summary_text: str | None = None,
+        stated_windows: tuple[int, ...] = (),
     ) -> None:
         self.record_path = record_path
         self.chunk_delay_s = chunk_delay_s
@@ -348,6 +354,7 @@ class FakeModel(LoopbackServer):
         self.summary_delay_s = summary_delay_s
         self.hold_summary = hold_summary
         self.summary_text = summary_text
+        self.stated_windows = list(stated_windows)
         self.summary_requested = threading.Event()
         self.requests: list[dict[str, Any]] = []
         self.raw_requests: list[bytes] = []
@@ -381,6 +388,13 @@ class FakeModel(LoopbackServer):
                 self.overflow_summaries -= 1
                 return True
             return False
+
+    def _stated_window(self) -> int:
+        """The window this overflow error states (0: none; see ``stated_windows``)."""
+        with self._lock:
+            if self.stated_windows:
+                return self.stated_windows.pop(0)
+            return self.context_window or 0
 
     def _record(self, body: dict[str, Any], raw: bytes) -> None:
         with self._lock:

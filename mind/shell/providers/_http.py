@@ -302,6 +302,7 @@ class HttpProvider:
                 status=exc.status,
                 retry_after_s=exc.retry_after_s,
                 context_window=exc.context_window,
+                request_tokens=exc.request_tokens,
             ) from None
 
     def _masked(self, done: StreamDone) -> StreamDone:

@@ -121,6 +121,55 @@ MAX_STATED_WINDOW: Final = 100_000_000
 """A stated window above this many tokens is not believed (a misread number)."""
 
 
+REQUEST_TOKENS_PATTERNS: Final[tuple[tuple[str, str], ...]] = (
+    # (regular expression whose one group is the refused request's tokens; where it comes from)
+    (rf"your messages resulted in {_N} tokens", "OpenAI '... your messages resulted in N tokens'"),
+    (rf"\({_N} in the messages", "vLLM '... you requested N tokens (M in the messages, ...)'"),
+    (rf"prompt is too long: {_N} tokens", "Anthropic 'prompt is too long: N tokens > M maximum'"),
+    (rf"exceed context limit: {_N} \+", "Anthropic '... exceed context limit: N + M > W'"),
+    (rf"prompt \(length {_N}\)", "vLLM 'The decoder prompt (length N) is longer than ...'"),
+    (rf"request contains {_N} tokens", "xAI '... but the request contains N tokens'"),
+    (rf"input token count \({_N}\)", "Gemini OpenAI compat 'The input token count (N) ...'"),
+    (rf"Given: {_N} `inputs` tokens", "TGI 'Given: N `inputs` tokens and M `max_new_tokens`'"),
+    (rf"Prompt contains {_N} tokens", "Mistral 'Prompt contains N tokens and 0 draft tokens'"),
+)
+"""Context-length wordings that state the refused request's size in tokens
+(llama.cpp's ``exceed_context_size_error`` carries it as ``n_prompt_tokens``)."""
+
+_REQUEST_RES: Final = tuple(
+    re.compile(pattern, re.IGNORECASE) for pattern, _ in REQUEST_TOKENS_PATTERNS
+)
+
+
+def _stated(
+    message: str,
+    fields: Mapping[str, Any] | None,
+    field: str,
+    patterns: tuple[re.Pattern[str], ...],
+) -> int | None:
+    found: int | None = None
+    raw = fields.get(field) if fields is not None else None
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        found = raw
+    else:
+        for pattern in patterns:
+            match = pattern.search(message)
+            if match:
+                found = int(match.group(1).replace(",", ""))
+                break
+    if found is None or not 0 < found <= MAX_STATED_WINDOW:
+        return None
+    return found
+
+
+def stated_request_tokens(message: str, fields: Mapping[str, Any] | None = None) -> int | None:
+    """The refused request's size in tokens a context-length error states, or
+    ``None`` (:data:`REQUEST_TOKENS_PATTERNS`; llama.cpp's integer
+    ``n_prompt_tokens`` in ``fields``). Never a guess; a number above
+    :data:`MAX_STATED_WINDOW` is not believed."""
+    return _stated(message, fields, "n_prompt_tokens", _REQUEST_RES)
+
+
 def stated_window(message: str, fields: Mapping[str, Any] | None = None) -> int | None:
     """The context window in tokens a context-length error states, or ``None``.
 
@@ -132,19 +181,7 @@ def stated_window(message: str, fields: Mapping[str, Any] | None = None) -> int 
         The first stated window in 1..:data:`MAX_STATED_WINDOW`; ``None`` when
         the error does not state one (never a guess).
     """
-    found: int | None = None
-    raw = fields.get("n_ctx") if fields is not None else None
-    if isinstance(raw, int) and not isinstance(raw, bool):
-        found = raw
-    else:
-        for pattern in _WINDOW_RES:
-            match = pattern.search(message)
-            if match:
-                found = int(match.group(1).replace(",", ""))
-                break
-    if found is None or not 0 < found <= MAX_STATED_WINDOW:
-        return None
-    return found
+    return _stated(message, fields, "n_ctx", _WINDOW_RES)
 
 
 INVALID_REQUEST_PATTERNS: Final[tuple[tuple[str, str], ...]] = (
@@ -462,15 +499,18 @@ def error_from_payload(
         status=status, code=code, error_type=error_type, message=message, param=param
     )
     detail = _hinted(kind, detail, url)
-    window = None
+    window = tokens = None
     if kind == "context_length":
-        window = stated_window(message, err if isinstance(err, Mapping) else None)
+        fields = err if isinstance(err, Mapping) else None
+        window = stated_window(message, fields)
+        tokens = stated_request_tokens(message, fields)
     return ProviderError(
         kind,
         detail=_redact(detail, api_key),
         status=status,
         retry_after_s=retry_after_s,
         context_window=window,
+        request_tokens=tokens,
     )
 
 
@@ -619,6 +659,7 @@ def error_from_http(
         status=status,
         retry_after_s=retry_after_s,
         context_window=stated_window(text) if kind == "context_length" else None,
+        request_tokens=stated_request_tokens(text) if kind == "context_length" else None,
     )
 
 
