@@ -93,6 +93,7 @@ above, and else reads the whole file (docs/design/checkpoints.md).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -116,7 +117,7 @@ from mind.errors import (
 )
 from mind.generated.journal import JournalRecord
 from mind.shell import checkpoint, private_files
-from mind.shell.journal_open import checkpoint_due_at_open, open_scan
+from mind.shell.journal_open import PrefixCheck, checkpoint_due_at_open, open_scan
 from mind.shell.journal_read import (
     MAX_LINE_BYTES,
     JournalOpenReport,
@@ -237,6 +238,7 @@ class Journal:
         self._clock_ms = clock_ms
         self._tail_bytes = scan.tail_bytes
         self._tail_crc = scan.tail_crc
+        self._crc = scan.crc  # running CRC-32 of the file's bytes [0, _size)
         self._ends_with_newline = scan.ends_with_newline
         self.folded: Folded = scan.folded
         """What the records the runtime let go of still say (input ids they
@@ -253,6 +255,10 @@ class Journal:
         self._tail_lines = scan.all_lines - scan.lines  # lines of a torn tail
         self._checkpoints = checkpoints
         self._covered = covered  # journal bytes the newest checkpoint covers
+        self.verification: PrefixCheck | None = None
+        """The background check of the prefix the opening checkpoint covered
+        (docs/design/checkpoints.md §5), when this process hosts the session
+        and opened through one; None otherwise."""
         self._broken: str | None = None
         self._broken_as: type[JournalError] = JournalError
         self._broken_errno: int | None = None
@@ -320,7 +326,7 @@ class Journal:
             if created:
                 os.fsync(fd)
                 private_files.fsync_dir(path.parent)
-            scan, covered = open_scan(fd, path, session_id)
+            scan, found = open_scan(fd, path, session_id)
             if not created:
                 require_start(scan, path)
                 require_session(scan, path, session_id)
@@ -331,7 +337,15 @@ class Journal:
             os.close(fd)
             raise
         clock = clock_ms or _now_ms
+        covered = 0 if found is None else found.offset
         journal = cls(path, fd, scan, clock, session_id, checkpoints=checkpoints, covered=covered)
+        if checkpoints and found is not None:
+            # Only the host verifies: a damaged prefix removes the checkpoint.
+            try:
+                journal.verification = PrefixCheck(path, fd, found.offset, found.crc32)
+            except OSError as exc:
+                journal.close()
+                raise JournalError(path, 0, f"cannot verify journal: {exc.strerror}") from None
         if checkpoints and (scan.checkpoint not in ("", "used") or checkpoint_due_at_open(scan)):
             journal.write_checkpoint()  # reported once: the next open reads this one
         return journal
@@ -342,7 +356,9 @@ class Journal:
         not durable). Not after a torn tail no append has closed yet.
 
         A failure to write it is logged and leaves the old checkpoint: it is
-        an optimisation, never a reason to fail a turn.
+        an optimisation, never a reason to fail a turn. None is written once
+        the background check found the covered prefix damaged
+        (docs/design/checkpoints.md §5).
 
         Returns:
             Whether a checkpoint was written.
@@ -350,6 +366,9 @@ class Journal:
         Raises:
             JournalWriteError: the journal's fsync failed (see :meth:`sync`).
         """
+        check = self.verification
+        if check is not None and check.damage is not None:
+            return False
         if self._tail_bytes or self._first_line is None or self.session_id is None:
             return False
         self.sync()
@@ -363,6 +382,7 @@ class Journal:
             lines=self._lines,
             first_line=self._first_line,
             last_line=last,
+            crc32=self._crc,
             records=kept,
             folded=retention.folded,
         )
@@ -370,7 +390,10 @@ class Journal:
         # open; a new list, so a reader holding the old one is not disturbed.
         self.records, self.folded = kept, retention.folded
         try:
-            checkpoint.write(self.path, self.session_id, taken)
+            with contextlib.nullcontext() if check is None else check.lock:
+                if check is not None and check.damage is not None:
+                    return False  # found meanwhile: never a checkpoint over it
+                checkpoint.write(self.path, self.session_id, taken)
         except (OSError, PrivateStateError) as exc:
             _log.warning("%s: checkpoint not written: %s", self.path, exc)
             return False
@@ -433,7 +456,8 @@ class Journal:
         line = body + b',"crc32":"%08x"}' % zlib.crc32(body)
         if len(line) > MAX_LINE_BYTES:
             raise JournalRecordTooLarge(self.path, len(line), MAX_LINE_BYTES)
-        data = memoryview(prefix + line + b"\n")
+        whole = prefix + line + b"\n"
+        data = memoryview(whole)
         if sync or not 0 <= now_ms - self._checked_ms < SAME_FILE_CHECK_MS:
             self._require_same_file()
             self._checked_ms = now_ms
@@ -451,6 +475,7 @@ class Journal:
             ) from None
         self._tail_bytes = 0
         self._tail_crc = 0
+        self._crc = zlib.crc32(whole, self._crc)
         self._ends_with_newline = True
         self.records.append(read_back)
         if self._next_seq == 0:
@@ -489,7 +514,10 @@ class Journal:
             ) from None
 
     def close(self) -> None:
-        """Close the file descriptor. Idempotent; does not fsync."""
+        """Stop the background check of the prefix (its thread is gone on
+        return) and close the file descriptor. Idempotent; does not fsync."""
+        if self.verification is not None:
+            self.verification.stop()
         fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)

@@ -100,6 +100,7 @@ class Scan:
         "all_lines",
         "checkpoint",
         "count",
+        "crc",
         "earlier_torn_spans",
         "ends_with_newline",
         "first_line",
@@ -133,6 +134,7 @@ class Scan:
         self.tail_line = 0
         self.tail_reason = ""
         self.count = 0
+        self.crc = 0  # running CRC-32 of the journal's bytes [0, size)
         self.first_tag = ""
         self.ends_with_newline = True
         self.earlier_torn_spans = 0
@@ -202,35 +204,41 @@ def decode(record_bytes: bytes) -> JournalRecord:
         raise ValueError("not a valid journal record: nested too deeply") from None
 
 
-def _read_line(stream: IO[bytes], crc_seed: int) -> tuple[bytes | None, int, int, bool] | None:
+def _read_line(
+    stream: IO[bytes], crc_seed: int, running: int
+) -> tuple[bytes | None, int, int, int, bool] | None:
     """Read one line, never holding more than ``MAX_LINE_BYTES + 2`` bytes.
 
     Args:
         stream: the journal, positioned at the start of a line.
         crc_seed: CRC-32 to continue (of the damaged bytes before this line).
+        running: the journal's running CRC-32 up to this line.
 
     Returns:
-        ``None`` at end of file, else ``(content, length, crc, terminated)``:
-        the line without its newline (``None`` when too long to be a journal
-        line), its length in bytes including the newline, the CRC-32 of those
-        bytes continued from ``crc_seed``, and whether it ended with ``\\n``.
+        ``None`` at end of file, else ``(content, length, crc, running,
+        terminated)``: the line without its newline (``None`` when too long
+        to be a journal line), its length in bytes including the newline, the
+        CRC-32 of those bytes continued from ``crc_seed`` and from
+        ``running``, and whether it ended with ``\\n``.
     """
     chunk = stream.readline(MAX_LINE_BYTES + 2)
     if not chunk:
         return None
     length = len(chunk)
     crc = zlib.crc32(chunk, crc_seed)
+    running = zlib.crc32(chunk, running)
     if chunk.endswith(b"\n"):
-        return chunk[:-1], length, crc, True
+        return chunk[:-1], length, crc, running, True
     if length <= MAX_LINE_BYTES + 1:
-        return chunk, length, crc, False
+        return chunk, length, crc, running, False
     # Too long to be a journal line: consume it without keeping it.
     while chunk := stream.readline(_READ_BUFFER_BYTES):
         length += len(chunk)
         crc = zlib.crc32(chunk, crc)
+        running = zlib.crc32(chunk, running)
         if chunk.endswith(b"\n"):
-            return None, length, crc, True
-    return None, length, crc, False
+            return None, length, crc, running, True
+    return None, length, crc, running, False
 
 
 def scan_journal(
@@ -240,6 +248,7 @@ def scan_journal(
     *,
     keep: Callable[[JournalRecord], None] | None = None,
     start: tuple[int, int, int] = (0, 0, 0),
+    crc: int = 0,
 ) -> Scan:
     """Read and verify a journal (see the module docstring for rules).
 
@@ -251,7 +260,8 @@ def scan_journal(
 
     ``start`` is ``(byte offset, seq, lines before)`` of a verified line
     boundary to begin at (a checkpoint's): ``stream`` is positioned there;
-    the bytes before it are not read.
+    the bytes before it are not read; ``crc`` is the journal's running
+    CRC-32 of them (a checkpoint's), continued over what is read.
 
     Raises:
         JournalCorruptError: damage other than a torn tail, with the 1-based
@@ -274,8 +284,9 @@ def scan_journal(
     # damaged line that turns out not to be last is remembered here.
     not_last: tuple[int, str] | None = None
     previous: tuple[int, str, bool] | None = None  # latest damaged line of the run
-    while (got := _read_line(stream, span_crc)) is not None:
-        content, length, crc, terminated = got
+    running = crc
+    while (got := _read_line(stream, span_crc, running)) is not None:
+        content, length, crc, running, terminated = got
         line_no += 1
         checked: _Sound | str
         if not terminated:
@@ -335,6 +346,7 @@ def scan_journal(
     if not_last is not None:
         raise JournalCorruptError(path, not_last[0], f"{not_last[1]} (not the last line)")
     scan.size = offset
+    scan.crc = running
     scan.all_lines = line_no
     scan.tail_bytes = offset - span_start
     scan.tail_crc = span_crc
