@@ -206,7 +206,7 @@ def decode(record_bytes: bytes) -> JournalRecord:
 
 def _read_line(
     stream: IO[bytes], crc_seed: int, running: int
-) -> tuple[bytes | None, int, int, int, bool] | None:
+) -> tuple[bytes | None, int, int | None, int, bool] | None:
     """Read one line, never holding more than ``MAX_LINE_BYTES + 2`` bytes.
 
     Args:
@@ -218,20 +218,22 @@ def _read_line(
         ``None`` at end of file, else ``(content, length, crc, running,
         terminated)``: the line without its newline (``None`` when too long
         to be a journal line), its length in bytes including the newline, the
-        CRC-32 of those bytes continued from ``crc_seed`` and from
-        ``running``, and whether it ended with ``\\n``.
+        CRC-32 of those bytes continued from ``crc_seed`` (only for a line too
+        long to keep, else None: the caller computes it for a damaged line,
+        the one kind that needs it), the running CRC-32 continued over them,
+        and whether it ended with ``\\n``.
     """
     chunk = stream.readline(MAX_LINE_BYTES + 2)
     if not chunk:
         return None
     length = len(chunk)
-    crc = zlib.crc32(chunk, crc_seed)
     running = zlib.crc32(chunk, running)
     if chunk.endswith(b"\n"):
-        return chunk[:-1], length, crc, running, True
+        return chunk[:-1], length, None, running, True
     if length <= MAX_LINE_BYTES + 1:
-        return chunk, length, crc, running, False
+        return chunk, length, None, running, False
     # Too long to be a journal line: consume it without keeping it.
+    crc = zlib.crc32(chunk, crc_seed)
     while chunk := stream.readline(_READ_BUFFER_BYTES):
         length += len(chunk)
         crc = zlib.crc32(chunk, crc)
@@ -286,7 +288,7 @@ def scan_journal(
     previous: tuple[int, str, bool] | None = None  # latest damaged line of the run
     running = crc
     while (got := _read_line(stream, span_crc, running)) is not None:
-        content, length, crc, running, terminated = got
+        content, length, line_crc, running, terminated = got
         line_no += 1
         checked: _Sound | str
         if not terminated:
@@ -301,7 +303,10 @@ def scan_journal(
             if previous is not None and not previous[2] and not_last is None:
                 not_last = previous[:2]
             previous = (line_no, checked, content is not None and content.endswith(b"~"))
-            span_crc = crc
+            if line_crc is None:  # the line is in hand: ``content`` (+ its newline)
+                assert content is not None
+                line_crc = zlib.crc32(content + b"\n" if terminated else content, span_crc)
+            span_crc = line_crc
             offset += length
             continue
         # A sound line: everything about it must now hold.
