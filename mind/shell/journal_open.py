@@ -167,8 +167,9 @@ class PrefixCheck:
         ``damaged`` (:attr:`damage` says why) or ``stopped`` (closed first)."""
         return self._state
 
-    def wait(self, timeout_s: float) -> bool:
-        """Block up to ``timeout_s`` seconds for the check to end; whether it did."""
+    def wait(self, timeout_s: float | None) -> bool:
+        """Block up to ``timeout_s`` seconds (None: until it ends) for the
+        check to end; whether it did."""
         self._thread.join(timeout_s)
         return not self._thread.is_alive()
 

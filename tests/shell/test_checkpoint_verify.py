@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import random
 import re
+import subprocess
+import sys
 import threading
 import zlib
 from pathlib import Path
@@ -23,6 +25,9 @@ from mind.generated import journal as jr
 from mind.shell import journal_open
 from mind.shell.checkpoint import CHECKPOINT_NAME
 from mind.shell.journal import Journal, read_records
+from tests.support import records as rec
+from tests.support.child_env import without_prefixes
+from tests.support.exec_world import EXEC_TIMEOUT_S, exec_setup, run_exec
 from tests.support.journals import generated_session
 
 WAIT_S = 10.0  # bounded wait for the background check (it takes milliseconds here)
@@ -221,3 +226,98 @@ def test_a_resumed_session_answers_and_then_reports_the_damage_once(tmp_path: Pa
         Journal.open(path, session_id=sid)
     assert (refused.value.path, refused.value.line) == (path, line)
     assert path.read_bytes()[: len(changed)] == changed
+
+
+def _grow_big(path: Path, sid: str, outputs: int) -> None:
+    """A turn with ``outputs`` tool results of 15 MB each, then a compaction
+    of it: a long covered prefix, a small checkpoint (what is retained)."""
+    with Journal.open(path, session_id=sid, checkpoints=True) as journal:
+        journal.append(rec.turn_started("big"))
+        calls = [rec.call(f"c{k}", "shell", '{"command":"true"}') for k in range(outputs)]
+        journal.append(rec.model_round("big", "", calls, 0))
+        for c in calls:
+            journal.append(
+                jr.ToolStarted(
+                    seq=0, recorded_at_ms=0, turn_id="big", call_id=c.call_id, name="shell"
+                )
+            )
+            journal.append(
+                jr.ToolResult(
+                    seq=0,
+                    recorded_at_ms=0,
+                    turn_id="big",
+                    call_id=c.call_id,
+                    name="shell",
+                    status=jr.ToolStatus.ok,
+                    output="x" * (15 << 20),
+                    synthetic=False,
+                )
+            )
+        journal.append(rec.model_round("big", "done", None, 1))
+        journal.append(
+            jr.TurnCompleted(
+                seq=0,
+                recorded_at_ms=0,
+                turn_id="big",
+                status=jr.TurnStatus.completed,
+                usage=jr.Usage(input_tokens=1, output_tokens=1),
+                acknowledged=[],
+            ),
+            sync=True,
+        )
+        through = journal.next_seq - 1
+        journal.append(
+            jr.CompactionStarted(
+                seq=0,
+                recorded_at_ms=0,
+                compaction_id="cbig",
+                trigger=jr.CompactionTrigger.manual,
+                through_seq=through,
+            ),
+            sync=True,
+        )
+        journal.append(
+            jr.CompactionCompleted(
+                seq=0,
+                recorded_at_ms=0,
+                compaction_id="cbig",
+                through_seq=through,
+                summary="s",
+                kept=[],
+            ),
+            sync=True,
+        )  # a checkpoint is written after it
+
+
+def test_mind_exec_on_a_damaged_session_answers_then_says_where_on_stderr(
+    tmp_path: Path,
+) -> None:
+    """A one-shot run lets the check end before it closes the session: the
+    prefix here (~120 MB) takes longer to check than the turn takes, yet even
+    a session only ever resumed by ``mind exec`` has its prefix checked."""
+    exec_setup(tmp_path, [{"text": "answered"}] * 4)  # by round, whatever came before
+    run_exec(tmp_path, "s-exec", "message number 0 xxxxxxxx", new=True)
+    path = tmp_path / "state" / "sessions" / "s-exec" / "journal.jsonl"
+    _grow_big(path, "s-exec", 8)
+    assert _covered(path) == path.stat().st_size
+    with path.open("r+b") as f:  # one byte of the 5th output, in place
+        data = f.read()
+        at = data.index(b"xxxx", len(data) // 2)
+        line = data[:at].count(b"\n") + 1
+        f.seek(at)
+        f.write(b"y")
+    env = without_prefixes("MIND_", "OPENAI_", "ANTHROPIC_")
+    env.update(MIND_HOME=str(tmp_path / "home"), MIND_STATE_HOME=str(tmp_path / "state"))
+    argv = [sys.executable, "-m", "mind.shell.cli", "exec", "--script", str(tmp_path / "s.yaml")]
+    argv += ["--approval", "never", "--cwd", str(tmp_path / "cwd"), "--session", "s-exec"]
+    proc = subprocess.run(
+        [*argv, "again"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=EXEC_TIMEOUT_S,
+    )
+    assert (proc.returncode, proc.stdout) == (0, "answered\n"), proc.stderr[-800:]
+    assert f"{path}:{line}: integrity check failed" in proc.stderr
+    assert not (path.parent / CHECKPOINT_NAME).exists()
