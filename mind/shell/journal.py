@@ -89,6 +89,13 @@ Checkpoints
 the session's ``checkpoint.json`` (:mod:`mind.shell.checkpoint`) when that
 proves itself, verifying only the journal after its offset with the rules
 above, and else reads the whole file (docs/design/checkpoints.md).
+
+The journal keeps a running CRC-32 (``zlib.crc32`` chained from 0) of every
+byte it holds — computed by a full read, carried over the tail from the
+checkpoint's value, continued by each append over the bytes it wrote — and
+every checkpoint stores it; after an open through one, the hosting process
+checks the covered prefix against it in the background
+(:class:`~mind.shell.journal_open.PrefixCheck`, :attr:`Journal.verification`).
 """
 
 from __future__ import annotations
