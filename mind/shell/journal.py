@@ -11,6 +11,7 @@ The journal is the authority of a session: an append-only file, one
 :data:`~mind.generated.journal.JournalRecord` per line, ``seq`` numbered
 0, 1, 2, ... without gaps, every line carrying its own integrity check. This
 module (the writer) and :mod:`mind.shell.journal_read` (the reading rules) are
+the only writer and readers of the file.
 
 Line format
 -----------
