@@ -252,7 +252,7 @@ def scan_journal(
     start: tuple[int, int, int] = (0, 0, 0),
     crc: int = 0,
 ) -> Scan:
-    """Read and verify a journal (see the module docstring for rules).
+    """Read and verify a journal (the rules: the docstring of :mod:`mind.shell.journal`).
 
     With ``on_record`` the records are not decoded with the schema (only
     their ``type`` and ``seq``) nor kept: each sound record's type and JSON
