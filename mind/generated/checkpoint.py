@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from msgspec import Meta
+from msgspec import UNSET, Meta
 from msgspec import Struct as _Struct
+from msgspec import UnsetType
 
 
 class Struct(_Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
@@ -88,3 +89,14 @@ class CheckpointHeader(Struct, kw_only=True, frozen=True):
             pattern='^[0-9a-f]{64}$',
         ),
     ]
+    journal_crc32: (
+        Annotated[
+            int,
+            Meta(
+                description="The journal's running CRC-32 (zlib.crc32 chained over every byte) of its first journal_offset bytes: an open through this checkpoint carries it over the tail and verifies the covered prefix against it in the background (docs/design/checkpoints.md §5). Absent in checkpoints written before it was kept: those are refused (one full read writes a new one).",
+                ge=0,
+                le=4294967295,
+            ),
+        ]
+        | UnsetType
+    ) = UNSET

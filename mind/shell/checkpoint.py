@@ -7,7 +7,9 @@ records :mod:`mind.context.retention` keeps from the journal's first
 ``next_seq`` records, the byte offset where they end, and what proves the
 journal still holds those bytes there — the length and SHA-256 of its first
 line (the same journal, not one begun again) and of the last covered line
-(read back with two ``pread`` calls, never the whole prefix). It is an
+(read back with two ``pread`` calls, never the whole prefix), and the
+journal's running CRC-32 at its offset, against which the prefix is verified
+in the background after the open (:mod:`mind.shell.journal_open`). It is an
 optimisation only: :func:`load` refuses anything it cannot prove
 (:class:`~mind.errors.CheckpointRefused`), and the caller then reads the whole
 journal (correct, slower).
@@ -83,6 +85,8 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
         lines: journal lines before ``offset`` (torn ones included).
         first_line: proof of the journal's first line.
         last_line: proof of the line ending at ``offset``.
+        crc32: the journal's running CRC-32 (``zlib.crc32`` chained from 0)
+            of its bytes ``[0, offset)``.
         records: the retained records of the covered prefix, in seq order.
         folded: what the prefix's dropped records still say.
     """
@@ -92,6 +96,7 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
     lines: int
     first_line: LineProof
     last_line: LineProof
+    crc32: int
     records: list[JournalRecord]
     folded: Folded
 
@@ -125,6 +130,7 @@ def write(journal_path: Path, session_id: str, checkpoint: Checkpoint) -> None:
         first_line_sha256=checkpoint.first_line.sha256,
         last_line_bytes=checkpoint.last_line.length,
         last_line_sha256=checkpoint.last_line.sha256,
+        journal_crc32=checkpoint.crc32,
         records=len(checkpoint.records),
         body_bytes=len(body),
         body_sha256=hashlib.sha256(body).hexdigest(),
@@ -155,8 +161,9 @@ def load(journal_path: Path, fd: int, size: int, session_id: str | None) -> Chec
 
     Raises:
         CheckpointRefused: it cannot be used (unreadable, not private,
-            truncated, another session's, its offset past the journal's end,
-            the journal's bytes at its offset or its first line differ); the
+            truncated, another session's, without the running CRC, its offset
+            past the journal's end, the journal's bytes at its offset or its
+            first line differ); the
             reason says which. The caller reads the whole journal.
     """
     path = path_for(journal_path)
@@ -185,6 +192,11 @@ def load(journal_path: Path, fd: int, size: int, session_id: str | None) -> Chec
     body = body[:-1]
     if hashlib.sha256(body).hexdigest() != header.body_sha256:
         raise CheckpointRefused(path, "the body does not match its hash")
+    running = header.journal_crc32
+    if not isinstance(running, int):
+        # Without it the covered prefix could never be verified (the blind
+        # spot of two line proofs): one full read writes a checkpoint with it.
+        raise CheckpointRefused(path, "written before checkpoints kept the journal's running CRC")
     if header.journal_offset > size:
         raise CheckpointRefused(
             path, f"covers {header.journal_offset} bytes; the journal has {size} (older journal)"
@@ -205,6 +217,7 @@ def load(journal_path: Path, fd: int, size: int, session_id: str | None) -> Chec
         lines=header.journal_lines,
         first_line=first,
         last_line=last,
+        crc32=running,
         records=records,
         folded=Folded(frozenset(decoded.settled), decoded.closed_turns),
     )

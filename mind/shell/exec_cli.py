@@ -126,7 +126,20 @@ async def run(args: argparse.Namespace) -> int:
         finally:
             await anyio.to_thread.run_sync(session.sandbox.wait)
             _print_header(session, prompt, json_mode=args.json, out=out, replay=replay)
-        return await _run_exec_session(session, json_mode=args.json, out=out)
+        code = await _run_exec_session(session, json_mode=args.json, out=out)
+        await _finish_prefix_check(session)
+        return code
+
+
+async def _finish_prefix_check(session: Session) -> None:
+    """Let the background check of the prefix the opening checkpoint covered
+    end before a one-shot run closes its session (docs/design/checkpoints.md
+    §5): a session only ever resumed by short runs would else never be
+    checked. Damage is reported by the check (a warning on stderr); Ctrl-C
+    abandons the wait (the next open checks again)."""
+    check = session.journal.verification
+    if check is not None:
+        await anyio.to_thread.run_sync(check.wait, None, abandon_on_cancel=True)
 
 
 def _start(session: Session, prompt: str | None) -> None:

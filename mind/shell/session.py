@@ -221,6 +221,16 @@ class Session:
         return None if note in ("", "used") else note
 
     @property
+    def checkpoint_damage(self) -> str | None:
+        """Damage the background check found in the journal prefix the
+        opening checkpoint covered (docs/design/checkpoints.md §5:
+        ``path:line: reason``), or ``None`` (none found, or not yet). Once
+        set the checkpoint is gone and none is written again: the next open
+        reads the journal whole and refuses it at that line."""
+        check = self.journal.verification
+        return None if check is None else check.damage
+
+    @property
     def storage_broken(self) -> str | None:
         """Why the session's journal refuses appends (a write or fsync failed:
         disk full, quota, I/O error), or ``None`` while it works. Once set, the

@@ -78,6 +78,7 @@ def _damage_cases() -> list[str]:
         "deleted",
         "truncated",
         "hash_mismatch",
+        "no_running_crc",
         "older_than_journal",
         "journal_begun_again",
         "other_session",
@@ -107,6 +108,11 @@ def test_a_damaged_checkpoint_falls_back_to_a_full_read_reported_once(
         head, _, body = checkpoint.read_bytes().partition(b"\n")
         header = json.loads(head)
         header["last_line_sha256"] = "0" * 64
+        checkpoint.write_bytes(json.dumps(header).encode() + b"\n" + body)
+    elif damage == "no_running_crc":  # written before checkpoints kept it
+        head, _, body = checkpoint.read_bytes().partition(b"\n")
+        header = json.loads(head)
+        del header["journal_crc32"]
         checkpoint.write_bytes(json.dumps(header).encode() + b"\n" + body)
     elif damage == "older_than_journal":
         os.replace(older, path)  # the journal as it was before the checkpoint
@@ -165,6 +171,11 @@ def test_a_torn_tail_after_a_checkpoint_is_dropped_then_vouched_for(tmp_path: Pa
         assert journal.report.checkpoint == "used"
         assert journal.records == retained(whole)
         assert journal.bytes_read == 0
+        # The running CRC went on over the torn bytes, the separator and the
+        # vouching line: the new checkpoint's prefix verifies clean.
+        check = journal.verification
+        assert check is not None and check.wait(10.0)
+        assert (check.state, check.damage) == ("clean", None)
 
 
 _CRASHER = """

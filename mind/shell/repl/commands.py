@@ -250,6 +250,7 @@ class SlashCommands:
                 if s.checkpoint_fallback
                 else []
             ),
+            *([("journal", f"damaged: {s.checkpoint_damage}")] if s.checkpoint_damage else []),
         ]
         # Values line up one column past the longest label ("instructions").
         width = max(len(k) for k, _ in pairs) + 1
