@@ -669,6 +669,15 @@ class TurnCompletedEvent(Struct, kw_only=True, tag_field='type', tag='turn.compl
     status: TurnStatus
     usage: Usage
     failure: Failure | UnsetType = UNSET
+    suspended: (
+        Annotated[
+            bool,
+            Meta(
+                description="True when this process left the turn open for recovery (the turn chart's `suspended`: the terminal closed at an approval card, or the person left or the terminal closed while it waited for a command a crash left running): nothing was journaled, such a command keeps running under its supervisor, and the next open of the session goes on with the turn and its inputs. `status` is then `interrupted` for this process only. Absent otherwise."
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
 
 
 Event: TypeAlias = Annotated[

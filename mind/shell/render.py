@@ -416,6 +416,8 @@ class TurnView:
         """The painter of the open fence's lines."""
         self._streamed: list[str] = []
         self._calls: dict[str, tuple[str, Any, float]] = {}
+        self._running_calls: set[str] = set()
+        """Open calls whose command a crash left running (``already_running``)."""
         self._last_line_call: str | None = None
         self._last_kind: str | None = None
         self._muted = False
@@ -679,12 +681,12 @@ class TurnView:
             self._start_attempt()
         elif isinstance(event, ev.InteractionResolvedEvent):
             if event.by == ev.By.recovery and event.decision == ev.Decision.cancelled:
-                # A running card's command ended on its own: its card stays
-                # on screen, so say it is answered (the result follows).
+                # A running card's command ended on its own (nobody chose
+                # kill: that answer is the person's): its card stays on
+                # screen, so say it is answered and the result follows.
                 self.flush_text()
-                self.print(
-                    Text("  ↳ it ended: no longer running, nothing to kill", "yellow"), kind="tool"
-                )
+                ended = Text("  ↳ it ended on its own; its result follows", "yellow")
+                self.print(ended, kind="tool")
         elif isinstance(event, ev.ToolWaitingEvent):
             self.flush_text()
             self.note(f"… {describe_waiting(event, round(time.time() * 1000))}")
@@ -840,6 +842,8 @@ class TurnView:
 
     def _show_call(self, event: ev.ToolCallEvent) -> None:
         self._calls[event.call_id] = (event.name, event.arguments, self._clock())
+        if event.already_running is True:
+            self._running_calls.add(event.call_id)
         # A command a crash left running is waited for, not called (effects.md §4).
         verb = "⏺ Already running" if event.already_running is True else "⏺ Calling"
         line = self.call_line(event.name, event.arguments, verb=verb, style="bold cyan")
@@ -976,6 +980,7 @@ class TurnView:
 
     def _show_result(self, event: ev.ToolResultEvent) -> None:
         name, arguments, started = self._calls.pop(event.call_id, ("tool", None, self._clock()))
+        self._running_calls.discard(event.call_id)
         elapsed = self._clock() - started
         verb, style, body_style = {
             ev.ToolStatus.ok: ("✓ Called", "bold green", "dim"),
@@ -1011,6 +1016,9 @@ class TurnView:
         elapsed = self._clock() - self.turn_started_at if self.turn_started_at else 0.0
         self.turn_started_at = None
         self.compacting = False
+        if event.suspended is True:
+            self._show_left_open(event, elapsed)
+            return
         for call_id in list(self._calls):  # calls the turn closed without a result event
             status = ev.ToolStatus.interrupted
             if event.status == ev.TurnStatus.failed:
@@ -1034,6 +1042,25 @@ class TurnView:
             self.print(*failed, line, Text(""), kind="end")
         else:
             self.print(line, Text(""), kind="end")
+        self._last_kind = None
+
+    def _show_left_open(self, event: ev.TurnCompletedEvent, elapsed: float) -> None:
+        """The end of a turn this process left open (``suspended``): nothing
+        of it was stopped — a command a crash left running keeps running, an
+        unanswered card is asked again — and the next open goes on with it."""
+        for call_id in list(self._calls):
+            name, arguments, _ = self._calls.pop(call_id)
+            if call_id in self._running_calls:
+                verb, then = "⏸ Left running", "it keeps running; resuming waits for it again"
+            else:
+                verb, then = "⏸ Left open", "not answered; resuming asks again"
+            self._running_calls.discard(call_id)
+            line = self.call_line(name, arguments, verb=verb, style="bold cyan")
+            self.print(line, Text(f"  ⎿ {then}", style="dim"), kind="tool")
+        took = format_duration(elapsed) + (" since the resume" if self._resumed else "")
+        self._resumed = False
+        parts = ["left open", took, format_tokens(event.usage)]
+        self.print(Text("── " + " · ".join(parts), style="dim"), Text(""), kind="end")
         self._last_kind = None
 
 
