@@ -98,6 +98,15 @@ class TurnResumedEvent(Struct, kw_only=True, tag_field='type', tag='turn.resumed
         ]
         | UnsetType
     ) = UNSET
+    unknown_call_ids: (
+        Annotated[
+            list[str],
+            Meta(
+                description='Of `call_ids`, the calls that started before the crash and left no evidence of how they ended (their outcome is unknown: they may or may not have run): the person is asked (a `reconcile` question) before anything runs again; never run unasked (docs/design/effects.md §4). Absent: none.'
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
     collected_ids: (
         Annotated[
             list[str],

@@ -309,20 +309,25 @@ def describe_resume(event: ev.TurnResumedEvent) -> str:
     """What a resumed turn (recovery.md §8) does first, for the REPL's note
     and ``mind exec``'s stderr, in one line: ``1 result collected after the
     restart, 2 tool call(s) to run, 1 command already running, waited for,
-    not run again``; with none of these, that the round's results go to the
-    model. Never "0 to run" while results were collected or a command a
-    crash left running is waited for (docs/design/effects.md §4)."""
+    not run again, 1 call whose outcome is unknown (you are asked)``; with
+    none of these, that the round's results go to the model. Never "to run"
+    for a command a crash left running (waited for) or a call whose outcome
+    is unknown (asked about first), docs/design/effects.md §4."""
     parts = []
     collected = event.collected_ids if isinstance(event.collected_ids, list) else []
     running = len(event.running_call_ids) if isinstance(event.running_call_ids, list) else 0
+    unknown = len(event.unknown_call_ids) if isinstance(event.unknown_call_ids, list) else 0
     if collected:
         parts.append(f"{len(collected)} result(s) collected after the restart")
-    to_run = len(event.call_ids) - running
+    to_run = len(event.call_ids) - running - unknown
     if to_run:
         parts.append(f"{to_run} tool call(s) to run")
     if running:
         noun = "command" if running == 1 else "commands"
         parts.append(f"{running} {noun} already running, waited for, not run again")
+    if unknown:
+        noun = "call whose outcome is" if unknown == 1 else "calls whose outcomes are"
+        parts.append(f"{unknown} {noun} unknown (you are asked)")
     return ", ".join(parts) or "its tool results go to the model"
 
 
@@ -418,6 +423,8 @@ class TurnView:
         self._calls: dict[str, tuple[str, Any, float]] = {}
         self._running_calls: set[str] = set()
         """Open calls whose command a crash left running (``already_running``)."""
+        self._unknown_calls: set[str] = set()
+        """The resumed turn's calls whose outcome is unknown (asked about, not run)."""
         self._last_line_call: str | None = None
         self._last_kind: str | None = None
         self._muted = False
@@ -653,6 +660,8 @@ class TurnView:
             self._last_kind = "prompt"  # the prompt line was just echoed: keep a gap after it
             self._resumed = isinstance(event, ev.TurnResumedEvent)
             if isinstance(event, ev.TurnResumedEvent):
+                unknown = event.unknown_call_ids
+                self._unknown_calls = set(unknown) if isinstance(unknown, list) else set()
                 self.note(f"↻ resuming the turn mind stopped in: {describe_resume(event)}")
             self._start_attempt()
         elif isinstance(event, ev.MessageDeltaEvent):
@@ -844,8 +853,14 @@ class TurnView:
         self._calls[event.call_id] = (event.name, event.arguments, self._clock())
         if event.already_running is True:
             self._running_calls.add(event.call_id)
-        # A command a crash left running is waited for, not called (effects.md §4).
-        verb = "⏺ Already running" if event.already_running is True else "⏺ Calling"
+        # A command a crash left running is waited for, not called; a call
+        # whose outcome is unknown is asked about first (effects.md §4).
+        verb = "⏺ Calling"
+        if event.already_running is True:
+            verb = "⏺ Already running"
+        elif event.call_id in self._unknown_calls:
+            verb = "⏺ Outcome unknown"
+            self._unknown_calls.discard(event.call_id)
         line = self.call_line(event.name, event.arguments, verb=verb, style="bold cyan")
         self.print(line, kind="tool")
         self._last_line_call = event.call_id

@@ -324,6 +324,17 @@ def test_a_resumed_turn_counts_commands_already_running_apart_from_calls_to_run(
     )
 
 
+def test_a_resumed_turn_counts_calls_whose_outcome_is_unknown_apart_from_calls_to_run() -> None:
+    """effects.md §4: a call whose outcome is unknown is asked about, never
+    run unasked — the note says so, not "to run"."""
+    from mind.shell.render import describe_resume
+
+    event = ev.TurnResumedEvent(turn_id="t", call_ids=["a", "b"], unknown_call_ids=["b"])
+    assert describe_resume(event) == (
+        "1 tool call(s) to run, 1 call whose outcome is unknown (you are asked)"
+    )
+
+
 def test_a_failed_compaction_is_shown_with_its_reason() -> None:
     out = io.StringIO()
     view = TurnView(Console(file=out, width=200))

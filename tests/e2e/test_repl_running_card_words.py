@@ -10,12 +10,16 @@ running is waited for by the resumed turn behind an "Already running" card.
 - ``/exit`` at the card leaves the command running and the turn open: it
   is said so, with the command that resumes it; the turn's own prompt is
   not counted as a message waiting to be sent (only input no turn claimed).
+
+And a resumed call whose outcome is unknown is said to be asked about, not
+run, and its result tells the model in sentences.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import uuid
 from collections.abc import Iterator
@@ -24,9 +28,10 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from tests.e2e.test_repl import ENTER, Spawn, exit_cleanly, session_id_of, spawn, words
-from tests.e2e.test_repl_approval_restarts import _kill_9, _of, _shell
-from tests.e2e.test_repl_steering import journal
+from tests.e2e.test_repl import ENTER, REPO, Spawn, exit_cleanly, session_id_of, spawn, words
+from tests.e2e.test_repl_approval_restarts import COUNT, _kill_9, _of, _shell
+from tests.e2e.test_repl_steering import journal, session_dir
+from tests.support.exec_world import exec_killed_at
 from tests.support.process_trees import in_command_line, wait_until
 
 __all__ = ["spawn"]  # the fixture, re-used from test_repl
@@ -121,3 +126,36 @@ def test_exit_at_the_card_says_the_command_is_left_running_and_the_card_comes_ba
     child.expect(words("── completed"))
     exit_cleanly(child)
     wait_until(lambda: not in_command_line(marker), f"descendants left: {in_command_line(marker)}")
+
+
+def test_a_call_whose_outcome_is_unknown_is_announced_as_asked_about_and_told_in_sentences(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    """A resumed turn's call whose end was never recorded (its evidence
+    gone) is not going to run: the resume note and its call line say its
+    outcome is unknown and the person is asked — never "to run" nor
+    "Calling" — and ``t``'s result tells the model in whole sentences."""
+    script = [_shell(COUNT), {"text": "Told."}]
+    exec_killed_at(tmp_path, script, "effect_executing:1", "count", "--approval", "never", cwd=REPO)
+    (sid,) = [p.name for p in (tmp_path / "state" / "sessions").iterdir()]
+    shutil.rmtree(session_dir(tmp_path, sid) / "effects", ignore_errors=True)  # no evidence
+
+    child = spawn(script, "--approval", "never", "resume", sid)
+    seen = ""
+    for shown in (
+        "resuming the turn mind stopped in: 1 call whose outcome is unknown (you are asked)",
+        "Outcome unknown shell",
+        "Outcome unknown:",
+        "t tell the model",
+    ):
+        child.expect(words(shown))
+        seen += str(child.before) + str(child.after)
+    seen = _screen_text(seen)
+    assert "Calling" not in seen and "to run" not in seen, seen
+    child.send("t")
+    child.expect(words("── completed"))
+    exit_cleanly(child)
+    (result,) = _of(journal(tmp_path, sid), "tool_result")
+    told = result["output"]
+    # "this `shell` call (effect ef_…) started at … UTC and its effect directory was gone"
+    assert re.search(r"call \(effect ef_\w+\) started at [0-9: -]+ UTC and its effect", told), told
