@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from mind.shell.render import format_duration
+from mind.shell.event_text import format_duration
 from tests.e2e.test_repl import ENTER, REPO, Spawn, exit_cleanly, session_id_of, spawn, words
 from tests.e2e.test_repl_approval_restarts import _kill_9, _of, _shell
 from tests.e2e.test_repl_steering import journal, session_dir
