@@ -382,10 +382,16 @@ class Interactions:
     Args:
         journal: the session's open journal; its records are projected now
             and every record the service appends is folded in as written.
+        answerable: for a turn id, whether anyone may answer its questions
+            now (a library caller awaiting the turn unread has no handler:
+            False); asked when a question would be shown (default: yes).
     """
 
-    def __init__(self, journal: Journal) -> None:
+    def __init__(
+        self, journal: Journal, answerable: Callable[[str], bool] = lambda _turn_id: True
+    ) -> None:
         self._journal = journal
+        self._answerable = answerable
         self.log = InteractionLog.of(journal.records)
         """The projection (requested, resolved, grants)."""
         self._live: dict[str, _Live] = {}
@@ -458,8 +464,9 @@ class Interactions:
 
         Args:
             request: the record to journal (``seq``/``recorded_at_ms`` 0).
-            can_answer: a person or handler can answer; else the question is
-                ``declined`` (durable, by ``headless``), never accepted.
+            can_answer: a person or handler can answer; else — or when the
+                service's ``answerable`` says nobody reads the turn — the question
+                is ``declined`` (durable, by ``headless``), never accepted.
             show: publishes the durable request as a card (called after the
                 fsync, when someone can answer); its second argument says it
                 was offered again (shown before, or journaled by an earlier open;
@@ -503,7 +510,9 @@ class Interactions:
         try:
             if machine.state == "requested":
                 announce(live.request, again)
-                self._perform(live, machine.show(can_answer=can_answer), resolved)
+                # Nobody to answer (a caller awaiting the turn unread): declined.
+                reachable = can_answer and self._answerable(live.request.turn_id)
+                self._perform(live, machine.show(can_answer=reachable), resolved)
                 if machine.state in ("shown",):  # (`in`: re-read after the event)
                     show(live.request, again)
                     self._expected.discard(iid)
