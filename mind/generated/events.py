@@ -98,6 +98,15 @@ class TurnResumedEvent(Struct, kw_only=True, tag_field='type', tag='turn.resumed
         ]
         | UnsetType
     ) = UNSET
+    unknown_call_ids: (
+        Annotated[
+            list[str],
+            Meta(
+                description='Of `call_ids`, the calls that started before the crash and left no evidence of how they ended (their outcome is unknown: they may or may not have run): the person is asked (a `reconcile` question) before anything runs again; never run unasked (docs/design/effects.md §4). Absent: none.'
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
     collected_ids: (
         Annotated[
             list[str],
@@ -669,6 +678,15 @@ class TurnCompletedEvent(Struct, kw_only=True, tag_field='type', tag='turn.compl
     status: TurnStatus
     usage: Usage
     failure: Failure | UnsetType = UNSET
+    suspended: (
+        Annotated[
+            bool,
+            Meta(
+                description="True when this process left the turn open for recovery (the turn chart's `suspended`: the terminal closed at an approval card, or the person left or the terminal closed while it waited for a command a crash left running): nothing was journaled, such a command keeps running under its supervisor, and the next open of the session goes on with the turn and its inputs. `status` is then `interrupted` for this process only. Absent otherwise."
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
 
 
 Event: TypeAlias = Annotated[

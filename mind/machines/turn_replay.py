@@ -186,12 +186,16 @@ class ResumePlan:
             (docs/design/recovery.md §5).
         inputs: the message ids the turn journaled (its claimed inputs,
             steering included), in order: the resumed turn claims them again.
+        asked: of ``redrive``, the started calls the effect chart would not
+            re-drive (their outcome is unknown) that are driven only to ask
+            the person (``can_ask``): a ``reconcile`` question comes first.
     """
 
     turn_id: str
     redrive: tuple[PairedCall, ...]
     unknown: tuple[PairedCall, ...]
     inputs: tuple[str, ...]
+    asked: tuple[PairedCall, ...] = ()
 
 
 _BESIDE_THE_TURN = (
@@ -229,7 +233,7 @@ def resume_plan(
     a plan with nothing to re-drive (recovery.md §8). Where a person can answer
     (``can_ask``), a started call is re-driven too — to be reconciled by the
     person's answer to a ``reconcile`` question before anything runs again
-    (docs/design/effects.md §4). A call only an old journal's missing start
+    (docs/design/effects.md §4): the plan's ``asked``. A call only an old journal's missing start
     record leaves in doubt is never re-driven: nothing marks it prepared.
 
     Args:
@@ -267,15 +271,15 @@ def resume_plan(
     open_calls = [p for p in pair_calls(mine, turn_id) if p.round_at == rounds[-1] and not p.result]
     # A started call is driven again only as the effect chart's rule allows,
     # or to be asked about where a person can answer.
-    runnable = [
-        not (p.started or not starts) or redrivable(p) or (can_ask and p.started)
-        for p in open_calls
-    ]
+    driven = [not (p.started or not starts) or redrivable(p) for p in open_calls]
+    to_ask = [not ok and can_ask and p.started for p, ok in zip(open_calls, driven, strict=True)]
+    runnable = [ok or ask for ok, ask in zip(driven, to_ask, strict=True)]
     redrive = tuple(p for p, ok in zip(open_calls, runnable, strict=True) if ok)
     if not redrive:
         return None
     unknown = tuple(p for p, ok in zip(open_calls, runnable, strict=True) if not ok)
-    return ResumePlan(turn_id, redrive, unknown, tuple(inputs))
+    asked = tuple(p for p, ask in zip(open_calls, to_ask, strict=True) if ask)
+    return ResumePlan(turn_id, redrive, unknown, tuple(inputs), asked)
 
 
 def _is_last_turn(records: Sequence[jr.JournalRecord], turn_id: str) -> bool:

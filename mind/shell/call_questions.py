@@ -145,7 +145,7 @@ class CallQuestions:
             # Nobody can be asked. The policy names only flags that really allow it.
             return (
                 f"Refused without running: this call needs approval ({asking.reason}) and this "
-                "session cannot ask (non-interactive, approval policy "
+                "session cannot ask (nobody answers it here, approval policy "
                 f"{self.session.approval}). "
                 "Do not retry it; tell the user what you wanted to run. "
                 f"{asking.remedy or ''}"

@@ -107,7 +107,8 @@ def unknown_outcome_text(facts: UnknownEffect, resolution: Resolution) -> str:
             "so its exit status and output are unknown. It was not run again.]"
         )
     known = (
-        f"{call} {why}, so its exit status and output are unknown: it may have run fully, "
+        f"this `{facts.name}` call (effect {facts.effect_id}) started at {when} UTC and "
+        f"{why}, so its exit status and output are unknown: it may have run fully, "
         "in part or not at all. It was not run again"
     )
     if resolution == "mark_failed":

@@ -341,24 +341,24 @@ def _human_progress(event: ev.Event) -> None:
     if isinstance(event, ev.TurnWarningEvent):
         print(f"mind: warning: {event.message}", file=sys.stderr)
     if isinstance(event, ev.ContextCompactedEvent):
-        from mind.shell.render import describe_compaction
+        from mind.shell.event_text import describe_compaction
 
         print(f"mind: {describe_compaction(event)}", file=sys.stderr)
         return
     if isinstance(event, ev.ContextCompactionFailedEvent):
-        from mind.shell.render import describe_compaction_failure
+        from mind.shell.event_text import describe_compaction_failure
 
         print(f"mind: warning: {describe_compaction_failure(event)}", file=sys.stderr)
         return
     if isinstance(event, ev.TurnResumedEvent):
-        from mind.shell.render import describe_resume
+        from mind.shell.event_text import describe_resume
 
         print(f"resuming turn {event.turn_id}: {describe_resume(event)}", file=sys.stderr)
         return
     if isinstance(event, ev.ToolWaitingEvent):
         import time
 
-        from mind.shell.render import describe_waiting
+        from mind.shell.event_text import describe_waiting
 
         print(f"mind: {describe_waiting(event, round(time.time() * 1000))}", file=sys.stderr)
         return
@@ -366,7 +366,7 @@ def _human_progress(event: ev.Event) -> None:
         return
     # render (rich, ~50 ms) is imported at the first progress line, after the
     # first request, not at start (benchmarks/cli_start.py: exec.first_request).
-    from mind.shell.render import describe_arguments, preview_lines, shorten
+    from mind.shell.call_summary import describe_arguments, preview_lines, shorten
 
     err = sys.stderr
     # Tool and model text goes through the REPL's sanitiser: it must not drive the terminal.

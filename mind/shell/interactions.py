@@ -154,7 +154,10 @@ class Resolution:
         decision: the standing decision.
         reason: its reason (on deny: what the model sees), or None.
         by: who decided.
-        offered_again: the request was found in the journal (not journaled now).
+        offered_again: the request was asked before (shown, or journaled by
+            an earlier open) and is not journaled again now; not a question
+            :meth:`Interactions.expect` journaled ahead and showed for the
+            first time.
         stop_turn: the chart named ``StopTurn`` (an ``abort``): the asking
             call's turn is to be interrupted now.
     """
@@ -379,13 +382,22 @@ class Interactions:
     Args:
         journal: the session's open journal; its records are projected now
             and every record the service appends is folded in as written.
+        answerable: for a turn id, whether anyone may answer its questions
+            now (a library caller awaiting the turn unread has no handler:
+            False); asked when a question would be shown (default: yes).
     """
 
-    def __init__(self, journal: Journal) -> None:
+    def __init__(
+        self, journal: Journal, answerable: Callable[[str], bool] = lambda _turn_id: True
+    ) -> None:
         self._journal = journal
+        self._answerable = answerable
         self.log = InteractionLog.of(journal.records)
         """The projection (requested, resolved, grants)."""
         self._live: dict[str, _Live] = {}
+        self._expected: set[str] = set()
+        """Ids :meth:`expect` journaled ahead that were not shown yet: their
+        first showing is no ``offered_again`` (nobody was asked before)."""
 
     # ---- reading
 
@@ -428,7 +440,10 @@ class Interactions:
         machine = InteractionMachine()
         live = _Live(request, machine, _unheard)
         self._perform(live, machine.request(size_bytes=len(msgspec.json.encode(request))), _unheard)
-        return machine.state != "refused"
+        if machine.state == "refused":
+            return False
+        self._expected.add(request.interaction_id)
+        return True
 
     async def ask(
         self,
@@ -449,11 +464,13 @@ class Interactions:
 
         Args:
             request: the record to journal (``seq``/``recorded_at_ms`` 0).
-            can_answer: a person or handler can answer; else the question is
-                ``declined`` (durable, by ``headless``), never accepted.
+            can_answer: a person or handler can answer; else — or when the
+                service's ``answerable`` says nobody reads the turn — the question
+                is ``declined`` (durable, by ``headless``), never accepted.
             show: publishes the durable request as a card (called after the
                 fsync, when someone can answer); its second argument says it
-                was offered again.
+                was offered again (shown before, or journaled by an earlier open;
+                not one :meth:`expect` journaled ahead and never showed).
             announce: publishes that the request is durable (before ``show``
                 or the ``declined`` resolution; not for one already resolved).
             resolved: publishes a resolution once it is durable.
@@ -477,6 +494,9 @@ class Interactions:
         machine = InteractionMachine()
         live = _Live(request, machine, resolved)
         earlier = self.log.requested.get(iid)
+        # Offered again only when it was asked before: a question journaled
+        # ahead by expect() is asked here for the first time.
+        again = earlier is not None and iid not in self._expected
         if earlier is not None:
             live.request = earlier
             live.resolution = self.log.resolved.get(iid)
@@ -489,10 +509,13 @@ class Interactions:
         self._live[iid] = live
         try:
             if machine.state == "requested":
-                announce(live.request, earlier is not None)
-                self._perform(live, machine.show(can_answer=can_answer), resolved)
+                announce(live.request, again)
+                # Nobody to answer (a caller awaiting the turn unread): declined.
+                reachable = can_answer and self._answerable(live.request.turn_id)
+                self._perform(live, machine.show(can_answer=reachable), resolved)
                 if machine.state in ("shown",):  # (`in`: re-read after the event)
-                    show(live.request, earlier is not None)
+                    show(live.request, again)
+                    self._expected.discard(iid)
                     faults.boundary("interaction_shown")
                     try:
                         await live.answered.wait()
@@ -512,7 +535,7 @@ class Interactions:
             machine.decision,
             machine.reason,
             live.resolution.by,
-            earlier is not None,
+            again,
             live.stop_turn,
         )
 

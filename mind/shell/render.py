@@ -1,9 +1,14 @@
 """What the REPL prints: streamed markdown, tool calls, approvals, turn ends.
 
-Size: the view's in-place edits (Calling to Called, retried partials) depend
-on what it printed last, so they share one object; the pure helpers
-(``describe_arguments``, ``plain``, previews) are the part to move to
-``terminal_text`` next.
+Size (over 500 lines): :class:`TurnView` is one screen state — what it
+printed last, the open markdown blocks, the live ``Calling`` line, the
+current model attempt's rows — that every event kind reads and writes: the
+in-place edits (Calling to Called, an erased retried partial) depend on it,
+so its methods stay one object. What needs no screen state lives beside it:
+:mod:`mind.shell.call_summary` (a call's arguments, previews, ``shorten``),
+:mod:`mind.shell.event_text` (one-line texts of events, durations, token
+counts), :mod:`mind.shell.approval_card` (the card's lines) and
+:mod:`mind.shell.terminal_text` (``plain``).
 
 The REPL keeps a prompt_toolkit prompt on screen while a turn runs, so all
 output goes through ``patch_stdout(raw=True)`` and appears above the prompt
@@ -29,14 +34,10 @@ redrawn later, so rendering is append-only, with these exceptions:
 :class:`TurnView` is a projection of one session's event stream: it can be
 fed any :data:`mind.generated.events.Event` and keeps no durable state.
 
-One module (over 500 lines) because ``TurnView`` keeps one screen state
-(open blocks, the live line) that every event kind writes to; a split by
-event kind is possible and is noted for a later change.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -51,20 +52,24 @@ from rich.markdown import Heading, Markdown
 from rich.table import Table
 from rich.text import Text
 
-from mind.context.usage import ContextUsage, counts
-from mind.effects.patch import parse_patch, patch_paths
-from mind.effects.review import visible
-from mind.errors import PatchError
 from mind.generated import events as ev
+from mind.shell.approval_card import card_lines, decision_line, whole_text_lines
+from mind.shell.call_summary import RESULT_PREVIEW_LINES, describe_arguments, preview_lines, shorten
 from mind.shell.code_lines import CODE_THEME, CodeLines
+from mind.shell.event_text import (
+    describe_compaction,
+    describe_compaction_failure,
+    describe_resume,
+    describe_waiting,
+    format_duration,
+    format_tokens,
+)
 from mind.shell.stream_blocks import MarkdownBlocks, Piece
-from mind.shell.terminal_text import plain as plain  # re-exported: callers use render.plain
+from mind.shell.terminal_text import plain
 
 _ERASE_PREVIOUS_LINE = "\x1b[1A\x1b[2K\r"
 MISSED_LINES = 200
 """Lines of a parked session's output kept to show when it is attached again."""
-RESULT_PREVIEW_LINES = 2
-"""How many lines of a tool's output are shown under its ``Called`` line."""
 _RESULT_LINES_BY_TOOL = {"apply_patch": 9}
 """Tools whose result is a per-file summary: more of it is shown."""
 
@@ -73,9 +78,6 @@ PROMPT_ROWS = 12
 
 _ANSWER_KINDS = frozenset({"text", "code"})
 """Output kinds that belong to a model attempt's answer (erased when it is retried)."""
-
-_ARGUMENT_KEYS = ("command", "path", "pattern", "query", "url")
-"""Argument names whose value alone says what a call does (shown instead of JSON)."""
 
 
 class _LeftHeading(Heading):
@@ -126,213 +128,6 @@ def _rows(data: str, width: int) -> int:
     width = max(1, width)
     return sum(
         max(1, -(-cell_len(_SGR_RE.sub("", line)) // width)) for line in data.split("\n")[:-1]
-    )
-
-
-def describe_arguments(name: str, arguments: Any, limit: int = 200) -> str:
-    """A one-line human summary of a tool call's arguments.
-
-    Args:
-        name: the tool name (``apply_patch`` is summarised by the files it touches).
-        arguments: the parsed JSON arguments (or the raw text if invalid).
-        limit: maximum length in characters; longer text ends with ``…``.
-    """
-    if name == "apply_patch" and isinstance(arguments, dict):
-        try:  # the files it touches say what it does; the escaped patch does not
-            paths = patch_paths(parse_patch(str(arguments.get("patch", ""))))
-        except PatchError:
-            paths = []
-        if paths:
-            return shorten(plain(", ".join(paths), keep_joiners=False), limit)
-    if isinstance(arguments, dict):
-        for key in _ARGUMENT_KEYS:
-            value = arguments.get(key)
-            if isinstance(value, str) and value:
-                text = value
-                break
-            if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-                text = " ".join(value)
-                break
-        else:
-            text = json.dumps(arguments, ensure_ascii=False) if arguments else ""
-    else:
-        text = str(arguments)
-    return shorten(" ".join(plain(text, keep_joiners=False).split()), limit)
-
-
-_DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("+", "green"), ("-", "red"), ("@@", "cyan"))
-
-
-def approval_lines(text: str, text_format: str, *, continued: bool = False) -> list[Text]:
-    """An approval text as indented lines: a command after ``$``, a diff with
-    ``+`` green, ``-`` red and ``@@`` cyan (rich maps the colours to what the
-    terminal supports), arguments as they are. Long lines wrap, never crop.
-    ``continued``: ``text`` starts mid-text (the tail of a cut one)."""
-    out: list[Text] = []
-    for i, line in enumerate(visible(text).split("\n")):
-        if text_format == "command":
-            prefix = "  $ " if i == 0 and not continued else "    "
-            out.append(Text(prefix, style="dim") + Text(line, style="bold"))
-            continue
-        style = ""
-        if text_format == "diff":
-            style = next((st for mark, st in _DIFF_STYLES if line.startswith(mark)), "")
-        out.append(Text("  ") + Text(line, style=style))
-    if len(out) > 1 and not out[-1].plain.strip():
-        out.pop()  # the text's final newline
-    for row in out:
-        row.overflow = "fold"
-    return out
-
-
-def shorten(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters with a trailing ``…`` when cut."""
-    if limit <= 1:
-        return text[:limit]
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def preview_lines(output: str, max_lines: int = RESULT_PREVIEW_LINES) -> tuple[list[str], int]:
-    """The first non-empty lines of a tool output and how many lines were left out."""
-    lines = [line.rstrip() for line in plain(output).strip("\n").splitlines()]
-    lines = [line for line in lines if line.strip()]
-    return lines[:max_lines], max(0, len(lines) - max_lines)
-
-
-def describe_compaction_failure(event: ev.ContextCompactionFailedEvent) -> str:
-    """One line for a failed compaction: ``compacting the context failed
-    (automatic): the summary was empty; the model still sees the whole
-    conversation``."""
-    why = {"manual": "", "auto": " (automatic)", "overflow": " (the context was full)"}[
-        event.trigger.value
-    ]
-    return (
-        f"compacting the context failed{why}: {plain(event.reason).rstrip('.')}; "
-        "the model still sees the whole conversation"
-    )
-
-
-def describe_compaction(event: ev.ContextCompactedEvent) -> str:
-    """One line for a completed compaction: ``context compacted (automatic):
-    ~12.3k → ~1.2k tokens; the model now sees a summary of the earlier turns``
-    (sizes left out when unknown)."""
-    why = {"manual": "", "auto": " (automatic)", "overflow": " (the context was full)"}[
-        event.trigger.value
-    ]
-    sizes = ""
-    before, after = event.before_tokens, event.after_tokens
-    if isinstance(before, int) and isinstance(after, int):
-        sizes = f": ~{_compact(before)} → ~{_compact(after)} tokens"
-    return f"context compacted{why}{sizes}; the model now sees a summary of the earlier turns"
-
-
-def format_tokens(usage: ev.Usage) -> str:
-    """``1.2k in · 340 out tokens`` for a usage record; an unreported count shows as ``?``."""
-    known = counts(usage)
-    return f"{_compact(known.input_tokens)} in · {_compact(known.output_tokens)} out tokens"
-
-
-def _compact(n: int | None) -> str:
-    if n is None:
-        return "?"
-    if n < 1000:
-        return str(n)
-    if n < 1_000_000:
-        return f"{n / 1000:.1f}k"
-    return f"{n / 1_000_000:.1f}M"
-
-
-def _round_k(n: int) -> str:
-    """``950``, ``1.2k``, ``12k``, ``128k``, ``1.0M``: a token count at a glance."""
-    if n < 1000:
-        return str(n)
-    if n < 10_000:
-        return f"{n / 1000:.1f}k"
-    if n < 1_000_000:
-        return f"{round(n / 1000)}k"
-    return f"{n / 1_000_000:.1f}M"
-
-
-def format_context(usage: ContextUsage) -> str:
-    """The context usage in a few words: ``12k / 128k tokens (9%)``; ``12k
-    tokens`` when the window is unknown; ``""`` while the size is unknown
-    (no request reported one): nothing is shown rather than a guess
-    (docs/design/context.md §1)."""
-    size, window = usage.projected_tokens, usage.window
-    if size is None:
-        return ""
-    if window is None:
-        return f"{_round_k(size)} tokens"
-    return f"{_round_k(size)} / {_round_k(window)} tokens ({usage.percent}%)"
-
-
-def describe_context(usage: ContextUsage) -> str:
-    """``/status``'s line: what the context is and what that rests on
-    (``usage.basis``), each state said as it is: nothing sent yet; the
-    estimate a compaction left (``~N tokens``, no request since); the last
-    request's counts as reported (cache reads and writes when reported); or
-    unknown because the server reports none. The window follows when there
-    is no count to set it against."""
-    window = f"window {_round_k(usage.window)} tokens" if usage.window else "window unknown"
-    if usage.basis == "unsent":
-        return f"nothing sent yet ({window})"
-    if usage.basis == "compacted":
-        shown = format_context(usage)
-        size = f"~{shown}" if shown else "unknown"
-        return f"{size} (estimated since the compaction; no request since)"
-    if usage.basis == "unreported" or usage.input_tokens is None:
-        return f"unknown: the server reports no usage ({window})"
-    cache = [
-        f"{_compact(n)} {word}"
-        for n, word in (
-            (usage.cache_read_tokens, "cached"),
-            (usage.cache_write_tokens, "cache write"),
-        )
-        if n
-    ]
-    last = f"{_compact(usage.input_tokens)} in" + (f" ({', '.join(cache)})" if cache else "")
-    shown = format_context(usage) or "unknown"
-    return f"{shown} · last request {last} · {_compact(usage.output_tokens)} out"
-
-
-def format_duration(seconds: float) -> str:
-    """``0.4s``, ``12s``, ``3m05s``."""
-    if seconds < 10:
-        return f"{seconds:.1f}s"
-    if seconds < 60:
-        return f"{seconds:.0f}s"
-    minutes, secs = divmod(int(seconds), 60)
-    return f"{minutes}m{secs:02d}s"
-
-
-def describe_resume(event: ev.TurnResumedEvent) -> str:
-    """What a resumed turn (recovery.md §8) does first, for the REPL's note
-    and ``mind exec``'s stderr, in one line: ``1 result collected after the
-    restart, 2 tool call(s) to run, 1 command already running, waited for,
-    not run again``; with none of these, that the round's results go to the
-    model. Never "0 to run" while results were collected or a command a
-    crash left running is waited for (docs/design/effects.md §4)."""
-    parts = []
-    collected = event.collected_ids if isinstance(event.collected_ids, list) else []
-    running = len(event.running_call_ids) if isinstance(event.running_call_ids, list) else 0
-    if collected:
-        parts.append(f"{len(collected)} result(s) collected after the restart")
-    to_run = len(event.call_ids) - running
-    if to_run:
-        parts.append(f"{to_run} tool call(s) to run")
-    if running:
-        noun = "command" if running == 1 else "commands"
-        parts.append(f"{running} {noun} already running, waited for, not run again")
-    return ", ".join(parts) or "its tool results go to the model"
-
-
-def describe_waiting(event: ev.ToolWaitingEvent, now_ms: int) -> str:
-    """``waiting for shell, started 12s ago before mind stopped, to end`` —
-    a ``tool.waiting`` wait (nobody to ask; it ends or times out)."""
-    ago = format_duration(max(0, now_ms - event.started_at_ms) / 1000)
-    return (
-        f"waiting for {plain(event.name, keep_joiners=False)}, already running "
-        f"(started {ago} ago, before mind stopped), to end or time out"
     )
 
 
@@ -416,6 +211,10 @@ class TurnView:
         """The painter of the open fence's lines."""
         self._streamed: list[str] = []
         self._calls: dict[str, tuple[str, Any, float]] = {}
+        self._running_calls: set[str] = set()
+        """Open calls whose command a crash left running (``already_running``)."""
+        self._unknown_calls: set[str] = set()
+        """The resumed turn's calls whose outcome is unknown (asked about, not run)."""
         self._last_line_call: str | None = None
         self._last_kind: str | None = None
         self._muted = False
@@ -651,6 +450,8 @@ class TurnView:
             self._last_kind = "prompt"  # the prompt line was just echoed: keep a gap after it
             self._resumed = isinstance(event, ev.TurnResumedEvent)
             if isinstance(event, ev.TurnResumedEvent):
+                unknown = event.unknown_call_ids
+                self._unknown_calls = set(unknown) if isinstance(unknown, list) else set()
                 self.note(f"↻ resuming the turn mind stopped in: {describe_resume(event)}")
             self._start_attempt()
         elif isinstance(event, ev.MessageDeltaEvent):
@@ -679,12 +480,12 @@ class TurnView:
             self._start_attempt()
         elif isinstance(event, ev.InteractionResolvedEvent):
             if event.by == ev.By.recovery and event.decision == ev.Decision.cancelled:
-                # A running card's command ended on its own: its card stays
-                # on screen, so say it is answered (the result follows).
+                # A running card's command ended on its own (nobody chose
+                # kill: that answer is the person's): its card stays on
+                # screen, so say it is answered and the result follows.
                 self.flush_text()
-                self.print(
-                    Text("  ↳ it ended: no longer running, nothing to kill", "yellow"), kind="tool"
-                )
+                ended = Text("  ↳ it ended on its own; its result follows", "yellow")
+                self.print(ended, kind="tool")
         elif isinstance(event, ev.ToolWaitingEvent):
             self.flush_text()
             self.note(f"… {describe_waiting(event, round(time.time() * 1000))}")
@@ -840,8 +641,16 @@ class TurnView:
 
     def _show_call(self, event: ev.ToolCallEvent) -> None:
         self._calls[event.call_id] = (event.name, event.arguments, self._clock())
-        # A command a crash left running is waited for, not called (effects.md §4).
-        verb = "⏺ Already running" if event.already_running is True else "⏺ Calling"
+        if event.already_running is True:
+            self._running_calls.add(event.call_id)
+        # A command a crash left running is waited for, not called; a call
+        # whose outcome is unknown is asked about first (effects.md §4).
+        verb = "⏺ Calling"
+        if event.already_running is True:
+            verb = "⏺ Already running"
+        elif event.call_id in self._unknown_calls:
+            verb = "⏺ Outcome unknown"
+            self._unknown_calls.discard(event.call_id)
         line = self.call_line(event.name, event.arguments, verb=verb, style="bold cyan")
         self.print(line, kind="tool")
         self._last_line_call = event.call_id
@@ -864,72 +673,14 @@ class TurnView:
             return self.console.width
 
     def show_approval(self, event: ev.ApprovalRequestedEvent, *, viewed: bool = False) -> None:
-        """Print the call waiting for a decision, why it needs one, and what it
-        will do: the event's full text, or (when it is longer than a bounded
-        display and was not ``viewed``) its head and tail around a line saying
-        how much is hidden and that ``v`` shows it all. Control characters are
-        shown escaped (:func:`mind.effects.review.visible`), never dropped."""
+        """Print the card of ``event`` (:func:`mind.shell.approval_card.card_lines`)."""
         self.flush_text()
-        kind = event.kind if isinstance(event.kind, ev.Kind) else ev.Kind.approval
-        # A reconcile card asks about a call a crash left without an outcome;
-        # a running card about a command a crash left running (waited for).
-        title = {
-            ev.Kind.reconcile: "Outcome unknown: ",
-            ev.Kind.running: "Already running: ",
-        }.get(kind)
-        lines: list[RenderableType] = [
-            Text.assemble(
-                ("? ", "bold yellow"),
-                (title or "Approval needed: ", "bold"),
-                plain(event.reason, keep_joiners=False),
-            ),
-        ]
-        if isinstance(event.cwd, str):
-            lines.append(Text(f"  in {plain(event.cwd, keep_joiners=False)}", style="dim"))
-        if event.offered_again is True:
-            lines.append(Text("  (asked before mind stopped; not answered yet)", style="dim"))
-        text, fmt = event.text, event.text_format.value
-        if event.hidden_chars and not viewed:
-            lines += approval_lines(text[: event.head_chars], fmt)
-            lines.append(
-                Text(
-                    f"  … {event.hidden_chars} characters hidden ({event.hidden_lines} line "
-                    "breaks) — press v to view all before approving",
-                    style="bold yellow",
-                )
-            )
-            lines += approval_lines(text[len(text) - event.tail_chars :], fmt, continued=True)
-        else:
-            lines += approval_lines(text, fmt)
-        grant = event.grant
-        if isinstance(grant, str):
-            lines.append(
-                Text(f"  a = always allow in this session: {plain(grant, keep_joiners=False)}")
-            )
-        elif event.kind == ev.Kind.running:
-            lines.append(Text("  k = kill it and every process it started (the model is told)"))
-        elif kind == ev.Kind.approval and isinstance(event.choices, list):
-            # Only an approval could be allowed for the session; a reconcile
-            # card's choices are its own (r/f/t).
-            lines.append(Text("  a is not offered: this call is asked each time", style="dim"))
-        self.print(*lines, kind="tool")
+        self.print(*card_lines(event, viewed=viewed), kind="tool")
 
     def show_approval_text(self, event: ev.ApprovalRequestedEvent) -> None:
         """Print the whole text of an approval (the REPL's ``v``)."""
         self.flush_text()
-        name = plain(event.name, keep_joiners=False)
-        count = event.text.count("\n") + (0 if event.text.endswith("\n") else 1)
-        lines = f"{count} line" if count == 1 else f"{count} lines"
-        self.print(
-            Text(f"  the whole {name} call ({len(event.text)} characters):", style="bold"),
-            *approval_lines(event.text, event.text_format.value),
-            Text(
-                f"  end of the {name} call ({len(event.text)} characters, {lines} shown)"
-                " · y approves · n refuses",
-                style="bold",
-            ),
-            kind="tool",
-        )
+        self.print(*whole_text_lines(event), kind="tool")
 
     def show_decision(
         self,
@@ -940,42 +691,17 @@ class TurnView:
         grant: str | None = None,
         reason: str | None = None,
     ) -> None:
-        """Echo the answer given to an approval prompt (the call's clock
-        restarts); ``grant`` is what an approve_session covers
-        (mind.effects.grants.describe), ``reason`` what a refusal told the
-        model."""
-        covered = (
-            f"{plain(grant, keep_joiners=False)} will not ask again this session"
-            if grant is not None
-            else f"matching {name} calls will not ask again this session"
-        )
-        text = {
-            "approve_once": ("  ↳ approved once", "green"),
-            "approve_session": (
-                f"  ↳ approved; {covered} (/permissions lists and revokes)",
-                "green",
-            ),
-            "deny": (
-                f"  ↳ refused: {plain(reason, keep_joiners=False)}" if reason else "  ↳ refused",
-                "yellow",
-            ),
-            "abort": ("  ↳ stopped the turn", "yellow"),
-            "rerun": ("  ↳ running it again", "yellow"),
-            "mark_failed": ("  ↳ marked failed; the model is told it did not run again", "yellow"),
-            "tell_model": ("  ↳ the model is told the outcome is unknown", "yellow"),
-            "kill": ("  ↳ killing it and every process it started", "yellow"),
-        }[
-            {"yes": "approve_once", "always": "approve_session", "no": "deny"}.get(
-                decision, decision
-            )
-        ]
+        """Echo the answer given to an approval prompt
+        (:func:`mind.shell.approval_card.decision_line`); the call's clock restarts."""
+        line = decision_line(name, decision, grant=grant, reason=reason)
         if call_id in self._calls:
             call_name, arguments, _ = self._calls[call_id]
             self._calls[call_id] = (call_name, arguments, self._clock())
-        self.print(Text(text[0], style=text[1]), kind="tool")
+        self.print(line, kind="tool")
 
     def _show_result(self, event: ev.ToolResultEvent) -> None:
         name, arguments, started = self._calls.pop(event.call_id, ("tool", None, self._clock()))
+        self._running_calls.discard(event.call_id)
         elapsed = self._clock() - started
         verb, style, body_style = {
             ev.ToolStatus.ok: ("✓ Called", "bold green", "dim"),
@@ -1011,6 +737,9 @@ class TurnView:
         elapsed = self._clock() - self.turn_started_at if self.turn_started_at else 0.0
         self.turn_started_at = None
         self.compacting = False
+        if event.suspended is True:
+            self._show_left_open(event, elapsed)
+            return
         for call_id in list(self._calls):  # calls the turn closed without a result event
             status = ev.ToolStatus.interrupted
             if event.status == ev.TurnStatus.failed:
@@ -1036,15 +765,24 @@ class TurnView:
             self.print(line, Text(""), kind="end")
         self._last_kind = None
 
+    def _show_left_open(self, event: ev.TurnCompletedEvent, elapsed: float) -> None:
+        """The end of a turn this process left open (``suspended``): nothing
+        of it was stopped — a command a crash left running keeps running, an
+        unanswered card is asked again — and the next open goes on with it."""
+        for call_id in list(self._calls):
+            name, arguments, _ = self._calls.pop(call_id)
+            if call_id in self._running_calls:
+                verb, then = "⏸ Left running", "it keeps running; resuming waits for it again"
+            else:
+                verb, then = "⏸ Left open", "not answered; resuming asks again"
+            self._running_calls.discard(call_id)
+            line = self.call_line(name, arguments, verb=verb, style="bold cyan")
+            self.print(line, Text(f"  ⎿ {then}", style="dim"), kind="tool")
+        took = format_duration(elapsed) + (" since the resume" if self._resumed else "")
+        self._resumed = False
+        parts = ["left open", took, format_tokens(event.usage)]
+        self.print(Text("── " + " · ".join(parts), style="dim"), Text(""), kind="end")
+        self._last_kind = None
 
-__all__ = [
-    "TurnView",
-    "approval_lines",
-    "describe_arguments",
-    "describe_resume",
-    "format_duration",
-    "format_tokens",
-    "preview_lines",
-    "render_markdown",
-    "shorten",
-]
+
+__all__ = ["TurnView", "render_markdown"]

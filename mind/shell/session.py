@@ -148,7 +148,7 @@ class Session:
         self.instructions = Instructions(cwd, os.environ, self.secrets)
         """The system instructions: mind's prompt and the instructions files
         (read here and at each turn start; docs/design/context.md §4)."""
-        self.interactions = Interactions(journal)
+        self.interactions = Interactions(journal, answerable=self._answerable)
         """The session's questions to the person and its grants (their one
         owner; projected from the journal, so grants hold after resume)."""
         self.retry_policy = RetryPolicy(
@@ -395,6 +395,17 @@ class Session:
                 was damaged since the session opened (path, line).
         """
         return read_records(self.journal.path)[0]
+
+    @property
+    def events_read(self) -> bool:
+        """Whether an :meth:`events` iteration runs now (its consumer sees every card)."""
+        return self._consuming
+
+    def _answerable(self, turn_id: str) -> bool:
+        """Whether someone may answer a question of turn ``turn_id``
+        (:attr:`Turn.answerable`; a turn this process does not run: yes)."""
+        turn = self.current
+        return turn is None or turn.turn_id != turn_id or turn.answerable
 
     @property
     def waiting(self) -> list[MailboxMessage]:

@@ -371,7 +371,7 @@ def listing_lines(rows: list[SessionSummary], now_ms: int) -> list[str]:
     Indexed sessions: ``id  status  age  cwd  title`` in the order given (most
     recent first from :meth:`Store.summaries`). Sessions without an index row
     follow under a heading, grouped by cwd. Titles and paths go through
-    :func:`~mind.shell.render.plain` (prompt text must not drive the terminal).
+    :func:`~mind.shell.terminal_text.plain` (prompt text must not drive the terminal).
 
     Args:
         rows: summaries as returned by :meth:`Store.summaries`.

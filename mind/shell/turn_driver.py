@@ -203,6 +203,7 @@ class TurnDriver:
             turn_id=turn.turn_id,
             status=ev.TurnStatus.interrupted,
             usage=event_usage(usage),
+            suspended=True,
         )
         turn._finish(TurnOutcome(event=done, final_text=turn._final_text, error=None))
 
@@ -359,7 +360,7 @@ class TurnDriver:
             turn_id=turn.turn_id,
             status=status,
             usage=event_usage(usage),
-            **({"failure": failure} if failure is not None else {}),
+            failure=failure if failure is not None else msgspec.UNSET,
         )
         turn._finish(
             TurnOutcome(event=done, final_text=turn._final_text, error=turn._storage_error)

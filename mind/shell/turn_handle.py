@@ -203,6 +203,10 @@ class Turn:
         self._left = False
         """The stop came from the person leaving the REPL (:meth:`leave`)."""
         self._send_pending = True
+        self._read = False
+        """Someone iterates this turn's events (they can see its cards)."""
+        self._awaited_unread = False
+        """:meth:`wait` was called while nobody read the session's events."""
         self._done = anyio.Event()
         self._outcome: TurnOutcome | None = None
         # Progress kept on the handle so an interrupted turn still reports it.
@@ -224,6 +228,7 @@ class Turn:
 
     async def _iterate(self) -> AsyncIterator[ev.Event]:
         self._events.slack = DELTA_SLACK  # a reader: deltas one by one again
+        self._read = True
         while (event := await self._events.get()) is not None:
             yield event
 
@@ -318,6 +323,14 @@ class Turn:
         self.interrupt(send_pending=False)
 
     @property
+    def answerable(self) -> bool:
+        """Whether someone may answer this turn's questions: False once its
+        end is awaited (:meth:`wait`) while nobody reads its events — a
+        library caller with no handler; the interaction chart's
+        ``can_answer`` then declines them."""
+        return not self._awaited_unread
+
+    @property
     def stops_commands(self) -> bool:
         """Whether an interrupt stops a command a crash left running (Esc,
         Ctrl+C, abort: kill its whole tree), not a leaving — closed terminal
@@ -336,7 +349,14 @@ class Turn:
         return self._done.is_set()
 
     async def wait(self) -> TurnOutcome:
-        """Wait for the end of the turn (without consuming events)."""
+        """Wait for the end of the turn (without consuming events).
+
+        Awaited while nobody reads the session's events (neither this turn
+        nor :meth:`Session.events` is iterated) and no stop was asked for,
+        the turn has nobody to answer its questions from then on: each is
+        ``declined`` (docs/design/interactions.md §2), never shown to no one."""
+        if not self._read and not self.session.events_read and not self._interrupt_requested:
+            self._awaited_unread = True
         await self._done.wait()
         assert self._outcome is not None
         return self._outcome

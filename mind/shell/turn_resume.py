@@ -77,14 +77,19 @@ def resumed_event(
         running: call ids of the turn whose command still runs under its
             supervisor (:meth:`mind.shell.session.Session.running_effects`):
             those of ``call_ids`` are ``running_call_ids`` — waited for, not run.
+
+    ``unknown_call_ids``: the plan's ``asked`` calls (outcome unknown, the
+    person asked before anything runs), none of them running.
     """
     call_ids = [p.call.call_id for p in plan.redrive]
     still = set(running)
     waited = [c for c in call_ids if c in still]
+    asked = [p.call.call_id for p in plan.asked if p.call.call_id not in still]
     return ev.TurnResumedEvent(
         turn_id=plan.turn_id,
         call_ids=call_ids,
         running_call_ids=waited if waited else msgspec.UNSET,
+        unknown_call_ids=asked or msgspec.UNSET,
         # Only when some were: a resume with none reads as before.
         collected_ids=[p.call.call_id for p in collected] or msgspec.UNSET,
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from mind.shell.render import describe_arguments
+from mind.shell.call_summary import describe_arguments
 from mind.shell.repl import command_word
 from tests.e2e.test_repl import ENTER, Spawn, exit_cleanly, session_id_of, spawn, words
 from tests.e2e.test_repl_steering import CALLING, GATED_TOOL, journal, outline

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from mind.shell.render import format_duration
+from mind.shell.event_text import format_duration
 from tests.e2e.test_repl import ENTER, REPO, Spawn, exit_cleanly, session_id_of, spawn, words
 from tests.e2e.test_repl_approval_restarts import _kill_9, _of, _shell
 from tests.e2e.test_repl_steering import journal, session_dir
@@ -224,7 +224,7 @@ def test_a_running_card_whose_command_ended_says_so_and_t_is_an_unknown_outcome(
     # Its records gone, then it ends: how it ended is unknown.
     shutil.rmtree(session_dir(tmp_path, sid) / "effects" / running["effect_id"])
     gate.touch()
-    child.expect(words("↳ it ended: no longer running, nothing to kill"))
+    child.expect(words("↳ it ended on its own; its result follows"))
     child.expect(words("Outcome unknown:"))
     child.expect(words("r re-run it"))
     assert "a is not offered" not in str(child.before)
@@ -252,7 +252,7 @@ def test_a_command_waited_for_after_the_restart_shows_its_own_run_time(
     child = spawn(script, "--approval", "never", "resume", sid)
     child.expect(words("k kill it"))
     gate.touch()
-    child.expect(words("↳ it ended: no longer running, nothing to kill"))
+    child.expect(words("↳ it ended on its own; its result follows"))
     child.expect(words("✓ Called shell"))
     child.expect(r"\(([0-9.]+s), collected after restart\)")
     shown = child.match.group(1)

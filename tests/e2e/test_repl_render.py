@@ -11,8 +11,10 @@ import msgspec
 from rich.console import Console
 
 from mind.generated import events as ev
-from mind.shell.render import TurnView, describe_arguments, plain, preview_lines
+from mind.shell.call_summary import describe_arguments, preview_lines
+from mind.shell.render import TurnView
 from mind.shell.stream_blocks import MarkdownBlocks, Piece
+from mind.shell.terminal_text import plain
 
 
 def feed_all(pieces: list[str]) -> tuple[list[list[Piece]], list[Piece]]:
@@ -309,7 +311,7 @@ def test_an_automatic_compaction_is_shown_with_its_sizes() -> None:
 def test_a_resumed_turn_counts_commands_already_running_apart_from_calls_to_run() -> None:
     """effects.md §4: a command a crash left running is waited for, never run
     again — the note and ``mind exec``'s stderr say so."""
-    from mind.shell.render import describe_resume
+    from mind.shell.event_text import describe_resume
 
     def resumed(calls: list[str], running: list[str] | None) -> str:
         waited = msgspec.UNSET if running is None else running
@@ -321,6 +323,17 @@ def test_a_resumed_turn_counts_commands_already_running_apart_from_calls_to_run(
     assert resumed(["a"], ["a"]) == "1 command already running, waited for, not run again"
     assert resumed(["a", "b", "c"], ["b", "c"]) == (
         "1 tool call(s) to run, 2 commands already running, waited for, not run again"
+    )
+
+
+def test_a_resumed_turn_counts_calls_whose_outcome_is_unknown_apart_from_calls_to_run() -> None:
+    """effects.md §4: a call whose outcome is unknown is asked about, never
+    run unasked — the note says so, not "to run"."""
+    from mind.shell.event_text import describe_resume
+
+    event = ev.TurnResumedEvent(turn_id="t", call_ids=["a", "b"], unknown_call_ids=["b"])
+    assert describe_resume(event) == (
+        "1 tool call(s) to run, 1 call whose outcome is unknown (you are asked)"
     )
 
 

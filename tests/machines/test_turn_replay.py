@@ -264,6 +264,7 @@ def test_where_a_person_can_answer_a_started_call_is_redriven_to_be_asked_about(
     plan = resume_plan(records, T, redrivable=redrivable, can_ask=True)
     assert plan is not None
     assert ([p.call.call_id for p in plan.redrive], plan.unknown) == (["c2"], ())
+    assert [p.call.call_id for p in plan.asked] == ["c2"]  # asked about, not run
     # An old journal's missing start proves nothing: not prepared, never re-driven.
     old = msgspec.structs.replace(started(), tool_starts=msgspec.UNSET)
     assert (

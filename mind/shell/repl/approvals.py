@@ -40,8 +40,8 @@ from prompt_toolkit.key_binding import KeyPressEvent
 from rich.cells import cell_len
 
 from mind.generated import events as ev
-from mind.shell.render import plain
 from mind.shell.runtime import Decision
+from mind.shell.terminal_text import plain
 
 if TYPE_CHECKING:
     from mind.shell.repl.app import Repl

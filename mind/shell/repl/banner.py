@@ -11,9 +11,10 @@ from rich.text import Text
 
 from mind import __version__
 from mind.generated import journal as jr
+from mind.shell.call_summary import shorten
 from mind.shell.config import ResolvedConfig
-from mind.shell.render import plain, shorten
 from mind.shell.runtime import Session
+from mind.shell.terminal_text import plain
 
 
 def banner_lines(session: Session, config: ResolvedConfig, width: int) -> list[Text]:

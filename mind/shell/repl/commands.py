@@ -18,7 +18,7 @@ from rich.text import Text
 
 from mind.errors import MindError, SessionError
 from mind.generated import events as ev
-from mind.shell.render import describe_compaction, describe_context, format_tokens
+from mind.shell.event_text import describe_compaction, describe_context, format_tokens
 from mind.shell.repl import permissions
 from mind.shell.store import resolve_session_id
 from mind.shell.terminal_text import plain

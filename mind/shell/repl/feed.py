@@ -22,7 +22,7 @@ import anyio.abc
 from mind.context.usage import counts, event_usage
 from mind.generated import events as ev
 from mind.generated import journal as jr
-from mind.shell.render import plain
+from mind.shell.terminal_text import plain
 
 if TYPE_CHECKING:
     from mind.shell.repl.app import Repl

@@ -17,7 +17,8 @@ from rich.text import Text
 
 from mind.errors import MindError, MountRefused, SessionError
 from mind.generated import events as ev
-from mind.shell.render import TurnView, format_duration
+from mind.shell.event_text import format_duration
+from mind.shell.render import TurnView
 from mind.shell.repl.banner import recap_lines
 from mind.shell.runtime import Session
 

@@ -140,7 +140,10 @@ async def run_repl(
                     _drop_records(s)
             kept = [s for s in repl.hosted if s not in dropped]
             final = repl.session.session_id if repl.session in kept else None
-            waiting = len(repl.session.waiting)
+            left_open = _left_open(repl.session)
+            # Input a turn claimed is that turn's, sent already: not "waiting".
+            claimed = left_open or frozenset()
+            waiting = sum(m.message_id not in claimed for m in repl.session.waiting)
             others = [s.session_id for s in kept if s.session_id != final]
     finally:
         for s in dropped:
@@ -163,7 +166,10 @@ async def run_repl(
                 style="yellow",
             )
         )
-    console.print(Text(f"Resume this session with: mind resume {final}", style="dim"))
+    if left_open is not None:
+        console.print(Text(f"The open turn goes on with: mind resume {final}", style="dim"))
+    else:
+        console.print(Text(f"Resume this session with: mind resume {final}", style="dim"))
     if others:
         console.print(Text(f"Also used in this run: {', '.join(others)}", style="dim"))
     return code
@@ -181,6 +187,16 @@ def _release_when_handled(hangups: set[signal.Signals], deadline: float) -> None
         signal.pthread_sigmask(signal.SIG_UNBLOCK, hangups)
         return
     asyncio.get_running_loop().call_later(0.005, _release_when_handled, hangups, deadline)
+
+
+def _left_open(session: Session) -> frozenset[str] | None:
+    """The input ids of ``session``'s turn this process left open for
+    recovery (its ``turn.completed`` is ``suspended``: the next open goes on
+    with it and them), or None when it left no turn open."""
+    turn = session.current
+    if turn is None or not turn.done or turn.outcome.event.suspended is not True:
+        return None
+    return frozenset(m.message_id for m in turn.inputs)
 
 
 def _drop_records(session: Session) -> None:

@@ -24,7 +24,7 @@ from prompt_toolkit.layout import (
 from prompt_toolkit.styles import Style
 
 from mind.errors import ConfigError
-from mind.shell.render import format_context, format_duration
+from mind.shell.event_text import format_context, format_duration
 
 if TYPE_CHECKING:
     from mind.shell.repl.app import Repl

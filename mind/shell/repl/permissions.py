@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from mind.effects.grants import describe
-from mind.shell.render import plain
+from mind.shell.terminal_text import plain
 
 if TYPE_CHECKING:
     from mind.shell.repl.app import Repl

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Final, final
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 
 from mind.errors import MindError
+from mind.shell.call_summary import shorten
 from mind.shell.index import format_age
-from mind.shell.render import shorten
 from mind.shell.runtime import Session
 from mind.shell.store import INTERRUPTED, SessionSummary
 

@@ -17,7 +17,7 @@ from prompt_toolkit.formatted_text import StyleAndTextTuples
 
 from mind.errors import MindError
 from mind.machines.mailbox import MailboxMessage
-from mind.shell.render import shorten
+from mind.shell.call_summary import shorten
 
 if TYPE_CHECKING:
     from mind.shell.repl.app import Repl
