@@ -134,7 +134,7 @@ def _ending(
         add(_started(tid, c.call_id))
         add(_result(tid, c.call_id, text()))
     if way == "round_limit":
-        return jr.TurnStatus.failed, jr.Failure(kind=jr.FailureKind.internal, message="rounds")
+        return jr.TurnStatus.failed, jr.Failure(kind=jr.FailureKind.round_limit, message="rounds")
     return jr.TurnStatus.failed, jr.Failure(kind=jr.FailureKind.context_length, message="long")
 
 
