@@ -56,7 +56,8 @@ FailureKind: TypeAlias = FailureKindName
 ``FailureKind`` enum of ``specs/schemas/journal.schema.json`` (generated once
 as :class:`mind.generated.vocabulary.FailureKind`; this is its ``Literal``
 view). Providers raise the model-request kinds; the runtime adds
-``internal`` (a bug) and ``storage`` (a journal or inbox write failed).
+``round_limit`` (a turn used its ``max_rounds`` model rounds), ``internal``
+(a bug) and ``storage`` (a journal or inbox write failed).
 
 ``output_limit``: the model streamed more text, reasoning and tool-call
 arguments in one turn than ``max_output_mib`` allows (docs/design/turn.md §5); the
@@ -84,6 +85,10 @@ CANONICAL_MESSAGES: dict[FailureKind, str] = {
     "output_limit": (
         "The model's output went past the max_output_mib limit; the stream was closed "
         "and the input was not answered (it stays waiting)."
+    ),
+    "round_limit": (
+        "The turn reached its limit of model rounds (max_rounds); raise it with "
+        "MIND_MAX_ROUNDS or max_rounds in config.toml, or ask the model to go on."
     ),
     "internal": "mind hit an internal error (a bug); the turn ended without an answer.",
     "storage": (

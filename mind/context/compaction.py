@@ -11,8 +11,10 @@ over them:
   ``compaction_failed``, changes nothing: the old context stands. The newest
   user message is always in the view (a compaction record that left it out
   cannot hide the person's latest words).
-- :func:`clean_through`: the newest seq at which no tool call is unanswered,
-  the only places a compaction may cut (a call is never split from its result).
+- :func:`clean_through`: the newest seq at which no tool call is unanswered
+  (a call of an ended turn with no result counts as answered at the turn's
+  end, as the model sees it), the only places a compaction may cut (a call
+  is never split from its result).
 - :func:`kept_user_messages`: the most recent user messages within a token
   budget (:data:`KEPT_USER_TOKENS`).
 """
@@ -150,6 +152,12 @@ def clean_through(records: Sequence[jr.JournalRecord]) -> int | None:
     it pair among themselves exactly as in the whole journal. Pairing is
     :func:`mind.call_pairing.pair_calls` (per turn and per occurrence).
 
+    A call of a turn that ended (its ``turn_completed`` is in ``records``)
+    with no result is closed at that turn's end: no result can follow, and
+    the model is shown it answered as interrupted
+    (:func:`mind.history.build_messages`), so the summary may take it whole.
+    A call of a turn still open stays open to the end (recovery answers it).
+
     Returns:
         The seq, or None when there is none (no records, or the first
         record already opens a call that is still unanswered).
@@ -157,13 +165,16 @@ def clean_through(records: Sequence[jr.JournalRecord]) -> int | None:
     if not records:
         return None
     # A sweep over positions: +1 where a call's round is, -1 where its result
-    # is (a call without a result stays open to the end).
+    # (or, with none, its ended turn's end) is.
     position = {record.seq: i for i, record in enumerate(records)}
+    ended = {r.turn_id: i for i, r in enumerate(records) if isinstance(r, jr.TurnCompleted)}
     delta = [0] * (len(records) + 1)
     for paired in pair_calls(records):
         delta[paired.round_at] += 1
         if paired.result is not None:
             delta[position[paired.result.seq]] -= 1
+        elif ended.get(paired.turn_id, -1) > paired.round_at:
+            delta[ended[paired.turn_id]] -= 1
     best = None
     open_calls = 0
     for i, record in enumerate(records):

@@ -9,8 +9,7 @@ not the journal's age.
 
 The rule — with ``C`` the newest ``compaction_completed`` (``T`` its
 ``through_seq``, ``K`` its ``kept``; no compaction: ``T = -1``), ``O`` the
-turns with a ``turn_started`` and no ``turn_completed`` and ``M`` the newest
-``model_round`` — a record is kept when
+turns with a ``turn_started`` and no ``turn_completed`` — a record is kept when
 
 1. its ``seq > T`` (what the model sees after ``C``, ``C`` itself included);
 2. it is ``session_started``, ``permission_granted`` or
@@ -18,8 +17,15 @@ turns with a ``turn_started`` and no ``turn_completed`` and ``M`` the newest
 3. it is a ``user_message`` whose seq is in ``K``;
 4. it names a turn in ``O`` (``turn_id``), or it is the
    ``interaction_resolved`` of a question asked in such a turn: recovery
-   replays an unterminated turn whole, even one a compaction cut through;
-5. it is ``M`` (the last reported usage).
+   replays an unterminated turn whole, even one a compaction cut through.
+
+Nothing else at or before ``T`` is kept, not even the newest ``model_round``
+for its usage: ``C`` is newer than any such round, and the context usage
+reads back only to the newer of the two (:func:`mind.context.usage.context_usage`).
+Keeping a round without the results that answered it would show a call as
+unanswered where the journal answers it, and no cut could pass it again
+(:func:`mind.context.compaction.clean_through`): what is retained pairs
+exactly as the whole journal does.
 
 A ``turn_completed`` or ``input_dropped`` the rule drops leaves its facts
 behind as derived state (:class:`Folded`): the input ids it settled (no turn
@@ -96,7 +102,6 @@ class Retention:
         self._kept: frozenset[int] = frozenset()
         self._open: set[str] = set()
         self._asked: dict[str, str] = {}  # interaction id -> its open turn
-        self._newest_round = -1
 
     @property
     def compacted(self) -> bool:
@@ -117,8 +122,6 @@ class Retention:
             self._open.add(record.turn_id)
         elif isinstance(record, jr.InteractionRequested) and record.turn_id in self._open:
             self._asked[record.interaction_id] = record.turn_id
-        elif isinstance(record, jr.ModelRound):
-            self._newest_round = record.seq
         elif isinstance(record, jr.CompactionCompleted):
             self._compaction = record
             self._kept = frozenset(record.kept)
@@ -157,15 +160,13 @@ class Retention:
         self._held[:] = kept
 
     def _keeps(self, record: jr.JournalRecord) -> bool:
-        """Rules 3-5 for a record at or before the newest ``through_seq``."""
+        """Rules 3 and 4 for a record at or before the newest ``through_seq``."""
         if isinstance(record, jr.UserMessage) and record.seq in self._kept:
             return True
         if isinstance(record, jr.InteractionResolved):
             return record.interaction_id in self._asked
         turn_id = getattr(record, "turn_id", None)
-        if isinstance(turn_id, str) and turn_id in self._open:
-            return True
-        return isinstance(record, jr.ModelRound) and record.seq == self._newest_round
+        return isinstance(turn_id, str) and turn_id in self._open
 
 
 def _seq(record: jr.JournalRecord) -> int:

@@ -25,7 +25,7 @@ DispositionName: TypeAlias = Literal['started', 'steering', 'next_turn', 'pendin
 
 class FailureKind(StrEnum):
     """
-    Closed set of turn failure kinds: the provider kinds (`output_limit`: the model's output went past `max_output_mib`), plus `internal` (a bug) and `storage` (a journal or inbox write failed: disk full, quota, I/O error).
+    Closed set of turn failure kinds: the provider kinds (`output_limit`: the model's output went past `max_output_mib`), plus `round_limit` (the turn used its `max_rounds` model rounds; docs/design/turn.md §5), `internal` (a bug) and `storage` (a journal or inbox write failed: disk full, quota, I/O error).
     """
 
     auth = 'auth'
@@ -39,9 +39,10 @@ class FailureKind(StrEnum):
     context_length = 'context_length'
     protocol = 'protocol'
     output_limit = 'output_limit'
+    round_limit = 'round_limit'
     internal = 'internal'
     storage = 'storage'
 
 
-FailureKindName: TypeAlias = Literal['auth', 'not_found', 'invalid_request', 'rate_limited', 'overloaded', 'server', 'network', 'stream_cut', 'context_length', 'protocol', 'output_limit', 'internal', 'storage']
+FailureKindName: TypeAlias = Literal['auth', 'not_found', 'invalid_request', 'rate_limited', 'overloaded', 'server', 'network', 'stream_cut', 'context_length', 'protocol', 'output_limit', 'round_limit', 'internal', 'storage']
 """The values of :class:`FailureKind`, as the type of a plain string."""

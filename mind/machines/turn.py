@@ -110,6 +110,7 @@ __all__ = [
     "next_turn_starts",
     "overflow_advice",
     "overflow_unshrunk",
+    "round_limit_message",
     "within_output_cap",
     "within_round_limit",
 ]
@@ -165,6 +166,16 @@ def within_output_cap(used_bytes: int, limit_bytes: int) -> bool:
     within it. Pure; never raises.
     """
     return used_bytes <= limit_bytes
+
+
+def round_limit_message(max_rounds: int) -> str:
+    """The ``round_limit`` failure's message: the limit ``max_rounds`` (model
+    rounds per turn), the setting and how to go on."""
+    rounds = "1 model round" if max_rounds == 1 else f"{max_rounds} model rounds"
+    return (
+        f"The turn reached its limit of {rounds} (max_rounds); raise it with "
+        "MIND_MAX_ROUNDS or max_rounds in config.toml, or ask the model to go on."
+    )
 
 
 def within_round_limit(rounds_done: int, max_rounds: int) -> bool:
@@ -684,8 +695,9 @@ class _TurnData:
         self.failure = TurnFailure(failure.kind, advice)
 
     def fail_round_limit(self, *args: Any, **kwargs: Any) -> None:
-        """Action ``fail_round_limit``: the failure of a turn out of rounds."""
-        self.failure = TurnFailure("internal", f"the turn exceeded {self.max_rounds} model rounds")
+        """Action ``fail_round_limit``: the failure of a turn out of rounds
+        (kind ``round_limit``), naming the limit and the setting that raises it."""
+        self.failure = TurnFailure("round_limit", round_limit_message(self.max_rounds))
 
     def write_terminal(self, *args: Any, state: Any = None, **kwargs: Any) -> None:
         """Action ``write_terminal`` (entry of every terminal state)."""

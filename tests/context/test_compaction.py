@@ -222,6 +222,31 @@ def test_clean_through_never_splits_a_call_from_its_result() -> None:
     assert clean_through(j.records) == j.records[-1].seq
 
 
+def test_a_call_of_an_ended_turn_without_a_result_does_not_hold_every_later_cut_back() -> None:
+    """The model is shown such a call answered "interrupted"
+    (build_messages); nothing can answer it after its turn ended, so it is
+    closed at the turn's end. A call of a turn still open stays open."""
+    j = _Journal()
+    j.user("q")
+    j.round("", ["a", "b"])
+    j.result("a")
+    assert clean_through(j.records) == 0  # the turn is open: "b" may still be answered
+    end = j.add(
+        jr.TurnCompleted,
+        turn_id="t1",
+        status=jr.TurnStatus.interrupted,
+        usage=USAGE,
+        acknowledged=["m1"],
+    )
+    assert clean_through(j.records) == end.seq
+    j.user("next", turn="t2")
+    j.round("", ["a"], turn="t2")
+    j.result("a", turn="t2")
+    assert clean_through(j.records) == j.records[-1].seq
+    (ended,) = [m for m in build_messages(j.records) if isinstance(m, ToolResultMessage)][1:2]
+    assert ended.is_error  # "b", answered for the model as interrupted
+
+
 def test_kept_user_messages_are_the_most_recent_within_the_budget() -> None:
     j = _Journal()
     old = j.user("x" * 400)  # 100 tokens

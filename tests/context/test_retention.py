@@ -7,10 +7,12 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mind.context.compaction import compacted_view
 from mind.context.retention import Retention, retained
 from mind.generated import journal as jr
 from mind.history import build_messages
 from mind.machines.turn_replay import recovered_closing
+from mind.shell.compaction import _cut
 from mind.shell.interactions import InteractionLog
 from mind.shell.recovery import settled_inputs, unterminated_turns
 from tests.support.journals import generated_session
@@ -72,16 +74,14 @@ def test_a_compaction_drops_what_it_superseded_and_keeps_what_the_model_sees() -
     assert newest in kept
     assert {r.seq for r in records if r.seq > newest.through_seq} <= seqs
     assert set(newest.kept) <= seqs
-    # Superseded rounds and results are not (but the newest round is).
+    # Superseded rounds and results are not (not even the newest round).
     open_turns = set(unterminated_turns(records))
-    newest_round = max(r.seq for r in records if isinstance(r, jr.ModelRound))
     superseded = [
         r
         for r in records
         if r.seq <= newest.through_seq
         and isinstance(r, jr.ToolResult | jr.ModelRound | jr.TurnStarted)
         and r.turn_id not in open_turns
-        and r.seq != newest_round
     ]
     assert superseded and not {r.seq for r in superseded} & seqs
     assert len(kept) < len(records) // 2
@@ -105,3 +105,38 @@ def test_a_learned_window_outlives_the_compaction_that_superseded_its_turn() -> 
     assert learned.seq <= newest.through_seq
     with_learned = [learned if r.seq == learned.seq else r for r in records]
     assert learned in retained(with_learned)
+
+
+def _seen(records: list[jr.JournalRecord]) -> list[jr.JournalRecord]:
+    """What of the compacted view becomes a message (``input_dropped`` only hides one)."""
+    return [
+        r
+        for r in compacted_view(records).records
+        if isinstance(r, jr.UserMessage | jr.ModelRound | jr.ToolResult)
+    ]
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 2**32), turns=st.integers(1, 14), cut=st.floats(0, 1))
+def test_the_retained_records_give_the_model_and_the_cut_what_the_whole_journal_gives(
+    seed: int, turns: int, cut: float
+) -> None:
+    """Turns ending in every way (completed, Esc mid-tool, round limit,
+    context_length after a result, failed, a call left unanswered): a running
+    session after a checkpoint (the retained prefix, then what it appended)
+    and a checkpoint open (the same, retained again) send the model the same
+    messages, and a compaction cuts at the same seq, as a full read."""
+    records = generated_session(random.Random(seed), "s1", turns=turns, endings=True)
+    at = max(1, int(len(records) * cut))
+    prefix, tail = records[:at], records[at:]
+    first = Retention()
+    first.extend(prefix)
+    live = first.records() + tail
+    opened = Retention(first.folded)
+    opened.extend(live)
+    for kept in (live, opened.records()):
+        assert _seen(kept) == _seen(records)
+        assert build_messages(kept) == build_messages(records)
+        assert _cut(kept, None) == _cut(records, None)
+        for turn_id in unterminated_turns(records):
+            assert _cut(kept, turn_id) == _cut(records, turn_id)

@@ -36,6 +36,7 @@ from mind.machines.turn import (
     can_retry,
     next_turn_starts,
     overflow_advice,
+    round_limit_message,
     within_output_cap,
     within_round_limit,
 )
@@ -208,15 +209,21 @@ def test_a_round_past_the_output_cap_fails_and_keeps_the_input() -> None:
 
 
 @pytest.mark.parametrize("via", ["tools_done", "steering_claimed"])
-def test_a_turn_out_of_rounds_fails_internal(via: str) -> None:
+def test_a_turn_out_of_rounds_fails_round_limit_saying_the_limit_and_how_to_raise_it(
+    via: str,
+) -> None:
+    """Not an internal error (finding 9 of #11): its own kind, acknowledged
+    (a replay would loop the same way), and a message naming the limit and
+    the setting that raises it."""
     m = machine(max_rounds=1)
     m.start()
     (tools if via == "tools_done" else final)(m)
     (end,) = getattr(m, via)()
-    assert end == WriteTerminal(
-        "failed",
-        acknowledge=True,
-        failure=TurnFailure("internal", "the turn exceeded 1 model rounds"),
+    assert isinstance(end, WriteTerminal) and end.failure is not None
+    assert (end.status, end.acknowledge, end.failure.kind) == ("failed", True, "round_limit")
+    assert end.failure.message == (
+        "The turn reached its limit of 1 model round (max_rounds); "
+        "raise it with MIND_MAX_ROUNDS or max_rounds in config.toml, or ask the model to go on."
     )
 
 
@@ -436,7 +443,7 @@ def test_steering_claimed_past_the_round_limit_acknowledges_it_too() -> None:
     assert end == WriteTerminal(
         "failed",
         True,
-        TurnFailure("internal", "the turn exceeded 1 model rounds"),
+        TurnFailure("round_limit", round_limit_message(1)),
         ("p1", "s1"),
     )
 

@@ -2,8 +2,9 @@
 chart's guard ``within_round_limit``, through the real runtime: a tool loop
 stops at the limit after its tool results, and steering claimed when the
 limit is reached is not answered by another round. Both fail the turn
-``internal`` with the limit in the message; the inputs are consumed (a replay
-would meet the same limit)."""
+``round_limit`` (not ``internal``: no bug) with the limit and the setting
+that raises it in the message; the inputs are consumed (a replay would meet
+the same limit)."""
 
 from __future__ import annotations
 
@@ -53,7 +54,10 @@ def test_a_tool_loop_stops_at_the_round_limit_after_its_results(tmp_path: Path) 
     assert outcome.status == "failed"
     failure = outcome.event.failure
     assert (
-        failure is not None and failure.kind == "internal" and "2 model rounds" in failure.message
+        failure is not None
+        and failure.kind == "round_limit"
+        and "limit of 2 model rounds" in failure.message
+        and "MIND_MAX_ROUNDS" in failure.message
     )
     records = _records(path)
     assert len([r for r in records if isinstance(r, jr.ModelRound)]) == 2  # the third never asked
@@ -89,7 +93,9 @@ def test_steering_claimed_at_the_round_limit_is_not_answered_by_another_round(
     assert outcome.status == "failed"
     failure = outcome.event.failure
     assert (
-        failure is not None and failure.kind == "internal" and "1 model rounds" in failure.message
+        failure is not None
+        and failure.kind == "round_limit"
+        and "limit of 1 model round " in failure.message
     )
     records = _records(path)
     assert [r.text for r in records if isinstance(r, jr.ModelRound)] == ["the answer"]
