@@ -51,7 +51,7 @@ from mind.errors import ProviderError, StorageError
 from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.history import build_messages
-from mind.machines.turn import can_retry
+from mind.machines.turn import NOTHING_TO_COMPACT, can_retry
 from mind.shell import faults
 from mind.shell.ids import new_id
 from mind.shell.redact import redact, redact_round
@@ -299,7 +299,7 @@ async def compact(
     through = _cut(records, turn_id)
     if through is None:
         alone = _message_alone(records, turn_id)
-        return CompactionOutcome("", False, "nothing to compact yet", message_alone=alone)
+        return CompactionOutcome("", False, NOTHING_TO_COMPACT, message_alone=alone)
     before = sent_tokens if sent_tokens is not None else session.context_usage.projected_tokens
     compaction_id = new_id("cp")
     extra = {"turn_id": turn_id} if turn_id is not None else {}

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal, final
 
 import msgspec
 
-from mind.context.usage import ContextUsage, context_usage, learned_window
+from mind.context.usage import ContextUsage, context_usage, context_window, learned_window
 from mind.conversation import (
     has_lone_surrogates,
 )
@@ -145,7 +145,18 @@ class Session:
         """What :func:`~mind.shell.redact.redact` masks in this session's
         messages and tool results: the API key, the base URL's secrets and
         every provider key in mind's environment."""
-        self.instructions = Instructions(cwd, os.environ, self.secrets)
+        self._learned_window = learned_window(journal.records, config.provider.model)
+        """The window the server's own error stated for this model (journaled), or None."""
+        self.instructions = Instructions(
+            cwd,
+            os.environ,
+            self.secrets,
+            window=lambda: context_window(
+                config.provider.model,
+                configured=config.model_context_window,
+                learned=self._learned_window,
+            ),
+        )
         """The system instructions: mind's prompt and the instructions files
         (read here and at each turn start; docs/design/context.md §4)."""
         self.interactions = Interactions(journal)
@@ -182,8 +193,6 @@ class Session:
         self._inputs_indexed = 0
         """The seq up to which :attr:`_inputs` accounts for the journal (it only grows)."""
         self._consuming = False
-        self._learned_window = learned_window(journal.records, config.provider.model)
-        """The window the server's own error stated for this model (journaled), or None."""
         self._usage: tuple[int, ContextUsage] | None = None
         """:attr:`context_usage` and the journal length it was computed at."""
 
@@ -291,6 +300,8 @@ class Session:
             )
         )
         self._learned_window = window
+        # The instructions' caps scale to the window (context.md §4).
+        self.instructions.refresh()
 
     def claimed_inputs(self, message_ids: list[str]) -> list[jr.UserMessage]:
         """The journaled inputs with these ids (an ``input.claimed`` event's

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, final
 import anyio
 import msgspec
 
+from mind.context.instructions import describe_sources
 from mind.context.tool_output import limits_for_window
 from mind.context.usage import estimate_tokens, event_usage, journal_usage
 from mind.conversation import (
@@ -545,8 +546,19 @@ class TurnDriver:
                     session_id=self.session.session_id,
                     message_tokens=sent_tokens if outcome.message_alone else None,
                     window=compaction.session_window(self.session),
+                    **self._instructions_share(sent_tokens),
                 )
         return ran
+
+    def _instructions_share(self, sent_tokens: int | None) -> dict[str, Any]:
+        """``instructions`` (paths and sizes) and ``instructions_tokens`` for
+        ``compaction_done`` when the instructions files are at least half of
+        the ``sent_tokens`` of the request that overflowed; else {}."""
+        sources = self.session.instructions.sources
+        tokens = estimate_tokens(sum(s.included_bytes for s in sources))
+        if sent_tokens is None or tokens == 0 or 2 * tokens < sent_tokens:
+            return {}
+        return {"instructions": describe_sources(sources), "instructions_tokens": tokens}
 
     def _tools_done(self, turn: Turn, machine: TurnMachine) -> None:
         """Every result of the round is journaled: send ``tools_done`` and
@@ -613,7 +625,10 @@ class TurnDriver:
                     elapsed_s=now - self._first_failure_at,
                     # A new window whose budgets change what the request carries.
                     window_learned=compaction.session_window(self.session) != planned
-                    and self._messages() != frozen.request.messages,
+                    and (
+                        self._messages() != frozen.request.messages
+                        or self.session.instructions.system_prompt != frozen.request.system
+                    ),
                 )
                 if any(isinstance(e, RebuildRequest) for e in effects):
                     return None  # built again with the learned window's budgets

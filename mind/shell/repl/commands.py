@@ -308,6 +308,9 @@ def _instructions_rows(session: Session) -> list[tuple[str, str]]:
             note = f"skipped: {source.skipped}"
         elif source.cut:
             note = f"{source.size_bytes} bytes, cut to {source.included_bytes}"
+            window = session.instructions.caps.window
+            if window is not None:  # the window's cap, not the fixed one, cut it
+                note += f": a quarter of the {window:,}-token window"
         else:
             note = f"{source.size_bytes} bytes"
         rows.append(f"{plain(source.path)} ({note})")
