@@ -162,19 +162,27 @@ async def _summarise(
     """Send the summarisation request, dropping the oldest items while it
     overflows and retrying a transient failure as the turn's retry policy
     allows (count, backoff, total time; its own budget, counted from this
-    request's first failure). Returns ``(summary, None)`` or ``(None, reason)``."""
+    request's first failure). Returns ``(summary, None)`` or ``(None, reason)``.
+
+    The reason says what happened, in the summary's own terms: an answer
+    past the request's output cap (:data:`SUMMARY_MAX_OUTPUT_BYTES`, or
+    ``max_output_mib`` when smaller; a tool call's arguments count) is the
+    summary's cap; an answer with a tool call instead of a summary is that
+    (the tool is never run); no input waits on a compaction's request.
+    """
     instruction = SUMMARY_REQUEST + (f"\n\nFocus on: {focus}" if focus else "")
     items = _items(messages)
     policy = session.retry_policy
     retries = 0
     first_failure: float | None = None
+    cap = min(SUMMARY_MAX_OUTPUT_BYTES, session.config.max_output_bytes)
     while items:
         request = ModelRequest(
             model=session.config.provider.model,
             system=SUMMARY_SYSTEM,
             messages=[m for item in items for m in item] + [UserMessage(text=instruction)],
             tools=[],
-            max_output_bytes=min(SUMMARY_MAX_OUTPUT_BYTES, session.config.max_output_bytes),
+            max_output_bytes=cap,
         )
         done: StreamDone | None = None
         try:
@@ -204,9 +212,25 @@ async def _summarise(
                 retries += 1
                 await anyio.sleep(delay)  # the backoff (a cancellation interrupts it)
                 continue
+            if exc.kind == "output_limit":  # the turn's wording names a turn's limit
+                return None, (
+                    f"the model's answer went past the summary's cap of {_kib(cap)} "
+                    "(a tool call's arguments count); the stream was closed"
+                )
             return None, f"the summarisation request failed: {exc.message}"
+        if done.tool_calls:
+            names = ", ".join(sorted({c.name[:40] for c in done.tool_calls}))  # model-chosen
+            return None, (
+                f"the model answered with a tool call ({names}) instead of a summary; "
+                "it was not run"
+            )
         return done.text, None
     return None, "nothing to summarise"
+
+
+def _kib(size: int) -> str:
+    """``size`` bytes as a person reads a cap: ``64 KiB``, or bytes below 1 KiB."""
+    return f"{size // 1024} KiB" if size >= 1024 and size % 1024 == 0 else f"{size:,} bytes"
 
 
 def _has_work(records: Sequence[jr.JournalRecord], through: int) -> bool:
