@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Literal, final
 
 import msgspec
 
-from mind.context.usage import ContextUsage, context_usage, context_window, learned_window
+from mind.context.usage import (
+    ContextUsage,
+    context_usage,
+    context_window,
+    learned_window,
+    window_mismatch,
+)
 from mind.conversation import (
     has_lone_surrogates,
 )
@@ -147,6 +153,8 @@ class Session:
         every provider key in mind's environment."""
         self._learned_window = learned_window(journal.records, config.provider.model)
         """The window the server's own error stated for this model (journaled), or None."""
+        self._window_warned = False
+        """A ``window_mismatch`` warning was emitted by this open session."""
         self.instructions = Instructions(
             cwd,
             os.environ,
@@ -276,6 +284,25 @@ class Session:
             k: v for k, v in msgspec.structs.asdict(fact).items() if v is not None and k != "basis"
         }
         return ev.ContextUsageEvent(turn_id=turn_id, **known)
+
+    @property
+    def window_mismatch(self) -> str | None:
+        """Why the configured ``model_context_window`` contradicts the window
+        the server stated for this model (:func:`mind.context.usage.window_mismatch`),
+        or None. ``/status`` shows it; a turn warns once per open session."""
+        return window_mismatch(self.config.model_context_window, self._learned_window)
+
+    def window_warning(self, turn_id: str) -> ev.TurnWarningEvent | None:
+        """The ``turn.warning`` (``window_mismatch``) for turn ``turn_id`` the
+        first time this open session finds the mismatch; None after, or when
+        there is none."""
+        said = self.window_mismatch
+        if said is None or self._window_warned:
+            return None
+        self._window_warned = True
+        return ev.TurnWarningEvent(
+            turn_id=turn_id, kind=ev.WarningKind.window_mismatch, message=said
+        )
 
     def learn_window(self, window: int, turn_id: str) -> None:
         """Keep the window (tokens) the server's own context-length error stated:

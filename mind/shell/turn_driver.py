@@ -615,6 +615,9 @@ class TurnDriver:
                 planned = compaction.session_window(self.session)
                 if exc.context_window is not None:  # the server said its window: keep it
                     self.session.learn_window(exc.context_window, turn.turn_id)
+                    warning = self.session.window_warning(turn.turn_id)
+                    if warning is not None:  # the configured window is kept: say so once
+                        turn._emit(warning)
                 now = time.monotonic()
                 if self._first_failure_at is None:
                     self._first_failure_at = now  # the turn's retry time starts here

@@ -244,6 +244,7 @@ class SlashCommands:
             ("state", state + (f", {waiting} waiting" if waiting else "")),
             ("usage", _usage_row(repl.hosting.current.tokens)),
             ("context", describe_context(s.context_usage)),
+            *([("window", s.window_mismatch)] if s.window_mismatch else []),
             *_instructions_rows(s),
             *(
                 [("resume", f"read whole: {s.checkpoint_fallback}")]
