@@ -93,7 +93,8 @@ class CompactionOutcome:
     Attributes:
         compaction_id: ``cp_…`` ("" when it was refused before starting).
         completed: ``compaction_completed`` is durable.
-        reason: why it failed or was refused (None when completed).
+        reason: why it failed or was refused (None when completed): a clause,
+            without a final period (those who show it end the sentence).
         before_tokens: estimated tokens of the context before, when known.
         after_tokens: estimated tokens of the context after (completed only).
         message_alone: nothing to compact because the turn's own messages
@@ -217,7 +218,9 @@ async def _summarise(
                     f"the model's answer went past the summary's cap of {_kib(cap)} "
                     "(a tool call's arguments count); the stream was closed"
                 )
-            return None, f"the summarisation request failed: {exc.message}"
+            # A reason is a clause (the REPL, events and advice end it): the
+            # provider's sentence joins it without its period.
+            return None, f"the summarisation request failed: {exc.message.rstrip('.')}"
         if done.tool_calls:
             names = ", ".join(sorted({c.name[:40] for c in done.tool_calls}))  # model-chosen
             return None, (

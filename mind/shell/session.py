@@ -216,6 +216,12 @@ class Session:
         return self.mailbox.has_turn_owner
 
     @property
+    def compacting(self) -> bool:
+        """True while a manual compaction (:meth:`compact`) runs between
+        turns: it owns the mailbox, so input sent meanwhile waits for its end."""
+        return self.mailbox.has_owner and not self.mailbox.has_turn_owner
+
+    @property
     def untouched(self) -> bool:
         """True when nothing was ever sent to the session: its journal holds
         only ``session_started``, its inbox is empty and no turn runs (a start

@@ -275,7 +275,8 @@ class SlashCommands:
             # Input sent while it ran waited for it; its turn starts now.
             repl.feed.ensure()
         if not outcome.completed:
-            repl.view.note(f"Not compacted: {outcome.reason}.", style="yellow")
+            reason = (outcome.reason or "").rstrip(".")  # a clause; one period ends the note
+            repl.view.note(f"Not compacted: {reason}.", style="yellow")
             return
         event = ev.ContextCompactedEvent(
             compaction_id=outcome.compaction_id,
