@@ -292,6 +292,12 @@ class Session:
         return ev.ContextUsageEvent(turn_id=turn_id, **known)
 
     @property
+    def stated_window(self) -> int | None:
+        """The window (tokens) the server's own context-length error stated
+        for this model (journaled ``context_window_learned``), or None."""
+        return self._learned_window
+
+    @property
     def window_mismatch(self) -> str | None:
         """Why the configured ``model_context_window`` contradicts the window
         the server stated for this model (:func:`mind.context.usage.window_mismatch`),

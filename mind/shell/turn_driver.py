@@ -526,6 +526,7 @@ class TurnDriver:
         tokens of the request that overflowed (its ``before_tokens``).
         Returns whether one ran."""
         ran = False
+        planned = compaction.session_window(self.session)
         for effect in effects:
             if isinstance(effect, Compact):
                 ran = True
@@ -545,7 +546,12 @@ class TurnDriver:
                     repl=self.session.interactive,
                     session_id=self.session.session_id,
                     message_tokens=sent_tokens if outcome.message_alone else None,
-                    window=compaction.session_window(self.session),
+                    # The advice names the window that refused the request:
+                    # the server's, when it stated a smaller one than planned.
+                    window=min(
+                        (w for w in (planned, self.session.stated_window) if w is not None),
+                        default=None,
+                    ),
                     **self._instructions_share(sent_tokens),
                 )
         return ran

@@ -53,3 +53,24 @@ def test_a_session_warns_once_and_keeps_the_configured_window(
     assert [w.kind for w in warnings] == [ev.WarningKind.window_mismatch]
     assert warnings[0].message == mismatch == window_mismatch(32768, 8192)
     assert window == 32768  # the documented order: configured first
+
+
+def test_the_overflow_advice_names_the_window_the_server_stated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MIND_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir(mode=0o700)
+
+    async def main(model: FakeModel) -> str:
+        config = mind.resolve_config(
+            provider="openai-chat", base_url=model.base_url, model="m", model_context_window=32768
+        )
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = await rt.create_session(cwd=tmp_path, config=config, interactive=False)
+            outcome = await s.run("word " * 8000)
+            assert outcome.event.failure is not None
+            return outcome.event.failure.message
+
+    with FakeModel(context_window=8192) as model:
+        message = anyio.run(main, model)
+    assert "too big for the model's context window of 8,192 tokens" in message, message
