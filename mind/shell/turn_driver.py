@@ -620,7 +620,10 @@ class TurnDriver:
                 turn.failure_detail = exc.detail[:500]
                 planned = compaction.session_window(self.session)
                 if exc.context_window is not None:  # the server said its window: keep it
+                    read = self.session.instructions.sources
                     self.session.learn_window(exc.context_window, turn.turn_id)
+                    if self.session.instructions.sources != read:  # re-cut to the new window
+                        turn._emit(self.session.instructions_event())
                     warning = self.session.window_warning(turn.turn_id)
                     if warning is not None:  # the configured window is kept: say so once
                         turn._emit(warning)

@@ -243,13 +243,17 @@ def test_a_window_the_server_states_recuts_them_and_the_request_is_sent_again(
     monkeypatch.setenv("MIND_HOME", str(tmp_path / "home"))
     (repo / "AGENTS.md").write_text("d" * 20_000)
 
-    async def main(model: FakeModel) -> tuple[str, int]:
+    async def main(model: FakeModel) -> tuple[str, int, list[ev.Event]]:
         config = mind.resolve_config(provider="openai-chat", base_url=model.base_url, model="m")
         async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
             s = await rt.create_session(cwd=repo, config=config, interactive=True)
-            outcome = await s.run("hi")
-            return outcome.status, s.instructions_sources[0].included_bytes
+            turn = s.submit("hi")
+            events = [e async for e in turn]
+            return turn.outcome.status, s.instructions_sources[0].included_bytes, events
 
     with FakeModel(context_window=3072) as model:
-        status, included = anyio.run(main, model)
+        status, included, events = anyio.run(main, model)
     assert (status, included) == ("completed", 3072)
+    # The re-cut is announced as any change of what the model sees.
+    (loaded,) = [e for e in events if isinstance(e, ev.InstructionsLoadedEvent)]
+    assert [s.included_bytes for s in loaded.sources] == [3072]
