@@ -147,11 +147,14 @@ class AssistantMessage(msgspec.Struct, frozen=True, kw_only=True, tag="assistant
 
 
 class ToolResultMessage(msgspec.Struct, frozen=True, kw_only=True, tag="tool_result"):
-    """The single result answering ``call_id``; ``is_error`` marks failures."""
+    """The single result answering ``call_id``; ``is_error`` marks failures;
+    ``output_bytes``: bytes the tool wrote when ``output`` holds only the
+    head and tail the tool runner kept (None: ``output`` is whole)."""
 
     call_id: str
     output: str
     is_error: bool = False
+    output_bytes: int | None = None
 
 
 Message = UserMessage | AssistantMessage | ToolResultMessage

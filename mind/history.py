@@ -323,6 +323,7 @@ def build_messages(
                         call_id=slot.out_id,
                         output=slot.result.output,
                         is_error=slot.result.status != "ok",
+                        output_bytes=slot.result.output_bytes or None,
                     )
                 )
     # What the model sees of tool output is bounded (docs/design/context.md §3).

@@ -1,7 +1,9 @@
 """Tool output as the model sees it: bounded per call and per request.
 
-Pure (no I/O). The journal keeps every tool result whole; what a request
-carries is cut here (docs/design/context.md §3):
+Pure (no I/O). The journal keeps every tool result as the tool runner gave
+it (a ``shell`` command's head and tail within the runner's capture, with
+the size it wrote as ``output_bytes``); what a request carries is cut here
+(docs/design/context.md §3):
 
 - **Per call.** An output over ``per_call_bytes`` (UTF-8) keeps its head and
   its tail, about half each, and says between them, in words the model
@@ -15,8 +17,10 @@ carries is cut here (docs/design/context.md §3):
   shortened, never dropped, so every call keeps its result (the pairing
   :func:`mind.history.build_messages` guarantees holds).
 
-Each cut is computed from the original output, so what the marker says is
-about the output the tool gave, whatever the budgets.
+Each cut is computed from the journaled output, so what the marker says is
+about the output the tool gave, whatever the budgets; when the runner had
+already cut it, the marker states the size the tool wrote and what the
+runner kept (a fact of the record, never parsed from the runner's note).
 """
 
 from __future__ import annotations
@@ -69,9 +73,9 @@ class OutputLimits(msgspec.Struct, frozen=True, kw_only=True):
 
 
 DEFAULT_LIMITS: Final = OutputLimits()
-"""32 KiB per call (the tool runner already stops its outputs at 32,000
-bytes, so today's tools are not cut twice), 256 KiB per request (about 64k
-tokens at 4 bytes per token)."""
+"""32 KiB per call (the tool runner already keeps at most 32,000 bytes of a
+command's output, so at this budget they are not cut twice), 256 KiB per
+request (about 64k tokens at 4 bytes per token)."""
 
 
 _WINDOW_BYTES_PER_TOKEN: Final = 4
@@ -115,11 +119,23 @@ def utf8_size(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-def _marker(cut_bytes: int, cut_lines: int, total_bytes: int, what: str = "output") -> bytes:
+def _marker(
+    cut_bytes: int,
+    cut_lines: int,
+    total_bytes: int,
+    what: str = "output",
+    written_bytes: int | None = None,
+) -> bytes:
     lines = "1 line break" if cut_lines == 1 else f"{cut_lines} line breaks"
+    whole = f"which had {total_bytes} bytes in all"
+    if written_bytes is not None and written_bytes > total_bytes:
+        whole = (
+            f"which had {written_bytes} bytes in all (the tool runner kept "
+            f"{total_bytes} of them, its start and its end)"
+        )
     return (
         f"\n[... {cut_bytes} bytes ({lines}) cut from the middle of this {what}, "
-        f"which had {total_bytes} bytes in all; its start and its end are shown ...]\n"
+        f"{whole}; its start and its end are shown ...]\n"
     ).encode()
 
 
@@ -130,7 +146,9 @@ def _char_start(data: bytes, at: int) -> int:
     return at
 
 
-def bound_output(text: str, max_bytes: int, *, what: str = "output") -> str:
+def bound_output(
+    text: str, max_bytes: int, *, what: str = "output", written_bytes: int | None = None
+) -> str:
     """``text`` as the model sees it within ``max_bytes`` bytes of UTF-8.
 
     Unchanged when it fits. Otherwise its head and tail (about half each of
@@ -146,6 +164,9 @@ def bound_output(text: str, max_bytes: int, *, what: str = "output") -> str:
             :data:`MIN_PER_CALL_BYTES` are.
         what: the noun the marker names ("output"; "message" for a kept
             user message, docs/design/context.md §5).
+        written_bytes: the size the tool wrote when ``text`` is the tool
+            runner's head and tail of it (``output_bytes``); the marker
+            then states it and what the runner kept.
 
     Returns:
         Text of at most ``max(max_bytes, len(marker))`` UTF-8 bytes.
@@ -155,7 +176,7 @@ def bound_output(text: str, max_bytes: int, *, what: str = "output") -> str:
     data = text.encode("utf-8", "surrogatepass")
     total = len(data)
     # The marker's numbers are at most ``total``: its longest form bounds it.
-    room = max(0, max_bytes - len(_marker(total, total, total, what)))
+    room = max(0, max_bytes - len(_marker(total, total, total, what, written_bytes)))
     head_end = _char_start(data, room // 2)
     tail_start = total - (room - room // 2)
     while tail_start < total and data[tail_start] & 0xC0 == 0x80:
@@ -168,7 +189,7 @@ def bound_output(text: str, max_bytes: int, *, what: str = "output") -> str:
     if newline >= 0:
         tail_start = newline + 1
     middle = data[head_end:tail_start]
-    marker = _marker(len(middle), middle.count(b"\n"), total, what)
+    marker = _marker(len(middle), middle.count(b"\n"), total, what, written_bytes)
     return (data[:head_end] + marker + data[tail_start:]).decode("utf-8", "surrogatepass")
 
 
@@ -207,7 +228,7 @@ def bound_tool_results(
     budgets = _budgets([utf8_size(r.output) for r in results], limits)
     out = list(messages)
     for i, result, budget in zip(at, results, budgets, strict=True):
-        bounded = bound_output(result.output, budget)
+        bounded = bound_output(result.output, budget, written_bytes=result.output_bytes)
         if bounded is not result.output:
             out[i] = msgspec.structs.replace(result, output=bounded)
     return out

@@ -67,6 +67,22 @@ def known_window(model: str) -> int | None:
     return None if best is None else best[1]
 
 
+def window_mismatch(configured: int | None, learned: int | None) -> str | None:
+    """What to tell the person when ``model_context_window`` (``configured``,
+    tokens) is larger than the window the server stated (``learned``), or
+    None. Rule (docs/design/context.md §1): the configured window is still
+    the one planned against, so each request may overflow, compact and be
+    sent again; the text names both windows and the setting to change."""
+    if configured is None or learned is None or learned >= configured:
+        return None
+    return (
+        f"model_context_window is {configured:,} tokens but the server says this "
+        f"model's window is {learned:,}; mind keeps planning for {configured:,}, so "
+        f"requests may overflow and be compacted and sent again: set "
+        f"model_context_window = {learned} (or unset it)"
+    )
+
+
 def context_window(model: str, *, configured: int | None, learned: int | None) -> int | None:
     """The window to plan against, in tokens: configured > learned > built-in > ``None``.
 

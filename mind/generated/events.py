@@ -318,10 +318,11 @@ class ToolResultEvent(Struct, kw_only=True, tag_field='type', tag='tool.result',
 class WarningKind(StrEnum):
     output_truncated = 'output_truncated'
     content_filtered = 'content_filtered'
+    window_mismatch = 'window_mismatch'
 
 
 class TurnWarningEvent(Struct, kw_only=True, tag_field='type', tag='turn.warning', frozen=True):
-    """A model round ended short of a whole answer without failing (docs/design/providers.md §9): `output_truncated` when it stopped at the output token limit (finish `length`), `content_filtered` when the provider's filter stopped it (finish `content_filter`). The round's text so far is kept and journaled with that finish; message is one line for a person."""
+    """A model round ended short of a whole answer without failing (docs/design/providers.md §9): `output_truncated` when it stopped at the output token limit (finish `length`), `content_filtered` when the provider's filter stopped it (finish `content_filter`). The round's text so far is kept and journaled with that finish. `window_mismatch` (once per open session, docs/design/context.md §1): the server stated a window smaller than model_context_window, which stays the one planned against. message is one line for a person."""
 
     turn_id: str
     kind: Annotated[WarningKind, Meta(title='WarningKind')]

@@ -741,6 +741,16 @@ class ToolResult(Struct, kw_only=True, tag_field='type', tag='tool_result', froz
         ]
         | UnsetType
     ) = UNSET
+    output_bytes: (
+        Annotated[
+            int,
+            Meta(
+                description='Bytes (UTF-8) the tool wrote when the tool runner kept only their head and tail in output (its capture cap); absent when output is whole.',
+                ge=0,
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
 
 
 class TurnCompleted(Struct, kw_only=True, tag_field='type', tag='turn_completed', frozen=True):

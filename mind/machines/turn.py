@@ -83,6 +83,7 @@ from mind.machines.chart_observers import created
 __all__ = [
     "DEFAULT_MAX_ROUNDS",
     "FAIL_SAFE",
+    "NOTHING_TO_COMPACT",
     "TERMINAL_STATES",
     "UNANSWERED_FAILURES",
     "AnnounceWaiting",
@@ -235,6 +236,10 @@ def can_rebuild_for_window(
     return failure_kind == "context_length" and window_learned and not already
 
 
+NOTHING_TO_COMPACT: Final = "nothing to compact yet"
+"""A compaction's reason when the view held nothing it could summarise."""
+
+
 def overflow_advice(
     message: str,
     reason: str | None,
@@ -243,6 +248,8 @@ def overflow_advice(
     session_id: str,
     message_tokens: int | None = None,
     window: int | None = None,
+    instructions: str | None = None,
+    instructions_tokens: int | None = None,
 ) -> str:
     """The failure text of a turn whose overflow compaction did not shrink
     the context: the round's ``message``, why the compaction did not help and
@@ -252,12 +259,26 @@ def overflow_advice(
     that overflowed: ``message_tokens`` estimated tokens, with the model's
     ``window`` when known), nothing can be compacted away: the message itself
     is too big; send a shorter one, or use a model with a larger window.
-    Otherwise ``reason`` (when known), then ``/compact`` (with a focus) or
-    ``/new`` in the REPL (``repl``); outside it (``mind exec``, the library:
-    no slash commands there) ``mind resume <session_id>`` to run ``/compact``
-    in the REPL, or a new session. Pure; never raises.
+    When the instructions files (``instructions``: their paths and sizes,
+    about ``instructions_tokens``) are at least half the request that
+    overflowed, they are named first: neither compaction nor a new session
+    shrinks them. Otherwise ``reason`` (when known), then ``/compact`` (with
+    a focus) or ``/new`` in the REPL (``repl``), ``/new`` alone when there
+    was nothing to compact (a ``/compact`` would find nothing either);
+    outside it (``mind exec``, the library: no slash commands there) ``mind
+    resume <session_id>`` to run ``/compact`` in the REPL, or a new session.
+    Pure; never raises.
     """
     text = message.rstrip()
+    if instructions:
+        about = f" (about {instructions_tokens:,} tokens)" if instructions_tokens else ""
+        of = f" of {window:,} tokens" if window is not None else ""
+        return (
+            f"{text} Most of the request is the instructions files{about}: {instructions}. "
+            "Compacting or a new session cannot shrink them: shorten them, or use a model "
+            f"with a larger window; setting model_context_window to the model's window{of} "
+            "makes mind cut them to a quarter of it."
+        )
     if message_tokens is not None:
         of = f" of {window:,} tokens" if window is not None else ""
         return (
@@ -266,6 +287,11 @@ def overflow_advice(
             "one, or use a model with a larger window."
         )
     why = f" Compacting it did not help: {reason.rstrip('.')}." if reason else ""
+    if repl and reason == NOTHING_TO_COMPACT:
+        return (
+            f"{text}{why} Send a shorter message, start a new session with /new, "
+            "or use a model with a larger window."
+        )
     if repl:
         return f"{text}{why} Try /compact (with a focus), or start a new session with /new."
     return (
@@ -523,9 +549,12 @@ class _TurnData:
     repl: bool = False
     session_id: str = ""
     message_tokens: int | None = None
+    instructions: str | None = None
+    instructions_tokens: int | None = None
     """Event data of ``compaction_done``: where the person reads the failure
-    (the REPL or not), the session, and the tokens of the turn's message
-    when it alone overflowed (see :func:`overflow_advice`)."""
+    (the REPL or not), the session, the tokens of the turn's message
+    when it alone overflowed, the instructions files when they are most of
+    the request (see :func:`overflow_advice`)."""
     compaction_trigger: str | None = None
     """The trigger of the compaction running (``auto`` | ``overflow``)."""
     overflow: TurnFailure | None = None
@@ -691,6 +720,8 @@ class _TurnData:
             session_id=self.session_id,
             message_tokens=self.message_tokens,
             window=self.window,
+            instructions=self.instructions,
+            instructions_tokens=self.instructions_tokens,
         )
         self.failure = TurnFailure(failure.kind, advice)
 
@@ -940,6 +971,8 @@ class TurnMachine:
         session_id: str = "",
         message_tokens: int | None = None,
         window: int | None = None,
+        instructions: str | None = None,
+        instructions_tokens: int | None = None,
     ) -> list[Effect]:
         """The compaction ended: ``compacting -> requesting`` (build the
         round's request again), or ``-> failed`` with the round's
@@ -953,7 +986,9 @@ class TurnMachine:
             repl, session_id, message_tokens, window: what the failure's
                 advice says (:func:`overflow_advice`): read in the REPL or
                 not, the session, the tokens of the turn's message when it
-                alone overflowed, the model's window in tokens.
+                alone overflowed, the model's window in tokens, the
+                instructions files and their tokens when they are most of
+                the request.
 
         Returns:
             ``[]`` (``requesting``) or ``[WriteTerminal(failed, context_length)]``.
@@ -966,6 +1001,8 @@ class TurnMachine:
             session_id=session_id,
             message_tokens=message_tokens,
             window=window,
+            instructions=instructions,
+            instructions_tokens=instructions_tokens,
         )
 
     def retry_due(self) -> list[Effect]:

@@ -51,7 +51,7 @@ from mind.errors import ProviderError, StorageError
 from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.history import build_messages
-from mind.machines.turn import can_retry
+from mind.machines.turn import NOTHING_TO_COMPACT, can_retry
 from mind.shell import faults
 from mind.shell.ids import new_id
 from mind.shell.redact import redact, redact_round
@@ -93,7 +93,8 @@ class CompactionOutcome:
     Attributes:
         compaction_id: ``cp_…`` ("" when it was refused before starting).
         completed: ``compaction_completed`` is durable.
-        reason: why it failed or was refused (None when completed).
+        reason: why it failed or was refused (None when completed): a clause,
+            without a final period (those who show it end the sentence).
         before_tokens: estimated tokens of the context before, when known.
         after_tokens: estimated tokens of the context after (completed only).
         message_alone: nothing to compact because the turn's own messages
@@ -162,19 +163,27 @@ async def _summarise(
     """Send the summarisation request, dropping the oldest items while it
     overflows and retrying a transient failure as the turn's retry policy
     allows (count, backoff, total time; its own budget, counted from this
-    request's first failure). Returns ``(summary, None)`` or ``(None, reason)``."""
+    request's first failure). Returns ``(summary, None)`` or ``(None, reason)``.
+
+    The reason says what happened, in the summary's own terms: an answer
+    past the request's output cap (:data:`SUMMARY_MAX_OUTPUT_BYTES`, or
+    ``max_output_mib`` when smaller; a tool call's arguments count) is the
+    summary's cap; an answer with a tool call instead of a summary is that
+    (the tool is never run); no input waits on a compaction's request.
+    """
     instruction = SUMMARY_REQUEST + (f"\n\nFocus on: {focus}" if focus else "")
     items = _items(messages)
     policy = session.retry_policy
     retries = 0
     first_failure: float | None = None
+    cap = min(SUMMARY_MAX_OUTPUT_BYTES, session.config.max_output_bytes)
     while items:
         request = ModelRequest(
             model=session.config.provider.model,
             system=SUMMARY_SYSTEM,
             messages=[m for item in items for m in item] + [UserMessage(text=instruction)],
             tools=[],
-            max_output_bytes=min(SUMMARY_MAX_OUTPUT_BYTES, session.config.max_output_bytes),
+            max_output_bytes=cap,
         )
         done: StreamDone | None = None
         try:
@@ -204,9 +213,27 @@ async def _summarise(
                 retries += 1
                 await anyio.sleep(delay)  # the backoff (a cancellation interrupts it)
                 continue
-            return None, f"the summarisation request failed: {exc.message}"
+            if exc.kind == "output_limit":  # the turn's wording names a turn's limit
+                return None, (
+                    f"the model's answer went past the summary's cap of {_kib(cap)} "
+                    "(a tool call's arguments count); the stream was closed"
+                )
+            # A reason is a clause (the REPL, events and advice end it): the
+            # provider's sentence joins it without its period.
+            return None, f"the summarisation request failed: {exc.message.rstrip('.')}"
+        if done.tool_calls:
+            names = ", ".join(sorted({c.name[:40] for c in done.tool_calls}))  # model-chosen
+            return None, (
+                f"the model answered with a tool call ({names}) instead of a summary; "
+                "it was not run"
+            )
         return done.text, None
     return None, "nothing to summarise"
+
+
+def _kib(size: int) -> str:
+    """``size`` bytes as a person reads a cap: ``64 KiB``, or bytes below 1 KiB."""
+    return f"{size // 1024} KiB" if size >= 1024 and size % 1024 == 0 else f"{size:,} bytes"
 
 
 def _has_work(records: Sequence[jr.JournalRecord], through: int) -> bool:
@@ -299,7 +326,7 @@ async def compact(
     through = _cut(records, turn_id)
     if through is None:
         alone = _message_alone(records, turn_id)
-        return CompactionOutcome("", False, "nothing to compact yet", message_alone=alone)
+        return CompactionOutcome("", False, NOTHING_TO_COMPACT, message_alone=alone)
     before = sent_tokens if sent_tokens is not None else session.context_usage.projected_tokens
     compaction_id = new_id("cp")
     extra = {"turn_id": turn_id} if turn_id is not None else {}

@@ -367,7 +367,12 @@ class SessionEffects:
         """
         text = note + replace_lone_surrogates(result.text)  # redacted by commit
         return self.commit(
-            inv, "ok" if result.ok else "error", text, "supervisor", ran_ms=result.ran_ms
+            inv,
+            "ok" if result.ok else "error",
+            text,
+            "supervisor",
+            ran_ms=result.ran_ms,
+            output_bytes=result.output_bytes,
         )
 
     def kill(self, inv: Invocation) -> bool:
@@ -392,6 +397,7 @@ class SessionEffects:
         evidence: Evidence = "ran",
         *,
         ran_ms: int | None = None,
+        output_bytes: int | None = None,
     ) -> jr.ToolResult:
         """Journal the call's one result, fsynced. A prepared effect
         ``finish``\\ es (``committed`` for ``ok``, else ``failed``) and its
@@ -407,6 +413,8 @@ class SessionEffects:
                 record, after a crash).
             ran_ms: the command's own run time from its supervisor's
                 records, milliseconds (journaled as ``ran_ms``); None: not recorded.
+            output_bytes: bytes the tool wrote when ``output`` keeps only
+                their head and tail (journaled as ``output_bytes``); None: whole.
         """
         if not inv.machine.prepared:
             inv.machine.deny()
@@ -422,7 +430,9 @@ class SessionEffects:
             return told
         (commit,) = inv.machine.finish(status, evidence)
         assert isinstance(commit, Commit)
-        record = self._result(inv, status, output, commit.outcome, commit.evidence, ran_ms)
+        record = self._result(
+            inv, status, output, commit.outcome, commit.evidence, ran_ms, output_bytes
+        )
         faults.boundary("effect_committed_not_delivered")
         return record
 
@@ -447,6 +457,7 @@ class SessionEffects:
         outcome: Outcome | None,
         evidence: Evidence | None,
         ran_ms: int | None = None,
+        output_bytes: int | None = None,
     ) -> jr.ToolResult:
         record = self.journal.append(
             jr.ToolResult(
@@ -463,6 +474,7 @@ class SessionEffects:
                 effect_outcome=msgspec.UNSET if outcome is None else jr.EffectOutcome(outcome),
                 evidence=msgspec.UNSET if evidence is None else jr.EffectEvidence(evidence),
                 ran_ms=msgspec.UNSET if ran_ms is None else ran_ms,
+                output_bytes=msgspec.UNSET if output_bytes is None else output_bytes,
             ),
             sync=True,
         )

@@ -26,11 +26,18 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-from mind.context.instructions import PER_FILE_BYTES, Assembled, FoundFile, assemble
+from mind.context.instructions import (
+    PER_FILE_BYTES,
+    Assembled,
+    Caps,
+    FoundFile,
+    assemble,
+    caps_for_window,
+)
 from mind.generated import events as ev
 from mind.shell.private_files import kind_name, resolve_root
 from mind.shell.redact import redact
@@ -142,18 +149,33 @@ class Instructions:
     ``system_prompt`` is what a request carries; ``sources`` say which files
     it holds (path, bytes, cut or skipped) for ``/status``, the library and
     the ``instructions.loaded`` event.
+
+    ``window`` gives the context window (tokens, or None) the session plans
+    with at each read: the caps scale to it
+    (:func:`mind.context.instructions.caps_for_window`).
     """
 
-    def __init__(self, cwd: Path, env: Mapping[str, str], secrets: Sequence[str | None]) -> None:
+    def __init__(
+        self,
+        cwd: Path,
+        env: Mapping[str, str],
+        secrets: Sequence[str | None],
+        *,
+        window: Callable[[], int | None] = lambda: None,
+    ) -> None:
         self._cwd = cwd
         self._env = env
         self._secrets = secrets
+        self._window = window
         self._assembled = Assembled(sources=[], text="")
+        self.caps = Caps()
+        """The caps of the last read (their ``window`` set when it lowered them)."""
         self.refresh()
 
     def refresh(self) -> bool:
         """Read the files again; True when what the model sees or the sources changed."""
-        assembled = assemble(find_files(self._cwd, self._env))
+        self.caps = caps_for_window(self._window())
+        assembled = assemble(find_files(self._cwd, self._env), self.caps)
         text = redact(assembled.text, self._secrets) if assembled.text else ""
         assembled = Assembled(sources=assembled.sources, text=text)
         changed = assembled != self._assembled

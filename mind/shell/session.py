@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Literal, final
 
 import msgspec
 
-from mind.context.usage import ContextUsage, context_usage, learned_window
+from mind.context.usage import (
+    ContextUsage,
+    context_usage,
+    context_window,
+    learned_window,
+    window_mismatch,
+)
 from mind.conversation import (
     has_lone_surrogates,
 )
@@ -145,7 +151,20 @@ class Session:
         """What :func:`~mind.shell.redact.redact` masks in this session's
         messages and tool results: the API key, the base URL's secrets and
         every provider key in mind's environment."""
-        self.instructions = Instructions(cwd, os.environ, self.secrets)
+        self._learned_window = learned_window(journal.records, config.provider.model)
+        """The window the server's own error stated for this model (journaled), or None."""
+        self._window_warned = False
+        """A ``window_mismatch`` warning was emitted by this open session."""
+        self.instructions = Instructions(
+            cwd,
+            os.environ,
+            self.secrets,
+            window=lambda: context_window(
+                config.provider.model,
+                configured=config.model_context_window,
+                learned=self._learned_window,
+            ),
+        )
         """The system instructions: mind's prompt and the instructions files
         (read here and at each turn start; docs/design/context.md §4)."""
         self.interactions = Interactions(journal, answerable=self._answerable)
@@ -182,8 +201,6 @@ class Session:
         self._inputs_indexed = 0
         """The seq up to which :attr:`_inputs` accounts for the journal (it only grows)."""
         self._consuming = False
-        self._learned_window = learned_window(journal.records, config.provider.model)
-        """The window the server's own error stated for this model (journaled), or None."""
         self._usage: tuple[int, ContextUsage] | None = None
         """:attr:`context_usage` and the journal length it was computed at."""
 
@@ -197,6 +214,12 @@ class Session:
         """True while a turn owns the mailbox (the mailbox's ``has_turn_owner``:
         from the turn's start until its terminal record is written)."""
         return self.mailbox.has_turn_owner
+
+    @property
+    def compacting(self) -> bool:
+        """True while a manual compaction (:meth:`compact`) runs between
+        turns: it owns the mailbox, so input sent meanwhile waits for its end."""
+        return self.mailbox.has_owner and not self.mailbox.has_turn_owner
 
     @property
     def untouched(self) -> bool:
@@ -278,6 +301,31 @@ class Session:
         }
         return ev.ContextUsageEvent(turn_id=turn_id, **known)
 
+    @property
+    def stated_window(self) -> int | None:
+        """The window (tokens) the server's own context-length error stated
+        for this model (journaled ``context_window_learned``), or None."""
+        return self._learned_window
+
+    @property
+    def window_mismatch(self) -> str | None:
+        """Why the configured ``model_context_window`` contradicts the window
+        the server stated for this model (:func:`mind.context.usage.window_mismatch`),
+        or None. ``/status`` shows it; a turn warns once per open session."""
+        return window_mismatch(self.config.model_context_window, self._learned_window)
+
+    def window_warning(self, turn_id: str) -> ev.TurnWarningEvent | None:
+        """The ``turn.warning`` (``window_mismatch``) for turn ``turn_id`` the
+        first time this open session finds the mismatch; None after, or when
+        there is none."""
+        said = self.window_mismatch
+        if said is None or self._window_warned:
+            return None
+        self._window_warned = True
+        return ev.TurnWarningEvent(
+            turn_id=turn_id, kind=ev.WarningKind.window_mismatch, message=said
+        )
+
     def learn_window(self, window: int, turn_id: str) -> None:
         """Keep the window (tokens) the server's own context-length error stated:
         journaled (``context_window_learned``, made durable with the turn's
@@ -301,6 +349,8 @@ class Session:
             )
         )
         self._learned_window = window
+        # The instructions' caps scale to the window (context.md §4).
+        self.instructions.refresh()
 
     def claimed_inputs(self, message_ids: list[str]) -> list[jr.UserMessage]:
         """The journaled inputs with these ids (an ``input.claimed`` event's

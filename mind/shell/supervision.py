@@ -121,11 +121,15 @@ class ProcessResult:
         ok: True only for exit code 0 within the timeout.
         ran_ms: the command's own run time in milliseconds (``exit.json``'s
             ``started_at_ms`` to ``ended_at_ms``); None when not recorded.
+        output_bytes: bytes (UTF-8) of stdout and stderr the command wrote
+            when ``text`` keeps only their head and tail (more than
+            ``max_output_bytes`` together); None when ``text`` holds them whole.
     """
 
     text: str
     ok: bool
     ran_ms: int | None = None
+    output_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -702,7 +706,9 @@ def _finished(directory: Path) -> Finished | None:
     status = _status_line(code, signum, timed_out=timed_out, killed=killed, timeout_s=timeout_s)
     ok = code == 0 and not timed_out and not killed
     text = _text(captures, max_bytes, leftovers, status)
-    return Finished(ProcessResult(text, ok, _ran_ms(record)))
+    written = sum(c.total_bytes for c in captures)
+    cut = written if written > max_bytes else None  # _text's budget: the head and tail only
+    return Finished(ProcessResult(text, ok, _ran_ms(record), cut))
 
 
 def _ran_ms(record: Mapping[str, Any]) -> int | None:

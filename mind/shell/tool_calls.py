@@ -78,11 +78,11 @@ class ToolCalls:
         if process is not None:
             result = await self._redrive(turn, machine, effects, inv, process)
         else:
-            status, output = await self._execute(turn, machine, call, effects, inv)
+            status, output, written = await self._execute(turn, machine, call, effects, inv)
             if inv.machine.prepared:
                 faults.boundary("effect_executing")
             # commit redacts the result: mind's own keys never enter a result.
-            result = effects.commit(inv, status, output)
+            result = effects.commit(inv, status, output, output_bytes=written)
         faults.boundary("after_tool_result")
         turn._emit(result_event(result))
 
@@ -125,7 +125,9 @@ class ToolCalls:
             inv.call.name, args, effect_id=inv.effect_id, on_started=self._running(effects, inv)
         )
         faults.boundary("effect_executing")
-        return effects.commit(inv, outcome.status, outcome.output)
+        return effects.commit(
+            inv, outcome.status, outcome.output, output_bytes=outcome.output_bytes
+        )
 
     async def _collect(
         self, turn: Turn, effects: SessionEffects, inv: Invocation, found: Collect
@@ -198,12 +200,13 @@ class ToolCalls:
         call: ToolCall,
         effects: SessionEffects,
         inv: Invocation,
-    ) -> tuple[str, str]:
-        """Validate, ask if required, prepare, run. Returns ``(status, output)``."""
+    ) -> tuple[str, str, int | None]:
+        """Validate, ask if required, prepare, run. Returns ``(status, output,
+        output_bytes)`` (:class:`~mind.shell.tools.ToolOutcome`'s)."""
         try:
             args = parse_arguments(call.name, call.arguments)
         except ToolArgumentsError as exc:
-            return "error", str(exc)
+            return "error", str(exc), None
         decision = tool_decision(
             self.session.approval,
             call.name,
@@ -233,7 +236,7 @@ class ToolCalls:
             refused = machine.call_refused(
                 call_id=call.call_id, reason=decision.reason or "refused"
             )
-            return "denied", next(e.reason for e in refused if isinstance(e, RefuseCall))
+            return "denied", next(e.reason for e in refused if isinstance(e, RefuseCall)), None
         reason = decision.reason if decision.action == "ask" else None
         sandboxed = call.name == "shell" and decision.sandboxed
         run_mode: SandboxMode | None = decision.mode if call.name == "shell" else None
@@ -264,7 +267,7 @@ class ToolCalls:
                 problem,
             )
             if refusal is not None:
-                return "denied", refusal
+                return "denied", refusal, None
         # Durable before the tool starts: a call without this record provably
         # never ran (its synthetic result after an interrupt or crash says so).
         effects.prepare(inv)
@@ -304,7 +307,7 @@ class ToolCalls:
                         on_started=self._running(effects, inv),
                     )
                 # refused or nobody can be asked: the sandboxed result stands
-        return result.status, result.output
+        return result.status, result.output, result.output_bytes
 
     @staticmethod
     def _running(effects: SessionEffects, inv: Invocation) -> StartHook:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, final
 import anyio
 import msgspec
 
+from mind.context.instructions import describe_sources
 from mind.context.tool_output import limits_for_window
 from mind.context.usage import estimate_tokens, event_usage, journal_usage
 from mind.conversation import (
@@ -526,6 +527,7 @@ class TurnDriver:
         tokens of the request that overflowed (its ``before_tokens``).
         Returns whether one ran."""
         ran = False
+        planned = compaction.session_window(self.session)
         for effect in effects:
             if isinstance(effect, Compact):
                 ran = True
@@ -545,9 +547,25 @@ class TurnDriver:
                     repl=self.session.interactive,
                     session_id=self.session.session_id,
                     message_tokens=sent_tokens if outcome.message_alone else None,
-                    window=compaction.session_window(self.session),
+                    # The advice names the window that refused the request:
+                    # the server's, when it stated a smaller one than planned.
+                    window=min(
+                        (w for w in (planned, self.session.stated_window) if w is not None),
+                        default=None,
+                    ),
+                    **self._instructions_share(sent_tokens),
                 )
         return ran
+
+    def _instructions_share(self, sent_tokens: int | None) -> dict[str, Any]:
+        """``instructions`` (paths and sizes) and ``instructions_tokens`` for
+        ``compaction_done`` when the instructions files are at least half of
+        the ``sent_tokens`` of the request that overflowed; else {}."""
+        sources = self.session.instructions.sources
+        tokens = estimate_tokens(sum(s.included_bytes for s in sources))
+        if sent_tokens is None or tokens == 0 or 2 * tokens < sent_tokens:
+            return {}
+        return {"instructions": describe_sources(sources), "instructions_tokens": tokens}
 
     def _tools_done(self, turn: Turn, machine: TurnMachine) -> None:
         """Every result of the round is journaled: send ``tools_done`` and
@@ -603,7 +621,13 @@ class TurnDriver:
                 turn.failure_detail = exc.detail[:500]
                 planned = compaction.session_window(self.session)
                 if exc.context_window is not None:  # the server said its window: keep it
+                    read = self.session.instructions.sources
                     self.session.learn_window(exc.context_window, turn.turn_id)
+                    if self.session.instructions.sources != read:  # re-cut to the new window
+                        turn._emit(self.session.instructions_event())
+                    warning = self.session.window_warning(turn.turn_id)
+                    if warning is not None:  # the configured window is kept: say so once
+                        turn._emit(warning)
                 now = time.monotonic()
                 if self._first_failure_at is None:
                     self._first_failure_at = now  # the turn's retry time starts here
@@ -614,7 +638,10 @@ class TurnDriver:
                     elapsed_s=now - self._first_failure_at,
                     # A new window whose budgets change what the request carries.
                     window_learned=compaction.session_window(self.session) != planned
-                    and self._messages() != frozen.request.messages,
+                    and (
+                        self._messages() != frozen.request.messages
+                        or self.session.instructions.system_prompt != frozen.request.system
+                    ),
                 )
                 if any(isinstance(e, RebuildRequest) for e in effects):
                     return None  # built again with the learned window's budgets

@@ -147,3 +147,22 @@ def test_the_repl_names_its_own_commands_when_nothing_could_compact_the_conversa
         finally:
             if child.isalive():
                 child.terminate(force=True)
+
+
+def test_a_compact_whose_provider_is_gone_says_so_in_one_sentence(tmp_path: Path) -> None:
+    """The failure's sentence joins the note as a clause: one period, not two."""
+    with FakeModel() as model:
+        child = _repl(model, tmp_path)
+        child.send("TOOL look" + ENTER)
+        child.expect(words("── completed"))
+    try:  # the server is gone: the summary request cannot connect
+        child.send("/compact" + ENTER)
+        child.expect(words("Not compacted:"))
+        child.expect("› ")
+        said = _one_line(re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", str(child.before)))
+        assert "could not be reached." in said, said
+        assert ".." not in said, said
+        exit_cleanly(child)
+    finally:
+        if child.isalive():
+            child.terminate(force=True)

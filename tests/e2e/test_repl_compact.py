@@ -91,3 +91,26 @@ def test_the_status_line_says_compacting_while_a_compaction_inside_a_turn_runs(
         # After the summary the request holds no answer: the script plays its first again.
         child.expect(words("── completed"))
         exit_cleanly(child)
+
+
+def test_the_hint_for_a_line_sent_while_compact_runs_says_it_waits(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    """Enter sends nothing while the compaction runs: the hint says when it goes."""
+    with Gate() as gate:
+        child = spawn(
+            [
+                {"text": "The first answer, with enough words."},
+                {"text": "They said hi.", "pause": str(gate.path)},  # the summary, held
+            ]
+        )
+        child.send("hello there" + ENTER)
+        child.expect(words("── completed"))
+        child.send("/compact" + ENTER)
+        assert gate.wait_reached(), "the summarisation request never arrived"
+        child.send("sent meanwhile" + ENTER)
+        child.expect(words("1 waiting · sent when the compaction ends"))
+        gate.release()
+        child.expect(words("── completed"))
+        screen = exit_cleanly(child)
+    assert "Enter sends now" not in screen

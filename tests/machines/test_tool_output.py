@@ -127,3 +127,16 @@ def test_build_messages_bounds_a_huge_result_and_the_journal_keeps_it() -> None:
     assert result.output.startswith("0123456789\n") and result.output.endswith("0123456789\n")
     assert f"which had {len(huge)} bytes in all" in result.output
     assert isinstance(records[-1], jr.ToolResult) and records[-1].output == huge
+
+
+@given(budget=st.integers(min_value=512, max_value=4096))
+def test_a_result_the_runner_cut_states_the_size_the_tool_wrote(budget: int) -> None:
+    kept = "a" * 16_000 + "\n[... 1968040 bytes omitted ...]\n" + "z" * 16_000
+    result = ToolResultMessage(call_id="c", output=kept, output_bytes=2_000_040)
+    (seen,) = bound_tool_results(
+        [result], OutputLimits(per_call_bytes=budget, per_request_bytes=budget)
+    )
+    assert isinstance(seen, ToolResultMessage)
+    assert len(seen.output.encode()) <= budget
+    assert "which had 2000040 bytes in all (the tool runner kept" in seen.output
+    assert f"kept {len(kept.encode())} of them" in seen.output

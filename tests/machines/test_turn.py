@@ -554,6 +554,26 @@ def test_the_overflow_advice_is_true_where_it_is_read() -> None:
         "Too long. Compacting it did not help: the summary was empty. "
         "Try /compact (with a focus), or start a new session with /new."
     )
+    empty = overflow_advice("Too long.", "nothing to compact yet", repl=True, session_id="s1")
+    assert empty == (
+        "Too long. Compacting it did not help: nothing to compact yet. Send a shorter "
+        "message, start a new session with /new, or use a model with a larger window."
+    )
+    named = overflow_advice(
+        "Too long.",
+        "nothing to compact yet",
+        repl=True,
+        session_id="s1",
+        message_tokens=3100,
+        window=2000,
+        instructions="/r/AGENTS.md (20,000 bytes)",
+        instructions_tokens=2500,
+    )
+    assert named.startswith(
+        "Too long. Most of the request is the instructions files (about 2,500 tokens): "
+        "/r/AGENTS.md (20,000 bytes)."
+    )
+    assert "/compact" not in named and "model_context_window" in named
     other = overflow_advice("Too long.", None, repl=False, session_id="s1")
     assert other == (
         "Too long. Compact it in the REPL (`mind resume s1`, then /compact with a focus), "

@@ -517,3 +517,34 @@ def test_a_command_still_running_stays_known_to_the_model_after_a_compaction(
     summary = user_texts(sent)[0]
     assert summary.startswith(SUMMARY_PREFIX)
     assert f"still running: shell `sleep {marker}` (effect {effect_id})" in summary
+
+
+def _sse_tool_call(arguments: str) -> bytes:
+    call = {"index": 0, "id": "call_x", "type": "function"}
+    call["function"] = {"name": "shell", "arguments": arguments}
+    chunks: list[dict[str, object]] = [
+        {"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+    ]
+    return b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (_sse_text("s" * 70_000), "past the summary's cap of 64 KiB"),
+        (_sse_tool_call(json.dumps({"command": "x" * 100_000})), "past the summary's cap"),
+        (_sse_tool_call(json.dumps({"command": "touch evil.log"})), "a tool call (shell)"),
+    ],
+    ids=["huge-summary", "huge-tool-call", "small-tool-call"],
+)
+def test_a_summarisation_failure_says_what_happened(tmp_path: Path, body: bytes, said: str) -> None:
+    replies = [Reply(body=_sse_text("a first answer")), Reply(body=body)]
+    with ReplayServer(replies) as server:
+        outcome, records = anyio.run(_first_turn_then_compact, tmp_path, server, 0)
+    (failed,) = [r for r in records if isinstance(r, jr.CompactionFailed)]
+    assert not outcome.completed and outcome.reason == failed.reason
+    assert said in failed.reason, failed.reason
+    for wrong in ("max_output_mib", "stays waiting", "was empty"):
+        assert wrong not in failed.reason
+    assert not (tmp_path / "evil.log").exists()

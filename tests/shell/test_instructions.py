@@ -16,6 +16,7 @@ import mind
 from mind.context.instructions import PER_FILE_BYTES
 from mind.generated import events as ev
 from mind.shell.instructions import Instructions, find_files, project_root
+from mind.shell.repl.commands import _instructions_rows
 from tests.support.fake_model import FakeModel
 
 
@@ -160,3 +161,99 @@ def test_the_request_carries_them_and_a_change_applies_at_the_next_turn(
     assert two.index("run make test") < two.index(str(cwd / "AGENTS.md")) < two.index("use pytest")
     (loaded,) = [e for e in events if isinstance(e, ev.InstructionsLoadedEvent)]
     assert [s.path for s in loaded.sources][-1] == str(cwd / "AGENTS.md")
+
+
+def test_a_known_window_caps_them_at_a_quarter_of_it_and_says_so(
+    tmp_path: Path, repo: Path
+) -> None:
+    (repo / "AGENTS.md").write_text("HEAD " + "d" * 100_000)
+    instructions = Instructions(repo, _env(tmp_path), (), window=lambda: 8192)
+    (source,) = instructions.sources
+    # A quarter of 8,192 tokens at 4 bytes per token: 8,192 bytes.
+    assert source.cut and source.size_bytes == 100_005 and source.included_bytes == 8192
+    prompt = instructions.system_prompt
+    assert "a quarter of the model's 8,192-token context window" in prompt
+    assert utf8_len(prompt) < 8192 + 2048
+    # Unknown window: the fixed caps.
+    (unbounded,) = Instructions(repo, _env(tmp_path), (), window=lambda: None).sources
+    assert unbounded.included_bytes == PER_FILE_BYTES
+
+
+def utf8_len(text: str) -> int:
+    return len(text.encode())
+
+
+def test_the_request_to_an_8k_model_fits_and_status_says_why_it_was_cut(
+    tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """/tmp/t12/repro_agents.sh: a 100 KB AGENTS.md and an 8k window."""
+    monkeypatch.setenv("MIND_HOME", str(tmp_path / "home"))
+    (repo / "AGENTS.md").write_text("HEAD " + "d" * 100_000)
+
+    async def main(model: FakeModel) -> tuple[str, list[tuple[str, str]]]:
+        config = mind.resolve_config(
+            provider="openai-chat",
+            base_url=model.base_url,
+            model="m",
+            model_context_window=8192,
+        )
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = await rt.create_session(cwd=repo, config=config, interactive=False)
+            outcome = await s.run("hi")
+            return outcome.status, _instructions_rows(s)
+
+    with FakeModel(context_window=8192) as model:
+        status, rows = anyio.run(main, model)
+    assert status == "completed"
+    assert rows == [
+        (
+            "instructions",
+            f"{repo / 'AGENTS.md'} (100005 bytes, cut to 8192: a quarter of the "
+            "8,192-token window)",
+        )
+    ]
+
+
+def test_an_overflow_mostly_of_instructions_names_them(
+    tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window is unknown to mind and the server does not state it: the
+    instructions fill the request and the failure says which files."""
+    monkeypatch.setenv("MIND_HOME", str(tmp_path / "home"))
+    (repo / "AGENTS.md").write_text("d" * 20_000)
+
+    async def main(model: FakeModel) -> str:
+        config = mind.resolve_config(provider="openai-chat", base_url=model.base_url, model="m")
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = await rt.create_session(cwd=repo, config=config, interactive=True)
+            outcome = await s.run("hi")
+            failure = outcome.event.failure
+            assert outcome.status == "failed" and failure is not None
+            return failure.message
+
+    with FakeModel(context_window=2048, stated_windows=(0,) * 4) as model:
+        message = anyio.run(main, model)
+    assert f"{repo / 'AGENTS.md'} (20,000 bytes)" in message
+    assert "instructions files" in message and "/compact" not in message
+
+
+def test_a_window_the_server_states_recuts_them_and_the_request_is_sent_again(
+    tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MIND_HOME", str(tmp_path / "home"))
+    (repo / "AGENTS.md").write_text("d" * 20_000)
+
+    async def main(model: FakeModel) -> tuple[str, int, list[ev.Event]]:
+        config = mind.resolve_config(provider="openai-chat", base_url=model.base_url, model="m")
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = await rt.create_session(cwd=repo, config=config, interactive=True)
+            turn = s.submit("hi")
+            events = [e async for e in turn]
+            return turn.outcome.status, s.instructions_sources[0].included_bytes, events
+
+    with FakeModel(context_window=3072) as model:
+        status, included, events = anyio.run(main, model)
+    assert (status, included) == ("completed", 3072)
+    # The re-cut is announced as any change of what the model sees.
+    (loaded,) = [e for e in events if isinstance(e, ev.InstructionsLoadedEvent)]
+    assert [s.included_bytes for s in loaded.sources] == [3072]

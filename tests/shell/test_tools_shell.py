@@ -200,7 +200,9 @@ async def test_output_cap_keeps_head_and_tail(tmp_path: Path) -> None:
     note = omitted_note(len(full) - 1000)
     separator = "" if head.endswith("\n") else "\n"
     assert outcome == ToolOutcome(
-        status="ok", output=f"{head}{separator}{note}\n{tail}exit code: 0"
+        status="ok",
+        output=f"{head}{separator}{note}\n{tail}exit code: 0",
+        output_bytes=len(full),  # what the command wrote: the cut is a fact
     )
 
 

@@ -244,6 +244,7 @@ class SlashCommands:
             ("state", state + (f", {waiting} waiting" if waiting else "")),
             ("usage", _usage_row(repl.hosting.current.tokens)),
             ("context", describe_context(s.context_usage)),
+            *([("window", s.window_mismatch)] if s.window_mismatch else []),
             *_instructions_rows(s),
             *(
                 [("resume", f"read whole: {s.checkpoint_fallback}")]
@@ -275,7 +276,8 @@ class SlashCommands:
             # Input sent while it ran waited for it; its turn starts now.
             repl.feed.ensure()
         if not outcome.completed:
-            repl.view.note(f"Not compacted: {outcome.reason}.", style="yellow")
+            reason = (outcome.reason or "").rstrip(".")  # a clause; one period ends the note
+            repl.view.note(f"Not compacted: {reason}.", style="yellow")
             return
         event = ev.ContextCompactedEvent(
             compaction_id=outcome.compaction_id,
@@ -309,6 +311,9 @@ def _instructions_rows(session: Session) -> list[tuple[str, str]]:
             note = f"skipped: {source.skipped}"
         elif source.cut:
             note = f"{source.size_bytes} bytes, cut to {source.included_bytes}"
+            window = session.instructions.caps.window
+            if window is not None:  # the window's cap, not the fixed one, cut it
+                note += f": a quarter of the {window:,}-token window"
         else:
             note = f"{source.size_bytes} bytes"
         rows.append(f"{plain(source.path)} ({note})")

@@ -204,12 +204,15 @@ class StatusArea:
                 working.append(("class:status.dim", f" · {context}"))
             return [*working, ("class:status.dim", f" · {esc} · Enter steers · Tab queues")]
         if session.waiting:
+            # A running /compact holds the input: Enter would send nothing sooner.
+            hint = (
+                " · sent when the compaction ends"
+                if session.compacting
+                else " · Enter sends now · or it goes first with your next message"
+            )
             return [
                 ("class:status.warn", f"{len(session.waiting)} waiting"),
-                (
-                    "class:status.dim",
-                    " · Enter sends now · or it goes first with your next message",
-                ),
+                ("class:status.dim", hint),
             ]
         # Idle: how full the model's context is (docs/design/context.md §1).
         context = format_context(session.context_usage)

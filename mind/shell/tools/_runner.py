@@ -49,10 +49,14 @@ class ToolOutcome(msgspec.Struct, frozen=True, kw_only=True):
             patch that does not apply, command that exited nonzero, timed
             out or could not start).
         output: text for the model; for errors, a message naming what failed.
+        output_bytes: bytes (UTF-8) a ``shell`` command wrote when
+            ``output`` keeps only their head and tail (the runner's
+            ``max_output_bytes`` capture); None when ``output`` is whole.
     """
 
     status: Literal["ok", "error"]
     output: str
+    output_bytes: int | None = None
 
 
 @final
@@ -195,7 +199,7 @@ class ToolRunner:
 
         shell = _Shell(sandboxed, sandbox_mode, effect_id, on_started)
         try:
-            ok, text = await self._dispatch(name, args, approved, consent, shell)
+            ok, text, written = await self._dispatch(name, args, approved, consent, shell)
         except _HookFailed as exc:  # the caller's own failure, not the tool's
             assert exc.__cause__ is not None
             raise exc.__cause__ from None
@@ -203,7 +207,11 @@ class ToolRunner:
             return ToolOutcome(status="error", output=f"internal error in tool {name!r}: {exc!r}")
         # The one exit of tool text: whatever a tool missed (an OS error naming a
         # non-UTF-8 path) must still be journaled and printed.
-        return ToolOutcome(status="ok" if ok else "error", output=replace_lone_surrogates(text))
+        return ToolOutcome(
+            status="ok" if ok else "error",
+            output=replace_lone_surrogates(text),
+            output_bytes=written,
+        )
 
     async def preview(self, name: str, args: dict[str, Any]) -> tuple[list[FileChange], str | None]:
         """How a file tool call would change files, read from the files now
@@ -220,7 +228,7 @@ class ToolRunner:
         call = functools.partial(_files.preview_changes, self.workspace, name, args)
         return await anyio.to_thread.run_sync(call)
 
-    async def _shell(self, args: dict[str, Any], shell: _Shell) -> tuple[bool, str]:
+    async def _shell(self, args: dict[str, Any], shell: _Shell) -> tuple[bool, str, int | None]:
         from mind.shell import supervision  # the first command pays
         from mind.shell.tools._process import run_command
 
@@ -254,14 +262,14 @@ class ToolRunner:
                 on_started=shell.on_started,
                 keep=keep,
             )
-            return result.ok, result.text
+            return result.ok, result.text, result.output_bytes
         refused = sandbox.refusal()
         if refused is not None:
-            return False, refused
+            return False, refused, None
         try:
             confined = sandbox.confine(argv, cwd=self.cwd, env=env)
         except SandboxRefused as exc:
-            return False, str(exc)
+            return False, str(exc), None
         try:
             # The sandbox's argv runs under the supervisor like any other
             # (docs/design/processes.md §1): it owns bwrap's or the launcher's tree.
@@ -278,7 +286,7 @@ class ToolRunner:
             )
         finally:
             release(confined)
-        return result.ok, result.text
+        return result.ok, result.text, result.output_bytes
 
     async def _dispatch(
         self,
@@ -287,7 +295,8 @@ class ToolRunner:
         approved: Sequence[FileChange] | None,
         consent: bool,
         shell: _Shell,
-    ) -> tuple[bool, str]:
+    ) -> tuple[bool, str, int | None]:
+        """``(ok, text, output_bytes)`` of one call (:class:`ToolOutcome`'s)."""
         from mind.shell.tools import _files  # the first tool call pays, not the start
 
         limit = self.max_output_bytes
@@ -318,5 +327,6 @@ class ToolRunner:
         elif name == "list_dir":
             call = functools.partial(_files.list_dir, self.workspace, args.get("path", "."), limit)
         else:
-            return False, f"unknown tool {name!r}"
-        return await anyio.to_thread.run_sync(call)
+            return False, f"unknown tool {name!r}", None
+        ok, text = await anyio.to_thread.run_sync(call)
+        return ok, text, None
