@@ -125,7 +125,12 @@ from mind.errors import (
 )
 from mind.generated.journal import JournalRecord
 from mind.shell import checkpoint, private_files
-from mind.shell.journal_open import PrefixCheck, checkpoint_due_at_open, open_scan
+from mind.shell.journal_open import (
+    PrefixCheck,
+    checked_in_background,
+    checkpoint_due_at_open,
+    open_scan,
+)
 from mind.shell.journal_read import (
     MAX_LINE_BYTES,
     JournalOpenReport,
@@ -347,7 +352,7 @@ class Journal:
         clock = clock_ms or _now_ms
         covered = 0 if found is None else found.offset
         journal = cls(path, fd, scan, clock, session_id, checkpoints=checkpoints, covered=covered)
-        if checkpoints and found is not None:
+        if checkpoints and found is not None and checked_in_background(found):
             # Only the host verifies: a damaged prefix removes the checkpoint.
             try:
                 journal.verification = PrefixCheck(path, fd, found.offset, found.crc32)

@@ -30,7 +30,9 @@ from mind.errors import (
     DropNotAllowed,
     DropRefused,
     InputRefused,
+    JournalCorruptError,
     SessionBusyError,
+    SessionDamagedError,
     StorageError,
 )
 from mind.generated import events as ev
@@ -230,6 +232,11 @@ class Session:
         check = self.journal.verification
         return None if check is None else check.damage
 
+    def _damaged_at(self) -> JournalCorruptError | None:
+        """:attr:`checkpoint_damage` as the error (path, line, why), or None."""
+        check = self.journal.verification
+        return None if check is None else check.damaged_at
+
     @property
     def storage_broken(self) -> str | None:
         """Why the session's journal refuses appends (a write or fsync failed:
@@ -243,7 +250,8 @@ class Session:
         startup chart's guard (:func:`mind.machines.session_startup.reusable`)
         on this session's facts. False: its storage is broken and no turn
         runs, so it is to be opened afresh."""
-        return reusable(broken=self.storage_broken is not None, busy=self.busy)
+        broken = self.storage_broken is not None or self._damaged_at() is not None
+        return reusable(broken=broken, busy=self.busy)
 
     @property
     def context_usage(self) -> ContextUsage:
@@ -520,6 +528,9 @@ class Session:
                 error; the StorageError is the ``__cause__``) or the journal
                 failed earlier (reopen the session). Nothing was accepted;
                 keep the text.
+            SessionDamagedError: (an ``InputRefused``, ``damaged``) the
+                background check found the journal damaged: no input is
+                taken any more (docs/design/checkpoints.md §5).
         """
         mid = message_id or new_id("msg")
         known = self._known_disposition(mid)
@@ -533,6 +544,11 @@ class Session:
                 "the input holds lone surrogates (undecodable bytes); replace them first, "
                 "e.g. with mind.conversation.replace_lone_surrogates",
                 message_id=mid,
+            )
+        damaged = self._damaged_at()
+        if damaged is not None:  # nothing new starts over a damaged journal (§5)
+            raise SessionDamagedError(
+                self.session_id, damaged.path, damaged.line, damaged.detail, message_id=mid
             )
         if self.journal.broken is not None:
             raise InputRefused(
@@ -619,7 +635,7 @@ class Session:
     def resume_pending(self) -> Turn | None:
         """Start a turn with the input that waits (recovered after a crash,
         or returned by a failed turn), if any and if idle."""
-        if self.mailbox.has_owner or not self.mailbox.waiting():
+        if self.mailbox.has_owner or not self.mailbox.waiting() or self._damaged_at():
             return None
         return self._start_turn()
 
@@ -677,6 +693,7 @@ class Session:
                 input_waiting=self.mailbox.end_compaction(),
                 closing=self.runtime.closing,
                 written=self.journal.broken is None,
+                damaged=self._damaged_at() is not None,
             ):
                 self._start_turn()
 

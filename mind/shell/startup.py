@@ -170,6 +170,11 @@ class Opening:
         self.journal = journal
 
     def _open_journal(self, _machine: SessionStartup) -> None:
+        # Listing and opening agree: damage the index found in this very
+        # file refuses the open, though its checkpoint would prove itself.
+        known = self.runtime.store.recorded_damage(self.session_id)
+        if known is not None:
+            raise known
         self.journal = Journal.open(self.journal_path, session_id=self.session_id, checkpoints=True)
 
     def _repair_processes(self, _machine: SessionStartup) -> None:

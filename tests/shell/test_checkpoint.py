@@ -172,10 +172,9 @@ def test_a_torn_tail_after_a_checkpoint_is_dropped_then_vouched_for(tmp_path: Pa
         assert journal.records == retained(whole)
         assert journal.bytes_read == 0
         # The running CRC went on over the torn bytes, the separator and the
-        # vouching line: the new checkpoint's prefix verifies clean.
-        check = journal.verification
-        assert check is not None and check.wait(10.0)
-        assert (check.state, check.damage) == ("clean", None)
+        # vouching line: the new checkpoint's prefix verifies clean (in the
+        # open, being small: a mismatch would have read the journal whole).
+        assert journal.verification is None
 
 
 _CRASHER = """
