@@ -359,8 +359,13 @@ class Journal:
             except OSError as exc:
                 journal.close()
                 raise JournalError(path, 0, f"cannot verify journal: {exc.strerror}") from None
-        if checkpoints and (scan.checkpoint not in ("", "used") or checkpoint_due_at_open(scan)):
-            journal.write_checkpoint()  # reported once: the next open reads this one
+        fell_back = scan.checkpoint not in ("", "used")
+        due = checkpoints and (fell_back or checkpoint_due_at_open(scan))
+        # Reported once: the next open reads this one. The note says what mind
+        # did, so nobody is told to repair a file it already replaced.
+        if due and journal.write_checkpoint() and fell_back:
+            note = f"{scan.checkpoint}; mind wrote a new private one"
+            journal.report = msgspec.structs.replace(journal.report, checkpoint=note)
         return journal
 
     def write_checkpoint(self) -> bool:

@@ -150,7 +150,7 @@ def test_a_forged_line_is_found_by_the_running_crc_though_every_line_passes(
         assert "every line passes its own check" in check.damage
         assert not (path.parent / CHECKPOINT_NAME).exists()
     with _open(path) as journal:
-        assert journal.report.checkpoint == "no checkpoint"  # read whole
+        assert journal.report.checkpoint.startswith("no checkpoint")  # read whole
     assert read_records(path)[0]
     assert path.read_bytes()[: len(changed)] == changed
 
