@@ -26,6 +26,7 @@ from mind.effects.policy import (
 )
 from mind.effects.retry import RetryPolicy
 from mind.errors import (
+    DAMAGED_JOURNAL_NEXT_STEP,
     CompactionRefused,
     DropNotAllowed,
     DropRefused,
@@ -666,9 +667,17 @@ class Session:
         Raises:
             CompactionRefused: a turn is running (compaction runs between
                 turns; an automatic one runs inside turns as needed), or
-                another compaction of this session is running.
+                another compaction of this session is running, or the
+                journal was found damaged (docs/design/checkpoints.md §5).
             StorageError: a compaction record could not be made durable.
         """
+        damaged = self._damaged_at()
+        if damaged is not None:
+            raise CompactionRefused(
+                self.session_id,
+                f"its journal is damaged ({damaged}); nothing more starts in this session: "
+                f"{DAMAGED_JOURNAL_NEXT_STEP}",
+            )
         if self.busy:
             raise CompactionRefused(
                 self.session_id, "a turn is running; compact after it ends (or interrupt it)"

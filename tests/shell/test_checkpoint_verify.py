@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 import mind
-from mind.errors import JournalCorruptError, SessionDamagedError
+from mind.errors import DAMAGED_JOURNAL_NEXT_STEP, JournalCorruptError, SessionDamagedError
 from mind.generated import journal as jr
 from mind.shell import journal_open
 from mind.shell.checkpoint import CHECKPOINT_NAME
@@ -324,4 +324,6 @@ def test_mind_exec_on_a_damaged_session_answers_then_says_where_on_stderr(
     )
     assert (proc.returncode, proc.stdout) == (0, "answered\n"), proc.stderr[-800:]
     assert f"{path}:{line}: integrity check failed" in proc.stderr
+    assert "nothing more starts in this session" in proc.stderr  # and what to do:
+    assert DAMAGED_JOURNAL_NEXT_STEP in proc.stderr
     assert not (path.parent / CHECKPOINT_NAME).exists()

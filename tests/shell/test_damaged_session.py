@@ -18,7 +18,12 @@ import anyio
 import pytest
 
 import mind
-from mind.errors import DAMAGED_JOURNAL_NEXT_STEP, JournalCorruptError, SessionDamagedError
+from mind.errors import (
+    DAMAGED_JOURNAL_NEXT_STEP,
+    CompactionRefused,
+    JournalCorruptError,
+    SessionDamagedError,
+)
 from mind.shell import journal_open
 from mind.shell.checkpoint import CHECKPOINT_NAME
 from mind.shell.journal import Journal
@@ -178,6 +183,8 @@ def test_damage_found_while_a_turn_runs_lets_it_finish_then_refuses_new_input(
             with pytest.raises(SessionDamagedError):
                 s.queue("later")
             assert s.resume_pending() is None and not s.busy and not s.reusable
+            with pytest.raises(CompactionRefused, match=f"{path}:{line}"):
+                await s.compact()
             assert not s.journal.write_checkpoint()
             assert _sha(path) == digest
             return line, digest, refused.value
