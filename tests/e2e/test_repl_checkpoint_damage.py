@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import time
 from pathlib import Path
 
 import pexpect
@@ -25,6 +26,7 @@ from tests.e2e.test_repl import (
     spawn,
     words,
 )
+from tests.shell.test_checkpoint_verify import _grow_big
 
 __all__ = ["spawn"]  # the fixture, used by name
 
@@ -78,3 +80,42 @@ def test_resuming_a_small_damaged_session_is_refused_with_its_line_and_a_next_st
     assert again.exitstatus != 0
     assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
     assert (path.parent / CHECKPOINT_NAME).exists()  # the refused open changed nothing
+
+
+def test_a_damage_found_after_resuming_refuses_the_next_input_with_a_next_step(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    """A prefix too long for the open (~45 MB) is checked in the background;
+    once the damage is found the REPL says where, and refuses new input
+    saying what to do, keeping the text; the journal is not touched."""
+    child = spawn([{"text": "First answer."}])
+    sid = session_id_of(child)
+    child.send("first words" + ENTER)
+    child.expect(words("── completed"))
+    exit_cleanly(child)
+    path = tmp_path / "state" / "sessions" / sid / "journal.jsonl"
+    _grow_big(path, sid, 3)
+    with path.open("r+b") as f:  # one byte in the middle, in place
+        data = f.read()
+        at = data.index(b"xxxx", len(data) // 2)
+        line = data[:at].count(b"\n") + 1
+        f.seek(at)
+        f.write(b"y")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+
+    again = spawn([{"text": "First answer."}, {"text": "Not to be sent."}], "resume", sid)
+    checkpoint = path.parent / CHECKPOINT_NAME
+    deadline = time.monotonic() + 20.0
+    while checkpoint.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)  # a bounded wait for the condition: the check removes it
+    assert not checkpoint.exists()
+    again.send("/status" + ENTER)
+    again.expect(words("journal damaged:"))
+    again.expect(words(f"jsonl:{line}: integrity check failed"))
+    again.send("more words" + ENTER)
+    again.expect(words("Not sent:"))
+    again.expect(words("left it as it is and starts nothing more in this session"))
+    again.expect(words("restore the journal from a backup, or start a new session"))
+    again.expect(words("Your text is still in the editor."))
+    exit_cleanly(again, "\x15/exit" + ENTER)  # Ctrl-U: the kept text goes first
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
