@@ -116,6 +116,7 @@ import msgspec
 
 from mind.context.retention import Folded, Retention, checkpoint_due
 from mind.errors import (
+    JournalCorruptError,
     JournalError,
     JournalRecordTooLarge,
     JournalReplacedError,
@@ -285,6 +286,7 @@ class Journal:
         clock_ms: Callable[[], int] | None = None,
         session_id: str | None = None,
         checkpoints: bool = False,
+        on_damage: Callable[[JournalCorruptError], None] | None = None,
     ) -> Journal:
         """Open a journal for appending: read its newest valid checkpoint and
         verify the journal after it, or read and verify all of it; keep the
@@ -304,6 +306,9 @@ class Journal:
                 write checkpoints (now, when the read was long or fell back;
                 later at the points :func:`mind.context.retention.checkpoint_due`
                 names). Any opener reads one.
+            on_damage: called (on the check's thread; must not raise) with
+                the damage the background check of the covered prefix finds
+                (docs/design/checkpoints.md §5), when ``checkpoints``.
 
         Returns:
             The open journal. A torn tail and how the checkpoint served
@@ -355,7 +360,7 @@ class Journal:
         if checkpoints and found is not None and checked_in_background(found):
             # Only the host verifies: a damaged prefix removes the checkpoint.
             try:
-                journal.verification = PrefixCheck(path, fd, found.offset, found.crc32)
+                journal.verification = PrefixCheck(path, fd, found.offset, found.crc32, on_damage)
             except OSError as exc:
                 journal.close()
                 raise JournalError(path, 0, f"cannot verify journal: {exc.strerror}") from None

@@ -19,6 +19,7 @@ import logging
 import os
 import threading
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final, Literal
 
@@ -200,9 +201,18 @@ class PrefixCheck:
             its own check) and why; None while :attr:`damage` is.
     """
 
-    def __init__(self, path: Path, fd: int, offset: int, crc32: int) -> None:
+    def __init__(
+        self,
+        path: Path,
+        fd: int,
+        offset: int,
+        crc32: int,
+        on_damage: Callable[[JournalCorruptError], None] | None = None,
+    ) -> None:
         """Start checking ``offset`` bytes of the journal at ``path`` open on
-        ``fd`` (duplicated: the check owns its descriptor) against ``crc32``.
+        ``fd`` (duplicated: the check owns its descriptor) against ``crc32``;
+        ``on_damage`` is called (on the check's thread, after the checkpoint
+        is removed; it must not raise) with the damage it finds.
 
         Raises:
             OSError: the descriptor cannot be duplicated.
@@ -211,6 +221,7 @@ class PrefixCheck:
         self.damage: str | None = None
         self.damaged_at: JournalCorruptError | None = None
         self._path, self._offset, self._want = path, offset, crc32
+        self._on_damage = on_damage
         self._state: CheckState = "running"
         self._stop = threading.Event()
         self._fd = os.dup(fd)
@@ -301,6 +312,8 @@ class PrefixCheck:
                 gone = "removed its checkpoint; the next open reads it whole"
             except OSError as exc:  # the next open's check finds it again
                 gone = f"its checkpoint could not be removed ({exc})"
+        if self._on_damage is not None:
+            self._on_damage(found)
         _log.warning(
             "journal damaged inside its checkpoint's prefix: %s; %s; the journal is left as "
             "it is and nothing more starts in this session: %s",

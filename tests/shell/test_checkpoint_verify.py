@@ -221,6 +221,9 @@ def test_a_resumed_session_reports_the_damage_and_refuses_new_input(tmp_path: Pa
             # A turn running meanwhile finishes: tests/shell/test_damaged_session.py.
             with pytest.raises(SessionDamagedError):
                 s.submit("again")
+            # The listing agrees: the index holds the damage the check found.
+            (row,) = [r for r in rt.list_sessions() if r.session_id == sid]
+            assert row.damage.startswith(f"{path}:{line}, integrity check failed"), row
             return s.checkpoint_damage
 
     damage = anyio.run(reopen)

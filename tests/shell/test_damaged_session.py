@@ -168,7 +168,10 @@ def test_damage_found_while_a_turn_runs_lets_it_finish_then_refuses_new_input(
             line = _flip(path, b"number 1 xxxx")  # while the turn runs
             fd = os.open(path, os.O_RDONLY)
             try:
-                check = PrefixCheck(path, fd, header["journal_offset"], header["journal_crc32"])
+                # The startup's hook, as the open's own check has it.
+                hook = opened._on_damage
+                at = (header["journal_offset"], header["journal_crc32"])
+                check = PrefixCheck(path, fd, *at, on_damage=hook)
             finally:
                 os.close(fd)
             s.journal.verification = check
@@ -187,6 +190,10 @@ def test_damage_found_while_a_turn_runs_lets_it_finish_then_refuses_new_input(
                 await s.compact()
             assert not s.journal.write_checkpoint()
             assert _sha(path) == digest
+            # The listing agrees though the journal grew after the damage
+            # (a listing reads only appended bytes): the index holds it.
+            (row,) = [r for r in rt.list_sessions() if r.session_id == sid]
+            assert row.damage.startswith(f"{path}:{line}, integrity check failed"), row
             return line, digest, refused.value
 
     with Gate() as gate:
@@ -199,4 +206,13 @@ def test_damage_found_while_a_turn_runs_lets_it_finish_then_refuses_new_input(
     with pytest.raises(JournalCorruptError) as again:
         Journal.open(path, session_id=sid, checkpoints=True)
     assert again.value.line == line
+    assert _sha(path) == digest
+
+    async def resume() -> None:
+        async with mind.Runtime.open(state_root=state) as rt:
+            with pytest.raises(JournalCorruptError) as known:
+                await rt.open_session(sid, config=_config(tmp_path, [{"text": "a"}]))
+            assert (known.value.path, known.value.line) == (path, line)
+
+    anyio.run(resume)
     assert _sha(path) == digest
