@@ -22,6 +22,7 @@ branch grows past a screen of classes.
     ├── ScriptError                   a scripted-provider script is malformed; path and detail
     ├── InteractionTooLarge           a question or answer over 128 KiB (nothing shown); ids, size
     ├── InputRefused                  input empty or over a mailbox/inbox limit; reason code
+    │   └── SessionDamagedError       the open session's journal was found damaged; id, path, line
     ├── InboxCorruptError             inbox.json damaged or over 8 MiB; path (fail closed)
     ├── SupervisorRecordError         a supervised command's file is damaged; path (fail closed)
     ├── SupervisorUnsupported         the process supervisor needs Linux; platform
@@ -448,6 +449,7 @@ InputRefusalReason = Literal[
     "background_bytes",
     "inbox_full",
     "storage",
+    "damaged",
 ]
 """Why an input was refused (docs/design/mailbox.md §7, docs/design/inbox.md §3).
 
@@ -460,7 +462,9 @@ InputRefusalReason = Literal[
 - ``inbox_full``: ``inbox.json`` would exceed its 8 MiB hard cap once serialised;
 - ``storage``: the input could not be made durable (a :class:`StorageError`,
   chained as ``__cause__``: disk full, quota, I/O error), or the session's
-  journal failed earlier and the session must be reopened.
+  journal failed earlier and the session must be reopened;
+- ``damaged``: the session's journal was found damaged while it was open
+  (:class:`SessionDamagedError`, docs/design/checkpoints.md §5).
 """
 
 INPUT_REFUSAL_REASONS: tuple[InputRefusalReason, ...] = get_args(InputRefusalReason)
@@ -487,6 +491,50 @@ class InputRefused(MindError):
         self.reason: InputRefusalReason = reason
         self.message = message
         self.message_id = message_id
+
+
+DAMAGED_JOURNAL_NEXT_STEP = (
+    "restore the journal from a backup, or start a new session "
+    "(mind, or mind exec without --session)"
+)
+"""What a person can do about a damaged journal (mind never repairs one)."""
+
+DAMAGED_JOURNAL_REFUSED = (
+    "mind changed nothing in it and does not open the session while that line is damaged: "
+    + DAMAGED_JOURNAL_NEXT_STEP
+)
+"""Said after a :class:`JournalCorruptError` that refused opening a session."""
+
+
+class SessionDamagedError(InputRefused):
+    """Input refused because the session's journal was found damaged after
+    it was opened (the background check of the prefix its checkpoint
+    covered, docs/design/checkpoints.md §5): nothing new starts in the
+    session; the turn that was running finished; the damaged line is left
+    as it is, and the next open refuses the session at that line.
+
+    Attributes:
+        session_id: the session.
+        path: its ``journal.jsonl``.
+        line: the first damaged line, 1-based (0: the bytes changed, yet
+            every line passes its own check).
+        detail: why that line is damaged.
+    """
+
+    def __init__(
+        self, session_id: str, path: Path, line: int, detail: str, *, message_id: str
+    ) -> None:
+        where = f"{path}:{line}" if line else str(path)
+        super().__init__(
+            "damaged",
+            f"session {session_id}'s journal is damaged at {where} ({detail}); mind left it "
+            f"as it is and starts nothing more in this session: {DAMAGED_JOURNAL_NEXT_STEP}",
+            message_id=message_id,
+        )
+        self.session_id = session_id
+        self.path = path
+        self.line = line
+        self.detail = detail
 
 
 class IllegalTransition(MindError, RuntimeError):

@@ -310,7 +310,13 @@ def overflow_unshrunk(trigger: str | None, *, shrank: bool) -> bool:
 
 
 def next_turn_starts(
-    status: str, *, send_pending: bool, input_waiting: bool, closing: bool, written: bool
+    status: str,
+    *,
+    send_pending: bool,
+    input_waiting: bool,
+    closing: bool,
+    written: bool,
+    damaged: bool = False,
 ) -> bool:
     """Whether the turn that ended in ``status`` starts the next turn at once.
 
@@ -318,11 +324,12 @@ def next_turn_starts(
     turn, and after an ``interrupted`` one when the person asked to send it
     (Esc: ``send_pending``); never while the runtime is closing, nor when the
     terminal record could not be written (``written`` false: the journal is
-    broken); after a failed or aborted turn it waits for the person. Pure;
-    never raises.
+    broken), nor once the journal was found damaged (``damaged``:
+    docs/design/checkpoints.md §5, nothing new starts); after a failed or
+    aborted turn it waits for the person. Pure; never raises.
     """
     runs_on = status == "completed" or (status == "interrupted" and send_pending)
-    return runs_on and input_waiting and not closing and written
+    return runs_on and input_waiting and not closing and written and not damaged
 
 
 # ------------------------------------------------------------------ effects
@@ -825,7 +832,7 @@ class TurnMachine:
         add_listener(listener)
 
     def next_turn(
-        self, *, input_waiting: bool, closing: bool, written: bool = True
+        self, *, input_waiting: bool, closing: bool, written: bool = True, damaged: bool = False
     ) -> StartNextTurn | AnnounceWaiting | None:
         """After the terminal record: what happens to the input that waits.
 
@@ -833,6 +840,7 @@ class TurnMachine:
             input_waiting: accepted input waits in the mailbox.
             closing: the runtime is closing.
             written: the terminal record is durable.
+            damaged: the journal was found damaged (nothing new starts).
 
         Returns :class:`StartNextTurn` (:func:`next_turn_starts`),
         :class:`AnnounceWaiting` when input waits for the person, else ``None``.
@@ -846,6 +854,7 @@ class TurnMachine:
             input_waiting=input_waiting,
             closing=closing,
             written=written,
+            damaged=damaged,
         ):
             return StartNextTurn()
         return AnnounceWaiting() if input_waiting else None

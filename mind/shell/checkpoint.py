@@ -170,7 +170,9 @@ def load(journal_path: Path, fd: int, size: int, session_id: str | None) -> Chec
     try:
         data = private_files.read_file(path, MAX_CHECKPOINT_BYTES)
     except PrivateStateError as exc:
-        raise CheckpointRefused(path, f"not a private file: {exc.detail}") from None
+        # No fix for the person: the opener that reports it writes a new one.
+        why = exc.detail.removesuffix(f" (fix: {exc.fix})")
+        raise CheckpointRefused(path, f"not a private file: {why}") from None
     except OSError as exc:
         raise CheckpointRefused(path, f"cannot be read: {exc.strerror}") from None
     if data is None:

@@ -247,6 +247,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = (
             f"internal error: {type(leaf).__name__}: {leaf}" if kind == "internal" else str(leaf)
         )
+        from mind.errors import DAMAGED_JOURNAL_REFUSED, JournalCorruptError
+
+        if isinstance(leaf, JournalCorruptError):  # the refusal says what the person can do
+            message = f"{message}\n  {DAMAGED_JOURNAL_REFUSED}"
         message = redact(message, _secrets(args))
         if kind != "internal":
             print(f"mind: {message}", file=sys.stderr)

@@ -116,6 +116,7 @@ import msgspec
 
 from mind.context.retention import Folded, Retention, checkpoint_due
 from mind.errors import (
+    JournalCorruptError,
     JournalError,
     JournalRecordTooLarge,
     JournalReplacedError,
@@ -125,7 +126,12 @@ from mind.errors import (
 )
 from mind.generated.journal import JournalRecord
 from mind.shell import checkpoint, private_files
-from mind.shell.journal_open import PrefixCheck, checkpoint_due_at_open, open_scan
+from mind.shell.journal_open import (
+    PrefixCheck,
+    checked_in_background,
+    checkpoint_due_at_open,
+    open_scan,
+)
 from mind.shell.journal_read import (
     MAX_LINE_BYTES,
     JournalOpenReport,
@@ -280,6 +286,7 @@ class Journal:
         clock_ms: Callable[[], int] | None = None,
         session_id: str | None = None,
         checkpoints: bool = False,
+        on_damage: Callable[[JournalCorruptError], None] | None = None,
     ) -> Journal:
         """Open a journal for appending: read its newest valid checkpoint and
         verify the journal after it, or read and verify all of it; keep the
@@ -299,6 +306,9 @@ class Journal:
                 write checkpoints (now, when the read was long or fell back;
                 later at the points :func:`mind.context.retention.checkpoint_due`
                 names). Any opener reads one.
+            on_damage: called (on the check's thread; must not raise) with
+                the damage the background check of the covered prefix finds
+                (docs/design/checkpoints.md §5), when ``checkpoints``.
 
         Returns:
             The open journal. A torn tail and how the checkpoint served
@@ -347,15 +357,20 @@ class Journal:
         clock = clock_ms or _now_ms
         covered = 0 if found is None else found.offset
         journal = cls(path, fd, scan, clock, session_id, checkpoints=checkpoints, covered=covered)
-        if checkpoints and found is not None:
+        if checkpoints and found is not None and checked_in_background(found):
             # Only the host verifies: a damaged prefix removes the checkpoint.
             try:
-                journal.verification = PrefixCheck(path, fd, found.offset, found.crc32)
+                journal.verification = PrefixCheck(path, fd, found.offset, found.crc32, on_damage)
             except OSError as exc:
                 journal.close()
                 raise JournalError(path, 0, f"cannot verify journal: {exc.strerror}") from None
-        if checkpoints and (scan.checkpoint not in ("", "used") or checkpoint_due_at_open(scan)):
-            journal.write_checkpoint()  # reported once: the next open reads this one
+        fell_back = scan.checkpoint not in ("", "used")
+        due = checkpoints and (fell_back or checkpoint_due_at_open(scan))
+        # Reported once: the next open reads this one. The note says what mind
+        # did, so nobody is told to repair a file it already replaced.
+        if due and journal.write_checkpoint() and fell_back:
+            note = f"{scan.checkpoint}; mind wrote a new private one"
+            journal.report = msgspec.structs.replace(journal.report, checkpoint=note)
         return journal
 
     def write_checkpoint(self) -> bool:

@@ -19,21 +19,31 @@ import logging
 import os
 import threading
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final, Literal
 
 from mind.context.retention import CHECKPOINT_TAIL_BYTES, Retention
-from mind.errors import CheckpointRefused, JournalCorruptError
+from mind.errors import DAMAGED_JOURNAL_NEXT_STEP, CheckpointRefused, JournalCorruptError
 from mind.shell import checkpoint, private_files
 from mind.shell.journal_read import Scan, open_reader, scan_journal
 
 __all__ = [
+    "SYNC_VERIFY_BYTES",
     "VERIFY_CHUNK_BYTES",
     "VERIFY_THREAD_NAME",
     "PrefixCheck",
+    "checked_in_background",
     "checkpoint_due_at_open",
     "open_scan",
+    "prefix_crc32",
 ]
+
+SYNC_VERIFY_BYTES = 32 << 20
+"""A covered prefix up to this long (bytes) is verified in the open itself
+(its CRC-32 costs ~40-85 ms on the shared machine); a longer one in the
+background (:class:`PrefixCheck`), so resuming never waits for it. Not
+``Final``: tests lower it to check small journals in the background."""
 
 VERIFY_CHUNK_BYTES: Final = 4 << 20
 """Bytes a background check reads at a time (``zlib.crc32`` releases the GIL
@@ -59,10 +69,15 @@ def open_scan(
     proves itself, else whole, keeping what :class:`Retention` retains.
     The scan's running CRC-32 continues from the checkpoint's.
 
+    A covered prefix of at most :data:`SYNC_VERIFY_BYTES` is verified here
+    (its running CRC-32): when it differs the checkpoint is not used and
+    the journal is read whole, so damage raises at its line.
+
     Returns:
         The scan (``checkpoint`` says how it went) and the checkpoint read
         (None without one): its prefix is still to be verified
-        (:class:`PrefixCheck`).
+        (:class:`PrefixCheck`) when it is longer than
+        :data:`SYNC_VERIFY_BYTES` (:func:`checked_in_background`).
 
     Raises:
         JournalCorruptError: damage other than a torn tail.
@@ -75,6 +90,16 @@ def open_scan(
         found = checkpoint.load(path, fd, size, session_id)
     except CheckpointRefused as exc:
         refused = f"{exc.path.name}: {exc.reason}"
+    if found is not None and found.offset <= SYNC_VERIFY_BYTES:
+        crc = prefix_crc32(fd, found.offset)
+        if crc != found.crc32:
+            # Read whole instead: damage is refused at its line exactly as a
+            # full read refuses it, and a sound journal is taken as it is.
+            refused = (
+                f"{checkpoint.CHECKPOINT_NAME}: the journal's first {found.offset} bytes "
+                "are not the ones it covered"
+            )
+            found = None
     retention = Retention(None if found is None else found.folded)
     with open_reader(fd) as reader:
         if found is None:
@@ -99,8 +124,37 @@ def open_scan(
     return scan, found
 
 
+def checked_in_background(found: checkpoint.Checkpoint) -> bool:
+    """Whether the prefix ``found`` covers is left to a :class:`PrefixCheck`
+    (longer than :data:`SYNC_VERIFY_BYTES`; a shorter one the open verified)."""
+    return found.offset > SYNC_VERIFY_BYTES
+
+
 class _Stopped(Exception):
     """The check was stopped (the journal is closing)."""
+
+
+def prefix_crc32(fd: int, end: int, stop: threading.Event | None = None) -> int | None:
+    """The running CRC-32 of the bytes ``[0, end)`` of the file open on
+    ``fd``, read with ``pread`` in chunks of :data:`VERIFY_CHUNK_BYTES`
+    (the descriptor's offset is not touched); None when the file is shorter.
+
+    Raises:
+        _Stopped: ``stop`` was set first.
+        OSError: reading failed.
+    """
+    buffer = bytearray(min(VERIFY_CHUNK_BYTES, max(1, end)))
+    view = memoryview(buffer)
+    crc, pos = 0, 0
+    while pos < end:
+        if stop is not None and stop.is_set():
+            raise _Stopped
+        got = os.preadv(fd, [view[: end - pos]], pos)
+        if got == 0:
+            return None
+        crc = zlib.crc32(view[:got], crc)
+        pos += got
+    return crc
 
 
 class _Prefix(io.RawIOBase):
@@ -142,18 +196,32 @@ class PrefixCheck:
             writer of checkpoints holds it to check :attr:`damage` and write.
         damage: why the prefix is not the one covered (``path:line: reason``
             when a line is damaged), None while it is not known to be.
+        damaged_at: the same as an error: the journal's path, the first
+            damaged line (0 when none is: a read error, or every line passes
+            its own check) and why; None while :attr:`damage` is.
     """
 
-    def __init__(self, path: Path, fd: int, offset: int, crc32: int) -> None:
+    def __init__(
+        self,
+        path: Path,
+        fd: int,
+        offset: int,
+        crc32: int,
+        on_damage: Callable[[JournalCorruptError], None] | None = None,
+    ) -> None:
         """Start checking ``offset`` bytes of the journal at ``path`` open on
-        ``fd`` (duplicated: the check owns its descriptor) against ``crc32``.
+        ``fd`` (duplicated: the check owns its descriptor) against ``crc32``;
+        ``on_damage`` is called (on the check's thread, after the checkpoint
+        is removed; it must not raise) with the damage it finds.
 
         Raises:
             OSError: the descriptor cannot be duplicated.
         """
         self.lock = threading.Lock()
         self.damage: str | None = None
+        self.damaged_at: JournalCorruptError | None = None
         self._path, self._offset, self._want = path, offset, crc32
+        self._on_damage = on_damage
         self._state: CheckState = "running"
         self._stop = threading.Event()
         self._fd = os.dup(fd)
@@ -188,7 +256,9 @@ class PrefixCheck:
             found = None
             self._state = "stopped"
         except OSError as exc:  # cannot be checked: fail closed
-            found = f"{self._path}: its checkpoint's prefix could not be verified: {exc.strerror}"
+            found = JournalCorruptError(
+                self._path, 0, f"its checkpoint's prefix could not be verified: {exc.strerror}"
+            )
         finally:
             os.close(self._fd)
         if found is None:
@@ -197,47 +267,44 @@ class PrefixCheck:
             return
         self._invalidate(found)
 
-    def _verify(self) -> str | None:
+    def _verify(self) -> JournalCorruptError | None:
         """None when the prefix has the checkpoint's running CRC, else why not.
 
         Raises:
             _Stopped: stopped first.
             OSError: reading failed.
         """
-        buffer = bytearray(min(VERIFY_CHUNK_BYTES, max(1, self._offset)))
-        view = memoryview(buffer)
-        crc, pos = 0, 0
-        while pos < self._offset:
-            if self._stop.is_set():
-                raise _Stopped
-            got = os.preadv(self._fd, [view[: self._offset - pos]], pos)
-            if got == 0:
-                return f"{self._path}: shorter than the {self._offset} bytes its checkpoint covered"
-            crc = zlib.crc32(view[:got], crc)
-            pos += got
+        crc = prefix_crc32(self._fd, self._offset, self._stop)
+        if crc is None:
+            return JournalCorruptError(
+                self._path, 0, f"shorter than the {self._offset} bytes its checkpoint covered"
+            )
         if crc == self._want:
             return None
         return self._locate(crc)
 
-    def _locate(self, crc: int) -> str:
+    def _locate(self, crc: int) -> JournalCorruptError:
         """The first damaged line of the prefix, by the reading rules."""
         with io.BufferedReader(_Prefix(self._fd, self._offset, self._stop), 1 << 20) as reader:
             try:
                 scan = scan_journal(reader, self._path, lambda _tag, _bytes: None)
             except JournalCorruptError as exc:
-                return str(exc)
+                return exc
         if scan.tail_bytes:
-            return f"{self._path}:{scan.tail_line}: {scan.tail_reason}"
-        return (
-            f"{self._path}: its first {self._offset} bytes are not the ones its checkpoint "
+            return JournalCorruptError(self._path, scan.tail_line, scan.tail_reason)
+        return JournalCorruptError(
+            self._path,
+            0,
+            f"its first {self._offset} bytes are not the ones its checkpoint "
             f"covered (running CRC-32 {crc:08x}, not {self._want:08x}), yet every line "
-            "passes its own check (a line rewritten with a valid CRC)"
+            "passes its own check (a line rewritten with a valid CRC)",
         )
 
-    def _invalidate(self, damage: str) -> None:
+    def _invalidate(self, found: JournalCorruptError) -> None:
         target = checkpoint.path_for(self._path)
+        damage = str(found)
         with self.lock:
-            self.damage = damage
+            self.damage, self.damaged_at = damage, found
             self._state = "damaged"
             try:
                 target.unlink(missing_ok=True)
@@ -245,4 +312,12 @@ class PrefixCheck:
                 gone = "removed its checkpoint; the next open reads it whole"
             except OSError as exc:  # the next open's check finds it again
                 gone = f"its checkpoint could not be removed ({exc})"
-        _log.warning("journal damaged inside its checkpoint's prefix: %s; %s", damage, gone)
+        if self._on_damage is not None:
+            self._on_damage(found)
+        _log.warning(
+            "journal damaged inside its checkpoint's prefix: %s; %s; the journal is left as "
+            "it is and nothing more starts in this session: %s",
+            damage,
+            gone,
+            DAMAGED_JOURNAL_NEXT_STEP,
+        )

@@ -32,11 +32,14 @@ from mind.effects.policy import (
 )
 from mind.effects.retry import RetryPolicy
 from mind.errors import (
+    DAMAGED_JOURNAL_NEXT_STEP,
     CompactionRefused,
     DropNotAllowed,
     DropRefused,
     InputRefused,
+    JournalCorruptError,
     SessionBusyError,
+    SessionDamagedError,
     StorageError,
 )
 from mind.generated import events as ev
@@ -253,6 +256,11 @@ class Session:
         check = self.journal.verification
         return None if check is None else check.damage
 
+    def _damaged_at(self) -> JournalCorruptError | None:
+        """:attr:`checkpoint_damage` as the error (path, line, why), or None."""
+        check = self.journal.verification
+        return None if check is None else check.damaged_at
+
     @property
     def storage_broken(self) -> str | None:
         """Why the session's journal refuses appends (a write or fsync failed:
@@ -266,7 +274,8 @@ class Session:
         startup chart's guard (:func:`mind.machines.session_startup.reusable`)
         on this session's facts. False: its storage is broken and no turn
         runs, so it is to be opened afresh."""
-        return reusable(broken=self.storage_broken is not None, busy=self.busy)
+        broken = self.storage_broken is not None or self._damaged_at() is not None
+        return reusable(broken=broken, busy=self.busy)
 
     @property
     def context_usage(self) -> ContextUsage:
@@ -581,6 +590,9 @@ class Session:
                 error; the StorageError is the ``__cause__``) or the journal
                 failed earlier (reopen the session). Nothing was accepted;
                 keep the text.
+            SessionDamagedError: (an ``InputRefused``, ``damaged``) the
+                background check found the journal damaged: no input is
+                taken any more (docs/design/checkpoints.md §5).
         """
         mid = message_id or new_id("msg")
         known = self._known_disposition(mid)
@@ -594,6 +606,11 @@ class Session:
                 "the input holds lone surrogates (undecodable bytes); replace them first, "
                 "e.g. with mind.conversation.replace_lone_surrogates",
                 message_id=mid,
+            )
+        damaged = self._damaged_at()
+        if damaged is not None:  # nothing new starts over a damaged journal (§5)
+            raise SessionDamagedError(
+                self.session_id, damaged.path, damaged.line, damaged.detail, message_id=mid
             )
         if self.journal.broken is not None:
             raise InputRefused(
@@ -680,7 +697,7 @@ class Session:
     def resume_pending(self) -> Turn | None:
         """Start a turn with the input that waits (recovered after a crash,
         or returned by a failed turn), if any and if idle."""
-        if self.mailbox.has_owner or not self.mailbox.waiting():
+        if self.mailbox.has_owner or not self.mailbox.waiting() or self._damaged_at():
             return None
         return self._start_turn()
 
@@ -711,9 +728,17 @@ class Session:
         Raises:
             CompactionRefused: a turn is running (compaction runs between
                 turns; an automatic one runs inside turns as needed), or
-                another compaction of this session is running.
+                another compaction of this session is running, or the
+                journal was found damaged (docs/design/checkpoints.md §5).
             StorageError: a compaction record could not be made durable.
         """
+        damaged = self._damaged_at()
+        if damaged is not None:
+            raise CompactionRefused(
+                self.session_id,
+                f"its journal is damaged ({damaged}); nothing more starts in this session: "
+                f"{DAMAGED_JOURNAL_NEXT_STEP}",
+            )
         if self.busy:
             raise CompactionRefused(
                 self.session_id, "a turn is running; compact after it ends (or interrupt it)"
@@ -738,6 +763,7 @@ class Session:
                 input_waiting=self.mailbox.end_compaction(),
                 closing=self.runtime.closing,
                 written=self.journal.broken is None,
+                damaged=self._damaged_at() is not None,
             ):
                 self._start_turn()
 

@@ -20,7 +20,7 @@ import anyio
 import anyio.to_thread
 
 from mind._version import __version__
-from mind.errors import SessionError
+from mind.errors import JournalCorruptError, SessionError
 from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.machines.session_startup import SessionStartup, StartupEffect
@@ -170,7 +170,23 @@ class Opening:
         self.journal = journal
 
     def _open_journal(self, _machine: SessionStartup) -> None:
-        self.journal = Journal.open(self.journal_path, session_id=self.session_id, checkpoints=True)
+        # Listing and opening agree: damage the index found in this very
+        # file refuses the open, though its checkpoint would prove itself.
+        known = self.runtime.store.recorded_damage(self.session_id)
+        if known is not None:
+            raise known
+        self.journal = Journal.open(
+            self.journal_path,
+            session_id=self.session_id,
+            checkpoints=True,
+            on_damage=self._record_damage,
+        )
+
+    def _record_damage(self, found: JournalCorruptError) -> None:
+        """Damage the background check found goes into the session index, so
+        ``mind sessions`` and the next open say it (never raises)."""
+        if found.line:  # 0: no line to name (a read error, or sound lines)
+            self.runtime.store.index.note(self.session_id, damage=(found.line, found.detail))
 
     def _repair_processes(self, _machine: SessionStartup) -> None:
         """Effects a crash left prepared and unanswered, before orphan calls

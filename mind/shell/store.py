@@ -18,7 +18,13 @@ from typing import Final
 
 import msgspec
 
-from mind.errors import PrivateStateError, SessionLookupError, StateDirError, as_storage_error
+from mind.errors import (
+    JournalCorruptError,
+    PrivateStateError,
+    SessionLookupError,
+    StateDirError,
+    as_storage_error,
+)
 from mind.shell import index, lease, private_files
 from mind.shell.index import ReadRange
 from mind.shell.terminal_text import plain
@@ -193,6 +199,37 @@ class Store:
     def journal_path(self, session_id: str) -> Path:
         """``<root>/sessions/<session_id>/journal.jsonl``."""
         return self.session_dir(session_id) / "journal.jsonl"
+
+    def recorded_damage(self, session_id: str) -> JournalCorruptError | None:
+        """The damage the session index recorded for this session's journal
+        (what ``mind sessions`` lists) when its row still describes the file
+        as it is now — the listing's own rule: the same length, modification
+        time (ns) and CRC-32 of the last 4 KiB (one ``stat``, one read) —
+        else None (no row, no damage, or the file changed since: the open's
+        own reading decides then). Opening refuses such a session at once,
+        before its checkpoint is trusted (docs/design/checkpoints.md §5).
+
+        Returns:
+            The error a full read raises: the journal's path, the 1-based
+            line and why; None as above. Never raises.
+        """
+        entry = self.index.entries().get(session_id)
+        if entry is None or not entry.damage_line or not entry.journal_mtime_ns:
+            return None
+        path = self.journal_path(session_id)
+        try:
+            st = os.stat(path, follow_symlinks=False)
+            same = (st.st_size, st.st_mtime_ns) == (
+                entry.journal_size_bytes,
+                entry.journal_mtime_ns,
+            )
+            if not same or index.tail_fingerprint(path, st.st_size, self._read) != (
+                entry.journal_tail_crc
+            ):
+                return None
+        except OSError:
+            return None  # the open reads it and says what is wrong
+        return JournalCorruptError(path, entry.damage_line, entry.damage_reason)
 
     def session_ids(self) -> list[str]:
         """Ids of every session directory that holds a journal, oldest first."""

@@ -370,6 +370,7 @@ class TurnDriver:
             input_waiting=bool(self.session.mailbox.waiting()),
             closing=self.session.runtime.closing,
             written=written,
+            damaged=self.session.checkpoint_damage is not None,
         )
         if isinstance(after, StartNextTurn):
             self.session._start_turn()

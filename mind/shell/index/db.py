@@ -147,8 +147,10 @@ _COLUMNS: Final = (
 
 _NOTE_SQL: Final = f"""
 INSERT INTO sessions ({_COLUMNS})
-VALUES (:session_id, :cwd, :title, :at, :at, :status, :size, :mtime, :crc, 0, '')
+VALUES (:session_id, :cwd, :title, :at, :at, :status, :size, :mtime, :crc, :line, :reason)
 ON CONFLICT (session_id) DO UPDATE SET
+    damage_line = CASE WHEN :line THEN :line ELSE damage_line END,
+    damage_reason = CASE WHEN :line THEN :reason ELSE damage_reason END,
     journal_mtime_ns = CASE WHEN excluded.journal_size_bytes >= journal_size_bytes
                        THEN excluded.journal_mtime_ns ELSE journal_mtime_ns END,
     journal_tail_crc = CASE WHEN excluded.journal_size_bytes >= journal_size_bytes
@@ -425,6 +427,7 @@ class SessionIndex:
         title: str | None = None,
         status: str | None = None,
         updated_at_ms: int | None = None,
+        damage: tuple[int, str] | None = None,
     ) -> bool:
         """Record what the runtime just journaled (the cheap update hook); never waits.
 
@@ -457,6 +460,10 @@ class SessionIndex:
                 "interrupted", "failed", "aborted").
             updated_at_ms: time of the change, Unix epoch milliseconds
                 (default: now, when called).
+            damage: ``(1-based line, why)`` of damage found in the journal
+                (its prefix check, docs/design/checkpoints.md §5): kept in
+                the row, so listing and opening say it until the file
+                changes otherwise; later notes leave it (``None``).
 
         Returns:
             True when the write was queued; False when the index is
@@ -478,7 +485,7 @@ class SessionIndex:
         except OSError:
             size = mtime_ns = 0
         write = functools.partial(
-            self._write_note, session_id, path, size, mtime_ns, cwd, title, status, at
+            self._write_note, session_id, path, size, mtime_ns, cwd, title, status, at, damage
         )
         if self._writer.submit(write):
             return True
@@ -496,6 +503,7 @@ class SessionIndex:
         title: str | None,
         status: str | None,
         at: int,
+        damage: tuple[int, str] | None = None,
     ) -> None:
         """Perform one :meth:`note` (on the writer thread, which opens the file first)."""
         with self._lock:
@@ -530,6 +538,8 @@ class SessionIndex:
                             "size": size,
                             "mtime": mtime_ns,
                             "crc": crc,
+                            "line": damage[0] if damage else 0,
+                            "reason": damage[1] if damage else "",
                         },
                     )
             except _UNUSABLE as exc:
