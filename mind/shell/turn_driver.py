@@ -597,6 +597,8 @@ class TurnDriver:
                         done = redact_round(item, self.session.secrets)
                 if done is None:
                     raise ProviderError("stream_cut", detail="stream ended without a final event")
+                # A failure this round recovered from is not the turn's to report.
+                turn.failure_detail = ""
                 return done
             except ProviderError as exc:
                 turn.model_quiet_since = None
