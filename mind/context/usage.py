@@ -80,6 +80,21 @@ def context_window(model: str, *, configured: int | None, learned: int | None) -
     return known_window(model)
 
 
+def refused_window(stated: int, request_tokens: int | None) -> int:
+    """The window, in tokens, a ``context_length`` error teaches (docs/design/context.md §1).
+
+    Rule: the window the server ``stated``, unless that is not below the
+    size it stated for the request it refused (``request_tokens``; None:
+    not stated): a request within the stated window was refused, so the
+    stated window is not the limit; the real one is below that request,
+    and ``request_tokens - 1`` (at least 1) is learned as its upper bound,
+    so the request is rebuilt or compacted under it. Pure; never raises.
+    """
+    if request_tokens is None or stated < request_tokens:
+        return stated
+    return max(1, request_tokens - 1)
+
+
 def estimate_tokens(n_bytes: int) -> int:
     """Tokens assumed for ``n_bytes`` bytes of UTF-8 text (ceil(n_bytes / BYTES_PER_TOKEN)).
 

@@ -20,7 +20,7 @@ import anyio
 import msgspec
 
 from mind.context.tool_output import limits_for_window
-from mind.context.usage import estimate_tokens, event_usage, journal_usage
+from mind.context.usage import estimate_tokens, event_usage, journal_usage, refused_window
 from mind.conversation import (
     Message,
     ModelRequest,
@@ -605,7 +605,8 @@ class TurnDriver:
                 turn.failure_detail = exc.detail[:500]
                 planned = compaction.session_window(self.session)
                 if exc.context_window is not None:  # the server said its window: keep it
-                    self.session.learn_window(exc.context_window, turn.turn_id)
+                    learned = refused_window(exc.context_window, exc.request_tokens)
+                    self.session.learn_window(learned, turn.turn_id)
                 now = time.monotonic()
                 if self._first_failure_at is None:
                     self._first_failure_at = now  # the turn's retry time starts here
