@@ -42,6 +42,7 @@ __all__ = [
     "kept_user_messages",
     "newest_user_message",
     "record_bytes",
+    "turn_input_bytes",
 ]
 
 SUMMARY_PREFIX: Final = (
@@ -220,6 +221,19 @@ def kept_user_messages(
         kept.append(record.seq)
         used += cost
     return sorted(kept)
+
+
+def turn_input_bytes(records: Sequence[jr.JournalRecord], turn_id: str) -> int:
+    """UTF-8 bytes of the user messages of turn ``turn_id`` that the model
+    sees (its claimed inputs and steering, not taken back by an
+    ``input_dropped``): the least of the turn that every request of it
+    carries whatever is compacted (the newest is never summarised away)."""
+    dropped = {r.message_id for r in records if isinstance(r, jr.InputDropped)}
+    return sum(
+        utf8_size(r.text)
+        for r in records
+        if isinstance(r, jr.UserMessage) and r.turn_id == turn_id and _visible_user(r, dropped)
+    )
 
 
 def record_bytes(record: jr.JournalRecord) -> int:
