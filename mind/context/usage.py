@@ -193,7 +193,9 @@ class ContextUsage(msgspec.Struct, frozen=True, kw_only=True):
             yet), ``"reported"`` (the last request's counts as the server
             reported them), ``"unreported"`` (the last request reported
             none), ``"compacted"`` (a compaction since the last request:
-            its estimate of the new context, no request since).
+            its estimate of the new context, no request since),
+            ``"refused"`` (requests were sent, but the model refused them as
+            over its window and reported nothing: no round answered yet).
     """
 
     input_tokens: int | None = None
@@ -202,7 +204,7 @@ class ContextUsage(msgspec.Struct, frozen=True, kw_only=True):
     cache_write_tokens: int | None = None
     window: int | None = None
     projected_tokens: int | None = None
-    basis: Literal["unsent", "reported", "unreported", "compacted"] = "unsent"
+    basis: Literal["unsent", "reported", "unreported", "compacted", "refused"] = "unsent"
 
     @property
     def percent(self) -> int | None:
@@ -251,7 +253,8 @@ def context_usage(
     of the projection and the round counts are unknown. What was appended
     since (user messages, tool results) is estimated at
     :data:`BYTES_PER_TOKEN`. Reads the records back to that round or
-    compaction only; with neither, nothing was sent yet (``basis="unsent"``).
+    compaction only; with neither, nothing was sent yet (``basis="unsent"``),
+    unless a turn failed ``context_length`` (``basis="refused"``: sent, refused).
 
     Args:
         records: the session's journal records, in order.
@@ -290,4 +293,10 @@ def context_usage(
                 basis="compacted",
             )
         added += _added_bytes(record, per_call)
-    return ContextUsage(window=window)
+    refused = any(
+        isinstance(r, jr.TurnCompleted)
+        and not isinstance(r.failure, UnsetType)
+        and r.failure.kind == jr.FailureKind.context_length
+        for r in records
+    )
+    return ContextUsage(window=window, basis="refused" if refused else "unsent")
