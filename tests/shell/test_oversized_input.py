@@ -21,8 +21,11 @@ import pytest
 
 import mind
 from mind.context.compaction import compacted_view
+from mind.context.tool_output import DEFAULT_LIMITS, limits_for_window
+from mind.conversation import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from mind.generated import events as ev
 from mind.generated import journal as jr
+from mind.shell.compaction import _size, fit_to_window, left_out_note
 from mind.shell.event_text import describe_context
 from tests.support.fake_model import EFFECTS_FILE, FakeModel, tokens_of
 
@@ -213,3 +216,22 @@ def test_a_summary_is_fitted_to_the_learned_window_and_says_what_it_left_out(
     # What was left out is said in the summary the model goes on from.
     (done,) = [r for r in records if isinstance(r, jr.CompactionCompleted)]
     assert done.summary.startswith("[The ") and "left out" in done.summary
+
+
+def test_fit_to_window_cuts_the_oldest_texts_before_it_leaves_any_item_out() -> None:
+    call = ToolCall(call_id="c1", name="shell", arguments="{}")
+    messages = [
+        UserMessage(text="a" * 6_000),
+        AssistantMessage(text="", tool_calls=[call]),
+        ToolResultMessage(call_id="c1", output="b" * 6_000),
+        UserMessage(text="newest"),
+    ]
+    limits = limits_for_window(DEFAULT_LIMITS, WINDOW)
+    assert fit_to_window(messages, None, limits) == (messages, 0)  # unknown: unchanged
+    fitted, dropped = fit_to_window(messages, WINDOW, limits)
+    assert dropped == 0 and len(fitted) == 4 and fitted[-1] == messages[-1]
+    assert _size(fitted) <= WINDOW * 3 // 4 * 4
+    # A window too small for even the cut items: whole oldest items go, said.
+    fitted, dropped = fit_to_window(messages, 300, limits_for_window(DEFAULT_LIMITS, 300))
+    assert dropped >= 1 and fitted[-1] == messages[-1]
+    assert left_out_note(dropped).startswith(f"[The {dropped} oldest")
