@@ -42,12 +42,16 @@ __all__ = [
     "kept_user_messages",
     "newest_user_message",
     "record_bytes",
+    "refused_turns",
+    "too_big_to_keep",
+    "turn_input_bytes",
 ]
 
 SUMMARY_PREFIX: Final = (
     "[Summary of the earlier conversation: the messages before this point were "
     "compacted to save context. It was written by the model from those messages; "
-    "the person's most recent messages follow verbatim.]\n\n"
+    "the person's most recent messages follow, each whole or, when too long, as its "
+    "start and its end with a note of what was cut.]\n\n"
 )
 """The fixed text before a compaction's summary in every request (the model
 must know it reads a summary, not the person)."""
@@ -134,6 +138,19 @@ def compacted_view(records: Sequence[jr.JournalRecord]) -> ContextView:
     return ContextView(summary=done.summary, records=head + tail, compaction=done)
 
 
+def refused_turns(records: Sequence[jr.JournalRecord]) -> set[str]:
+    """Ids of the turns that ended ``failed`` with kind ``context_length``
+    (the model refused their request as over its window)."""
+    return {
+        r.turn_id
+        for r in records
+        if isinstance(r, jr.TurnCompleted)
+        and r.status == jr.TurnStatus.failed
+        and not isinstance(r.failure, msgspec.UnsetType)
+        and r.failure.kind == jr.FailureKind.context_length
+    }
+
+
 def _bounded_kept(record: jr.UserMessage, max_bytes: int | msgspec.UnsetType) -> jr.UserMessage:
     """A kept user message as the model sees it: whole, or alone over the
     compaction's ``kept_max_bytes`` its head and tail with a note (§5)."""
@@ -142,6 +159,13 @@ def _bounded_kept(record: jr.UserMessage, max_bytes: int | msgspec.UnsetType) ->
     return msgspec.structs.replace(
         record, text=bound_output(record.text, max_bytes, what="message")
     )
+
+
+def too_big_to_keep(record: jr.UserMessage, window: int | None) -> bool:
+    """Whether a user message is over the kept messages' budget
+    (:func:`kept_budget` of ``window``, estimated tokens): a compaction that
+    keeps it shows it cut, so cutting there shrinks the context (§5)."""
+    return estimate_tokens(utf8_size(record.text)) > kept_budget(window)
 
 
 def clean_through(records: Sequence[jr.JournalRecord]) -> int | None:
@@ -220,6 +244,19 @@ def kept_user_messages(
         kept.append(record.seq)
         used += cost
     return sorted(kept)
+
+
+def turn_input_bytes(records: Sequence[jr.JournalRecord], turn_id: str) -> int:
+    """UTF-8 bytes of the user messages of turn ``turn_id`` that the model
+    sees (its claimed inputs and steering, not taken back by an
+    ``input_dropped``): the least of the turn that every request of it
+    carries whatever is compacted (the newest is never summarised away)."""
+    dropped = {r.message_id for r in records if isinstance(r, jr.InputDropped)}
+    return sum(
+        utf8_size(r.text)
+        for r in records
+        if isinstance(r, jr.UserMessage) and r.turn_id == turn_id and _visible_user(r, dropped)
+    )
 
 
 def record_bytes(record: jr.JournalRecord) -> int:

@@ -96,6 +96,21 @@ def context_window(model: str, *, configured: int | None, learned: int | None) -
     return known_window(model)
 
 
+def refused_window(stated: int, request_tokens: int | None) -> int:
+    """The window, in tokens, a ``context_length`` error teaches (docs/design/context.md §1).
+
+    Rule: the window the server ``stated``, unless that is not below the
+    size it stated for the request it refused (``request_tokens``; None:
+    not stated): a request within the stated window was refused, so the
+    stated window is not the limit; the real one is below that request,
+    and ``request_tokens - 1`` (at least 1) is learned as its upper bound,
+    so the request is rebuilt or compacted under it. Pure; never raises.
+    """
+    if request_tokens is None or stated < request_tokens:
+        return stated
+    return max(1, request_tokens - 1)
+
+
 def estimate_tokens(n_bytes: int) -> int:
     """Tokens assumed for ``n_bytes`` bytes of UTF-8 text (ceil(n_bytes / BYTES_PER_TOKEN)).
 
@@ -194,7 +209,9 @@ class ContextUsage(msgspec.Struct, frozen=True, kw_only=True):
             yet), ``"reported"`` (the last request's counts as the server
             reported them), ``"unreported"`` (the last request reported
             none), ``"compacted"`` (a compaction since the last request:
-            its estimate of the new context, no request since).
+            its estimate of the new context, no request since),
+            ``"refused"`` (requests were sent, but the model refused them as
+            over its window and reported nothing: no round answered yet).
     """
 
     input_tokens: int | None = None
@@ -203,7 +220,7 @@ class ContextUsage(msgspec.Struct, frozen=True, kw_only=True):
     cache_write_tokens: int | None = None
     window: int | None = None
     projected_tokens: int | None = None
-    basis: Literal["unsent", "reported", "unreported", "compacted"] = "unsent"
+    basis: Literal["unsent", "reported", "unreported", "compacted", "refused"] = "unsent"
 
     @property
     def percent(self) -> int | None:
@@ -252,7 +269,8 @@ def context_usage(
     of the projection and the round counts are unknown. What was appended
     since (user messages, tool results) is estimated at
     :data:`BYTES_PER_TOKEN`. Reads the records back to that round or
-    compaction only; with neither, nothing was sent yet (``basis="unsent"``).
+    compaction only; with neither, nothing was sent yet (``basis="unsent"``),
+    unless a turn failed ``context_length`` (``basis="refused"``: sent, refused).
 
     Args:
         records: the session's journal records, in order.
@@ -291,4 +309,10 @@ def context_usage(
                 basis="compacted",
             )
         added += _added_bytes(record, per_call)
-    return ContextUsage(window=window)
+    refused = any(
+        isinstance(r, jr.TurnCompleted)
+        and not isinstance(r.failure, UnsetType)
+        and r.failure.kind == jr.FailureKind.context_length
+        for r in records
+    )
+    return ContextUsage(window=window, basis="refused" if refused else "unsent")

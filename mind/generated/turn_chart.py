@@ -149,6 +149,9 @@ class TurnModel(Protocol):
     def has_tool_calls(self) -> bool: ...
 
     @property
+    def message_too_big(self) -> bool: ...
+
+    @property
     def over_compact_threshold(self) -> bool: ...
 
     @property
@@ -169,6 +172,8 @@ class TurnModel(Protocol):
     def drain_or_seal(self, *args: Any, **kwargs: Any) -> object: ...
 
     def drain_steering(self, *args: Any, **kwargs: Any) -> object: ...
+
+    def fail_message_too_big(self, *args: Any, **kwargs: Any) -> object: ...
 
     def fail_output_limit(self, *args: Any, **kwargs: Any) -> object: ...
 
@@ -279,10 +284,11 @@ class TurnChart(StateChart[TurnModel]):
         | _to(active.sampling, failed, unless='within_output_cap', on=['fail_output_limit'])
     )
     round_failed = (
-        _to(active.sampling, active.sampling.requesting, cond='can_rebuild_for_window', on=['rebuild_request'])
-        | _to(active.sampling, active.sampling.compacting, cond='can_compact_overflow and not can_rebuild_for_window', on=['compact_overflow'])
-        | _to(active.sampling, active.retrying, cond='can_retry and not can_compact_overflow and not can_rebuild_for_window', on=['start_backoff'])
-        | _to(active.sampling, failed, cond='not can_retry and not can_compact_overflow and not can_rebuild_for_window')
+        _to(active.sampling, failed, cond='message_too_big', on=['fail_message_too_big'])
+        | _to(active.sampling, active.sampling.requesting, cond='can_rebuild_for_window and not message_too_big', on=['rebuild_request'])
+        | _to(active.sampling, active.sampling.compacting, cond='can_compact_overflow and not can_rebuild_for_window and not message_too_big', on=['compact_overflow'])
+        | _to(active.sampling, active.retrying, cond='can_retry and not can_compact_overflow and not can_rebuild_for_window and not message_too_big', on=['start_backoff'])
+        | _to(active.sampling, failed, cond='not can_retry and not can_compact_overflow and not can_rebuild_for_window and not message_too_big')
     )
     stream_opened = _to(active.sampling.requesting, active.sampling.streaming)
     inputs_claimed = _to(active.sampling.requesting, active.sampling.requesting, internal=True, on=['note_inputs'])

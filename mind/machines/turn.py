@@ -37,7 +37,9 @@ Decisions (guards, pure functions of the event's data):
 - ``context_measured`` (before each round's request is built): the projected
   context passes ``auto_compact_percent`` of the window and no automatic
   compaction ran in this round -> ``compacting`` (:class:`Compact` ``auto``);
-  ``round_failed`` ``context_length`` (:func:`can_compact_overflow`, once per
+  ``round_failed`` ``context_length`` with the turn's own input alone over
+  the window (:func:`message_too_big`) -> ``failed`` at once ("the message
+  itself is too big"); else ``context_length`` (:func:`can_compact_overflow`, once per
   round) -> ``compacting`` (:class:`Compact` ``overflow``); ``compaction_done``
   -> ``requesting`` (the request is built again, from the compacted view),
   except after an overflow when the context did not shrink
@@ -108,6 +110,8 @@ __all__ = [
     "can_compact_overflow",
     "can_rebuild_for_window",
     "can_retry",
+    "input_over_window",
+    "message_too_big",
     "next_turn_starts",
     "overflow_advice",
     "overflow_unshrunk",
@@ -238,6 +242,27 @@ def can_rebuild_for_window(
 
 NOTHING_TO_COMPACT: Final = "nothing to compact yet"
 """A compaction's reason when the view held nothing it could summarise."""
+
+
+def message_too_big(
+    failure_kind: str | None, *, input_tokens: int | None, window: int | None
+) -> bool:
+    """Guard ``message_too_big``: a request that failed ``context_length``
+    while the turn's own input alone (``input_tokens``: estimated tokens of
+    its user messages, the instructions and the tool specs, the least any
+    request of the turn carries) is at least the model's ``window`` (tokens):
+    neither a rebuild nor a compaction can make it fit, so the turn fails at
+    once, saying the message itself is too big (docs/design/context.md §5).
+    Unknown sizes never decide it. Pure; never raises."""
+    return failure_kind == "context_length" and input_over_window(input_tokens, window)
+
+
+def input_over_window(input_tokens: int | None, window: int | None) -> bool:
+    """Whether the turn's own input alone (``input_tokens``, estimated) is at
+    least the ``window`` (tokens): then no compaction can make a request of
+    the turn fit, and an automatic one is not run for it (it would only
+    summarise the history uselessly). Unknown sizes: False. Pure."""
+    return input_tokens is not None and window is not None and input_tokens >= window
 
 
 def overflow_advice(
@@ -553,6 +578,10 @@ class _TurnData:
     """The round's request was rebuilt for a learned window (reset by ``round_done``)."""
     window_learned: bool = False
     """Event data of ``round_failed``: its error taught the session a new window."""
+    input_tokens: int | None = None
+    sent_tokens: int | None = None
+    """Event data of ``round_failed``: estimated tokens of the turn's own
+    input alone, and of the request that failed (see :func:`message_too_big`)."""
     repl: bool = False
     session_id: str = ""
     message_tokens: int | None = None
@@ -609,7 +638,8 @@ class _TurnData:
         once per round."""
         # A request rebuilt for a learned window is sent before any compaction.
         fresh = not self.auto_compacted and not self.rebuilt
-        return fresh and over_threshold(self.projected, self.window, self.percent)
+        useful = not input_over_window(self.input_tokens, self.window)
+        return fresh and useful and over_threshold(self.projected, self.window, self.percent)
 
     @property
     def can_compact_overflow(self) -> bool:
@@ -624,6 +654,12 @@ class _TurnData:
         return can_rebuild_for_window(
             kind, window_learned=self.window_learned, already=self.rebuilt
         )
+
+    @property
+    def message_too_big(self) -> bool:
+        """Guard ``message_too_big``: see :func:`message_too_big`."""
+        kind = self.failure.kind if self.failure is not None else None
+        return message_too_big(kind, input_tokens=self.input_tokens, window=self.window)
 
     @property
     def overflow_unshrunk(self) -> bool:
@@ -731,6 +767,20 @@ class _TurnData:
             instructions_tokens=self.instructions_tokens,
         )
         self.failure = TurnFailure(failure.kind, advice)
+
+    def fail_message_too_big(self, *args: Any, **kwargs: Any) -> None:
+        """Action ``fail_message_too_big``: the turn fails with the round's
+        ``context_length`` failure, saying the message itself is too big."""
+        assert self.failure is not None
+        advice = overflow_advice(
+            self.failure.message,
+            None,
+            repl=False,
+            session_id="",
+            message_tokens=self.sent_tokens or self.input_tokens,
+            window=self.window,
+        )
+        self.failure = TurnFailure(self.failure.kind, advice)
 
     def fail_round_limit(self, *args: Any, **kwargs: Any) -> None:
         """Action ``fail_round_limit``: the failure of a turn out of rounds
@@ -925,6 +975,9 @@ class TurnMachine:
         retry_after_s: float | None = None,
         elapsed_s: float = 0.0,
         window_learned: bool = False,
+        input_tokens: int | None = None,
+        sent_tokens: int | None = None,
+        window: int | None = None,
     ) -> list[Effect]:
         """The round failed: rebuild, compact, back off and retry, or fail the turn.
 
@@ -938,8 +991,13 @@ class TurnMachine:
                 the session plans with (``Session.learn_window``), and the
                 request built with its tool-output budgets differs from the
                 one sent (else a rebuild would send the same request).
+            input_tokens, sent_tokens, window: estimated tokens of the turn's
+                own input alone (its user messages, instructions, tool specs)
+                and of the request that failed, and the model's window
+                (tokens; None: unknown), for :func:`message_too_big`.
 
         Returns:
+            ``[WriteTerminal(failed)]`` at once when :func:`message_too_big`,
             ``[RebuildRequest]`` (a ``context_length`` that taught a new
             window, once per round; now ``requesting``),
             ``[Compact("overflow")]`` (a first ``context_length`` in the
@@ -952,10 +1010,18 @@ class TurnMachine:
             retry_after_s=retry_after_s,
             elapsed_s=elapsed_s,
             window_learned=window_learned,
+            input_tokens=input_tokens,
+            sent_tokens=sent_tokens,
+            window=window,
         )
 
     def context_measured(
-        self, *, projected: int | None, window: int | None, percent: int
+        self,
+        *,
+        projected: int | None,
+        window: int | None,
+        percent: int,
+        input_tokens: int | None = None,
     ) -> list[Effect]:
         """Before a round's request is built: the projected context.
 
@@ -963,13 +1029,22 @@ class TurnMachine:
             projected: projected input tokens of the next request (None: unknown).
             window: the model's context window in tokens (None: unknown).
             percent: ``auto_compact_percent`` (0 disables).
+            input_tokens: estimated tokens of the turn's own input alone
+                (None: unknown); at least ``window``, no automatic
+                compaction runs (:func:`input_over_window`).
 
         Returns:
             ``[Compact("auto")]`` (now ``compacting``) when
             :func:`mind.context.usage.over_threshold` holds and no automatic
             compaction ran in this round; else ``[]`` (still ``requesting``).
         """
-        return self._send("context_measured", projected=projected, window=window, percent=percent)
+        return self._send(
+            "context_measured",
+            projected=projected,
+            window=window,
+            percent=percent,
+            input_tokens=input_tokens,
+        )
 
     def compaction_done(
         self,

@@ -36,8 +36,16 @@ from mind.context.compaction import (
     compacted_view,
     kept_budget,
     kept_user_messages,
+    refused_turns,
+    too_big_to_keep,
 )
-from mind.context.tool_output import limits_for_window
+from mind.context.tool_output import (
+    OLD_RESULT_BYTES,
+    OutputLimits,
+    bound_output,
+    limits_for_window,
+    utf8_size,
+)
 from mind.context.usage import BYTES_PER_TOKEN, estimate_tokens, over_threshold
 from mind.conversation import (
     AssistantMessage,
@@ -64,6 +72,9 @@ __all__ = [
     "SUMMARY_SYSTEM",
     "CompactionOutcome",
     "compact",
+    "fit_to_window",
+    "left_out_note",
+    "refused_note",
     "session_window",
     "summary_notes",
 ]
@@ -157,6 +168,73 @@ def _size(messages: Sequence[Message]) -> int:
     return len(msgspec.json.encode(list(messages)))
 
 
+SUMMARY_INPUT_SHARE: Final = 3 / 4
+"""Share of a known window the summarisation request's messages may fill
+(the rest: its instructions, the summary it streams, the estimate's error)."""
+
+
+def _cut_item(item: list[Message], max_bytes: int) -> list[Message]:
+    """An item with each user text and tool output over ``max_bytes`` cut to
+    its head and tail (:func:`~mind.context.tool_output.bound_output`)."""
+    out: list[Message] = []
+    for msg in item:
+        if isinstance(msg, UserMessage) and utf8_size(msg.text) > max_bytes:
+            msg = UserMessage(text=bound_output(msg.text, max_bytes, what="message"))
+        elif isinstance(msg, ToolResultMessage) and utf8_size(msg.output) > max_bytes:
+            msg = msgspec.structs.replace(msg, output=bound_output(msg.output, max_bytes))
+        out.append(msg)
+    return out
+
+
+def fit_to_window(
+    messages: Sequence[Message], window: int | None, limits: OutputLimits
+) -> tuple[list[Message], int]:
+    """The summarisation request's messages fitted to a known ``window``
+    before it is sent (docs/design/context.md §5), and how many of the oldest
+    items had to be left out.
+
+    Rule: while their size (JSON bytes at :data:`BYTES_PER_TOKEN`) is over
+    :data:`SUMMARY_INPUT_SHARE` of the window, the oldest items first have
+    their user texts and tool outputs cut to head and tail, to the window's
+    per-result budget (``limits.per_call_bytes``), then, if still over, to
+    :data:`~mind.context.tool_output.OLD_RESULT_BYTES`; only then are whole
+    oldest items (a round with its results) left out, down to one. An
+    unknown window changes nothing (the server's refusals drop items then).
+    Pure; never raises.
+    """
+    items = _items(messages)
+    if window is None:
+        return [m for item in items for m in item], 0
+    budget = int(window * SUMMARY_INPUT_SHARE) * BYTES_PER_TOKEN - utf8_size(
+        SUMMARY_SYSTEM + SUMMARY_REQUEST
+    )
+    sizes = [_size(item) for item in items]
+    for piece in (limits.per_call_bytes, OLD_RESULT_BYTES):
+        for i, item in enumerate(items):
+            if sum(sizes) <= budget:
+                break
+            items[i] = _cut_item(item, piece)
+            sizes[i] = _size(items[i])
+    dropped = 0
+    while sum(sizes) > budget and len(items) > 1:
+        items.pop(0)
+        sizes.pop(0)
+        dropped += 1
+    return [m for item in items for m in item], dropped
+
+
+def left_out_note(dropped: int) -> str:
+    """What the summary says of the oldest items :func:`fit_to_window` left
+    out ("" for none): they are gone from the model's view, said so."""
+    if not dropped:
+        return ""
+    what = "message or round" if dropped == 1 else "messages or rounds"
+    return (
+        f"[The {dropped} oldest {what} of the conversation did not fit in the model's "
+        "context window for this summary and are left out of it.]"
+    )
+
+
 async def _summarise(
     session: Session, messages: list[Message], focus: str | None
 ) -> tuple[str | None, str | None]:
@@ -236,21 +314,51 @@ def _kib(size: int) -> str:
     return f"{size // 1024} KiB" if size >= 1024 and size % 1024 == 0 else f"{size:,} bytes"
 
 
-def _has_work(records: Sequence[jr.JournalRecord], through: int) -> bool:
-    """Whether a cut at ``through`` replaces something the model sees now
-    beyond user messages (a round or a tool result)."""
+def refused_note(
+    records: Sequence[jr.JournalRecord], kept: Sequence[int], window: int | None
+) -> str:
+    """What the summary says of kept messages the model refused (their turn
+    failed ``context_length``) and that the view shows cut: they were too big
+    and not answered, so the model neither answers them as whole nor takes
+    them as done (docs/design/context.md §5). "" when there are none."""
+    refused = refused_turns(records)
+    lines = [
+        "- the person's message that starts "
+        f"{' '.join(r.text.split()[:8])!r} was too big for the model's context window: "
+        "it was refused and not answered; below it is cut to its start and its end"
+        for r in records
+        if isinstance(r, jr.UserMessage)
+        and r.seq in kept
+        and r.turn_id in refused
+        and too_big_to_keep(r, window)
+    ]
+    return "\n".join(lines)
+
+
+def _has_work(records: Sequence[jr.JournalRecord], through: int, window: int | None) -> bool:
+    """Whether a cut at ``through`` shrinks what the model sees now: it
+    replaces a round or a tool result, or covers a user message too big to
+    keep whole (:func:`~mind.context.compaction.too_big_to_keep`: the kept
+    messages show it cut), e.g. one the model refused as over its window."""
     return any(
-        isinstance(r, jr.ModelRound | jr.ToolResult) and r.seq <= through
+        r.seq <= through
+        and (
+            isinstance(r, jr.ModelRound | jr.ToolResult)
+            or (isinstance(r, jr.UserMessage) and too_big_to_keep(r, window))
+        )
         for r in compacted_view(records).records
     )
 
 
-def _cut(records: Sequence[jr.JournalRecord], turn_id: str | None) -> int | None:
+def _cut(
+    records: Sequence[jr.JournalRecord], turn_id: str | None, window: int | None = None
+) -> int | None:
     """Where the compaction cuts (``through_seq``), or None: nothing to compact.
 
     Rule: a cut falls only where no call is unanswered
     (:func:`~mind.context.compaction.clean_through`) and must replace work
-    (a round or a result). Between turns (``turn_id`` None): the newest such
+    (a round or a result, or a user message too big to keep whole, in
+    ``window`` tokens). Between turns (``turn_id`` None): the newest such
     point. Inside a turn (automatic or overflow): before that turn when there
     is work there, so the running turn's rounds and results stay verbatim;
     else the newest such point before the turn's latest model round, so that
@@ -261,19 +369,19 @@ def _cut(records: Sequence[jr.JournalRecord], turn_id: str | None) -> int | None
     """
     if turn_id is None:
         latest = clean_through(records)
-        return latest if latest is not None and _has_work(records, latest) else None
+        return latest if latest is not None and _has_work(records, latest, window) else None
     start = next(
         (r.seq for r in records if isinstance(r, jr.TurnStarted) and r.turn_id == turn_id),
         None,
     )
     early = clean_through([r for r in records if start is None or r.seq < start])
-    if start is not None and early is not None and _has_work(records, early):
+    if start is not None and early is not None and _has_work(records, early, window):
         return early
     rounds = [r.seq for r in records if isinstance(r, jr.ModelRound) and r.turn_id == turn_id]
     if not rounds:
         return None
     before = clean_through([r for r in records if r.seq < rounds[-1]])
-    return before if before is not None and _has_work(records, before) else None
+    return before if before is not None and _has_work(records, before, window) else None
 
 
 def _message_alone(records: Sequence[jr.JournalRecord], turn_id: str | None) -> bool:
@@ -323,7 +431,7 @@ async def compact(
             written first (the old context stands).
     """
     records = list(session.journal.records)
-    through = _cut(records, turn_id)
+    through = _cut(records, turn_id, session_window(session))
     if through is None:
         alone = _message_alone(records, turn_id)
         return CompactionOutcome("", False, NOTHING_TO_COMPACT, message_alone=alone)
@@ -377,8 +485,12 @@ async def compact(
             )
         return CompactionOutcome(compaction_id, False, reason, before)
 
+    # Fitted to a known window before it is sent (§5): nothing is lost unsaid.
+    fitted, dropped = fit_to_window(messages, session_window(session), limits)
+    if dropped:
+        fitted = [UserMessage(text=left_out_note(dropped)), *fitted]
     try:
-        summary, reason = await _summarise(session, messages, focus)
+        summary, reason = await _summarise(session, fitted, focus)
     except anyio.get_cancelled_exc_class():
         # The interrupt wins: a journal that cannot take the record leaves a
         # started one with no end, which means the same (the old context).
@@ -394,11 +506,15 @@ async def compact(
         return failed("the summary was empty")
     if len(summary.encode("utf-8", "replace")) >= replaced_bytes:
         return failed("the summary was not smaller than what it replaces")
+    if dropped:
+        summary = left_out_note(dropped) + "\n\n" + summary
     notes = summary_notes(session)
     if notes:
         summary += "\n\n" + notes
     window = session_window(session)
     kept = kept_user_messages(records, through, kept_budget(window))
+    if refused := refused_note(records, kept, window):
+        summary += "\n\n" + refused
     # A result over the threshold would compact again at once (or overflow):
     # keep fewer messages, oldest out first, down to the newest alone (§5).
     percent = session.config.auto_compact_percent or 100

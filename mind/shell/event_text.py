@@ -79,7 +79,8 @@ def format_context(usage: ContextUsage) -> str:
 
 def describe_context(usage: ContextUsage) -> str:
     """``/status``'s line: what the context is and what that rests on
-    (``usage.basis``), each state said as it is: nothing sent yet; the
+    (``usage.basis``), each state said as it is: nothing sent yet; sent
+    but refused as over the window (no count reported); the
     estimate a compaction left (``~N tokens``, no request since); the last
     request's counts as reported (cache reads and writes when reported); or
     unknown because the server reports none. The window follows when there
@@ -87,6 +88,8 @@ def describe_context(usage: ContextUsage) -> str:
     window = f"window {_round_k(usage.window)} tokens" if usage.window else "window unknown"
     if usage.basis == "unsent":
         return f"nothing sent yet ({window})"
+    if usage.basis == "refused":
+        return f"unknown: the model refused the requests as over its window ({window})"
     if usage.basis == "compacted":
         shown = format_context(usage)
         size = f"~{shown}" if shown else "unknown"

@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any, final
 import anyio
 import msgspec
 
+from mind.context.compaction import turn_input_bytes
 from mind.context.instructions import describe_sources
 from mind.context.tool_output import limits_for_window
-from mind.context.usage import estimate_tokens, event_usage, journal_usage
+from mind.context.usage import estimate_tokens, event_usage, journal_usage, refused_window
 from mind.conversation import (
     Message,
     ModelRequest,
@@ -425,6 +426,7 @@ class TurnDriver:
                     projected=self.session.context_usage.projected_tokens,
                     window=compaction.session_window(self.session),
                     percent=self.session.config.auto_compact_percent,
+                    input_tokens=self._input_tokens(turn),
                 ),
             )
             if machine.terminal is not None:
@@ -503,6 +505,12 @@ class TurnDriver:
                         machine.seal()
             if machine.terminal is not None:
                 return machine.terminal
+
+    def _input_tokens(self, turn: Turn) -> int:
+        """Estimated tokens of the turn's own input alone: its user messages,
+        the instructions and the tool specs (what no compaction removes)."""
+        own = turn_input_bytes(self.session.journal.records, turn.turn_id)
+        return estimate_tokens(own + request_overhead_bytes(self.session))
 
     def _messages(self) -> list[Message]:
         """The messages of the next request: the journal's view, tool output
@@ -616,14 +624,17 @@ class TurnDriver:
                         done = redact_round(item, self.session.secrets)
                 if done is None:
                     raise ProviderError("stream_cut", detail="stream ended without a final event")
+                # A failure this round recovered from is not the turn's to report.
+                turn.failure_detail = ""
                 return done
             except ProviderError as exc:
                 turn.model_quiet_since = None
                 turn.failure_detail = exc.detail[:500]
                 planned = compaction.session_window(self.session)
                 if exc.context_window is not None:  # the server said its window: keep it
+                    learned = refused_window(exc.context_window, exc.request_tokens)
                     read = self.session.instructions.sources
-                    self.session.learn_window(exc.context_window, turn.turn_id)
+                    self.session.learn_window(learned, turn.turn_id)
                     if self.session.instructions.sources != read:  # re-cut to the new window
                         turn._emit(self.session.instructions_event())
                     warning = self.session.window_warning(turn.turn_id)
@@ -632,6 +643,11 @@ class TurnDriver:
                 now = time.monotonic()
                 if self._first_failure_at is None:
                     self._first_failure_at = now  # the turn's retry time starts here
+                # The refused request's size: never below what the server counted.
+                sent = max(
+                    estimate_tokens(len(msgspec.json.encode(frozen.request))),
+                    exc.request_tokens or 0,
+                )
                 effects = machine.round_failed(
                     kind=exc.kind,
                     message=exc.message,
@@ -643,14 +659,15 @@ class TurnDriver:
                         self._messages() != frozen.request.messages
                         or self.session.instructions.system_prompt != frozen.request.system
                     ),
+                    # The turn's own input alone, the least any request carries.
+                    input_tokens=self._input_tokens(turn),
+                    sent_tokens=sent,
+                    window=compaction.session_window(self.session),
                 )
+                if machine.terminal is not None:
+                    return machine.terminal
                 if any(isinstance(e, RebuildRequest) for e in effects):
                     return None  # built again with the learned window's budgets
-                # The refused request's size: never below what the server counted.
-                sent = max(
-                    estimate_tokens(len(msgspec.json.encode(frozen.request))),
-                    exc.request_tokens or 0,
-                )
                 if await self._perform_compactions(turn, machine, effects, sent_tokens=sent):
                     # None: build the request again from the compacted view;
                     # the terminal: nothing shrank the context (the chart's call).

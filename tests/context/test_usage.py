@@ -21,6 +21,7 @@ from mind.context.usage import (
     learned_window,
     over_threshold,
     projected_tokens,
+    refused_window,
 )
 from mind.conversation import Usage
 from mind.generated import journal as jr
@@ -169,3 +170,11 @@ def test_the_newest_learned_window_of_the_model_is_taken() -> None:
     assert learned_window(records, "a") == 6000
     assert learned_window(records, "b") == 4096
     assert learned_window(records, "c") is None
+
+
+def test_a_stated_window_not_below_the_refused_request_is_not_the_limit() -> None:
+    assert refused_window(8_192, 10_921) == 8_192  # below the refused request: the limit
+    assert refused_window(8_192, None) == 8_192  # the request's size not stated
+    assert refused_window(32_768, 10_921) == 10_920  # within it was refused: its size - 1
+    assert refused_window(10_921, 10_921) == 10_920
+    assert refused_window(5, 1) == 1

@@ -166,3 +166,45 @@ def test_a_compact_whose_provider_is_gone_says_so_in_one_sentence(tmp_path: Path
     finally:
         if child.isalive():
             child.terminate(force=True)
+
+
+def test_the_repl_after_a_message_too_big_with_history_compacts_and_goes_on(
+    tmp_path: Path,
+) -> None:
+    # History first: the advice is still that the message itself is too big;
+    # then /compact cuts the refused message, and the session goes on.
+    with FakeModel(context_window=WINDOW) as model:
+        child = _repl(model, tmp_path)
+        try:
+            child.send("hello" + ENTER)
+            child.expect(words("── completed"))
+            child.send(PASTE.format(TOO_BIG.strip()) + ENTER)
+            child.expect(words("── failed"))
+            said = _one_line(re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", str(child.before)))
+            assert ALONE in said, said
+            assert "Try /compact" not in said
+            child.send("/compact" + ENTER)
+            child.expect(words("compacted"))
+            assert "Not compacted" not in str(child.before)
+            child.send("hi" + ENTER)
+            child.expect(words("── completed"))
+            exit_cleanly(child)
+        finally:
+            if child.isalive():
+                child.terminate(force=True)
+
+
+def test_exec_after_a_refused_message_too_big_goes_on_in_the_same_session(
+    tmp_path: Path, run_mind: RunMind
+) -> None:
+    with FakeModel(context_window=WINDOW) as model:
+        first = _exec(run_mind, model, tmp_path, "--json", "hello")
+        assert first.returncode == 0, first.stderr
+        (started,) = first.of_type("session.started")
+        sid = started["session_id"]
+        big = _exec(run_mind, model, tmp_path, "--session", sid, TOO_BIG)
+        assert big.returncode != 0
+        said = _one_line(big.stderr)
+        assert ALONE in said and "/compact" not in said, said
+        hi = _exec(run_mind, model, tmp_path, "--session", sid, "hi")
+    assert hi.returncode == 0, hi.stderr

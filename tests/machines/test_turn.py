@@ -34,6 +34,8 @@ from mind.machines.turn import (
     acknowledges,
     can_rebuild_for_window,
     can_retry,
+    input_over_window,
+    message_too_big,
     next_turn_starts,
     overflow_advice,
     round_limit_message,
@@ -579,3 +581,29 @@ def test_the_overflow_advice_is_true_where_it_is_read() -> None:
         "Too long. Compact it in the REPL (`mind resume s1`, then /compact with a focus), "
         "or start a new session (`mind exec` without --session)."
     )
+
+
+def test_a_message_over_the_window_alone_fails_the_turn_at_once() -> None:
+    assert message_too_big("context_length", input_tokens=100, window=100)
+    assert not message_too_big("context_length", input_tokens=99, window=100)
+    assert not message_too_big("context_length", input_tokens=None, window=100)
+    assert not message_too_big("context_length", input_tokens=100, window=None)
+    assert not message_too_big("server", input_tokens=500, window=100)
+    assert input_over_window(100, 100) and not input_over_window(None, 100)
+    machine = TurnMachine(retry=RetryPolicy())
+    machine.start()
+    # No automatic compaction for it either: it could not make the turn fit.
+    assert machine.context_measured(projected=500, window=100, percent=80, input_tokens=120) == []
+    (terminal,) = machine.round_failed(
+        kind="context_length",
+        message="too long.",
+        window_learned=True,
+        input_tokens=120,
+        sent_tokens=300,
+        window=100,
+    )
+    assert isinstance(terminal, WriteTerminal) and terminal.failure is not None
+    assert terminal.failure.kind == "context_length"
+    assert "message itself is too big" in terminal.failure.message
+    assert "about 300 tokens" in terminal.failure.message
+    assert "/compact" not in terminal.failure.message

@@ -49,7 +49,7 @@ CI = settings(
 def test_every_turn_edge_is_walked_and_lands_where_the_chart_says(
     request: pytest.FixtureRequest,
 ) -> None:
-    check_every_edge(request, TurnChart, 42)
+    check_every_edge(request, TurnChart, 43)
 
 
 # ------------------------------------------------------------------ reference model
@@ -115,11 +115,14 @@ resume: (the plan re-drives calls, -); context_measured: (over the
 auto-compaction threshold, -); compaction_done: (the context shrank, -)."""
 
 
-def reference_step(ref: dict[str, Any], event: str, a: bool = False, b: bool = True) -> str | None:
+def reference_step(
+    ref: dict[str, Any], event: str, a: bool = False, b: bool = True, c: bool = False
+) -> str | None:
     """The leaf the turn should reach, or ``None`` if ``event`` must be refused.
 
     Mutates ``ref["retries"]`` when a retry is granted and ``ref["rounds"]``
-    when a round ends.
+    when a round ends. ``c``: (round_failed) the turn's own input alone is
+    over the window.
     """
     leaf: str = ref["leaf"]
     group = PARENTS[leaf][0] if PARENTS[leaf] else leaf
@@ -173,6 +176,8 @@ def reference_step(ref: dict[str, Any], event: str, a: bool = False, b: bool = T
     if event == "round_failed":
         if group != "sampling":
             return None
+        if c and not b:  # a context overflow the turn's own input alone makes: fail at once
+            return "failed"
         if a and not b and not ref["rebuilt"]:  # a window learned: rebuild, send again
             ref["rebuilt"] = True
             return "requesting"
@@ -210,13 +215,20 @@ def reference_step(ref: dict[str, Any], event: str, a: bool = False, b: bool = T
     return simple.get((event, leaf)) or simple.get((event, group))
 
 
-def send(machine: TurnMachine, event: str, a: bool, b: bool) -> list[Any]:
-    """Send ``event`` with the data ``(a, b)`` stands for (see DATA_EVENTS)."""
+def send(machine: TurnMachine, event: str, a: bool, b: bool, c: bool = False) -> list[Any]:
+    """Send ``event`` with the data ``(a, b)`` stands for (see DATA_EVENTS;
+    ``c``: see :func:`reference_step`)."""
     if event == "round_done":
         return machine.round_done(tool_calls=int(a), output_bytes=1 if b else 2, output_limit=1)
     if event == "round_failed":
         kind = "server" if a and b else ("auth" if b else "context_length")
-        return machine.round_failed(kind=kind, message="m", window_learned=a and not b)
+        return machine.round_failed(
+            kind=kind,
+            message="m",
+            window_learned=a and not b,
+            input_tokens=200 if c else 10,
+            window=100,
+        )
     if event == "context_measured":
         return machine.context_measured(projected=90 if a else 10, window=100, percent=80)
     if event == "compaction_done":
@@ -348,6 +360,11 @@ class TurnAgainstReference(RuleBasedStateMachine):
         self._apply("context_measured", True)
         self._apply("round_failed", True, False)
         self._apply("compaction_done", True)
+        # An overflow the turn's own input alone makes fails at once, even
+        # when it taught a window (no rebuild, no compaction).
+        self.new_turn(max_retries, 2)
+        self._apply("start")
+        self._apply("round_failed", True, False, True)
         self.new_turn(max_retries, max_rounds)
 
     def new_turn(self, max_retries: int, max_rounds: int) -> None:
@@ -368,18 +385,18 @@ class TurnAgainstReference(RuleBasedStateMachine):
             "compacting": None,
         }
 
-    def _apply(self, event: str, a: bool = False, b: bool = True) -> None:
+    def _apply(self, event: str, a: bool = False, b: bool = True, c: bool = False) -> None:
         snapshot = dict(self.ref)
-        expected = reference_step(self.ref, event, a, b)
+        expected = reference_step(self.ref, event, a, b, c)
         before = (self.machine.state, self.machine.configuration, self.machine.retries_used)
         if expected is None:
             with pytest.raises(IllegalTransition):
-                send(self.machine, event, a, b)
+                send(self.machine, event, a, b, c)
             assert (self.machine.state, self.machine.configuration) == before[:2]
             assert self.ref == snapshot
             return
         self.case_edges.add(f"{self.ref['leaf']}:{event}:{expected}")
-        effects = send(self.machine, event, a, b)
+        effects = send(self.machine, event, a, b, c)
         assert bool(effects) == (
             expected in FINAL or (event, expected) in EFFECTFUL or event == "approval_needed"
         ), (event, expected, effects)
@@ -478,9 +495,9 @@ def test_report_lists_every_edge_and_flags_missed_ones(tmp_path: Path) -> None:
     machine.round_done(tool_calls=0, output_bytes=0, output_limit=1)
     machine.seal()
     report = coverage.report().splitlines()
-    assert report[0] == "transition coverage TurnChart: 3/42 edges taken"
-    assert len(report) == 1 + 42
-    assert sum("never taken" in line for line in report) == 39
+    assert report[0] == "transition coverage TurnChart: 3/43 edges taken"
+    assert len(report) == 1 + 43
+    assert sum("never taken" in line for line in report) == 40
     other = TransitionCoverage(TurnChart)
     other.merge(coverage)
     other.merge(coverage)

@@ -125,4 +125,5 @@ def test_a_window_stated_again_is_journaled_once(tmp_path: Path) -> None:
         usage = anyio.run(
             _two_failed_turns, tmp_path / "state", tmp_path, _config(server.url + "/v1", "local")
         )
-    assert usage == ContextUsage(window=8192)
+    # Sent and refused, nothing reported: not "nothing sent yet".
+    assert usage == ContextUsage(window=8192, basis="refused")
