@@ -357,8 +357,9 @@ class Turn:
     @property
     def stopped_by_person(self) -> bool:
         """Whether an interrupt was the person's Stop (Esc, Ctrl+C, abort),
-        not a closed terminal: a shown question is then cancelled for good."""
-        return self._interrupt_requested and not self._hung_up
+        not a closed terminal nor leaving (/exit, Ctrl+D): a shown question
+        is then cancelled for good; leaving keeps it for the next open."""
+        return self._interrupt_requested and not self._hung_up and not self._left
 
     @property
     def done(self) -> bool:

@@ -239,9 +239,11 @@ class Approvals:
         if self.swallow(event.data):
             return
         clock = self._repl.clock
-        if clock() - self._repl.last_typed_at < TYPING_GAP_S:
-            # The person was typing a draft when the question appeared: this
-            # key belongs to the draft, not to the question.
+        draft = event.current_buffer.text
+        typing_command = self._repl.commands.typing_card_command(draft + event.data)
+        if typing_command or clock() - self._repl.last_typed_at < TYPING_GAP_S:
+            # The person was typing a draft when the question appeared, or
+            # types /exit at the card: this key belongs to the draft.
             event.current_buffer.insert_text(event.data)
             return
         word = next(w for w in ANSWER_WORDS if w[0] == event.data.lower())
