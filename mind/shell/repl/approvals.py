@@ -7,7 +7,9 @@ draft is put aside meanwhile and given back) —, a approves for this session
 (a durable grant, scoped by mind.effects.grants, the card's ``a =`` line
 says what it covers; refused when the card does not offer it), s stops the
 turn (a durable abort: the question is never offered again). Enter while a
-card waits sends nothing: the status line says so.
+card waits sends nothing: the status line says so — but ``/exit`` / ``/quit``
+leave (the question stays unanswered for the next resume), and the letters
+of such a command being typed are typing, never an answer.
 A reconcile card asks about a call a crash left without an outcome
 (docs/design/effects.md §4): r runs it again, f marks it failed, t tells the
 model the outcome is unknown; the keys are on the card's line. A running
