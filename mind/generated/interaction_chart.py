@@ -2,7 +2,7 @@
 # Do not edit: change the spec and regenerate; `make codegen-check` fails on drift.
 """Interaction statechart, compiled from ``specs/statecharts/interaction.yaml``.
 
-One question to the person about one tool invocation - requested (durable) before shown, answered (durable) before applied; declined when nobody can answer; cancelled when the turn ends first.
+One question to the person about one tool invocation - requested (durable) before shown, answered (durable) before applied; declined when nobody can answer (when it would be shown, or later once nobody can); cancelled when the turn ends first.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ InteractionEventName = Literal[
     "show",
     "answer",
     "cancel",
+    "answerers_changed",
     "apply",
 ]
 """Every event id of the chart, in order of first appearance."""
@@ -54,6 +55,7 @@ INTERACTION_EVENTS: Final[tuple[InteractionEventName, ...]] = (
     "show",
     "answer",
     "cancel",
+    "answerers_changed",
     "apply",
 )
 INTERACTION_STATES: Final[tuple[InteractionStateId, ...]] = (
@@ -119,7 +121,7 @@ def _to(
 
 
 class InteractionChart(StateChart[InteractionModel]):
-    """One question to the person about one tool invocation - requested (durable) before shown, answered (durable) before applied; declined when nobody can answer; cancelled when the turn ends first.
+    """One question to the person about one tool invocation - requested (durable) before shown, answered (durable) before applied; declined when nobody can answer (when it would be shown, or later once nobody can); cancelled when the turn ends first.
 
     Compiled from ``specs/statecharts/interaction.yaml``. A disallowed event raises
     ``TransitionNotAllowed``; an exception in a guard or action propagates.
@@ -160,6 +162,10 @@ class InteractionChart(StateChart[InteractionModel]):
         | _to(answered, answered, on=['ignore_answer'])
     )
     cancel = _to(shown, cancelled, on=['journal_cancel'])
+    answerers_changed = (
+        _to(shown, declined, unless='can_answer', on=['journal_declined'])
+        | _to(shown, shown, cond='can_answer')
+    )
     apply = (
         _to(answered, applied, unless='aborting', on=['apply_decision'])
         | _to(answered, applied, cond='aborting', on=['apply_decision', 'stop_turn'])

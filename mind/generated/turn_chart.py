@@ -44,6 +44,7 @@ TurnEventName = Literal[
     "tools_done",
     "approval_needed",
     "call_refused",
+    "question_asked",
     "command_waited",
     "command_ended",
     "approval_answered",
@@ -94,6 +95,7 @@ TURN_EVENTS: Final[tuple[TurnEventName, ...]] = (
     "tools_done",
     "approval_needed",
     "call_refused",
+    "question_asked",
     "command_waited",
     "command_ended",
     "approval_answered",
@@ -277,6 +279,7 @@ class TurnChart(StateChart[TurnModel]):
     leave = (
         _to(active, interrupted)
         | _to(active.running_tools.awaiting_command, suspended, on=['leave_for_recovery'])
+        | _to(active.running_tools.awaiting_approval, suspended, on=['leave_for_recovery'])
     )
     round_done = (
         _to(active.sampling, active.running_tools, cond='has_tool_calls and within_output_cap', on=['run_tools'])
@@ -314,6 +317,7 @@ class TurnChart(StateChart[TurnModel]):
         | _to(active.running_tools.executing, active.running_tools.executing, cond='not can_ask and not granted', on=['refuse_call'])
     )
     call_refused = _to(active.running_tools.executing, active.running_tools.executing, on=['refuse_call'])
+    question_asked = _to(active.running_tools.executing, active.running_tools.awaiting_approval)
     command_waited = _to(active.running_tools.executing, active.running_tools.awaiting_command)
     command_ended = _to(active.running_tools.awaiting_command, active.running_tools.executing)
     approval_answered = _to(active.running_tools.awaiting_approval, active.running_tools.executing)

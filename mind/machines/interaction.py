@@ -12,6 +12,8 @@ named, which the shell (:mod:`mind.shell.interactions`) performs::
     proposed --request[not fits]--> refused           requested --show[not can_answer]--> declined
     proposed --recorded[resolved?]--> answered | requested (replayed from the journal)
     shown --cancel--> cancelled;  shown --answer[not fits]--> shown (refused answer)
+    shown --answerers_changed[not can_answer]--> declined   (nobody can answer any more)
+    shown --answerers_changed[can_answer]--> shown
     answered --answer--> answered; a final state's answer -> AnswerIgnored (no-op)
 
 Beside it the pure rules: :func:`fits` (the 128 KiB bound of a request and
@@ -228,7 +230,8 @@ class _InteractionData:
 
     @property
     def can_answer(self) -> bool:
-        """Guard ``can_answer``: a person or a handler can answer."""
+        """Guard ``can_answer`` (``show``, ``answerers_changed``): a person or a
+        handler can answer."""
         return self.answering
 
     @property
@@ -291,7 +294,8 @@ class InteractionMachine:
 
     The shell drives it: :meth:`request` (a new question) or :meth:`recorded`
     (one found in the journal), then :meth:`show`, :meth:`answer` (any number
-    of times: only the first counts), :meth:`cancel`, :meth:`apply`.
+    of times: only the first counts), :meth:`answerers_changed`,
+    :meth:`cancel`, :meth:`apply`.
     """
 
     def __init__(self) -> None:
@@ -350,6 +354,17 @@ class InteractionMachine:
         """Show the durable request: ``[ShowRequest()]`` when someone can
         answer, else ``[JournalResolution(declined, headless)]`` (``declined``)."""
         return self._send("show", answering=can_answer)
+
+    def answerers_changed(self, *, can_answer: bool) -> list[Effect]:
+        """Who can answer a shown question changed (a reader of the turn's
+        events left, or the caller began awaiting the turn): when nobody can
+        now, ``[JournalResolution(declined, headless)]`` (``declined``: never a
+        wait for an answer nobody can give); else ``[]`` (still ``shown``).
+
+        Raises:
+            IllegalTransition: the question is not ``shown`` (misuse).
+        """
+        return self._send("answerers_changed", answering=can_answer)
 
     def answer(
         self,

@@ -1118,6 +1118,13 @@ class TurnMachine:
         """``awaiting_approval -> executing``: the answer is in."""
         return self._send("approval_answered")
 
+    def question_asked(self) -> list[Effect]:
+        """``executing -> awaiting_approval``: a re-driven call whose outcome
+        is unknown asks the person (the reconcile card; a hang-up or leaving
+        there leaves the turn for the next open, the question unanswered);
+        :meth:`approval_answered` when the answer is in. ``[]``."""
+        return self._send("question_asked")
+
     def tools_done(self) -> list[Effect]:
         """Every tool result is journaled: sample again, or fail out of rounds.
 
@@ -1172,9 +1179,10 @@ class TurnMachine:
         return self._send("hang_up")
 
     def leave(self) -> list[Effect]:
-        """The person left the REPL (/exit): ``awaiting_command ->
-        suspended``: ``[LeaveForRecovery()]`` (a command a crash left running
-        keeps running under its supervisor; the next open waits for it
+        """The person left the REPL (/exit, Ctrl+D): ``awaiting_command |
+        awaiting_approval -> suspended``: ``[LeaveForRecovery()]`` (a command a
+        crash left running keeps running under its supervisor, a card's
+        question stays unanswered; the next open waits for it / asks it
         again); from any other active state ``-> interrupted`` like
         :meth:`interrupt` (the waiting input stays waiting)."""
         self._data.send_pending = False

@@ -320,7 +320,7 @@ class CallQuestions:
         return resolution.decision
 
     async def ask_reconcile(
-        self, turn: Turn, call: ToolCall, facts: UnknownEffect
+        self, turn: Turn, machine: TurnMachine, call: ToolCall, facts: UnknownEffect
     ) -> EffectResolution:
         """The resolution of an ``unknown`` effect, asked as a ``reconcile``
         interaction (id ``facts.interaction_id``, purpose ``unknown_outcome``,
@@ -329,11 +329,16 @@ class CallQuestions:
         (docs/design/interactions.md §6). Where nobody can answer (the
         choices are ``tell_model`` alone) it is ``declined`` and the model is
         told; a question too large to ask is told too — never a re-run
-        without a person's word (docs/design/effects.md §4).
+        without a person's word (docs/design/effects.md §4). While a person
+        is asked the turn chart is at the card (``question_asked``), so a
+        hang-up or leaving there leaves the question for the next open.
 
         Raises:
             JournalWriteError: the question or its answer could not be made durable.
         """
+        asks = person_answers(facts.choices)
+        if asks:
+            machine.question_asked()
         try:
             resolution = await self._ask(
                 turn,
@@ -349,10 +354,16 @@ class CallQuestions:
                     reason=_known(facts),
                     choices=[jr.InteractionDecision(c) for c in facts.choices],
                 ),
-                can_answer=person_answers(facts.choices),
-                explicit_stop=lambda: turn._interrupt_requested,
+                can_answer=asks,
+                explicit_stop=lambda: turn.stopped_by_person,
             )
         except InteractionTooLarge:
+            resolution = None
+        # Only an answer (or a refusal) leaves the card: a cancelled wait
+        # stays there, so the chart decides what a hang-up, leaving or Stop means.
+        if asks:
+            machine.approval_answered()
+        if resolution is None:
             return "tell_model"
         return reconcile_resolution(resolution.decision, facts.choices)
 

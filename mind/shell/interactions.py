@@ -539,6 +539,26 @@ class Interactions:
             live.stop_turn,
         )
 
+    def answerers_changed(self, turn_id: str) -> None:
+        """Who can answer turn ``turn_id``'s questions may have changed (a
+        reader of its events left, or its end began to be awaited): each of
+        its questions shown now is told the service's ``answerable`` fact,
+        and the chart declines it when nobody can answer (durable, by
+        ``headless``; the waiting call is refused without running,
+        docs/design/interactions.md §2). A resolution that cannot be made
+        durable fails the waiting call with that error (fail closed: the
+        call never runs), not the caller that reported the change."""
+        can_answer = self._answerable(turn_id)
+        for live in list(self._live.values()):
+            if live.request.turn_id != turn_id or live.machine.state != "shown":
+                continue  # only a shown question waits for an answer
+            try:
+                effects = live.machine.answerers_changed(can_answer=can_answer)
+                self._perform(live, effects, live.resolved)
+            except JournalError as exc:
+                live.failure = exc
+                live.answered.set()
+
     def answer(
         self,
         interaction_id: str,

@@ -795,6 +795,8 @@ class Session:
                 yield event
         finally:
             self._consuming = False
+            if self.current is not None:  # the reader left: who answers may have changed
+                self.current.answerers_changed()
 
     # ---- the turn ------------------------------------------------------------
 

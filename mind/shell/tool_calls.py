@@ -112,7 +112,7 @@ class ToolCalls:
                 return collected
             found = collected
         if isinstance(found, UnknownEffect):
-            resolution = await self.questions.ask_reconcile(turn, inv.call, found)
+            resolution = await self.questions.ask_reconcile(turn, machine, inv.call, found)
             written = effects.resolve(inv, found, resolution)
             if written is not None:
                 return written

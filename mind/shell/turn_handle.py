@@ -203,10 +203,10 @@ class Turn:
         self._left = False
         """The stop came from the person leaving the REPL (:meth:`leave`)."""
         self._send_pending = True
-        self._read = False
-        """Someone iterates this turn's events (they can see its cards)."""
-        self._awaited_unread = False
-        """:meth:`wait` was called while nobody read the session's events."""
+        self._readers = 0
+        """Iterations of this turn's events open now (each can see its cards)."""
+        self._waiters = 0
+        """:meth:`wait` calls not returned yet."""
         self._done = anyio.Event()
         self._outcome: TurnOutcome | None = None
         # Progress kept on the handle so an interrupted turn still reports it.
@@ -228,9 +228,14 @@ class Turn:
 
     async def _iterate(self) -> AsyncIterator[ev.Event]:
         self._events.slack = DELTA_SLACK  # a reader: deltas one by one again
-        self._read = True
-        while (event := await self._events.get()) is not None:
-            yield event
+        self._readers += 1
+        try:
+            while (event := await self._events.get()) is not None:
+                yield event
+        finally:
+            # Ended, or left (``break``: closed when the loop drops it).
+            self._readers -= 1
+            self.answerers_changed()
 
     def decide(self, call_id: str, decision: Decision, reason: str | None = None) -> None:
         """Answer the waiting approval request of ``call_id`` in this turn.
@@ -324,11 +329,23 @@ class Turn:
 
     @property
     def answerable(self) -> bool:
-        """Whether someone may answer this turn's questions: False once its
-        end is awaited (:meth:`wait`) while nobody reads its events — a
-        library caller with no handler; the interaction chart's
-        ``can_answer`` then declines them."""
-        return not self._awaited_unread
+        """Whether someone may answer this turn's questions (the rule of
+        docs/design/interactions.md §2): True while an iteration of its
+        events is open (this turn's, or :meth:`Session.events`: the reader
+        sees every card and may answer it), while nobody awaits its end
+        (a caller may still read or poll ``pending_interactions()``), and
+        once a stop was asked for (its questions are cancelled, not
+        declined); False while :meth:`wait` is awaited and no iteration is
+        open — a library caller with no handler, the only party left. The
+        interaction chart's ``can_answer`` then declines its questions."""
+        reading = self._readers > 0 or self.session.events_read
+        return reading or self._waiters == 0 or self._interrupt_requested
+
+    def answerers_changed(self) -> None:
+        """Tell the session's interactions that :attr:`answerable` may have
+        changed (a reader left, a wait began): the chart decides what each
+        shown question of this turn does with the fact."""
+        self.session.interactions.answerers_changed(self.turn_id)
 
     @property
     def stops_commands(self) -> bool:
@@ -340,8 +357,9 @@ class Turn:
     @property
     def stopped_by_person(self) -> bool:
         """Whether an interrupt was the person's Stop (Esc, Ctrl+C, abort),
-        not a closed terminal: a shown question is then cancelled for good."""
-        return self._interrupt_requested and not self._hung_up
+        not a closed terminal nor leaving (/exit, Ctrl+D): a shown question
+        is then cancelled for good; leaving keeps it for the next open."""
+        return self._interrupt_requested and not self._hung_up and not self._left
 
     @property
     def done(self) -> bool:
@@ -351,13 +369,18 @@ class Turn:
     async def wait(self) -> TurnOutcome:
         """Wait for the end of the turn (without consuming events).
 
-        Awaited while nobody reads the session's events (neither this turn
-        nor :meth:`Session.events` is iterated) and no stop was asked for,
-        the turn has nobody to answer its questions from then on: each is
-        ``declined`` (docs/design/interactions.md §2), never shown to no one."""
-        if not self._read and not self.session.events_read and not self._interrupt_requested:
-            self._awaited_unread = True
-        await self._done.wait()
+        While it is awaited and no iteration of the events is open (neither
+        this turn nor :meth:`Session.events` is iterated) and no stop was
+        asked for, the turn has nobody to answer its questions
+        (:attr:`answerable`): one shown already, or shown later, is
+        ``declined`` (docs/design/interactions.md §2) and its call refused
+        without running — never a wait for an answer nobody can give."""
+        self._waiters += 1
+        try:
+            self.answerers_changed()
+            await self._done.wait()
+        finally:
+            self._waiters -= 1
         assert self._outcome is not None
         return self._outcome
 

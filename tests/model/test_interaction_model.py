@@ -53,7 +53,7 @@ FINAL = {"applied", "declined", "cancelled", "refused"}
 def test_every_interaction_edge_is_walked_and_lands_where_the_chart_says(
     request: pytest.FixtureRequest,
 ) -> None:
-    check_every_edge(request, InteractionChart, 12)
+    check_every_edge(request, InteractionChart, 14)
 
 
 DECISIONS = st.sampled_from([D.approve_once, D.approve_session, D.deny, D.abort])
@@ -181,6 +181,25 @@ class AgainstReference(RuleBasedStateMachine):
 
     @_in("shown")
     @rule()
+    def a_reader_remains(self) -> None:
+        self._answerers_changed(True)
+
+    @_in("shown")
+    @rule()
+    def nobody_answers_any_more(self) -> None:
+        self._answerers_changed(False)
+
+    def _answerers_changed(self, can_answer: bool) -> None:
+        """Who can answer changed: nobody now declines it (by headless)."""
+        effects = self.machine.answerers_changed(can_answer=can_answer)
+        if can_answer:
+            assert effects == []
+        else:
+            assert effects == [JournalResolution(D.declined, jr.InteractionBy.headless)]
+            self.ref.update(state="declined", decision=D.declined)
+
+    @_in("shown")
+    @rule()
     def cancel(self) -> None:
         assert self.machine.cancel() == [JournalResolution(D.cancelled, jr.InteractionBy.person)]
         self.ref.update(state="cancelled", decision=D.cancelled)
@@ -194,7 +213,11 @@ class AgainstReference(RuleBasedStateMachine):
         assert self.machine.apply() == applied
         self.ref["state"] = "applied"
 
-    @rule(event=st.sampled_from(["request", "recorded", "show", "answer", "cancel", "apply"]))
+    @rule(
+        event=st.sampled_from(
+            ["request", "recorded", "show", "answer", "answerers_changed", "cancel", "apply"]
+        )
+    )
     def misuse_is_refused(self, event: str) -> None:
         """An event the chart does not allow here is refused, the machine unchanged."""
         state = self.ref["state"]
@@ -203,6 +226,7 @@ class AgainstReference(RuleBasedStateMachine):
             "recorded": {"proposed"},
             "show": {"requested"},
             "answer": {"shown", "answered", *FINAL},
+            "answerers_changed": {"shown"},
             "cancel": {"shown"},
             "apply": {"answered"},
         }[event]
@@ -213,6 +237,7 @@ class AgainstReference(RuleBasedStateMachine):
             "recorded": lambda: self.machine.recorded(None),
             "show": lambda: self.machine.show(can_answer=True),
             "answer": lambda: self.machine.answer(D.deny),
+            "answerers_changed": lambda: self.machine.answerers_changed(can_answer=False),
             "cancel": self.machine.cancel,
             "apply": self.machine.apply,
         }

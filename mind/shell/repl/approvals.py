@@ -7,7 +7,9 @@ draft is put aside meanwhile and given back) —, a approves for this session
 (a durable grant, scoped by mind.effects.grants, the card's ``a =`` line
 says what it covers; refused when the card does not offer it), s stops the
 turn (a durable abort: the question is never offered again). Enter while a
-card waits sends nothing: the status line says so.
+card waits sends nothing: the status line says so — but ``/exit`` / ``/quit``
+leave (the question stays unanswered for the next resume), and the letters
+of such a command being typed are typing, never an answer.
 A reconcile card asks about a call a crash left without an outcome
 (docs/design/effects.md §4): r runs it again, f marks it failed, t tells the
 model the outcome is unknown; the keys are on the card's line. A running
@@ -239,9 +241,11 @@ class Approvals:
         if self.swallow(event.data):
             return
         clock = self._repl.clock
-        if clock() - self._repl.last_typed_at < TYPING_GAP_S:
-            # The person was typing a draft when the question appeared: this
-            # key belongs to the draft, not to the question.
+        draft = event.current_buffer.text
+        typing_command = self._repl.commands.typing_card_command(draft + event.data)
+        if typing_command or clock() - self._repl.last_typed_at < TYPING_GAP_S:
+            # The person was typing a draft when the question appeared, or
+            # types /exit at the card: this key belongs to the draft.
             event.current_buffer.insert_text(event.data)
             return
         word = next(w for w in ANSWER_WORDS if w[0] == event.data.lower())

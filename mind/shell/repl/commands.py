@@ -38,6 +38,9 @@ class Command:
     """Called with the rest of the line; returns False to leave the REPL."""
     while_busy: bool = True
     """Whether the command may run while a turn is running."""
+    at_card: bool = False
+    """Whether Enter runs it while a card holds the editor (leaving: the
+    question stays unanswered for the next resume, docs/design/interactions.md §3)."""
 
 
 def command_word(text: str) -> tuple[str, str] | None:
@@ -112,8 +115,8 @@ class SlashCommands:
                 "list what is approved for this session; revoke N takes one back",
                 lambda rest: permissions.run(self._repl, rest),
             ),
-            Command("exit", "leave mind (the session can be resumed)", self._exit),
-            Command("quit", "same as /exit", self._exit),
+            Command("exit", "leave mind (the session can be resumed)", self._exit, at_card=True),
+            Command("quit", "same as /exit", self._exit, at_card=True),
         ):
             self.table[command.name] = command
 
@@ -125,10 +128,7 @@ class SlashCommands:
         into the editor). Returns False to leave the REPL.
         """
         repl = self._repl
-        command = self.table.get(name)
-        if command is None:  # a unique prefix names its command (/he -> /help)
-            matches = [c for c in self.table.values() if name and c.name.startswith(name)]
-            command = matches[0] if len(matches) == 1 else None
+        command = self.named(name)
         if command is None:
             repl.view.note(
                 f"Unknown command /{name}. /help lists commands; to send text that starts "
@@ -144,6 +144,33 @@ class SlashCommands:
             )
             return True
         return command.run(rest)
+
+    def named(self, name: str) -> Command | None:
+        """The command ``name`` names: itself, or the one command it is a
+        unique prefix of (``he`` is ``help``); None for none or several."""
+        command = self.table.get(name)
+        if command is None:
+            matches = [c for c in self.table.values() if name and c.name.startswith(name)]
+            command = matches[0] if len(matches) == 1 else None
+        return command
+
+    def runs_at_card(self, text: str) -> bool:
+        """Whether the line ``text`` names a command Enter runs while a card
+        holds the editor (:attr:`Command.at_card`: ``/exit``, ``/quit``)."""
+        named = command_word(text)
+        command = self.named(named[0]) if named is not None else None
+        return command is not None and command.at_card
+
+    def typing_card_command(self, text: str) -> bool:
+        """Whether ``text`` (the draft with the key just typed) is the start
+        of such a command's name (``/exi`` + ``t``): the key is typing, never
+        an answer to the card (``t`` is "tell the model" at a reconcile card)."""
+        word = text[1:]
+        return (
+            text.startswith("/")
+            and bool(word)
+            and any(c.at_card and c.name.startswith(word) for c in self.table.values())
+        )
 
     def _help(self, _: str) -> bool:
         rows = [

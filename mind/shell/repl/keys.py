@@ -181,6 +181,14 @@ def key_bindings(repl: Repl) -> KeyBindings:
         status line says so."""
         repl.approvals.on_enter()
 
+    leaving_line = Condition(lambda: repl.commands.runs_at_card(repl.prompt.default_buffer.text))
+
+    @kb.add("enter", filter=asking & leaving_line)
+    def _leave_at_card(event: KeyPressEvent) -> None:
+        """``/exit`` (``/quit``) at a card leaves, as everywhere: leaving is
+        no answer (the question is asked again on resume)."""
+        _enter(event)
+
     refusing = Condition(lambda: repl.approvals.refusing)
 
     @kb.add("enter", filter=refusing)
