@@ -18,6 +18,10 @@ limits as a turn's round (:func:`mind.machines.turn.can_retry`). The summary
 must be non-empty and smaller than what it replaces.
 Commands still running and questions still waiting are named after the
 summary, so the model keeps knowing them.
+
+One module (over 500 lines) because one compaction is one durable sequence:
+the cut, fitting the summarisation request to the window, the request with
+its retries, and the checks of the summary share the records they journal.
 """
 
 from __future__ import annotations
