@@ -184,7 +184,7 @@ def test_a_round_limit_lowered_since_the_crash_fails_the_turn_after_its_calls(
     ]
     (done,) = [r for r in records if isinstance(r, jr.TurnCompleted)]
     assert done.status == jr.TurnStatus.failed
-    assert isinstance(done.failure, jr.Failure) and done.failure.kind == jr.FailureKind.internal
+    assert isinstance(done.failure, jr.Failure) and done.failure.kind == jr.FailureKind.round_limit
 
 
 def test_steering_sent_to_the_resumed_turn_reaches_its_next_round(tmp_path: Path) -> None:
