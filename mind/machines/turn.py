@@ -275,6 +275,7 @@ def overflow_advice(
     window: int | None = None,
     instructions: str | None = None,
     instructions_tokens: int | None = None,
+    request_tokens: int | None = None,
 ) -> str:
     """The failure text of a turn whose overflow compaction did not shrink
     the context: the round's ``message``, why the compaction did not help and
@@ -284,7 +285,10 @@ def overflow_advice(
     that overflowed: ``message_tokens`` estimated tokens, with the model's
     ``window`` when known), nothing can be compacted away: the message itself
     is too big; send a shorter one, or use a model with a larger window.
-    When the instructions files (``instructions``: their paths and sizes,
+    Then the generic ``context_length`` sentence is dropped (the advice says
+    it better) and, when known and larger, the whole request's
+    ``request_tokens`` follow the message's. When the instructions files
+    (``instructions``: their paths and sizes,
     about ``instructions_tokens``) are at least half the request that
     overflowed, they are named first: neither compaction nor a new session
     shrinks them. Otherwise ``reason`` (when known), then ``/compact`` (with
@@ -306,9 +310,15 @@ def overflow_advice(
         )
     if message_tokens is not None:
         of = f" of {window:,} tokens" if window is not None else ""
+        lead = "" if text == CANONICAL_MESSAGES["context_length"] else f"{text} "
+        whole = (
+            f"; the request with it about {request_tokens:,}"
+            if request_tokens is not None and request_tokens > message_tokens
+            else ""
+        )
         return (
-            f"{text} The message itself is too big for the model's context window{of} "
-            f"(the request with it is about {message_tokens:,} tokens): send a shorter "
+            f"{lead}The message itself is too big for the model's context window{of} "
+            f"(it is about {message_tokens:,} tokens{whole}): send a shorter "
             "one, or use a model with a larger window."
         )
     why = f" Compacting it did not help: {reason.rstrip('.')}." if reason else ""
@@ -777,7 +787,8 @@ class _TurnData:
             None,
             repl=False,
             session_id="",
-            message_tokens=self.sent_tokens or self.input_tokens,
+            message_tokens=self.input_tokens or self.sent_tokens,
+            request_tokens=self.sent_tokens,
             window=self.window,
         )
         self.failure = TurnFailure(self.failure.kind, advice)

@@ -12,7 +12,7 @@ import pytest
 from statemachine.exceptions import TransitionNotAllowed
 
 from mind.effects.retry import RetryPolicy
-from mind.errors import IllegalTransition
+from mind.errors import CANONICAL_MESSAGES, IllegalTransition
 from mind.machines.turn import (
     FAIL_SAFE,
     TERMINAL_STATES,
@@ -548,8 +548,24 @@ def test_the_overflow_advice_is_true_where_it_is_read() -> None:
     )
     assert alone == (
         "Too long. The message itself is too big for the model's context window of 2,000 "
-        "tokens (the request with it is about 3,100 tokens): send a shorter one, or use a "
-        "model with a larger window."
+        "tokens (it is about 3,100 tokens): send a shorter one, or use a model with a "
+        "larger window."
+    )
+    # The generic context_length sentence says nothing the advice does not;
+    # the message's own size comes first, the whole request's after it.
+    canonical = overflow_advice(
+        CANONICAL_MESSAGES["context_length"],
+        None,
+        repl=False,
+        session_id="s1",
+        message_tokens=13000,
+        request_tokens=20806,
+        window=8192,
+    )
+    assert canonical == (
+        "The message itself is too big for the model's context window of 8,192 tokens "
+        "(it is about 13,000 tokens; the request with it about 20,806): send a shorter "
+        "one, or use a model with a larger window."
     )
     repl = overflow_advice("Too long.", "the summary was empty", repl=True, session_id="s1")
     assert repl == (
@@ -605,5 +621,5 @@ def test_a_message_over_the_window_alone_fails_the_turn_at_once() -> None:
     assert isinstance(terminal, WriteTerminal) and terminal.failure is not None
     assert terminal.failure.kind == "context_length"
     assert "message itself is too big" in terminal.failure.message
-    assert "about 300 tokens" in terminal.failure.message
+    assert "it is about 120 tokens; the request with it about 300" in terminal.failure.message
     assert "/compact" not in terminal.failure.message
