@@ -32,6 +32,7 @@ from mind.generated import journal as jr
 from mind.history import build_messages
 from mind.shell import supervision
 from mind.shell.effects import SessionEffects
+from mind.shell.repl.commands import compact_refusal_note
 from tests.support import records as rec
 from tests.support.fake_model import EFFECTS_FILE, FakeModel, tokens_of, user_texts
 from tests.support.replay_server import ReplayServer, Reply
@@ -296,6 +297,31 @@ def test_compact_is_refused_while_a_turn_runs(tmp_path: Path) -> None:
             return refused
 
     assert anyio.run(main) == "a turn is running; compact after it ends (or interrupt it)"
+
+
+def test_the_repl_says_a_compact_refusal_as_a_sentence_without_the_session_id(
+    tmp_path: Path,
+) -> None:
+    """t3: the REPL showed "Could not compact: session <id>: …"; the person is
+    in that session, so the note is the reason alone, one sentence."""
+    config = _scripted(tmp_path, [{"text": "answer"}])
+
+    async def main() -> tuple[str, str]:
+        async with mind.Runtime.open(state_root=tmp_path / "state") as rt:
+            s = await rt.create_session(cwd=tmp_path, config=config)
+            turn = s.submit("hello")
+            note = ""
+            try:
+                await s.compact()
+            except CompactionRefused as exc:
+                note = compact_refusal_note(exc)
+            async for _ in turn:
+                pass
+            return note, s.session_id
+
+    note, sid = anyio.run(main)
+    assert note == "Could not compact: a turn is running; compact after it ends (or interrupt it)."
+    assert sid not in note
 
 
 def test_input_sent_during_a_manual_compaction_waits_for_it(tmp_path: Path) -> None:

@@ -297,7 +297,7 @@ class SlashCommands:
         try:
             outcome = await repl.session.compact(focus or None)
         except MindError as exc:
-            repl.view.note(f"Could not compact: {exc}", style="yellow")
+            repl.view.note(compact_refusal_note(exc), style="yellow")
             return
         finally:
             # Input sent while it ran waited for it; its turn starts now.
@@ -316,6 +316,19 @@ class SlashCommands:
 
     def _exit(self, _: str) -> bool:
         return False
+
+
+def compact_refusal_note(exc: MindError) -> str:
+    """The note a ``/compact`` that could not start shows: ``"Could not
+    compact: <reason>."``, one sentence.
+
+    Rule: the person is in the session the refusal names, so a
+    :class:`~mind.errors.SessionError`'s reason (``detail``) is said without
+    its ``session <id>:`` prefix; other errors say their text. Pure; never
+    raises.
+    """
+    reason = exc.detail if isinstance(exc, SessionError) else str(exc)
+    return f"Could not compact: {reason.rstrip('.')}."
 
 
 def _usage_row(tokens: ev.Usage | None) -> str:
