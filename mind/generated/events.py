@@ -607,6 +607,16 @@ class ContextCompactedEvent(Struct, kw_only=True, tag_field='type', tag='context
     ) = UNSET
     before_tokens: Annotated[int, Meta(ge=0)] | UnsetType = UNSET
     after_tokens: Annotated[int, Meta(ge=0)] | UnsetType = UNSET
+    left_out: (
+        Annotated[
+            int,
+            Meta(
+                description="How many of the oldest messages or rounds were left out of the summary because its request had to fit the model's window (docs/design/context.md); absent when none were.",
+                ge=1,
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
 
 
 class ToolWaitingEvent(Struct, kw_only=True, tag_field='type', tag='tool.waiting', frozen=True):

@@ -640,6 +640,16 @@ class CompactionCompleted(Struct, kw_only=True, tag_field='type', tag='compactio
         ]
         | UnsetType
     ) = UNSET
+    left_out: (
+        Annotated[
+            int,
+            Meta(
+                description="How many of the oldest messages or rounds were left out of the summary because its request had to fit the model's window; absent when none were.",
+                ge=1,
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
 
 
 class CompactionFailed(Struct, kw_only=True, tag_field='type', tag='compaction_failed', frozen=True):

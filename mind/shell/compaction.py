@@ -539,7 +539,15 @@ async def compact(
             break
         kept = kept[1:]
     session.journal.append(
-        msgspec.structs.replace(probe, seq=0, before_tokens=before, after_tokens=after), sync=True
+        msgspec.structs.replace(
+            probe,
+            seq=0,
+            before_tokens=before,
+            after_tokens=after,
+            # The loss is a fact the person is told too, not only the model.
+            left_out=dropped or msgspec.UNSET,
+        ),
+        sync=True,
     )
     faults.boundary("compaction_completed")
     if emit is not None:
@@ -549,6 +557,7 @@ async def compact(
                 trigger=ev.CompactionTrigger(trigger),
                 before_tokens=before,
                 after_tokens=after,
+                left_out=dropped or msgspec.UNSET,
                 **turn_field,
             )
         )

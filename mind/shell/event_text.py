@@ -26,7 +26,8 @@ def describe_compaction_failure(event: ev.ContextCompactionFailedEvent) -> str:
 def describe_compaction(event: ev.ContextCompactedEvent) -> str:
     """One line for a completed compaction: ``context compacted (automatic):
     ~12.3k → ~1.2k tokens; the model now sees a summary of the earlier turns``
-    (sizes left out when unknown)."""
+    (sizes left out when unknown), then ``; the 10 oldest messages or rounds
+    were left out of the summary`` when its request had to leave some out."""
     why = {"manual": "", "auto": " (automatic)", "overflow": " (the context was full)"}[
         event.trigger.value
     ]
@@ -34,7 +35,10 @@ def describe_compaction(event: ev.ContextCompactedEvent) -> str:
     before, after = event.before_tokens, event.after_tokens
     if isinstance(before, int) and isinstance(after, int):
         sizes = f": ~{_compact(before)} → ~{_compact(after)} tokens"
-    return f"context compacted{why}{sizes}; the model now sees a summary of the earlier turns"
+    lost = ""
+    if isinstance(event.left_out, int):
+        lost = f"; the {event.left_out} oldest messages or rounds were left out of the summary"
+    return f"context compacted{why}{sizes}; the model now sees a summary of the earlier turns{lost}"
 
 
 def format_tokens(usage: ev.Usage) -> str:

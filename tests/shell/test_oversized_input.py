@@ -26,7 +26,7 @@ from mind.conversation import AssistantMessage, ToolCall, ToolResultMessage, Use
 from mind.generated import events as ev
 from mind.generated import journal as jr
 from mind.shell.compaction import _size, fit_to_window, left_out_note
-from mind.shell.event_text import describe_context
+from mind.shell.event_text import describe_compaction, describe_context
 from tests.support.fake_model import EFFECTS_FILE, FakeModel, tokens_of
 
 WINDOW = 2_000
@@ -186,6 +186,8 @@ def test_a_summary_is_fitted_to_the_learned_window_and_says_what_it_left_out(
 ) -> None:
     # Four turns of five calls while the server enforces no window, then it
     # enforces 2,000 tokens: the fifth turn overflows, learns it, compacts.
+    compacted: list[ev.ContextCompactedEvent] = []
+
     async def run() -> tuple[list[mind.TurnOutcome], list[jr.JournalRecord]]:
         config = _config(model, tmp_path, MIND_AUTO_COMPACT_PERCENT="0")
         outcomes = []
@@ -195,8 +197,9 @@ def test_a_summary_is_fitted_to_the_learned_window_and_says_what_it_left_out(
                 if i == 5:
                     model.context_window = WINDOW
                 turn = s.submit(f"TOOLS=5 m{i}" if i < 5 else "TOOL m5")
-                async for _ in turn:
-                    pass
+                async for event in turn:
+                    if isinstance(event, ev.ContextCompactedEvent):
+                        compacted.append(event)
                 outcomes.append(turn.outcome)
             return outcomes, s.history()
 
@@ -216,6 +219,15 @@ def test_a_summary_is_fitted_to_the_learned_window_and_says_what_it_left_out(
     # What was left out is said in the summary the model goes on from.
     (done,) = [r for r in records if isinstance(r, jr.CompactionCompleted)]
     assert done.summary.startswith("[The ") and "left out" in done.summary
+    # And to the person: a fact on the record and the event, in the line
+    # the REPL and `mind exec` show.
+    assert isinstance(done.left_out, int) and done.left_out >= 1
+    (event,) = compacted
+    assert event.left_out == done.left_out
+    assert done.summary.startswith(f"[The {done.left_out} oldest")
+    assert describe_compaction(event).endswith(
+        f"; the {done.left_out} oldest messages or rounds were left out of the summary"
+    )
 
 
 def test_fit_to_window_cuts_the_oldest_texts_before_it_leaves_any_item_out() -> None:
