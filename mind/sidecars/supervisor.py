@@ -104,6 +104,12 @@ def start_identity(pid: int) -> str:
     return f"{boot_id}:{fields[19]}" if len(fields) > 19 else ""
 
 
+_LOCK_WAIT_S = 2.0
+"""How long (seconds) a busy directory lock is tried again before the
+supervisor refuses: far longer than a look holds it, far shorter than a
+command another supervisor runs."""
+
+
 class _Directory:
     """The effect directory, open as ``dir_fd``: every file is reached
     through it without following links (``private_files`` rules, §5)."""
@@ -117,10 +123,19 @@ class _Directory:
             raise _Refused("the effect directory is not private (owned by this user, 0700)")
 
     def lock(self) -> None:
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise _Refused("the effect directory is locked by another process") from None
+        # A live session looking at the directory (supervision.inspect) holds
+        # the lock for a moment; another supervisor holds it for its whole
+        # command. So a busy lock is tried again for a bounded time before it
+        # refuses: a look never keeps a command from starting (§6).
+        deadline = time.monotonic() + _LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise _Refused("the effect directory is locked by another process") from None
+                time.sleep(0.002)
 
     def exists(self, name: str) -> bool:
         try:

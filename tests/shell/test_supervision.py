@@ -453,3 +453,36 @@ async def test_a_look_at_a_live_directory_never_stops_its_command(
         result = await supervision.wait(handle)
         assert result.text.startswith("ran"), result.text
         assert not (directory / supervision.NEVER_STARTED_FILE).exists()
+
+
+def test_a_supervisor_waits_out_a_look_that_holds_its_directory_lock(tmp_path: Path) -> None:
+    """§6: a live look (``inspect``) holds the directory's lock for a moment;
+    the supervisor locking the directory then must wait it out, not refuse
+    (which left the command never run: "locked by another process")."""
+    from mind.shell import private_files
+
+    directory = tmp_path / "ef_busy"
+    directory.mkdir(mode=0o700)
+    look = private_files.lock_dir(directory)  # the look, holding the lock now
+    assert look is not None
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from mind.sidecars import supervisor as s; d = s._Directory(); "
+            "print('trying', flush=True); d.lock(); print('locked', flush=True)",
+        ],
+        cwd=directory,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "trying"
+        os.close(look)  # the look ends while the supervisor is locking
+        out, err = child.communicate(timeout=10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert out.strip() == "locked", err
