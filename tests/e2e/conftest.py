@@ -88,3 +88,26 @@ def run_mind(mind_env: dict[str, str]) -> RunMind:
         return MindResult(proc.returncode, proc.stdout, proc.stderr, events)
 
     return run
+
+
+def exec_on_fake(
+    run_mind: RunMind, base_url: str, cwd: Path, *extra: str, env: dict[str, str]
+) -> MindResult:
+    """``mind exec`` against the loopback fake model at ``base_url``
+    (openai-chat, model ``local-model``, approval never, in ``cwd``), with
+    ``extra`` arguments and ``env`` added to the test's environment."""
+    return run_mind(
+        "exec",
+        "--provider",
+        "openai-chat",
+        "--base-url",
+        base_url,
+        "--model",
+        "local-model",
+        "--approval",
+        "never",
+        "--cwd",
+        str(cwd),
+        *extra,
+        env=env,
+    )

@@ -7,23 +7,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.e2e.conftest import MindResult, RunMind
+from tests.e2e.conftest import MindResult, RunMind, exec_on_fake
 from tests.support.fake_model import FakeModel
 
 
 def _exec(run_mind: RunMind, model: FakeModel, tmp: Path, *extra: str) -> MindResult:
-    return run_mind(
-        "exec",
-        "--provider",
-        "openai-chat",
-        "--base-url",
+    return exec_on_fake(
+        run_mind,
         model.base_url,
-        "--model",
-        "local-model",
-        "--approval",
-        "never",
-        "--cwd",
-        str(tmp),
+        tmp,
         *extra,
         env={"MIND_MAX_RETRIES": "0", "MIND_MODEL_CONTEXT_WINDOW": "8192"},
     )

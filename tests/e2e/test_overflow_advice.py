@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pexpect
 
-from tests.e2e.conftest import MindResult, RunMind
+from tests.e2e.conftest import MindResult, RunMind, exec_on_fake
 from tests.e2e.test_repl import _SCRUB, _SESSION_RE, ENTER, REPO, TIMEOUT_S, exit_cleanly, words
 from tests.support.fake_model import FakeModel
 
@@ -34,21 +34,7 @@ ALONE = "The message itself is too big for the model's context window of 2,000 t
 
 
 def _exec(run_mind: RunMind, model: FakeModel, tmp: Path, *extra: str) -> MindResult:
-    return run_mind(
-        "exec",
-        "--provider",
-        "openai-chat",
-        "--base-url",
-        model.base_url,
-        "--model",
-        "local-model",
-        "--approval",
-        "never",
-        "--cwd",
-        str(tmp),
-        *extra,
-        env={"MIND_MAX_RETRIES": "0"},
-    )
+    return exec_on_fake(run_mind, model.base_url, tmp, *extra, env={"MIND_MAX_RETRIES": "0"})
 
 
 def _one_line(text: str) -> str:
